@@ -1,0 +1,196 @@
+"""One stream, start to end: parser + protocol checker + timing + how it ended.
+
+``StreamMonitor`` is sans-I/O: the middleware, the CLI and the test helpers all drive it
+the same way (``feed`` body chunks, then ``finish`` once), and it is the only place that
+turns "how the bytes stopped" into an ``Outcome``. The clock is injected, so tests are
+deterministic without sleeping.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import Enum
+from typing import Any
+
+from streamguard import rules
+from streamguard.protocols import AUTO, make_checker
+from streamguard.report import Finding, Outcome, StreamReport
+from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, EventParser
+
+__all__ = ["StreamEnd", "StreamMonitor", "check_stream"]
+
+Clock = Callable[[], float]
+
+
+class StreamEnd(Enum):
+    """What the monitor was told about the end; ``finish`` maps it to an ``Outcome``."""
+
+    #: ``http.response.body`` with ``more_body=False``: the app finished the body.
+    BODY_ENDED = "body_ended"
+    #: The app returned without ever finishing the body.
+    APP_RETURNED = "app_returned"
+    CLIENT_DISCONNECT = "client_disconnect"
+    APP_ERROR = "app_error"
+    CANCELLED = "cancelled"
+
+
+_ABORTS = {
+    StreamEnd.CLIENT_DISCONNECT: Outcome.CLIENT_DISCONNECT,
+    StreamEnd.APP_ERROR: Outcome.APP_ERROR,
+    StreamEnd.CANCELLED: Outcome.CANCELLED,
+}
+
+
+class StreamMonitor:
+    """Checks one stream as its body arrives and builds its ``StreamReport``."""
+
+    def __init__(
+        self,
+        protocol: str = AUTO,
+        *,
+        request: Mapping[str, Any] | None = None,
+        path: str | None = None,
+        clock: Clock = time.monotonic,
+        started_at: float | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        self._checker, self._protocol_source = make_checker(protocol, request, path)
+        self._parser = EventParser(max_event_bytes)
+        self._clock = clock
+        self._findings: list[Finding] = []
+        self._inspecting = True
+        self.path = path
+        self.started_at = clock() if started_at is None else started_at
+        self.first_byte_at: float | None = None
+        self.first_event_at: float | None = None
+        self.body_messages = 0
+        self.internal_error: str | None = None
+        self.report: StreamReport | None = None
+
+    @property
+    def protocol(self) -> str:
+        return self._checker.name
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(self._findings)
+
+    @property
+    def terminal_seen(self) -> bool:
+        return self._checker.terminal_seen
+
+    def add_findings(self, findings: Iterable[Finding]) -> None:
+        """Record findings made outside the body (the response headers, timers)."""
+        self._findings.extend(findings)
+
+    def stop_inspecting(self, finding: Finding | None = None) -> None:
+        """Keep counting bytes but check nothing more, optionally saying why."""
+        if finding is not None:
+            self._findings.append(finding)
+        self._inspecting = False
+
+    def fail(self, error: BaseException) -> None:
+        """streamguard itself broke on this stream: stop checking it and say so."""
+        if self.internal_error is None:
+            self.internal_error = f"{type(error).__name__}: {error}"
+        self._inspecting = False
+
+    def feed(self, data: bytes) -> Sequence[Finding]:
+        """Consume one body message's bytes; return the findings it produced."""
+        now = self._clock()
+        self.body_messages += 1
+        if data and self.first_byte_at is None:
+            self.first_byte_at = now
+        parser = self._parser
+        if not self._inspecting:
+            parser.bytes_seen += len(data)
+            return ()
+        events = parser.feed(data)
+        new = parser.drain_findings()
+        if not parser.inspecting:
+            self._inspecting = False
+        if events:
+            if self.first_event_at is None:
+                self.first_event_at = now
+            checker = self._checker
+            index = parser.events_dispatched - len(events)
+            for event in events:
+                found = checker.on_event(event, index)
+                if found:
+                    new.extend(found)
+                index += 1
+        if new:
+            self._findings.extend(new)
+        return new
+
+    def finish(self, end: StreamEnd) -> StreamReport:
+        """Classify the end, run the end-of-stream rules once, and build the report."""
+        if self.report is not None:
+            return self.report
+        ended_at = self._clock()
+        checker = self._checker
+        parser = self._parser
+        events, offset = parser.events_dispatched, parser.bytes_seen
+        outcome = _ABORTS.get(end)
+        if outcome is None and self._inspecting:
+            self._findings.extend(parser.close())
+            if self._inspecting and parser.inspecting:
+                self._findings.extend(checker.on_end(True, events, offset))
+        if end is StreamEnd.APP_RETURNED:
+            self._findings.append(
+                rules.RESPONSE_NOT_FINISHED.finding(
+                    f"the app returned after {self.body_messages} body message(s) and "
+                    f"{offset} byte(s) without sending more_body=False",
+                    events,
+                    offset,
+                )
+            )
+            outcome = Outcome.UNCLOSED
+        elif outcome is None:
+            if checker.error_seen:
+                outcome = Outcome.ERROR_EVENT
+            elif checker.terminal_seen or not checker.has_terminal or not self._inspecting:
+                outcome = Outcome.COMPLETED
+            else:
+                outcome = Outcome.UNCLOSED
+        self.report = StreamReport(
+            protocol=checker.name,
+            outcome=outcome,
+            findings=tuple(self._findings),
+            events=events,
+            bytes=offset,
+            body_messages=self.body_messages,
+            started_at=self.started_at,
+            first_byte_at=self.first_byte_at,
+            first_event_at=self.first_event_at,
+            ended_at=ended_at,
+            inspected=self._inspecting,
+            internal_error=self.internal_error,
+            path=self.path,
+            protocol_source=self._protocol_source,
+        )
+        return self.report
+
+
+def check_stream(
+    chunks: Iterable[bytes],
+    *,
+    protocol: str = AUTO,
+    request: Mapping[str, Any] | None = None,
+    path: str | None = None,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    clock: Clock = time.monotonic,
+) -> StreamReport:
+    """Check captured body bytes offline; the body counts as ended after the last chunk.
+
+    ``chunks`` is any iterable of byte strings (one ``bytes`` object is one chunk).
+    """
+    if isinstance(chunks, bytes | bytearray | memoryview):
+        chunks = [bytes(chunks)]
+    monitor = StreamMonitor(
+        protocol, request=request, path=path, clock=clock, max_event_bytes=max_event_bytes
+    )
+    for chunk in chunks:
+        monitor.feed(chunk)
+    return monitor.finish(StreamEnd.BODY_ENDED)

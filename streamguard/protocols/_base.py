@@ -1,0 +1,99 @@
+"""The interface every protocol checker implements, and the lifecycle rules they share.
+
+A checker is a small sans-I/O state machine: the monitor hands it each dispatched
+``Event`` with its index, then tells it how the stream ended. It returns findings and
+exposes two facts the monitor needs to classify the end: whether the protocol's terminal
+signal arrived, and whether the stream ended with an in-band error the protocol defines.
+It knows nothing of ASGI, clocks, metrics or logging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from streamguard import rules
+from streamguard.report import Finding
+from streamguard.sse import Event
+
+__all__ = ["NO_FINDINGS", "Checker"]
+
+NO_FINDINGS: Sequence[Finding] = ()
+
+
+class Checker:
+    """Base class: terminal bookkeeping common to every protocol.
+
+    Subclasses set ``name`` and ``has_terminal`` and implement ``is_terminal`` and
+    ``check_event``; those with end-of-stream rules extend ``check_end``.
+    """
+
+    name: ClassVar[str]
+    #: Whether the protocol defines a terminal signal. Without one, the end of the body
+    #: is the end of the stream and a clean end counts as ``completed``.
+    has_terminal: ClassVar[bool] = True
+
+    def __init__(self, request: Mapping[str, Any] | None = None) -> None:
+        self.request = request
+        self.terminal_index: int | None = None
+        self.error_index: int | None = None
+
+    @property
+    def terminal_seen(self) -> bool:
+        return self.terminal_index is not None
+
+    @property
+    def error_seen(self) -> bool:
+        return self.error_index is not None
+
+    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
+        """Check one event; after the terminal signal only lifecycle rules apply."""
+        if self.terminal_index is None:
+            return self.check_event(event, index)
+        if self.is_terminal(event):
+            return (
+                rules.DUPLICATE_TERMINAL.finding(
+                    f"event {index} repeats the terminal signal first sent as event "
+                    f"{self.terminal_index}",
+                    index,
+                    event.offset,
+                ),
+            )
+        return (
+            rules.EVENT_AFTER_TERMINAL.finding(
+                f"event {index} ({event.event!r}) follows the terminal signal sent as event "
+                f"{self.terminal_index}",
+                index,
+                event.offset,
+            ),
+        )
+
+    def on_end(self, complete: bool, events: int, offset: int) -> Sequence[Finding]:
+        """The stream ended; ``complete`` is true when the app finished sending.
+
+        When the client left, the app failed or the task was cancelled, the missing end
+        is explained by the outcome, so no end-of-stream rule applies.
+        """
+        if not complete:
+            return NO_FINDINGS
+        return self.check_end(events, offset)
+
+    def check_end(self, events: int, offset: int) -> Sequence[Finding]:
+        if self.has_terminal and self.terminal_index is None and self.error_index is None:
+            return (
+                rules.MISSING_TERMINAL.finding(
+                    f"the body ended after {events} event(s) and {offset} byte(s) without "
+                    f"the {self.name} terminal signal",
+                    events,
+                    offset,
+                ),
+            )
+        return NO_FINDINGS
+
+    # -- for subclasses ---------------------------------------------------------------
+
+    def is_terminal(self, event: Event) -> bool:
+        return False
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        raise NotImplementedError

@@ -1,0 +1,93 @@
+"""What streamguard tells you about a stream: findings, outcomes and the report.
+
+These are plain frozen values with no behaviour beyond a few derived properties, so they
+can cross every layer (parser, checkers, middleware, sinks, CLI) without dragging any of
+them along.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["Finding", "Outcome", "Severity", "StreamReport"]
+
+
+class Severity(StrEnum):
+    """How bad a finding is; a stream with an ``error`` finding is *malformed*."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class Outcome(StrEnum):
+    """How a stream ended: a closed set, used as the ``outcome`` metric label."""
+
+    COMPLETED = "completed"
+    ERROR_EVENT = "error_event"
+    UNCLOSED = "unclosed"
+    CLIENT_DISCONNECT = "client_disconnect"
+    APP_ERROR = "app_error"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One rule violation, located in the stream.
+
+    ``event_index`` counts dispatched SSE events from 0 (for a finding about the stream
+    as a whole it is the number of events seen when it was made, or ``None`` when the
+    finding precedes the body); ``byte_offset`` counts body bytes from 0.
+    """
+
+    rule: str
+    severity: Severity
+    message: str
+    event_index: int | None = None
+    byte_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReport:
+    """Everything streamguard learned about one stream, built once when it ended.
+
+    Times come from the monitor's clock (``time.monotonic`` by default), so only their
+    differences mean something.
+    """
+
+    protocol: str
+    outcome: Outcome
+    findings: tuple[Finding, ...]
+    events: int
+    bytes: int
+    body_messages: int
+    started_at: float
+    first_byte_at: float | None
+    first_event_at: float | None
+    ended_at: float
+    inspected: bool = True
+    internal_error: str | None = None
+    path: str | None = None
+    protocol_source: str = "configured"
+
+    @property
+    def malformed(self) -> bool:
+        """True when at least one finding has ``error`` severity."""
+        return any(finding.severity is Severity.ERROR for finding in self.findings)
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the start of the request to the end of the stream."""
+        return self.ended_at - self.started_at
+
+    @property
+    def time_to_first_event(self) -> float | None:
+        """Seconds from the start of the request to the first dispatched event."""
+        if self.first_event_at is None:
+            return None
+        return self.first_event_at - self.started_at
+
+    def rules(self) -> list[str]:
+        """The rule names of the findings, in the order they were found."""
+        return [finding.rule for finding in self.findings]

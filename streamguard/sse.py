@@ -1,0 +1,308 @@
+"""An incremental, sans-I/O parser for the WHATWG "event stream" format.
+
+Theory of operation
+-------------------
+
+``EventParser.feed`` takes body bytes exactly as the app sends them and returns the events
+that became complete, following the "event stream interpretation" algorithm of the HTML
+standard (§9.2.6) to the letter. Chunk boundaries carry no meaning: the same bytes give the
+same events, findings and offsets however they are cut.
+
+The parser works on bytes and holds only what it must:
+
+* ``_partial`` — pieces of the current unfinished *line* (no line ending in them yet);
+* the fields of the current unfinished *event*: its ``data`` lines, its type;
+* ``_last_id`` and ``_retry``, which persist across events as the spec says.
+
+A chunk is searched for line endings with ``bytes.find``-class C calls; only whole lines
+reach the Python loop, and a data value is decoded from UTF-8 once, when its event is
+dispatched. Three things need care at chunk boundaries:
+
+* a CR that ends one chunk may be the first half of a CRLF. It ends the line at once, and
+  an LF at the very start of the next chunk is then skipped (``_skip_lf``);
+* a UTF-8 byte-order mark is stripped only at the very start of the stream, so the first
+  bytes are held until three have arrived or they can no longer be a BOM;
+* the size limit is measured from the start of the event to the end of the current line's
+  content (line endings of earlier lines included), so a split CRLF cannot change it.
+
+Problems with the bytes themselves (invalid UTF-8, an event past ``max_event_bytes``, an
+unfinished event when the input ends) become ``Finding``s, collected by
+``drain_findings`` and ``close``. Past the size limit the parser stops inspecting: it only
+counts bytes, so memory stays bounded whatever arrives.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import repeat
+
+from streamguard import rules
+from streamguard.report import Finding
+
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "Event", "EventParser"]
+
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
+
+_BOM = b"\xef\xbb\xbf"
+_LINE_ENDING = re.compile(rb"\r\n|\r|\n")
+_CR = 0x0D
+_COLON = 0x3A
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One dispatched event.
+
+    ``id`` and ``retry`` are the last event ID and reconnection time *in effect* when the
+    event was dispatched (the spec keeps both across events); ``offset`` is the byte
+    offset in the body where the event's first line began.
+    """
+
+    event: str
+    data: str
+    id: str | None = None
+    retry: int | None = None
+    offset: int = 0
+
+
+class EventParser:
+    """Turns body bytes into ``Event``s, one chunk at a time."""
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        if max_event_bytes < 1:
+            raise ValueError(f"max_event_bytes must be at least 1, got {max_event_bytes!r}")
+        self.max_event_bytes = max_event_bytes
+        #: Absolute offset of the first byte not yet consumed as part of a whole line.
+        self._offset = 0
+        self._partial: list[bytes] = []
+        self._partial_size = 0
+        self._skip_lf = False
+        self._bom_window: bytes | None = b""  # None once the BOM question is settled
+        # The event being built.
+        self._event_start: int | None = None
+        self._data: list[bytes] = []
+        self._event_type = b""
+        # State the spec keeps across events.
+        self._last_id: str | None = None
+        self._retry: int | None = None
+        # Bookkeeping.
+        self._events_dispatched = 0
+        self._findings: list[Finding] = []
+        self._seen_invalid_utf8 = False
+        self._seen_unknown_fields: set[bytes] = set()
+        self.inspecting = True
+        self.bytes_seen = 0
+
+    @property
+    def events_dispatched(self) -> int:
+        """How many events ``feed`` has returned so far."""
+        return self._events_dispatched
+
+    def drain_findings(self) -> list[Finding]:
+        """The findings made since the last call, oldest first."""
+        found, self._findings = self._findings, []
+        return found
+
+    def feed(self, data: bytes) -> list[Event]:
+        """Consume the next chunk of the body and return the events it completed."""
+        self.bytes_seen += len(data)
+        if not self.inspecting or not data:
+            return []
+        if self._bom_window is not None:
+            data = self._strip_bom(data)
+            if not data:
+                return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if data[0] == 0x0A:
+                self._offset += 1
+                data = data[1:]
+                if not data:
+                    return []
+
+        last_lf = data.rfind(b"\n")
+        last_cr = data.rfind(b"\r")
+        last_end = last_lf if last_lf > last_cr else last_cr
+        if last_end < 0:
+            self._hold(data)
+            return []
+
+        if self._partial:
+            head = b"".join(self._partial)
+            self._partial.clear()
+            self._partial_size = 0
+        else:
+            head = b""
+        whole = head + data[: last_end + 1] if head else data[: last_end + 1]
+        rest = data[last_end + 1 :]
+        if last_cr == last_end and not rest:
+            self._skip_lf = True
+
+        events = self._consume_lines(whole) if self.inspecting else []
+        if rest and self.inspecting:
+            self._hold(rest)
+        return events
+
+    def close(self) -> list[Finding]:
+        """End of input: report what never completed, then return the last findings."""
+        if self.inspecting:
+            if self._bom_window:
+                # Fewer than three bytes in the whole body, all of them a BOM prefix.
+                self._hold(self._bom_window)
+                self._bom_window = None
+            leftover = self._partial_size
+            if self._event_start is not None or leftover:
+                start = self._event_start if self._event_start is not None else self._offset
+                pending = self._offset + leftover - start
+                if self._data or b"".join(self._partial).startswith(b"data"):
+                    what = "clients discard the unfinished event"
+                else:
+                    what = "it holds no data, but the frame is cut"
+                self._findings.append(
+                    rules.UNTERMINATED_FRAME.finding(
+                        f"{pending} byte(s) after the last blank line at the end of the body "
+                        f"(starting at byte {start}); {what}",
+                        self._events_dispatched,
+                        start,
+                    )
+                )
+            self.inspecting = False
+        return self.drain_findings()
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _strip_bom(self, data: bytes) -> bytes:
+        assert self._bom_window is not None
+        window = self._bom_window + data
+        if len(window) < len(_BOM) and _BOM.startswith(window):
+            self._bom_window = window
+            return b""
+        self._bom_window = None
+        if window.startswith(_BOM):
+            self._offset = len(_BOM)
+            return window[len(_BOM) :]
+        return window
+
+    def _hold(self, fragment: bytes) -> None:
+        """Keep part of an unfinished line, unless the event grows past the limit."""
+        self._partial.append(fragment)
+        self._partial_size += len(fragment)
+        start = self._event_start if self._event_start is not None else self._offset
+        if self._offset + self._partial_size - start > self.max_event_bytes:
+            self._too_large(start)
+
+    def _too_large(self, start: int) -> None:
+        self._findings.append(
+            rules.EVENT_TOO_LARGE.finding(
+                f"the event starting at byte {start} grew past max_event_bytes="
+                f"{self.max_event_bytes}; the rest of the stream is passed through unchecked",
+                self._events_dispatched,
+                start,
+            )
+        )
+        self.inspecting = False
+        self._partial.clear()
+        self._data.clear()
+
+    def _consume_lines(self, whole: bytes) -> list[Event]:
+        """Interpret ``whole``, which holds complete lines, each with its line ending."""
+        if b"\r" in whole:
+            endings: list[bytes] | repeat[bytes] = _LINE_ENDING.findall(whole)
+            lines = _LINE_ENDING.split(whole)
+        else:
+            endings = repeat(b"\n")
+            lines = whole.split(b"\n")
+        lines.pop()  # the empty tail after the last line ending
+
+        events: list[Event] = []
+        offset = self._offset
+        limit = self.max_event_bytes
+        data = self._data
+        for line, ending in zip(lines, endings, strict=False):  # endings may be repeat()
+            line_start = offset
+            offset += len(line) + len(ending)
+            if not line:
+                if data:
+                    events.append(self._dispatch(data))
+                    data.clear()
+                self._event_type = b""
+                self._event_start = None
+                continue
+            if self._event_start is None:
+                self._event_start = line_start
+            if line_start + len(line) - self._event_start > limit:
+                self._offset = offset
+                self._too_large(self._event_start)
+                return events
+            if line.startswith(b"data:"):
+                value = line[5:]
+                data.append(value[1:] if value[:1] == b" " else value)
+            elif line[0] == _COLON:
+                self._check_text(line, line_start)  # a comment: only its encoding matters
+            else:
+                self._field(line, line_start)
+        self._offset = offset
+        return events
+
+    def _field(self, line: bytes, line_start: int) -> None:
+        colon = line.find(b":")
+        if colon < 0:
+            name, value = line, b""
+        else:
+            name, value = line[:colon], line[colon + 1 :]
+            if value[:1] == b" ":
+                value = value[1:]
+        if name == b"event":
+            self._event_type = value
+        elif name == b"data":  # a bare "data" line: an empty value
+            self._data.append(value)
+        elif name == b"id":
+            if b"\0" not in value:
+                self._last_id = self._decode(value, line_start)
+        elif name == b"retry":
+            if value.isdigit():  # bytes.isdigit is ASCII-only, as the spec requires
+                self._retry = int(value)
+        else:
+            self._check_text(line, line_start)
+            if name not in self._seen_unknown_fields and len(self._seen_unknown_fields) < 8:
+                self._seen_unknown_fields.add(name)
+                shown = name[:40].decode("utf-8", "backslashreplace")
+                self._findings.append(
+                    rules.UNKNOWN_FIELD.finding(
+                        f"unknown field {shown!r} at byte {line_start} is ignored by clients",
+                        self._events_dispatched,
+                        line_start,
+                    )
+                )
+
+    def _dispatch(self, data: list[bytes]) -> Event:
+        start = self._event_start if self._event_start is not None else self._offset
+        raw = data[0] if len(data) == 1 else b"\n".join(data)
+        text = self._decode(raw, start)
+        event_type = self._decode(self._event_type, start) if self._event_type else "message"
+        self._events_dispatched += 1
+        return Event(event_type, text, self._last_id, self._retry, start)
+
+    def _decode(self, raw: bytes, where: int) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self._invalid_utf8(where)
+            return raw.decode("utf-8", "replace")
+
+    def _check_text(self, raw: bytes, where: int) -> None:
+        if not raw.isascii():
+            self._decode(raw, where)
+
+    def _invalid_utf8(self, where: int) -> None:
+        if not self._seen_invalid_utf8:
+            self._seen_invalid_utf8 = True
+            self._findings.append(
+                rules.INVALID_UTF8.finding(
+                    f"invalid UTF-8 in the event starting at byte {where}; clients decode it "
+                    "as U+FFFD (reported once per stream)",
+                    self._events_dispatched,
+                    where,
+                )
+            )
