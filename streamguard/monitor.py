@@ -55,7 +55,7 @@ class StreamMonitor:
         started_at: float | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        self._checker, self._protocol_source = make_checker(protocol, request, path)
+        self._checker = make_checker(protocol, request, path)
         self._parser = EventParser(max_event_bytes)
         self._clock = clock
         self._findings: list[Finding] = []
@@ -168,7 +168,7 @@ class StreamMonitor:
             inspected=self._inspecting,
             internal_error=self.internal_error,
             path=self.path,
-            protocol_source=self._protocol_source,
+            protocol_source=checker.protocol_source,
         )
         return self.report
 

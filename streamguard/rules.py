@@ -150,3 +150,25 @@ COMPRESSED_STREAM = _rule(
     "The stream is compressed (Content-Encoding); it cannot be inspected and compression "
     "often buffers it.",
 )
+
+# -- Rules shared by several LLM protocols ---------------------------------------------
+MISSING_FINISH_REASON = _rule(
+    "missing_finish_reason",
+    ("openai_chat", "gemini"),
+    E,
+    "A choice or candidate never received its finish reason before the stream ended.",
+)
+CONTENT_AFTER_FINISH = _rule(
+    "content_after_finish",
+    ("openai_chat", "gemini"),
+    E,
+    "Content arrived for a choice or candidate after its finish reason.",
+)
+
+# -- OpenAI Chat Completions (protocols/openai_chat.py) --------------------------------
+
+# -- OpenAI Responses (protocols/openai_responses.py) ----------------------------------
+
+# -- Anthropic Messages (protocols/anthropic.py) ---------------------------------------
+
+# -- Gemini streamGenerateContent (protocols/gemini.py) --------------------------------

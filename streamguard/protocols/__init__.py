@@ -19,16 +19,15 @@ CHECKERS: dict[str, type[Checker]] = {
 
 def make_checker(
     protocol: str, request: Mapping[str, Any] | None = None, path: str | None = None
-) -> tuple[Checker, str]:
-    """A checker for ``protocol`` and how it was chosen (``configured`` or ``default``).
-
-    ``"auto"`` falls back to plain SSE until protocol detection is added.
-    """
+) -> Checker:
+    """A checker for ``protocol``; ``"auto"`` picks one (for now: plain SSE)."""
     if protocol == AUTO:
-        return PlainSSEChecker(request), "default"
+        checker: Checker = PlainSSEChecker(request, path)
+        checker.protocol_source = "default"
+        return checker
     try:
         checker_class = CHECKERS[protocol]
     except KeyError:
         known = ", ".join(sorted([AUTO, *CHECKERS]))
         raise ValueError(f"unknown protocol {protocol!r}; expected one of: {known}") from None
-    return checker_class(request), "configured"
+    return checker_class(request, path)

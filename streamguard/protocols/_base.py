@@ -10,7 +10,7 @@ It knows nothing of ASGI, clocks, metrics or logging.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from streamguard import rules
 from streamguard.report import Finding
@@ -28,13 +28,18 @@ class Checker:
     ``check_event``; those with end-of-stream rules extend ``check_end``.
     """
 
-    name: ClassVar[str]
+    #: The protocol's name, as reported and used in metric labels. Plain attributes rather
+    #: than class constants, so a checker that decides late (auto-detection) can set them.
+    name: str = "sse"
     #: Whether the protocol defines a terminal signal. Without one, the end of the body
     #: is the end of the stream and a clean end counts as ``completed``.
-    has_terminal: ClassVar[bool] = True
+    has_terminal: bool = True
+    #: How the protocol was chosen: ``configured``, or how auto-detection decided.
+    protocol_source: str = "configured"
 
-    def __init__(self, request: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         self.request = request
+        self.path = path
         self.terminal_index: int | None = None
         self.error_index: int | None = None
 
