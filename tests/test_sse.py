@@ -1,0 +1,353 @@
+"""The SSE parser: the WHATWG interpretation algorithm, chunk independence, bounds."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamguard.report import Finding
+from streamguard.sse import Event, EventParser
+
+from .chunking import chunkings
+
+# -- a deliberately simple whole-input reference implementation -------------------------
+
+_REFERENCE_LINE_ENDING = re.compile(rb"\r\n|\r|\n")
+
+
+def reference_events(body: bytes) -> list[Event]:
+    """The spec's algorithm over the whole body at once, written for clarity, not speed."""
+    offset = 0
+    if body.startswith(b"\xef\xbb\xbf"):
+        offset = 3
+    events: list[Event] = []
+    data: list[bytes] = []
+    event_type = b""
+    last_id: str | None = None
+    retry: int | None = None
+    block_start: int | None = None
+    position = offset
+    for match in _REFERENCE_LINE_ENDING.finditer(body, offset):
+        line = body[position : match.start()]
+        line_start, position = position, match.end()
+        if line == b"":
+            if data:
+                events.append(
+                    Event(
+                        event_type.decode("utf-8", "replace") or "message",
+                        b"\n".join(data).decode("utf-8", "replace"),
+                        last_id,
+                        retry,
+                        block_start if block_start is not None else line_start,
+                    )
+                )
+            data, event_type, block_start = [], b"", None
+            continue
+        if block_start is None:
+            block_start = line_start
+        if line.startswith(b":"):
+            continue
+        name, colon, value = line.partition(b":")
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            data.append(value)
+        elif name == b"event":
+            event_type = value
+        elif name == b"id" and b"\x00" not in value:
+            last_id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value and all(48 <= byte <= 57 for byte in value):
+            retry = int(value)
+    return events
+
+
+def parse_all(
+    chunks: list[bytes], max_event_bytes: int = 1 << 20
+) -> tuple[list[Event], list[Finding]]:
+    parser = EventParser(max_event_bytes=max_event_bytes)
+    events: list[Event] = []
+    findings: list[Finding] = []
+    for chunk in chunks:
+        events.extend(parser.feed(chunk))
+        findings.extend(parser.drain_findings())
+    findings.extend(parser.close())
+    return events, findings
+
+
+def data_of(events: list[Event]) -> list[str]:
+    return [event.data for event in events]
+
+
+# -- the spec's own examples (protocols.md §5.3) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b"data: YHOO\ndata: +2\ndata: 10\n\n", ["YHOO\n+2\n10"]),
+        (b"data:test\n\ndata: test\n\n", ["test", "test"]),
+        (b"data:  third\n\n", [" third"]),
+        (b"data\n\ndata\ndata\n\ndata:", ["", "\n"]),
+        (b": test stream\n\n", []),
+        (b"\xef\xbb\xbfdata: a\n\n", ["a"]),
+        (b"Data: x\n\n", []),
+        (b"event: only\n\nid: 7\n\nretry: 10\n\n", []),
+    ],
+)
+def test_spec_examples(body: bytes, expected: list[str]) -> None:
+    """Each example of the spec's edge-case table parses to the spec's result."""
+    events, _ = parse_all([body])
+    assert data_of(events) == expected
+
+
+def test_event_type_defaults_to_message_and_resets_after_dispatch() -> None:
+    """The type is ``message`` unless set, and an ``event:`` line applies to one event only."""
+    events, _ = parse_all([b"event: ping\ndata: 1\n\ndata: 2\n\n"])
+    assert [(e.event, e.data) for e in events] == [("ping", "1"), ("message", "2")]
+
+
+def test_last_event_id_persists_and_empty_id_resets_it() -> None:
+    """``id`` stays in effect across events; an empty ``id`` sets it to the empty string."""
+    events, _ = parse_all([b"id: 1\ndata: a\n\ndata: b\n\nid\ndata: c\n\n"])
+    assert [e.id for e in events] == ["1", "1", ""]
+
+
+def test_id_containing_nul_is_ignored() -> None:
+    """An ``id`` value with U+0000 leaves the last event ID unchanged."""
+    events, _ = parse_all([b"id: 1\ndata: a\n\nid: 2\x003\ndata: b\n\n"])
+    assert [e.id for e in events] == ["1", "1"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(b"500", 500), (b"+5", None), (b"  7", None), (b"1_000", None), (b"", None), (b"12a", None)],
+)
+def test_retry_accepts_only_ascii_digits(value: bytes, expected: int | None) -> None:
+    """``retry`` is set only by a value made of ASCII digits, unlike the SDKs' ``int()``."""
+    events, _ = parse_all([b"retry:" + value + b"\ndata: x\n\n"])
+    assert events[0].retry == expected
+
+
+def test_only_first_colon_splits_and_one_space_is_removed() -> None:
+    """The value is everything after the first colon, minus exactly one leading space."""
+    events, _ = parse_all([b'data: {"a": "b:c"}\n\n', b"event:  two\ndata:x\n\n"])
+    assert [(e.event, e.data) for e in events] == [("message", '{"a": "b:c"}'), (" two", "x")]
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r", b"\r\n"])
+def test_every_line_ending(ending: bytes) -> None:
+    """CR, LF and CRLF each end a line, and two of them end an event."""
+    body = b"data: a" + ending + b"data: b" + ending + ending + b"data: c" + ending + ending
+    events, findings = parse_all([body])
+    assert data_of(events) == ["a\nb", "c"]
+    assert findings == []
+
+
+def test_cr_at_chunk_end_and_lf_at_next_start_are_one_line_ending() -> None:
+    """A CRLF split across two chunks ends one line, not two (which would dispatch early)."""
+    events, _ = parse_all([b"data: a\r", b"\ndata: b\r\n\r\n"])
+    assert data_of(events) == ["a\nb"]
+
+
+def test_lone_cr_at_chunk_end_followed_by_text() -> None:
+    """A CR at a chunk's end followed by an ordinary byte is a lone CR line ending."""
+    events, _ = parse_all([b"data: a\r", b"data: b\r", b"\r"])
+    assert data_of(events) == ["a\nb"]
+
+
+def test_unicode_line_separators_are_data_not_line_endings() -> None:
+    """U+2028, U+2029, U+0085, VT and FF inside data are kept: only CR and LF split lines."""
+    payload = '{"t": "a\u2028b\u2029c\x85d\x0be\x0cf"}'
+    events, findings = parse_all([b"data: " + payload.encode() + b"\n\n"])
+    assert data_of(events) == [payload]
+    assert findings == []
+
+
+def test_bom_is_stripped_only_at_the_very_start() -> None:
+    """A leading BOM is dropped; a BOM later is part of the line, so that field is unknown."""
+    events, findings = parse_all([b"\xef\xbb\xbfdata: a\n\n\xef\xbb\xbfdata: b\n\ndata: c\n\n"])
+    assert data_of(events) == ["a", "c"]
+    assert [f.rule for f in findings] == ["unknown_field"]
+    assert findings[0].byte_offset == 12
+
+
+def test_bom_split_across_chunks_is_stripped() -> None:
+    """A leading BOM cut into one-byte chunks is still recognised and stripped."""
+    events, _ = parse_all([b"\xef", b"\xbb", b"\xbf", b"data: a\n\n"])
+    assert data_of(events) == ["a"]
+    assert events[0].offset == 3
+
+
+def test_offsets_count_body_bytes_from_the_event_start() -> None:
+    """Each event's offset is where its block's first line began, comments included."""
+    body = b"\xef\xbb\xbf: hi\ndata: a\n\n\r\nevent: x\r\ndata: b\r\n\r\n"
+    events, _ = parse_all([body])
+    assert [e.offset for e in events] == [3, 19]
+
+
+def test_invalid_utf8_is_replaced_and_reported_once() -> None:
+    """Invalid bytes become U+FFFD and give one ``invalid_utf8`` finding for the stream."""
+    events, findings = parse_all([b"data: a\xff\n\ndata: \xc3\n\n: \xfe\n\n"])
+    assert data_of(events) == ["a\ufffd", "\ufffd"]
+    assert [(f.rule, f.event_index, f.byte_offset) for f in findings] == [("invalid_utf8", 0, 0)]
+
+
+def test_invalid_utf8_in_a_comment_is_reported() -> None:
+    """A comment is part of the stream's bytes, which must all be UTF-8."""
+    _, findings = parse_all([b": \xff\n\ndata: a\n\n"])
+    assert [f.rule for f in findings] == ["invalid_utf8"]
+
+
+def test_multibyte_character_split_across_chunks_is_not_invalid() -> None:
+    """A UTF-8 sequence cut by a chunk boundary decodes whole and gives no finding."""
+    encoded = "data: héllo €\n\n".encode()
+    cut_at = encoded.index("€".encode()) + 1
+    events, findings = parse_all([encoded[:cut_at], encoded[cut_at:]])
+    assert data_of(events) == ["héllo €"]
+    assert findings == []
+
+
+@pytest.mark.parametrize(
+    ("tail", "offset"),
+    [(b"data: [DONE]", 9), (b"data: [DONE]\n", 9), (b": ping", 9), (b"\r", None)],
+)
+def test_unterminated_frame_at_close(tail: bytes, offset: int | None) -> None:
+    """Bytes after the last blank line at the end are ``unterminated_frame``; a lone CR is not."""
+    events, findings = parse_all([b"data: a\n\n" + tail])
+    assert data_of(events) == ["a"]
+    if offset is None:
+        assert findings == []
+    else:
+        assert [(f.rule, f.event_index, f.byte_offset) for f in findings] == [
+            ("unterminated_frame", 1, offset)
+        ]
+
+
+def test_stream_ending_on_blank_line_is_clean() -> None:
+    """A body whose last bytes are a blank line leaves nothing pending."""
+    _, findings = parse_all([b"data: a\n\n: keepalive\n\n"])
+    assert findings == []
+
+
+def test_event_too_large_stops_inspection_but_counts_bytes() -> None:
+    """Past ``max_event_bytes`` one finding is made and nothing more is parsed."""
+    parser = EventParser(max_event_bytes=16)
+    assert data_of(parser.feed(b"data: ok\n\n")) == ["ok"]
+    assert parser.feed(b"data: " + b"x" * 20) == []
+    assert [f.rule for f in parser.drain_findings()] == ["event_too_large"]
+    assert parser.feed(b"\n\ndata: later\n\n") == []
+    assert parser.close() == []
+    assert parser.inspecting is False
+    assert parser.bytes_seen == 10 + 26 + 15
+
+
+def test_event_at_exactly_the_limit_is_accepted() -> None:
+    """An event whose content is exactly ``max_event_bytes`` long is not too large."""
+    body = b"data: " + b"x" * 10 + b"\n\n"  # 16 bytes of content
+    events, findings = parse_all([body], max_event_bytes=16)
+    assert data_of(events) == ["x" * 10]
+    assert findings == []
+
+
+def test_long_line_without_ending_is_bounded() -> None:
+    """A line that never ends is cut off at the limit, whatever the chunk sizes."""
+    parser = EventParser(max_event_bytes=1000)
+    for _ in range(10_000):
+        parser.feed(b"x" * 7)
+    assert [f.rule for f in parser.drain_findings()] == ["event_too_large"]
+    assert parser._partial == []
+
+
+def test_unknown_fields_are_reported_once_each() -> None:
+    """An unknown field name gives one ``info`` finding per name, however often it recurs."""
+    _, findings = parse_all([b"foo: 1\ndata: a\n\nfoo: 2\nbar\ndata: b\n\n"])
+    assert [(f.rule, f.severity.value) for f in findings] == [
+        ("unknown_field", "info"),
+        ("unknown_field", "info"),
+    ]
+
+
+def test_rejects_a_nonpositive_limit() -> None:
+    """A limit below one byte is a configuration error that names the value."""
+    with pytest.raises(ValueError, match="max_event_bytes must be at least 1, got 0"):
+        EventParser(max_event_bytes=0)
+
+
+# -- chunk independence, property-tested against the reference ----------------------------
+
+_line_ending = st.sampled_from([b"\n", b"\r", b"\r\n"])
+_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12
+).map(lambda s: s.encode())
+_line = st.one_of(
+    st.builds(lambda v: b"data:" + v, _text),
+    st.builds(lambda v: b"data: " + v, _text),
+    st.just(b"data"),
+    st.builds(lambda v: b"event: " + v, _text),
+    st.builds(lambda v: b"id: " + v, _text),
+    st.just(b"id: a\x00b"),
+    st.builds(lambda v: b"retry: " + v, st.sampled_from([b"10", b"x", b"", b"+1"])),
+    st.builds(lambda v: b": " + v, _text),
+    st.builds(lambda v: b"\xef\xbb\xbf" + v, st.just(b"data: bom")),
+    st.sampled_from([b"", b"", b"\xff\xfe", b"data: \xe2\x82", b"Data: x", b"x:y"]),
+)
+
+
+@st.composite
+def sse_bodies(draw: st.DrawFn) -> bytes:
+    lines = draw(st.lists(st.tuples(_line, _line_ending), max_size=30))
+    body = b"".join(line + ending for line, ending in lines)
+    if draw(st.booleans()):
+        body = b"\xef\xbb\xbf" + body
+    if draw(st.booleans()):
+        body += draw(_line)  # an unfinished last line
+    return body
+
+
+@st.composite
+def cuttings(draw: st.DrawFn, body: bytes) -> list[bytes]:
+    points = sorted(draw(st.lists(st.integers(0, len(body)), max_size=len(body) + 2)))
+    chunks = []
+    previous = 0
+    for point in points:
+        chunks.append(body[previous:point])  # repeated points give empty chunks
+        previous = point
+    chunks.append(body[previous:])
+    return chunks
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_events_match_reference_for_any_chunking(data: st.DataObject) -> None:
+    """For any body and any cutting, the events equal the whole-input reference's."""
+    body = data.draw(sse_bodies())
+    chunks = data.draw(cuttings(body))
+    events, _ = parse_all(chunks)
+    assert events == reference_events(body)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_findings_do_not_depend_on_chunking(data: st.DataObject) -> None:
+    """For any body, the findings of any cutting equal those of the whole body."""
+    body = data.draw(sse_bodies())
+    limit = data.draw(st.sampled_from([8, 40, 1 << 20]))
+    chunks = data.draw(cuttings(body))
+    assert parse_all(chunks, limit) == parse_all([body], limit)
+
+
+@settings(max_examples=500, deadline=None)
+@given(sse_bodies())
+def test_one_byte_at_a_time_equals_whole(body: bytes) -> None:
+    """Feeding one byte at a time gives the same events and findings as one chunk."""
+    assert parse_all([body[i : i + 1] for i in range(len(body))]) == parse_all([body])
+
+
+def test_fixed_chunkings_agree() -> None:
+    """The shared chunking helper's cuttings all agree on a mixed body."""
+    body = b"\xef\xbb\xbf: c\r\nevent: x\rdata: \xe2\x82\xac\r\n\r\nid: 1\ndata\n\ndata: tail"
+    results = {name: parse_all(chunks) for name, chunks in chunkings(body)}
+    assert len({repr(result) for result in results.values()}) == 1
