@@ -134,10 +134,11 @@ class _StreamWatch:
         if monitor is not None:
             if message["type"] == "http.response.body":
                 body_ended = not message.get("more_body", False)
-                try:
-                    monitor.feed(message.get("body", b""))
-                except Exception as exc:
-                    self._internal_error(exc)
+                if monitor.internal_error is None:
+                    try:
+                        monitor.feed(message.get("body", b""))
+                    except Exception as exc:
+                        self._internal_error(exc)
             elif message["type"] == "http.response.pathsend":
                 body_ended = True
                 monitor.stop_inspecting()
