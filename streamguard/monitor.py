@@ -135,8 +135,10 @@ class StreamMonitor:
         outcome = _ABORTS.get(end)
         if outcome is None and self._inspecting:
             self._findings.extend(parser.close())
-            if self._inspecting and parser.inspecting:
+            if parser.inspecting:  # close() can still find the last event too large
                 self._findings.extend(checker.on_end(True, events, offset))
+            else:
+                self._inspecting = False
         if end is StreamEnd.APP_RETURNED:
             self._findings.append(
                 rules.RESPONSE_NOT_FINISHED.finding(

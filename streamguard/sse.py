@@ -91,6 +91,7 @@ class EventParser:
         self._findings: list[Finding] = []
         self._seen_invalid_utf8 = False
         self._seen_unknown_fields: set[bytes] = set()
+        self._closed = False
         self.inspecting = True
         self.bytes_seen = 0
 
@@ -109,6 +110,8 @@ class EventParser:
         self.bytes_seen += len(data)
         if not self.inspecting or not data:
             return []
+        if self._closed:
+            raise RuntimeError("EventParser.feed() called after close()")
         if self._bom_window is not None:
             data = self._strip_bom(data)
             if not data:
@@ -145,29 +148,36 @@ class EventParser:
         return events
 
     def close(self) -> list[Finding]:
-        """End of input: report what never completed, then return the last findings."""
-        if self.inspecting:
+        """End of input: report what never completed, then return the last findings.
+
+        ``inspecting`` stays true unless the close itself found the event too large, so
+        the caller can tell whether the whole body was inspected.
+        """
+        if self.inspecting and not self._closed:
+            self._closed = True
             if self._bom_window:
                 # Fewer than three bytes in the whole body, all of them a BOM prefix.
                 self._hold(self._bom_window)
                 self._bom_window = None
-            leftover = self._partial_size
-            if self._event_start is not None or leftover:
-                start = self._event_start if self._event_start is not None else self._offset
-                pending = self._offset + leftover - start
-                if self._data or b"".join(self._partial).startswith(b"data"):
-                    what = "clients discard the unfinished event"
-                else:
-                    what = "it holds no data, but the frame is cut"
-                self._findings.append(
-                    rules.UNTERMINATED_FRAME.finding(
-                        f"{pending} byte(s) after the last blank line at the end of the body "
-                        f"(starting at byte {start}); {what}",
-                        self._events_dispatched,
-                        start,
-                    )
+        if self.inspecting and (self._event_start is not None or self._partial_size):
+            start = self._event_start if self._event_start is not None else self._offset
+            pending = self._offset + self._partial_size - start
+            if self._data or b"".join(self._partial).startswith(b"data"):
+                what = "clients discard the unfinished event"
+            else:
+                what = "it holds no data, but the frame is cut"
+            self._findings.append(
+                rules.UNTERMINATED_FRAME.finding(
+                    f"{pending} byte(s) after the last blank line at the end of the body "
+                    f"(starting at byte {start}); {what}",
+                    self._events_dispatched,
+                    start,
                 )
-            self.inspecting = False
+            )
+            self._event_start = None
+            self._partial.clear()
+            self._partial_size = 0
+            self._data.clear()
         return self.drain_findings()
 
     # -- internals ----------------------------------------------------------------------
@@ -203,6 +213,7 @@ class EventParser:
         )
         self.inspecting = False
         self._partial.clear()
+        self._partial_size = 0
         self._data.clear()
 
     def _consume_lines(self, whole: bytes) -> list[Event]:

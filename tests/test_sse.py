@@ -351,3 +351,17 @@ def test_fixed_chunkings_agree() -> None:
     body = b"\xef\xbb\xbf: c\r\nevent: x\rdata: \xe2\x82\xac\r\n\r\nid: 1\ndata\n\ndata: tail"
     results = {name: parse_all(chunks) for name, chunks in chunkings(body)}
     assert len({repr(result) for result in results.values()}) == 1
+
+
+def test_body_of_only_a_bom_prefix_is_an_unterminated_frame() -> None:
+    """Two bytes that could begin a BOM, then the end, are bytes after the last blank line."""
+    assert [f.rule for f in parse_all([b"\xef", b"\xbb"])[1]] == ["unterminated_frame"]
+    assert [f.rule for f in parse_all([b"\xef\xbb"], max_event_bytes=1)[1]] == ["event_too_large"]
+
+
+def test_feed_after_close_is_a_usage_error() -> None:
+    """Feeding a closed parser is a bug in the caller and says so."""
+    parser = EventParser()
+    parser.close()
+    with pytest.raises(RuntimeError, match=r"feed\(\) called after close\(\)"):
+        parser.feed(b"data: a\n\n")
