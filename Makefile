@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/parse.py
+	$(BIN)/python -m benchmarks.parse
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,138 @@
+"""Parsing only: µs per event of ``EventParser`` against splitting on blank lines.
+
+The anchor ("floor") is the least a framing parser can do in Python: an incremental split
+of the same chunks on the blank-line separator with ``bytes.find``, keeping each frame.
+``EventParser`` does the whole WHATWG algorithm on top (every line ending, fields,
+comments, BOM, UTF-8 decoding, offsets, bounds). Run: ``make bench`` or
+``python -m benchmarks.parse``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+
+from benchmarks._timing import best_of, print_table, write_results
+from streamguard.sse import EventParser
+
+EVENTS = 5_000
+
+
+def openai_stream(separator: bytes) -> list[bytes]:
+    """Frames shaped like OpenAI chat chunks (one ``data:`` line each), then ``[DONE]``."""
+    frames = []
+    for i in range(EVENTS):
+        chunk = {
+            "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+            "object": "chat.completion.chunk",
+            "created": 1741570283,
+            "model": "gpt-4o-2024-08-06",
+            "service_tier": "default",
+            "system_fingerprint": "fp_eb9dce56a8",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": f" token{i}"},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ],
+            "usage": None,
+            "obfuscation": "Xk2",
+        }
+        frames.append(b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + separator)
+    frames.append(b"data: [DONE]" + separator)
+    return frames
+
+
+def anthropic_stream(separator: bytes) -> list[bytes]:
+    """Frames shaped like Anthropic ``content_block_delta`` events (``event:`` + ``data:``)."""
+    line_end = separator[: len(separator) // 2]
+    frames = []
+    for i in range(EVENTS):
+        payload = {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": f" token{i}"},
+        }
+        frames.append(
+            b"event: content_block_delta"
+            + line_end
+            + b"data: "
+            + json.dumps(payload, separators=(",", ":")).encode()
+            + separator
+        )
+    return frames
+
+
+def rechunk(frames: list[bytes], size: int) -> list[bytes]:
+    body = b"".join(frames)
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+def floor_split(chunks: list[bytes], separator: bytes) -> int:
+    """Incremental split on the blank line, the cheapest framing there is."""
+    frames = []
+    buffer = b""
+    step = len(separator)
+    for chunk in chunks:
+        buffer = buffer + chunk if buffer else chunk
+        start = 0
+        find = buffer.find
+        while (end := find(separator, start)) >= 0:
+            frames.append(buffer[start:end])
+            start = end + step
+        buffer = buffer[start:]
+    return len(frames)
+
+
+def parse(chunks: list[bytes]) -> int:
+    parser = EventParser()
+    count = 0
+    for chunk in chunks:
+        count += len(parser.feed(chunk))
+    parser.close()
+    return count
+
+
+def measure(name: str, chunks: list[bytes], separator: bytes, events: int) -> dict[str, object]:
+    checks: list[Callable[[], int]] = [
+        lambda: parse(chunks),
+        lambda: floor_split(chunks, separator),
+    ]
+    assert [check() for check in checks] == [events, events], name
+    parser_s = best_of(checks[0])
+    floor_s = best_of(checks[1])
+    return {
+        "case": name,
+        "chunks": len(chunks),
+        "floor_us_per_event": floor_s / events * 1e6,
+        "parser_us_per_event": parser_s / events * 1e6,
+        "ratio_vs_floor": parser_s / floor_s,
+    }
+
+
+def main() -> int:
+    rows = []
+    for shape, build, events in (
+        ("openai", openai_stream, EVENTS + 1),
+        ("anthropic", anthropic_stream, EVENTS),
+    ):
+        for ending_name, separator in (("LF", b"\n\n"), ("CRLF", b"\r\n\r\n")):
+            frames = build(separator)
+            for cut_name, chunks in (
+                ("frame-per-chunk", frames),
+                ("16KiB-chunks", rechunk(frames, 16 * 1024)),
+                ("ragged-97B", rechunk(frames, 97)),
+            ):
+                rows.append(measure(f"{shape} {ending_name} {cut_name}", chunks, separator, events))
+    print_table(rows)
+    path = write_results("parse", rows)
+    worst = max(row["ratio_vs_floor"] for row in rows)  # type: ignore[type-var]
+    print(f"\nworst ratio vs floor: {worst:.2f}x (results in {path})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
