@@ -2,32 +2,40 @@
 
 Every message passes through unchanged and in order. At ``http.response.start`` the
 middleware decides whether the response is a stream worth watching (2xx,
-``text/event-stream``, not HEAD, not compressed); if it is, each body message is fed to a
-``StreamMonitor`` synchronously, *before* it is forwarded, so the monitor sees the bytes in
-exactly the order ``send`` was called even when several tasks send (sse-starlette's ping
-task does). ``receive`` is wrapped only to notice ``http.disconnect`` go by; it consumes
-nothing.
+``text/event-stream``, not HEAD, not excluded, not compressed); if it is, each body message
+is fed to a ``StreamMonitor`` synchronously, *before* it is forwarded, so the monitor sees
+the bytes in exactly the order ``send`` was called even when several tasks send
+(sse-starlette's ping task does). ``receive`` is wrapped only to notice ``http.disconnect``
+go by and to keep a bounded copy of the request body the app reads, for request-aware
+checks; it consumes nothing the app does not ask for.
 
-Nothing streamguard does may reach the app or the client: checking code runs inside
-``except Exception`` guards, a failure stops the watching of that one stream and is shown
-on its report, and every exception of the app (or the server) propagates as the same
-object.
+Findings go to the sinks (metrics, logs) as soon as they are made; the report goes to the
+sinks and to ``on_report`` when the stream ends.
+
+Nothing streamguard does may reach the app or the client: checking and sink code runs
+inside ``except Exception`` guards, a failure stops the watching of that one stream and is
+counted, and every exception of the app (or the server) propagates as the same object.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import structlog
+from pydantic_core import from_json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamguard import rules
+from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
+from streamguard.logs import StreamLog, ViolationLimiter
+from streamguard.metrics import StreamGuardMetrics, StreamMetrics
 from streamguard.monitor import Clock, StreamEnd, StreamMonitor
-from streamguard.protocols import AUTO, CHECKERS
-from streamguard.report import Outcome, StreamReport
-from streamguard.sse import DEFAULT_MAX_EVENT_BYTES
+from streamguard.protocols import AUTO
+from streamguard.report import Finding, Outcome, StreamReport
 
 __all__ = ["ReportCallback", "StreamGuardMiddleware"]
 
@@ -39,8 +47,9 @@ _UTF8_NAMES = (b"utf-8", b"utf8")
 
 
 class StreamGuardMiddleware:
-    """Watch the SSE responses of ``app`` and report on each stream when it ends.
+    """Watch the SSE responses of ``app`` and report on each stream.
 
+    Configure with ``config=StreamGuardConfig(...)`` or the same fields as keywords.
     ``on_report`` is called once per watched stream with its ``StreamReport``, from the
     task that sent the stream's last message. ``skipped`` counts, by reason, the HTTP
     responses that were not watched; ``in_flight`` is the number of watched streams open.
@@ -49,25 +58,31 @@ class StreamGuardMiddleware:
     def __init__(
         self,
         app: ASGIApp,
+        config: StreamGuardConfig | None = None,
         *,
-        protocol: str = AUTO,
         on_report: ReportCallback | None = None,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         clock: Clock = time.monotonic,
+        **options: Any,
     ) -> None:
-        if protocol != AUTO and protocol not in CHECKERS:
-            known = ", ".join(sorted([AUTO, *CHECKERS]))
-            raise ValueError(f"unknown protocol {protocol!r}; expected one of: {known}")
-        if max_event_bytes < 1:
-            raise ValueError(f"max_event_bytes must be at least 1, got {max_event_bytes!r}")
+        if config is None:
+            config = StreamGuardConfig(**options)
+        elif options:
+            raise TypeError(
+                f"pass either config= or keyword options, not both (got {sorted(options)})"
+            )
         self.app = app
-        self.protocol = protocol
+        self.config = config
         self.on_report = on_report
-        self.max_event_bytes = max_event_bytes
         self.clock = clock
+        self.metrics = _resolve_metrics(config.metrics)
         self.skipped: Counter[str] = Counter()
         self.in_flight = 0
         self.internal_errors = 0
+        self._limiter = ViolationLimiter(config.logs.violations_per_minute, clock)
+        if self.metrics is not None:
+            self.metrics.initialise(
+                (spec.name or key, spec.protocol) for key, spec in config.routes.items()
+            )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -85,28 +100,48 @@ class StreamGuardMiddleware:
             raise
         watch.app_returned()
 
-    def _emit(self, report: StreamReport) -> None:
-        if report.internal_error is not None:
-            self.internal_errors += 1
-        if self.on_report is not None:
-            try:
-                self.on_report(report)
-            except Exception:
-                self.internal_errors += 1
-                _logger.exception("report_callback_failed", path=report.path)
+    def route_for(self, scope: Scope) -> tuple[str | None, RouteConfig | None]:
+        """The route label and configuration of a request; never raises, never a raw path.
+
+        A configured route matches by exact path first, then by the route template that
+        Starlette/FastAPI routing left in ``scope["route"]``. The label of an unconfigured
+        route is its template, or ``None`` when there is none.
+        """
+        routes = self.config.routes
+        path = scope.get("path", "")
+        spec = routes.get(path)
+        if spec is not None:
+            return spec.name or path, spec
+        template = _route_template(scope)
+        if template is not None:
+            spec = routes.get(template)
+            if spec is not None:
+                return spec.name or template, spec
+        return template, None
+
+    def _count_internal_error(self, where: str, exc: BaseException, route: str) -> None:
+        self.internal_errors += 1
+        _logger.error("streamguard_internal_error", where=where, error=repr(exc), route=route)
 
 
 class _StreamWatch:
-    """The per-request state: the wrapped ``receive`` and ``send`` and the monitor."""
+    """The per-request state: the wrapped ``receive`` and ``send``, monitor and sinks."""
 
     __slots__ = (
+        "_emitted",
         "_guard",
+        "_log",
+        "_metrics",
         "_receive",
+        "_request_body",
+        "_request_complete",
+        "_request_size",
         "_scope",
         "_send",
         "decided",
         "disconnected",
         "monitor",
+        "route",
         "started_at",
     )
 
@@ -119,12 +154,23 @@ class _StreamWatch:
         self._send = send
         self.started_at = guard.clock()
         self.monitor: StreamMonitor | None = None
+        self.route = UNKNOWN_ROUTE
         self.decided = False
         self.disconnected = False
+        self._metrics: StreamMetrics | None = None
+        self._log: StreamLog | None = None
+        self._emitted = 0
+        self._request_body: list[bytes] | None = [] if guard.config.request_peek_bytes else None
+        self._request_size = 0
+        self._request_complete = False
 
     async def receive(self) -> Message:
         message = await self._receive()
-        if message["type"] == "http.disconnect":
+        kind = message["type"]
+        if kind == "http.request":
+            if self._request_body is not None:
+                self._keep_request_body(message)
+        elif kind == "http.disconnect":
             self.disconnected = True
         return message
 
@@ -136,9 +182,10 @@ class _StreamWatch:
                 body_ended = not message.get("more_body", False)
                 if monitor.internal_error is None:
                     try:
-                        monitor.feed(message.get("body", b""))
+                        if monitor.feed(message.get("body", b"")):
+                            self._emit_findings()
                     except Exception as exc:
-                        self._internal_error(exc)
+                        self._internal_error("check", exc)
             elif message["type"] == "http.response.pathsend":
                 body_ended = True
                 monitor.stop_inspecting()
@@ -147,8 +194,8 @@ class _StreamWatch:
             try:
                 self._decide(message)
             except Exception as exc:
-                self._guard.internal_errors += 1
-                _logger.exception("watch_decision_failed", error=repr(exc))
+                self.monitor = None
+                self._guard._count_internal_error("decide", exc, self.route)
         try:
             await self._send(message)
         except OSError:
@@ -170,10 +217,11 @@ class _StreamWatch:
             end = StreamEnd.CANCELLED
         self._finish(end)
 
-    # -- internals ----------------------------------------------------------------------
+    # -- deciding -----------------------------------------------------------------------
 
     def _decide(self, message: Message) -> None:
         guard = self._guard
+        config = guard.config
         status = message["status"]
         if not 200 <= status < 300:
             guard.skipped["status"] += 1
@@ -194,19 +242,42 @@ class _StreamWatch:
         if media_type.strip().lower() != b"text/event-stream":
             guard.skipped["content_type"] += 1
             return
+        path = self._scope.get("path", "")
+        if config.is_excluded(path):
+            guard.skipped["excluded"] += 1
+            return
+        label, spec = guard.route_for(self._scope)
+        if spec is None and not config.watch_unlisted:
+            guard.skipped["unlisted"] += 1
+            return
+        self.route = label or UNKNOWN_ROUTE
+        protocol = spec.protocol if spec is not None else config.protocol
 
+        request, note = self._parsed_request()
         monitor = StreamMonitor(
-            guard.protocol,
-            path=self._scope.get("path"),
+            protocol,
+            request=request,
+            path=path,
+            route=self.route,
             clock=guard.clock,
             started_at=self.started_at,
-            max_event_bytes=guard.max_event_bytes,
+            max_event_bytes=config.max_event_bytes,
+            excerpt_chars=config.logs.excerpt_chars if config.logs.content_excerpts else 0,
         )
+        if note is not None:
+            monitor.notes.append(note)
+        self.monitor = monitor
+        guard.in_flight += 1
+        # A protocol still to be detected from events is labelled "auto" for the whole
+        # stream, so that every series of one stream carries the same labels.
+        undecided = protocol == AUTO and monitor.protocol_source == "default"
+        self._start_sinks("auto" if undecided else monitor.protocol)
+
         if content_length is not None:
             monitor.add_findings(
                 [
                     rules.CONTENT_LENGTH_ON_STREAM.finding(
-                        f"the event stream was sent with Content-Length: "
+                        "the event stream was sent with Content-Length: "
                         f"{content_length.decode('latin-1')!r}"
                     )
                 ]
@@ -225,17 +296,79 @@ class _StreamWatch:
             guard.skipped["content_encoding"] += 1
             monitor.stop_inspecting(
                 rules.COMPRESSED_STREAM.finding(
-                    f"Content-Encoding: {content_encoding.decode('latin-1')!r}; the compressed "
-                    "body is passed through uninspected"
+                    f"Content-Encoding: {content_encoding.decode('latin-1')!r}; the "
+                    "compressed body is passed through uninspected"
                 )
             )
-        self.monitor = monitor
-        guard.in_flight += 1
+        elif config.sample_rate < 1.0 and random.random() >= config.sample_rate:
+            monitor.stop_inspecting()
+            monitor.notes.append("not sampled: only the outcome was recorded")
+        self._emit_findings()
 
-    def _internal_error(self, exc: Exception) -> None:
+    def _keep_request_body(self, message: Message) -> None:
+        chunk = message.get("body", b"")
+        self._request_size += len(chunk)
+        if self._request_size > self._guard.config.request_peek_bytes:
+            self._request_body = None  # too large: request-aware checks are skipped
+            return
+        assert self._request_body is not None
+        if chunk:
+            self._request_body.append(chunk)
+        if not message.get("more_body", False):
+            self._request_complete = True
+
+    def _parsed_request(self) -> tuple[Mapping[str, Any] | None, str | None]:
+        """The JSON request body the app read, or ``None`` and why it is not available."""
+        limit = self._guard.config.request_peek_bytes
+        if not limit:
+            return None, None
+        if self._request_body is None:
+            return None, f"request body over request_peek_bytes={limit}: request checks skipped"
+        if not self._request_size:
+            return None, None
+        if not self._request_complete:
+            return None, "request body not fully read before the response: request checks skipped"
+        try:
+            request = from_json(b"".join(self._request_body))
+        except ValueError:
+            return None, "request body is not JSON: request checks skipped"
+        if not isinstance(request, dict):
+            return None, "request body is not a JSON object: request checks skipped"
+        return request, None
+
+    # -- sinks --------------------------------------------------------------------------
+
+    def _start_sinks(self, protocol_label: str) -> None:
+        guard = self._guard
+        try:
+            if guard.metrics is not None:
+                self._metrics = guard.metrics.for_stream(self.route, protocol_label)
+                self._metrics.stream_started()
+            if guard.config.logs.enabled:
+                self._log = StreamLog(guard.config.logs, guard._limiter, self.route, protocol_label)
+        except Exception as exc:
+            self._internal_error("sinks", exc)
+
+    def _emit_findings(self) -> None:
         assert self.monitor is not None
-        self.monitor.fail(exc)
-        _logger.error("stream_check_failed", path=self._scope.get("path"), error=repr(exc))
+        new = self.monitor.findings_since(self._emitted)
+        if not new:
+            return
+        self._emitted += len(new)
+        try:
+            for finding in new:
+                if self._metrics is not None:
+                    self._metrics.violation(finding)
+                if self._log is not None:
+                    self._log.violation(finding)
+        except Exception as exc:
+            self._internal_error("sinks", exc)
+
+    def _internal_error(self, where: str, exc: Exception) -> None:
+        """Stop watching this stream; the failure is counted when the stream ends."""
+        if self.monitor is not None:
+            self.monitor.fail(exc)
+        self._guard._count_internal_error(where, exc, self.route)
 
     def _finish(self, end: StreamEnd) -> None:
         monitor = self.monitor
@@ -246,10 +379,44 @@ class _StreamWatch:
         try:
             report = monitor.finish(end)
         except Exception as exc:
-            monitor.fail(exc)
-            report = _fallback_report(monitor, end)
-            monitor.report = report
-        guard._emit(report)
+            self._internal_error("finish", exc)
+            report = monitor.report = _fallback_report(monitor, end)
+        if report.internal_error is None:
+            self._emit_findings()
+        try:
+            if self._metrics is not None:
+                self._metrics.stream_ended(report)
+            if self._log is not None:
+                self._log.ended(report)
+        except Exception as exc:
+            guard._count_internal_error("sinks", exc, self.route)
+        if guard.on_report is not None:
+            try:
+                guard.on_report(report)
+            except Exception as exc:
+                guard._count_internal_error("on_report", exc, self.route)
+
+
+def _resolve_metrics(metrics: Any) -> StreamGuardMetrics | None:
+    if metrics is False:
+        return None
+    if metrics is None:
+        return StreamGuardMetrics.default()
+    if isinstance(metrics, StreamGuardMetrics):
+        return metrics
+    return StreamGuardMetrics.default(metrics)  # a CollectorRegistry
+
+
+def _route_template(scope: Scope) -> str | None:
+    """The matched route's template, as routing left it in the scope; never raises."""
+    try:
+        route = scope.get("route")
+        if route is None:
+            return None
+        template = getattr(route, "path_format", None) or getattr(route, "path", None)
+        return template if isinstance(template, str) and template else None
+    except Exception:
+        return None
 
 
 def _charset(parameters: bytes) -> bytes | None:
@@ -266,10 +433,11 @@ def _fallback_report(monitor: StreamMonitor, end: StreamEnd) -> StreamReport:
         StreamEnd.BODY_ENDED: Outcome.COMPLETED,
         StreamEnd.APP_RETURNED: Outcome.UNCLOSED,
     }.get(end) or Outcome(end.value)
+    findings: tuple[Finding, ...] = monitor.findings
     return StreamReport(
         protocol=monitor.protocol,
         outcome=outcome,
-        findings=monitor.findings,
+        findings=findings,
         events=0,
         bytes=0,
         body_messages=monitor.body_messages,
@@ -280,4 +448,5 @@ def _fallback_report(monitor: StreamMonitor, end: StreamEnd) -> StreamReport:
         inspected=False,
         internal_error=monitor.internal_error,
         path=monitor.path,
+        route=monitor.route,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from enum import Enum
 from typing import Any
 
@@ -54,8 +55,13 @@ class StreamMonitor:
         clock: Clock = time.monotonic,
         started_at: float | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        route: str | None = None,
+        excerpt_chars: int = 0,
     ) -> None:
         self._checker = make_checker(protocol, request, path)
+        self._excerpt_chars = excerpt_chars
+        self.route = route
+        self.notes: list[str] = []
         self._parser = EventParser(max_event_bytes)
         self._clock = clock
         self._findings: list[Finding] = []
@@ -77,8 +83,16 @@ class StreamMonitor:
         return tuple(self._findings)
 
     @property
+    def protocol_source(self) -> str:
+        return self._checker.protocol_source
+
+    @property
     def terminal_seen(self) -> bool:
         return self._checker.terminal_seen
+
+    def findings_since(self, start: int) -> list[Finding]:
+        """The findings made after the first ``start`` ones, for sinks that stream them."""
+        return self._findings[start:]
 
     def add_findings(self, findings: Iterable[Finding]) -> None:
         """Record findings made outside the body (the response headers, timers)."""
@@ -118,11 +132,19 @@ class StreamMonitor:
             for event in events:
                 found = checker.on_event(event, index)
                 if found:
+                    if self._excerpt_chars:
+                        found = [replace(f, excerpt=self._excerpt(event.data)) for f in found]
                     new.extend(found)
                 index += 1
         if new:
             self._findings.extend(new)
         return new
+
+    def _excerpt(self, text: str) -> str:
+        """The start of ``text``, with control characters escaped so a log line stays one."""
+        short = text[: self._excerpt_chars]
+        escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in short)
+        return escaped + ("…" if len(text) > self._excerpt_chars else "")
 
     def finish(self, end: StreamEnd) -> StreamReport:
         """Classify the end, run the end-of-stream rules once, and build the report."""
@@ -171,6 +193,8 @@ class StreamMonitor:
             internal_error=self.internal_error,
             path=self.path,
             protocol_source=checker.protocol_source,
+            route=self.route,
+            notes=tuple(self.notes),
         )
         return self.report
 

@@ -46,6 +46,8 @@ class Finding:
     message: str
     event_index: int | None = None
     byte_offset: int | None = None
+    #: A shortened, escaped excerpt of the offending frame; only with content excerpts on.
+    excerpt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,10 @@ class StreamReport:
     internal_error: str | None = None
     path: str | None = None
     protocol_source: str = "configured"
+    #: The ``route`` label: a configured name or a route template, never a raw path.
+    route: str | None = None
+    #: Facts about how the stream was checked, e.g. why request-aware checks were skipped.
+    notes: tuple[str, ...] = ()
 
     @property
     def malformed(self) -> bool:

@@ -1,0 +1,146 @@
+"""Everything a user sets, as one validated pydantic model.
+
+``StreamGuardMiddleware(app, config=StreamGuardConfig(...))`` and
+``StreamGuardMiddleware(app, routes=..., ...)`` are equivalent; either way the values are
+checked once, at construction, and a bad one fails with a ``pydantic.ValidationError``
+that names the field and shows the value.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from streamguard.protocols import AUTO, CHECKERS
+from streamguard.sse import DEFAULT_MAX_EVENT_BYTES
+
+__all__ = ["UNKNOWN_ROUTE", "LogConfig", "RouteConfig", "StreamGuardConfig", "TimerConfig"]
+
+#: The ``route`` label of a stream whose route is neither configured nor templated.
+UNKNOWN_ROUTE = "__unknown__"
+
+
+def _known_protocol(protocol: str) -> str:
+    if protocol != AUTO and protocol not in CHECKERS:
+        known = ", ".join(sorted([AUTO, *CHECKERS]))
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of: {known}")
+    return protocol
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RouteConfig(_Model):
+    """One watched route: its protocol and the name used as its ``route`` label."""
+
+    protocol: str = AUTO
+    #: The metric label; defaults to the route's key in ``routes``.
+    name: str | None = Field(default=None, min_length=1, max_length=100)
+
+    _check_protocol = field_validator("protocol")(_known_protocol)
+
+
+def _route_shorthand(value: Any) -> Any:
+    """``{"/v1/chat/completions": "openai_chat"}`` is short for ``{"protocol": ...}``."""
+    if isinstance(value, dict):
+        return {
+            key: {"protocol": spec} if isinstance(spec, str) else spec
+            for key, spec in value.items()
+        }
+    return value
+
+
+class TimerConfig(_Model):
+    """Liveness timers (used by the liveness detectors)."""
+
+    enabled: bool = True
+    #: Seconds the body may stay open after the terminal signal (``body_not_ended``).
+    body_end_grace_s: float = Field(default=5.0, gt=0)
+    #: Seconds without a byte before a stream is ``stalled``.
+    idle_limit_s: float = Field(default=60.0, gt=0)
+    #: A whole stream inside this window is a burst (``buffered_flush``) ...
+    burst_window_s: float = Field(default=0.02, gt=0)
+    #: ... when the first event took this many windows to arrive ...
+    burst_first_event_ratio: float = Field(default=20.0, gt=0)
+    #: ... and the stream has at least this many events.
+    burst_min_events: int = Field(default=16, ge=1)
+
+
+class LogConfig(_Model):
+    """What streamguard logs, and how much."""
+
+    enabled: bool = True
+    #: ``stream_violation`` events per stream; the rest are counted on the summary.
+    max_violations_per_stream: int = Field(default=20, ge=0)
+    #: ``stream_violation`` events per (route, rule) per minute; the number suppressed
+    #: rides on the next one emitted.
+    violations_per_minute: int = Field(default=60, ge=0)
+    #: Opt-in: put a shortened, escaped excerpt of the offending frame on violations.
+    content_excerpts: bool = False
+    excerpt_chars: int = Field(default=120, ge=1, le=4096)
+
+
+class StreamGuardConfig(_Model):
+    """The middleware's configuration; every field has a production default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    #: Watched routes by path or route template, e.g.
+    #: ``{"/v1/chat/completions": "openai_chat", "/v1/messages": {"protocol":
+    #: "anthropic", "name": "claude"}}``.
+    routes: Annotated[dict[str, RouteConfig], BeforeValidator(_route_shorthand)] = Field(
+        default_factory=dict
+    )
+    #: Watch SSE responses of routes not listed in ``routes``, as ``protocol``.
+    watch_unlisted: bool = True
+    protocol: str = AUTO
+    #: Paths never watched: exact paths, or prefixes written with a trailing ``*``.
+    exclude_paths: tuple[str, ...] = ()
+    max_event_bytes: int = Field(default=DEFAULT_MAX_EVENT_BYTES, ge=1)
+    #: Request bodies up to this size are read (as the app reads them) for request-aware
+    #: checks; larger ones skip those checks. 0 turns peeking off.
+    request_peek_bytes: int = Field(default=1024 * 1024, ge=0)
+    timers: TimerConfig = Field(default_factory=TimerConfig)
+    logs: LogConfig = Field(default_factory=LogConfig)
+    #: Fraction of streams whose frames are checked; the others are only counted.
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    #: A ``StreamGuardMetrics``, a ``prometheus_client.CollectorRegistry`` to build one
+    #: in, ``None`` for the process-wide default, or ``False`` for no metrics.
+    metrics: Any = None
+
+    _check_protocol = field_validator("protocol")(_known_protocol)
+
+    @field_validator("exclude_paths")
+    @classmethod
+    def _paths_start_with_slash(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
+        for path in paths:
+            if not path.startswith("/"):
+                raise ValueError(f"excluded path {path!r} must start with '/'")
+        return paths
+
+    @field_validator("metrics")
+    @classmethod
+    def _metrics_kind(cls, metrics: Any) -> Any:
+        from prometheus_client import CollectorRegistry
+
+        from streamguard.metrics import StreamGuardMetrics
+
+        if metrics is None or metrics is False:
+            return metrics
+        if isinstance(metrics, StreamGuardMetrics | CollectorRegistry):
+            return metrics
+        raise ValueError(
+            "metrics must be a StreamGuardMetrics, a CollectorRegistry, None or False, "
+            f"not {type(metrics).__name__}"
+        )
+
+    def is_excluded(self, path: str) -> bool:
+        for excluded in self.exclude_paths:
+            if excluded.endswith("*"):
+                if path.startswith(excluded[:-1]):
+                    return True
+            elif path == excluded:
+                return True
+        return False

@@ -1,0 +1,142 @@
+"""structlog events for people: one summary per stream, one event per violation.
+
+streamguard is a library citizen: it never calls ``structlog.configure()``; it logs
+through ``structlog.get_logger("streamguard")`` with constant event names, so the
+application's own processors and renderers decide what the lines look like.
+
+Events:
+
+* ``stream_violation`` (warning, or error for an error-severity rule), as each finding is
+  made, so a liveness finding shows up while the stream is still open. At most
+  ``max_violations_per_stream`` per stream, and ``violations_per_minute`` per (route,
+  rule); the number suppressed rides on the next one emitted for that pair.
+* ``stream_<outcome>`` (``stream_completed``, ``stream_unclosed``, ...), once per stream at
+  its end: info when clean, warning or error otherwise.
+
+No message content, header or query string is logged unless content excerpts are turned
+on, and then only a shortened, escaped excerpt of the offending frame.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from streamguard.config import LogConfig
+from streamguard.report import Finding, Outcome, Severity, StreamReport
+
+__all__ = ["StreamLog", "ViolationLimiter", "summary_level"]
+
+_FAILED_OUTCOMES = {Outcome.UNCLOSED, Outcome.APP_ERROR}
+_NOTABLE_OUTCOMES = {Outcome.ERROR_EVENT, Outcome.CANCELLED}
+
+
+def summary_level(report: StreamReport) -> str:
+    """``error`` for broken streams, ``warning`` for doubtful ones, else ``info``."""
+    if report.outcome in _FAILED_OUTCOMES or report.malformed:
+        return "error"
+    if report.outcome in _NOTABLE_OUTCOMES or report.internal_error is not None:
+        return "warning"
+    if any(finding.severity is Severity.WARNING for finding in report.findings):
+        return "warning"
+    return "info"
+
+
+class ViolationLimiter:
+    """A fixed one-minute window per (route, rule), shared by all streams of a middleware."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self._clock = clock
+        self._windows: dict[tuple[str, str], list[float | int]] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, route: str, rule: str) -> int | None:
+        """``None`` to suppress this event, else how many were suppressed before it."""
+        now = self._clock()
+        with self._lock:
+            window = self._windows.get((route, rule))
+            if window is None:
+                window = self._windows[(route, rule)] = [now, 0, 0]
+            start, emitted, suppressed = window
+            if now - start >= 60.0:
+                window[0], window[1] = now, 0
+                emitted = 0
+            if emitted >= self.per_minute:
+                window[2] = int(suppressed) + 1
+                return None
+            window[1] = int(emitted) + 1
+            window[2] = 0
+            return int(suppressed)
+
+
+class StreamLog:
+    """The log of one stream: a bound logger plus its per-stream violation budget."""
+
+    __slots__ = ("_config", "_limiter", "_logged", "_logger", "_not_logged", "_route")
+
+    def __init__(
+        self, config: LogConfig, limiter: ViolationLimiter, route: str, protocol: str
+    ) -> None:
+        self._config = config
+        self._limiter = limiter
+        self._route = route
+        self._logger: Any = structlog.get_logger("streamguard").bind(route=route, protocol=protocol)
+        self._logged = 0
+        self._not_logged = 0
+
+    def violation(self, finding: Finding) -> None:
+        if self._logged >= self._config.max_violations_per_stream:
+            self._not_logged += 1
+            return
+        suppressed = self._limiter.admit(self._route, finding.rule)
+        if suppressed is None:
+            self._not_logged += 1
+            return
+        self._logged += 1
+        fields: dict[str, Any] = {
+            "rule": finding.rule,
+            "severity": finding.severity.value,
+            "message": finding.message,
+            "event_index": finding.event_index,
+            "byte_offset": finding.byte_offset,
+        }
+        if suppressed:
+            fields["suppressed"] = suppressed
+        if finding.excerpt is not None:
+            fields["excerpt"] = finding.excerpt
+        level = "error" if finding.severity is Severity.ERROR else "warning"
+        getattr(self._logger, level)("stream_violation", **fields)
+
+    def ended(self, report: StreamReport) -> None:
+        counts = {severity.value: 0 for severity in Severity}
+        for finding in report.findings:
+            counts[finding.severity.value] += 1
+        fields: dict[str, Any] = {
+            "outcome": report.outcome.value,
+            "duration_s": round(report.duration, 6),
+            "events": report.events,
+            "bytes": report.bytes,
+            "findings": len(report.findings),
+            "errors": counts["error"],
+            "warnings": counts["warning"],
+        }
+        first_event = report.time_to_first_event
+        if first_event is not None:
+            fields["time_to_first_event_s"] = round(first_event, 6)
+        if report.findings:
+            fields["rules"] = sorted({finding.rule for finding in report.findings})
+        if self._not_logged:
+            fields["violations_not_logged"] = self._not_logged
+        if not report.inspected:
+            fields["inspected"] = False
+        if report.internal_error is not None:
+            fields["internal_error"] = report.internal_error
+        if report.protocol_source != "configured":
+            fields["detected_protocol"] = report.protocol
+            fields["protocol_source"] = report.protocol_source
+        getattr(self._logger, summary_level(report))(f"stream_{report.outcome.value}", **fields)

@@ -1,0 +1,180 @@
+"""Prometheus metrics for watched streams.
+
+All metric objects are built once, in a ``StreamGuardMetrics`` that takes the registry, so
+any number of apps (or middleware instances, which Starlette may build more than once) can
+share it without registering twice. Per stream, the label children are resolved once, at
+the start (``StreamMetrics``); nothing is looked up per frame. Frame and byte counts are
+added when the stream ends.
+
+Only counters, histograms and a ``livesum`` gauge are used, so the metrics work in
+prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import ClassVar
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+from streamguard.report import Finding, Outcome, Severity, StreamReport
+from streamguard.rules import rules_for
+
+__all__ = [
+    "DURATION_BUCKETS",
+    "FIRST_EVENT_BUCKETS",
+    "StreamGuardMetrics",
+    "StreamMetrics",
+]
+
+#: Stream durations: seconds to 20 minutes (long agentic answers stream for minutes).
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200)
+#: Time to first event: from milliseconds (cached answers) to a minute (reasoning models).
+FIRST_EVENT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+_LABELS = ("route", "protocol")
+
+
+class StreamGuardMetrics:
+    """The metric families, registered once in ``registry`` under ``namespace``."""
+
+    _defaults: ClassVar[dict[int, StreamGuardMetrics]] = {}
+    _defaults_lock = threading.Lock()
+
+    def __init__(
+        self, registry: CollectorRegistry | None = REGISTRY, namespace: str = "streamguard"
+    ) -> None:
+        def counter(name: str, doc: str, *extra: str) -> Counter:
+            return Counter(name, doc, (*_LABELS, *extra), namespace=namespace, registry=registry)
+
+        self.streams_started = counter("streams_started", "SSE streams whose response started.")
+        self.streams = counter("streams", "SSE streams that ended, by outcome.", "outcome")
+        self.malformed_streams = counter(
+            "malformed_streams", "Streams that ended with an error-severity finding."
+        )
+        self.violations = counter("violations", "Rule violations found, by rule.", "rule")
+        self.frames = counter("frames", "SSE events dispatched in watched streams.")
+        self.bytes = counter("bytes", "Body bytes of watched streams.")
+        self.internal_errors = counter(
+            "internal_errors", "Failures inside streamguard; the stream was left unwatched."
+        )
+        self.in_progress = Gauge(
+            "streams_in_progress",
+            "Watched streams currently open.",
+            _LABELS,
+            namespace=namespace,
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.duration = Histogram(
+            "stream_duration_seconds",
+            "Seconds from the request to the end of the stream.",
+            _LABELS,
+            namespace=namespace,
+            registry=registry,
+            buckets=DURATION_BUCKETS,
+        )
+        self.time_to_first_event = Histogram(
+            "time_to_first_event_seconds",
+            "Seconds from the request to the first SSE event.",
+            _LABELS,
+            namespace=namespace,
+            registry=registry,
+            buckets=FIRST_EVENT_BUCKETS,
+        )
+        self._children: dict[tuple[str, str], StreamMetrics] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def default(cls, registry: CollectorRegistry = REGISTRY) -> StreamGuardMetrics:
+        """The one instance for ``registry`` in this process, built on first use."""
+        with cls._defaults_lock:
+            metrics = cls._defaults.get(id(registry))
+            if metrics is None:
+                metrics = cls._defaults[id(registry)] = cls(registry)
+            return metrics
+
+    def for_stream(self, route: str, protocol: str) -> StreamMetrics:
+        """The label children for one (route, protocol), initialised to 0 on first use."""
+        key = (route, protocol)
+        children = self._children.get(key)
+        if children is None:
+            with self._lock:
+                children = self._children.get(key)
+                if children is None:
+                    children = self._children[key] = StreamMetrics(self, route, protocol)
+        return children
+
+    def initialise(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Export zeros for known (route, protocol) pairs, so ratios exist before traffic."""
+        for route, protocol in pairs:
+            self.for_stream(route, protocol)
+
+
+class StreamMetrics:
+    """The label children of one (route, protocol): what a stream touches, resolved once."""
+
+    __slots__ = (
+        "_outcomes",
+        "_parent",
+        "_protocol",
+        "_route",
+        "_violations",
+        "bytes",
+        "duration",
+        "frames",
+        "in_progress",
+        "internal_errors",
+        "malformed",
+        "started",
+        "time_to_first_event",
+    )
+
+    def __init__(self, parent: StreamGuardMetrics, route: str, protocol: str) -> None:
+        self._parent = parent
+        self._route = route
+        self._protocol = protocol
+        labels = (route, protocol)
+        self.started = parent.streams_started.labels(*labels)
+        self.malformed = parent.malformed_streams.labels(*labels)
+        self.frames = parent.frames.labels(*labels)
+        self.bytes = parent.bytes.labels(*labels)
+        self.internal_errors = parent.internal_errors.labels(*labels)
+        self.in_progress = parent.in_progress.labels(*labels)
+        self.duration = parent.duration.labels(*labels)
+        self.time_to_first_event = parent.time_to_first_event.labels(*labels)
+        self._outcomes = {
+            outcome: parent.streams.labels(*labels, outcome.value) for outcome in Outcome
+        }
+        self._violations = {
+            rule.name: parent.violations.labels(*labels, rule.name) for rule in rules_for(protocol)
+        }
+
+    def stream_started(self) -> None:
+        self.started.inc()
+        self.in_progress.inc()
+
+    def violation(self, finding: Finding) -> None:
+        child = self._violations.get(finding.rule)
+        if child is None:  # a rule of another protocol (auto-detection decided late)
+            child = self._violations[finding.rule] = self._parent.violations.labels(
+                self._route, self._protocol, finding.rule
+            )
+        child.inc()
+
+    def stream_ended(self, report: StreamReport) -> None:
+        self.in_progress.dec()
+        self._outcomes[report.outcome].inc()
+        if any(finding.severity is Severity.ERROR for finding in report.findings):
+            self.malformed.inc()
+        if report.internal_error is not None:
+            self.internal_errors.inc()
+        if report.events:
+            self.frames.inc(report.events)
+        if report.bytes:
+            self.bytes.inc(report.bytes)
+        self.duration.observe(max(report.duration, 0.0))
+        first_event = report.time_to_first_event
+        if first_event is not None:
+            self.time_to_first_event.observe(max(first_event, 0.0))
