@@ -6,25 +6,41 @@ from collections.abc import Mapping
 from typing import Any
 
 from streamguard.protocols._base import Checker
+from streamguard.protocols.anthropic import AnthropicChecker
+from streamguard.protocols.auto import AutoChecker
+from streamguard.protocols.gemini import GeminiChecker
+from streamguard.protocols.openai_chat import OpenAIChatChecker
+from streamguard.protocols.openai_responses import OpenAIResponsesChecker
 from streamguard.protocols.sse import PlainSSEChecker
 
-__all__ = ["AUTO", "CHECKERS", "Checker", "PlainSSEChecker", "make_checker"]
+__all__ = [
+    "AUTO",
+    "CHECKERS",
+    "AnthropicChecker",
+    "AutoChecker",
+    "Checker",
+    "GeminiChecker",
+    "PlainSSEChecker",
+    "make_checker",
+]
 
 AUTO = "auto"
 
 CHECKERS: dict[str, type[Checker]] = {
     PlainSSEChecker.name: PlainSSEChecker,
+    OpenAIChatChecker.name: OpenAIChatChecker,
+    OpenAIResponsesChecker.name: OpenAIResponsesChecker,
+    AnthropicChecker.name: AnthropicChecker,
+    GeminiChecker.name: GeminiChecker,
 }
 
 
 def make_checker(
     protocol: str, request: Mapping[str, Any] | None = None, path: str | None = None
 ) -> Checker:
-    """A checker for ``protocol``; ``"auto"`` picks one (for now: plain SSE)."""
+    """A checker for ``protocol``; ``"auto"`` decides from the path or the first events."""
     if protocol == AUTO:
-        checker: Checker = PlainSSEChecker(request, path)
-        checker.protocol_source = "default"
-        return checker
+        return AutoChecker(request, path, CHECKERS)
     try:
         checker_class = CHECKERS[protocol]
     except KeyError:

@@ -1,0 +1,159 @@
+"""Full checking of an Anthropic stream: µs per frame against split + ``orjson.loads``.
+
+The stream is shaped like the real API's: ``message_start``, one text block of thousands
+of ``text_delta`` events (JSON padded with trailing spaces, as captures show), a ``ping``
+now and then, ``content_block_stop``, ``message_delta``, ``message_stop``.
+
+* anchor — split the same chunks on the blank line and ``orjson.loads`` each payload;
+* checked — ``check_stream(chunks, protocol="anthropic")``: framing (the WHATWG parser),
+  JSON (pydantic-core), shapes, the grammar and every rule, and the report.
+
+Budget (DESIGN.md): checked ≤ 1.5x the anchor. Run: ``python -m benchmarks.check_anthropic``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import orjson
+
+from benchmarks._timing import best_of, print_table, write_results
+from streamguard import check_stream
+
+__all__ = ["anchor", "anthropic_frames", "main"]
+
+DELTAS = 5_000
+PING_EVERY = 200
+_WORDS = ("The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".")
+
+
+def _event(name: str, payload: dict[str, object], padding: int) -> bytes:
+    data = json.dumps(payload, separators=(",", ":"))
+    data = data[:-1] + " " * padding + "}"
+    return f"event: {name}\ndata: {data}\n\n".encode()
+
+
+def anthropic_frames() -> list[bytes]:
+    """One frame per event, as the API writes them."""
+    frames = [
+        _event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5-20250929",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": 472,
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": 0,
+                        "output_tokens": 1,
+                        "service_tier": "standard",
+                    },
+                },
+            },
+            10,
+        ),
+        _event(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            5,
+        ),
+    ]
+    for i in range(DELTAS):
+        if i % PING_EVERY == 0:
+            frames.append(b'event: ping\ndata: {"type": "ping"}\n\n')
+        delta = {"type": "text_delta", "text": _WORDS[i % len(_WORDS)]}
+        frames.append(
+            _event(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": delta},
+                i % 13,
+            )
+        )
+    frames.append(_event("content_block_stop", {"type": "content_block_stop", "index": 0}, 8))
+    frames.append(
+        _event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": DELTAS},
+            },
+            3,
+        )
+    )
+    frames.append(_event("message_stop", {"type": "message_stop"}, 7))
+    return frames
+
+
+def rechunk(frames: list[bytes], size: int) -> list[bytes]:
+    body = b"".join(frames)
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+def anchor(chunks: list[bytes]) -> int:
+    """Split on the blank line, ``orjson.loads`` each frame's data: the least any check does."""
+    loads = orjson.loads
+    buffer = b""
+    count = 0
+    for chunk in chunks:
+        buffer = buffer + chunk if buffer else chunk
+        start = 0
+        find = buffer.find
+        while (end := find(b"\n\n", start)) >= 0:
+            data_at = find(b"data: ", start, end) + 6
+            loads(buffer[data_at:end])
+            count += 1
+            start = end + 2
+        buffer = buffer[start:]
+    return count
+
+
+def checked(chunks: list[bytes]) -> int:
+    report = check_stream(chunks, protocol="anthropic")
+    if report.findings or report.outcome.value != "completed":
+        raise AssertionError(f"the benchmark stream is not clean: {report.findings[:3]}")
+    return report.events
+
+
+def main() -> int:
+    frames = anthropic_frames()
+    events = len(frames)
+    rows = []
+    for cut_name, chunks in (
+        ("frame-per-chunk", frames),
+        ("16KiB-chunks", rechunk(frames, 16 * 1024)),
+        ("ragged-97B", rechunk(frames, 97)),
+    ):
+        assert anchor(chunks) == checked(chunks) == events, cut_name
+        anchor_s = best_of(lambda chunks=chunks: anchor(chunks))  # type: ignore[misc]
+        checked_s = best_of(lambda chunks=chunks: checked(chunks))  # type: ignore[misc]
+        rows.append(
+            {
+                "case": f"anthropic {cut_name}",
+                "frames": events,
+                "anchor_us_per_frame": anchor_s / events * 1e6,
+                "checked_us_per_frame": checked_s / events * 1e6,
+                "ratio_vs_anchor": checked_s / anchor_s,
+            }
+        )
+    print_table(rows)
+    path = write_results("check_anthropic", rows)
+    worst = max(float(row["ratio_vs_anchor"]) for row in rows)  # type: ignore[arg-type]
+    print(f"\nworst ratio vs split + orjson.loads: {worst:.2f}x (budget 1.5x; results in {path})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

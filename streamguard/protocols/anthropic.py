@@ -1,0 +1,623 @@
+"""Anthropic Messages streaming (``POST /v1/messages`` with ``"stream": true``).
+
+Theory of operation
+-------------------
+
+Every event is named (``event: <name>``) and its JSON ``type`` equals the name. With pings
+filtered out, a healthy stream is::
+
+    message_start
+    ( content_block_start[i]  content_block_delta[i]*  content_block_stop[i] )*   i = 0, 1, 2, ...
+    message_delta+
+    message_stop
+
+or it ends early with ``event: error`` (outcome ``error_event``) wherever that arrives.
+
+The checker keeps one ``_Phase`` and the blocks that are open, nothing else that grows::
+
+    AWAITING_START --message_start--> IN_BLOCKS --message_delta--> DELTA_SENT
+         |                                                              |
+         |                                                     message_stop --> (terminal)
+         +-- any other documented event: missing_message_start,
+             then handled as if message_start had come
+
+``message_stop`` is the terminal signal in every phase (the base class then reports
+anything after it); ``error`` sets ``error_index`` in every phase. Pings and event types
+the docs do not list change nothing ("your code should handle unknown event types
+gracefully"), and neither do unknown block types, delta types or fields.
+
+Why each rule exists, in the words of the official Python SDK (``anthropic``): it
+dispatches on the SSE *name* and silently drops unnamed or unknown events
+(``event_name_mismatch``); it raises on anything before ``message_start``; it indexes
+``snapshot.content[event.index]``, so block indices must be 0, 1, 2, ... and refer to a
+started block; it ignores a delta that does not fit its block, so the content is silently
+lost (``delta_type_mismatch``). The open ``tool_use`` block that goes straight to
+``message_delta`` at ``max_tokens`` is real (the SDK's own fixture) and only a warning.
+
+JSON is parsed with ``pydantic_core.from_json`` and the shapes are checked by hand: the
+common event, a text delta, costs one parse, two dict look-ups and a few type checks.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic_core import from_json
+
+from streamguard import rules
+from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.report import Finding
+from streamguard.sse import Event
+
+__all__ = ["STOP_REASONS", "AnthropicChecker"]
+
+#: ``StopReason`` in the SDK (``types/stop_reason.py``), plus the beta ``compaction``.
+STOP_REASONS = frozenset(
+    {
+        "end_turn",
+        "max_tokens",
+        "stop_sequence",
+        "tool_use",
+        "pause_turn",
+        "refusal",
+        "model_context_window_exceeded",
+        "compaction",
+    }
+)
+#: Stop reasons that may cut a block off before its ``content_block_stop``.
+_LIMIT_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
+
+#: For each documented delta type: the block types it may appear in, and the field it
+#: must carry with that field's type.
+_DELTA_RULES: dict[str, tuple[frozenset[str], str, type]] = {
+    "text_delta": (frozenset({"text"}), "text", str),
+    "citations_delta": (frozenset({"text"}), "citation", dict),
+    "input_json_delta": (
+        frozenset({"tool_use", "server_tool_use", "mcp_tool_use"}),
+        "partial_json",
+        str,
+    ),
+    "thinking_delta": (frozenset({"thinking"}), "thinking", str),
+    "signature_delta": (frozenset({"thinking"}), "signature", str),
+}
+#: Block types that arrive complete in ``content_block_start`` and take no delta at all.
+_NO_DELTA_BLOCKS = frozenset({"redacted_thinking", "container_upload", "fallback"})
+#: Documented block types with deltas (the ``_NO_DELTA_BLOCKS`` and ``*_tool_result`` are
+#: known too); a delta into any other block type is not judged.
+_DELTA_BLOCKS = frozenset({"text", "thinking", "tool_use", "server_tool_use", "mcp_tool_use"})
+#: Fields ``content_block_start`` must carry, per documented block type.
+_BLOCK_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
+    "text": (("text", str),),
+    "thinking": (("thinking", str),),
+    "tool_use": (("id", str), ("name", str)),
+    "server_tool_use": (("id", str), ("name", str)),
+    "redacted_thinking": (("data", str),),
+}
+#: Beyond this many simultaneously open blocks (already a ``block_overlap``), the oldest
+#: is forgotten, so a hostile stream cannot make the checker's memory grow.
+_MAX_OPEN_BLOCKS = 64
+_PREVIEW = 60
+#: Distinct unknown event names reported per stream.
+_MAX_UNKNOWN_REPORTED = 8
+
+
+class _Phase(enum.Enum):
+    AWAITING_START = "awaiting message_start"
+    IN_BLOCKS = "content blocks"
+    DELTA_SENT = "after message_delta"
+
+
+class _Block:
+    """An open content block: its type, and whether its signature has been sent."""
+
+    __slots__ = ("signed", "type")
+
+    def __init__(self, block_type: str) -> None:
+        self.type = block_type
+        self.signed = False
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+Handler = Callable[["AnthropicChecker", dict[str, Any], Event, int], Sequence[Finding]]
+
+
+class AnthropicChecker(Checker):
+    """Checks an Anthropic Messages event stream; see the module docstring."""
+
+    name = "anthropic"
+    has_terminal = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._phase = _Phase.AWAITING_START
+        self._message_start_index: int | None = None
+        self._next_block = 0
+        self._open: dict[int, _Block] = {}
+        #: The first non-null stop reason (from message_delta, or a prepopulated start).
+        self._stop_reason: str | None = None
+        #: The last cumulative ``output_tokens`` seen, to check it never goes down.
+        self._output_tokens: int | None = None
+        self._unknown_reported: set[str] = set()
+        self._late_block_reported = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
+        if self.terminal_index is None and self.error_index is None:
+            return self.check_event(event, index)  # the common case, without a super() call
+        if self.error_index is not None:
+            # The in-band error ends the stream as surely as message_stop does.
+            return (
+                rules.EVENT_AFTER_TERMINAL.finding(
+                    f"event {index} ({event.event!r}) follows the error event {self.error_index}",
+                    index,
+                    event.offset,
+                ),
+            )
+        return super().on_event(event, index)
+
+    def is_terminal(self, event: Event) -> bool:
+        return event.event == "message_stop"
+
+    # -- one event ------------------------------------------------------------------------
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        try:
+            payload = from_json(event.data)
+        except ValueError as exc:
+            return self._unparsable(event, index, str(exc))
+        if type(payload) is not dict:
+            return (
+                rules.INVALID_JSON.finding(
+                    f"event {index} ({event.event!r}): data is a JSON {_type_name(payload)}, "
+                    "not an object",
+                    index,
+                    event.offset,
+                ),
+            )
+        kind = payload.get("type")
+        if kind == event.event:  # the common case: a named event that agrees with its JSON
+            handler = _HANDLERS.get(kind)
+            if handler is None:
+                return self._unknown_event(kind, event, index)
+            if self._phase is _Phase.AWAITING_START and kind not in _MAY_PRECEDE_START:
+                return (
+                    *self._missing_start(kind, event, index),
+                    *handler(self, payload, event, index),
+                )
+            return handler(self, payload, event, index)
+        return self._disagreeing(payload, kind, event, index)
+
+    def _disagreeing(
+        self, payload: dict[str, Any], kind: object, event: Event, index: int
+    ) -> Sequence[Finding]:
+        """The event name and the JSON ``type`` differ: say so, then follow the JSON."""
+        found: list[Finding] = []
+        if kind is None:
+            # The SDK fills a missing type from the name, but the docs promise both.
+            found.append(self._schema(event, index, "the JSON has no 'type'"))
+            kind = event.event
+        elif not isinstance(kind, str):
+            found.append(self._schema(event, index, f"'type' is a {_type_name(kind)}"))
+            kind = event.event
+        elif event.event == "message":
+            found.append(
+                rules.EVENT_NAME_MISMATCH.finding(
+                    f"event {index} has no event: line but its JSON type is {kind!r}; the SDK "
+                    "drops unnamed events",
+                    index,
+                    event.offset,
+                )
+            )
+        else:
+            found.append(
+                rules.EVENT_NAME_MISMATCH.finding(
+                    f"event {index} is named {event.event!r} but its JSON type is {kind!r}",
+                    index,
+                    event.offset,
+                )
+            )
+        assert isinstance(kind, str)
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            found.extend(self._unknown_event(kind, event, index))
+            return found
+        if self._phase is _Phase.AWAITING_START and kind not in _MAY_PRECEDE_START:
+            found.extend(self._missing_start(kind, event, index))
+        found.extend(handler(self, payload, event, index))
+        return found
+
+    # -- the transitions, one handler per documented event type ---------------------------
+
+    def _on_message_start(
+        self, payload: dict[str, Any], event: Event, index: int
+    ) -> Sequence[Finding]:
+        if self._message_start_index is not None:
+            return (
+                rules.DUPLICATE_MESSAGE_START.finding(
+                    f"event {index} repeats message_start, first sent as event "
+                    f"{self._message_start_index}",
+                    index,
+                    event.offset,
+                ),
+            )
+        self._message_start_index = index
+        if self._phase is _Phase.AWAITING_START:
+            self._phase = _Phase.IN_BLOCKS
+        message = payload.get("message")
+        if type(message) is not dict:
+            return (self._schema(event, index, f"message is {_type_name(message)}, not an object"),)
+        found: list[Finding] = []
+        problems = _problems(
+            message,
+            "message",
+            (("id", str), ("role", str), ("model", str), ("content", list), ("usage", dict)),
+        )
+        usage = message.get("usage")
+        if type(usage) is dict:
+            problems += _problems(
+                usage, "message.usage", (("input_tokens", int), ("output_tokens", int))
+            )
+            if type(usage.get("output_tokens")) is int:
+                self._output_tokens = usage["output_tokens"]
+        stop_reason = message.get("stop_reason")
+        if stop_reason is not None and not isinstance(stop_reason, str):
+            problems.append(f"message.stop_reason is a {_type_name(stop_reason)}")
+        if problems:
+            found.append(self._schema(event, index, "; ".join(problems)))
+        content = message.get("content")
+        prepopulated = type(content) is list and len(content) > 0
+        if prepopulated or isinstance(stop_reason, str):
+            # Programmatic tool calling sends finished blocks (and a stop reason) here; the
+            # blocks that follow, if any, continue the content array after them.
+            blocks = len(content) if type(content) is list else 0
+            self._next_block = blocks
+            if isinstance(stop_reason, str):
+                self._stop_reason = stop_reason
+            found.append(
+                rules.PREPOPULATED_MESSAGE_START.finding(
+                    f"event {index} (message_start) carries {blocks} content block(s) and "
+                    f"stop_reason {stop_reason!r}; the docs promise [] and null",
+                    index,
+                    event.offset,
+                )
+            )
+        return found
+
+    def _on_block_start(
+        self, payload: dict[str, Any], event: Event, index: int
+    ) -> Sequence[Finding]:
+        if self._phase is _Phase.DELTA_SENT:
+            return self._after_message_delta(event, index)
+        block_index = payload.get("index")
+        block = payload.get("content_block")
+        if type(block_index) is not int or type(block) is not dict:
+            return (
+                self._schema(
+                    event,
+                    index,
+                    f"index is {_type_name(block_index)} and content_block is "
+                    f"{_type_name(block)}; expected an integer and an object",
+                ),
+            )
+        block_type = block.get("type")
+        if not isinstance(block_type, str):
+            return (self._schema(event, index, "content_block.type is not a string"),)
+        found: list[Finding] = []
+        problems = _problems(block, "content_block", _BLOCK_FIELDS.get(block_type, ()))
+        if problems:
+            found.append(self._schema(event, index, "; ".join(problems)))
+        expected = self._next_block
+        if block_index != expected:
+            why = "was already started" if block_index < expected else "skips ahead"
+            found.append(
+                rules.BLOCK_INDEX_OUT_OF_ORDER.finding(
+                    f"event {index} starts content block {block_index}, which {why}; the next "
+                    f"block index is {expected}",
+                    index,
+                    event.offset,
+                )
+            )
+        if self._open:
+            open_now = ", ".join(str(i) for i in self._open)
+            found.append(
+                rules.BLOCK_OVERLAP.finding(
+                    f"event {index} starts content block {block_index} while block(s) "
+                    f"{open_now} are still open",
+                    index,
+                    event.offset,
+                )
+            )
+            if len(self._open) >= _MAX_OPEN_BLOCKS:
+                del self._open[next(iter(self._open))]
+        self._next_block = max(expected, block_index + 1)
+        self._open[block_index] = _Block(block_type)
+        return found
+
+    def _on_block_delta(
+        self, payload: dict[str, Any], event: Event, index: int
+    ) -> Sequence[Finding]:
+        if self._phase is _Phase.DELTA_SENT:
+            return self._after_message_delta(event, index)
+        block_index = payload.get("index")
+        delta = payload.get("delta")
+        if type(block_index) is not int or type(delta) is not dict:
+            return (
+                self._schema(
+                    event,
+                    index,
+                    f"index is {_type_name(block_index)} and delta is {_type_name(delta)}; "
+                    "expected an integer and an object",
+                ),
+            )
+        block = self._open.get(block_index)
+        if block is None:
+            return (self._not_open(block_index, "a delta for", event, index),)
+        delta_type = delta.get("type")
+        if delta_type == "text_delta" and block.type == "text" and type(delta.get("text")) is str:
+            return NO_FINDINGS  # the common case, most of every stream
+        if not isinstance(delta_type, str):
+            return (self._schema(event, index, "delta.type is not a string"),)
+        delta_rule = _DELTA_RULES.get(delta_type)
+        if delta_rule is None:
+            return NO_FINDINGS  # an undocumented delta type: legal, not judged
+        block_types, field, field_type = delta_rule
+        found: Sequence[Finding] = NO_FINDINGS
+        if type(delta.get(field)) is not field_type:
+            found = [
+                self._schema(
+                    event,
+                    index,
+                    f"delta.{field} is {_type_name(delta.get(field))}, expected "
+                    f"{field_type.__name__} in a {delta_type}",
+                )
+            ]
+        if block.type not in block_types and _known_block(block.type):
+            found = [
+                *found,
+                rules.DELTA_TYPE_MISMATCH.finding(
+                    f"event {index} sends {delta_type} into content block {block_index} "
+                    f"of type {block.type!r}",
+                    index,
+                    event.offset,
+                ),
+            ]
+        if block.signed:
+            found = [
+                *found,
+                rules.SIGNATURE_NOT_LAST.finding(
+                    f"event {index} sends {delta_type} into thinking block {block_index} "
+                    "after its signature_delta",
+                    index,
+                    event.offset,
+                ),
+            ]
+        if delta_type == "signature_delta" and block.type == "thinking":
+            block.signed = True
+        return found
+
+    def _on_block_stop(
+        self, payload: dict[str, Any], event: Event, index: int
+    ) -> Sequence[Finding]:
+        if self._phase is _Phase.DELTA_SENT:
+            return self._after_message_delta(event, index)
+        block_index = payload.get("index")
+        if type(block_index) is not int:
+            return (self._schema(event, index, f"index is {_type_name(block_index)}"),)
+        if self._open.pop(block_index, None) is None:
+            return (self._not_open(block_index, "content_block_stop for", event, index),)
+        return NO_FINDINGS
+
+    def _on_message_delta(
+        self, payload: dict[str, Any], event: Event, index: int
+    ) -> Sequence[Finding]:
+        found: list[Finding] = []
+        delta = payload.get("delta")
+        usage = payload.get("usage")
+        problems = _problems(payload, "message_delta", (("delta", dict), ("usage", dict)))
+        if type(usage) is dict:
+            problems += _problems(usage, "usage", (("output_tokens", int),))
+        stop_reason = delta.get("stop_reason") if type(delta) is dict else None
+        if stop_reason is not None and not isinstance(stop_reason, str):
+            problems.append(f"delta.stop_reason is a {_type_name(stop_reason)}")
+            stop_reason = None
+        if problems:
+            found.append(self._schema(event, index, "; ".join(problems)))
+        if stop_reason is not None:
+            if stop_reason not in STOP_REASONS:
+                found.append(
+                    rules.UNKNOWN_STOP_REASON.finding(
+                        f"event {index} (message_delta) has stop_reason {stop_reason!r}, "
+                        "outside the documented set",
+                        index,
+                        event.offset,
+                    )
+                )
+            if self._stop_reason is None:
+                self._stop_reason = stop_reason
+        if self._open:
+            found.append(self._unstopped_blocks(stop_reason, event, index))
+            self._open.clear()
+        output_tokens = usage.get("output_tokens") if type(usage) is dict else None
+        if type(output_tokens) is int:
+            if self._output_tokens is not None and output_tokens < self._output_tokens:
+                found.append(
+                    rules.USAGE_DECREASED.finding(
+                        f"event {index} (message_delta) has usage.output_tokens "
+                        f"{output_tokens}, below the {self._output_tokens} sent before; "
+                        "the count is cumulative",
+                        index,
+                        event.offset,
+                    )
+                )
+            self._output_tokens = output_tokens
+        self._phase = _Phase.DELTA_SENT
+        return found
+
+    def _on_message_stop(
+        self, payload: dict[str, Any], event: Event, index: int
+    ) -> Sequence[Finding]:
+        self.terminal_index = index
+        found: list[Finding] = []
+        if self._open:
+            found.append(self._unstopped_blocks(None, event, index))
+            self._open.clear()
+        if self._stop_reason is None:
+            found.append(
+                rules.MISSING_MESSAGE_DELTA.finding(
+                    f"event {index} (message_stop) ends the message, but no message_delta "
+                    "carried a non-null stop_reason",
+                    index,
+                    event.offset,
+                )
+            )
+        return found
+
+    def _on_ping(self, payload: dict[str, Any], event: Event, index: int) -> Sequence[Finding]:
+        return NO_FINDINGS
+
+    def _on_error(self, payload: dict[str, Any], event: Event, index: int) -> Sequence[Finding]:
+        self.error_index = index
+        error = payload.get("error")
+        if type(error) is not dict:
+            return (self._schema(event, index, f"error is {_type_name(error)}, not an object"),)
+        problems = _problems(error, "error", (("type", str), ("message", str)))
+        if problems:
+            return (self._schema(event, index, "; ".join(problems)),)
+        return NO_FINDINGS
+
+    # -- findings shared by several handlers ----------------------------------------------
+
+    def _unparsable(self, event: Event, index: int, error: str) -> Sequence[Finding]:
+        if event.event == "ping":
+            return NO_FINDINGS  # the SDK skips pings by name, unparsed
+        if event.event == "error":
+            self.error_index = index  # the SDK raises on it even when it is not JSON
+        if event.data.startswith("[DONE]"):
+            return (
+                self._schema(
+                    event,
+                    index,
+                    "data is the OpenAI sentinel [DONE], which has no place in this protocol "
+                    "(message_stop ends the stream)",
+                ),
+            )
+        return (
+            rules.INVALID_JSON.finding(
+                f"event {index} ({event.event!r}): data is not JSON ({error}): "
+                f"{_preview(event.data)}",
+                index,
+                event.offset,
+            ),
+        )
+
+    def _schema(self, event: Event, index: int, problem: str) -> Finding:
+        return rules.SCHEMA_MISMATCH.finding(
+            f"event {index} ({event.event!r}): {problem}", index, event.offset
+        )
+
+    def _missing_start(self, kind: str, event: Event, index: int) -> Sequence[Finding]:
+        # Report once, then carry on as if message_start had come, so that one missing
+        # event does not turn into a finding on every event after it.
+        self._phase = _Phase.IN_BLOCKS
+        return (
+            rules.MISSING_MESSAGE_START.finding(
+                f"event {index} ({kind}) arrived before any message_start",
+                index,
+                event.offset,
+            ),
+        )
+
+    def _unknown_event(self, kind: str, event: Event, index: int) -> Sequence[Finding]:
+        if kind in self._unknown_reported or len(self._unknown_reported) >= _MAX_UNKNOWN_REPORTED:
+            return NO_FINDINGS
+        self._unknown_reported.add(kind)
+        return (
+            rules.UNKNOWN_EVENT_TYPE.finding(
+                f"event {index} has the undocumented type {kind!r} (reported once per stream)",
+                index,
+                event.offset,
+            ),
+        )
+
+    def _after_message_delta(self, event: Event, index: int) -> Sequence[Finding]:
+        # Once per stream: every later block event is the same mistake.
+        if self._late_block_reported:
+            return NO_FINDINGS
+        self._late_block_reported = True
+        return (
+            rules.BLOCK_AFTER_MESSAGE_DELTA.finding(
+                f"event {index} ({event.event}) comes after message_delta; content blocks come "
+                "before it (reported once per stream)",
+                index,
+                event.offset,
+            ),
+        )
+
+    def _not_open(self, block_index: int, what: str, event: Event, index: int) -> Finding:
+        why = "was already stopped" if block_index < self._next_block else "was never started"
+        return rules.BLOCK_NOT_STARTED.finding(
+            f"event {index} is {what} content block {block_index}, which {why}",
+            index,
+            event.offset,
+        )
+
+    def _unstopped_blocks(self, stop_reason: str | None, event: Event, index: int) -> Finding:
+        blocks = ", ".join(f"{i} ({block.type})" for i, block in self._open.items())
+        reason = stop_reason or self._stop_reason
+        if reason in _LIMIT_STOP_REASONS:
+            return rules.BLOCK_OPEN_AT_LIMIT.finding(
+                f"event {index} ({event.event}, stop_reason {reason!r}) leaves content "
+                f"block(s) {blocks} without content_block_stop",
+                index,
+                event.offset,
+            )
+        return rules.BLOCK_NOT_STOPPED.finding(
+            f"event {index} ({event.event}) arrives while content block(s) {blocks} are still open",
+            index,
+            event.offset,
+        )
+
+
+def _preview(data: str) -> str:
+    return repr(data[:_PREVIEW]) + ("..." if len(data) > _PREVIEW else "")
+
+
+def _known_block(block_type: str) -> bool:
+    return (
+        block_type in _DELTA_BLOCKS
+        or block_type in _NO_DELTA_BLOCKS
+        or block_type.endswith("_tool_result")
+    )
+
+
+def _problems(obj: dict[str, Any], where: str, fields: Sequence[tuple[str, type]]) -> list[str]:
+    """What is missing or of the wrong JSON type among ``fields`` of ``obj``."""
+    problems = []
+    for field, expected in fields:
+        value = obj.get(field)
+        if value is None:
+            problems.append(f"{where}.{field} is missing or null")
+        elif type(value) is not expected:
+            problems.append(f"{where}.{field} is {_type_name(value)}, expected {expected.__name__}")
+    return problems
+
+
+#: Events allowed before ``message_start`` without a ``missing_message_start``.
+_MAY_PRECEDE_START = frozenset({"message_start", "ping", "error"})
+
+_HANDLERS: dict[object, Handler] = {
+    "message_start": AnthropicChecker._on_message_start,
+    "content_block_start": AnthropicChecker._on_block_start,
+    "content_block_delta": AnthropicChecker._on_block_delta,
+    "content_block_stop": AnthropicChecker._on_block_stop,
+    "message_delta": AnthropicChecker._on_message_delta,
+    "message_stop": AnthropicChecker._on_message_stop,
+    "ping": AnthropicChecker._on_ping,
+    "error": AnthropicChecker._on_error,
+}

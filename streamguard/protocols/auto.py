@@ -1,0 +1,213 @@
+"""Choosing the protocol of a stream that was not configured with one (``protocol="auto"``).
+
+Theory of operation
+-------------------
+
+``AutoChecker`` is a checker that starts *undecided* and becomes a thin wrapper around the
+checker of the protocol it picks. It decides once, from the first signal that settles it:
+
+1. the request path (``protocol_source = "path"``): ``/v1/chat/completions`` (and Azure's
+   ``…/chat/completions``) → ``openai_chat``, ``/v1/responses`` → ``openai_responses``,
+   ``/v1/messages`` → ``anthropic``, ``…:streamGenerateContent`` → ``gemini``;
+2. otherwise the first *decisive* event (``protocol_source = "event"``), per protocols.md
+   §0: ``event: message_start`` (or another name only Anthropic uses, such as
+   ``content_block_delta``) or JSON ``type: "message_start"`` → anthropic; data
+   ``[DONE]`` or JSON ``object: "chat.completion.chunk"`` → openai_chat; a JSON ``type``
+   starting with ``response.`` → openai_responses; JSON with ``candidates``,
+   ``usageMetadata``, ``promptFeedback`` or ``modelVersion`` → gemini. Azure's first
+   chat chunk (``"object": ""``) and anything else decide nothing;
+3. otherwise, after ``MAX_UNDECIDED_EVENTS`` events or at the end of the body, plain SSE
+   (``protocol_source = "default"``).
+
+While undecided it holds the events it has seen (at most ``MAX_UNDECIDED_EVENTS``, so memory
+stays bounded) and checks nothing; when it decides, it replays them once, in order and with
+their own indices, into the chosen checker, and from then on forwards every call. The
+monitor reads ``name``, ``has_terminal``, ``protocol_source``, ``terminal_seen`` and
+``error_seen`` from this object: the first three are set when the decision is made, the
+last two read the chosen checker's indices.
+
+A protocol named by a signal but missing from the registry (a checker not installed)
+decides nothing: the stream is then judged by the signals that remain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic_core import from_json
+
+from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols.sse import PlainSSEChecker
+from streamguard.report import Finding
+from streamguard.sse import Event
+
+__all__ = ["MAX_UNDECIDED_EVENTS", "AutoChecker", "protocol_for_event", "protocol_for_path"]
+
+#: How many events a stream may send before its protocol is known; then it is plain SSE.
+MAX_UNDECIDED_EVENTS = 8
+
+#: Path endings that name a protocol, most specific first.
+_PATH_SUFFIXES = (
+    ("/chat/completions", "openai_chat"),
+    ("/v1/responses", "openai_responses"),
+    ("/v1/messages", "anthropic"),
+)
+_GEMINI_METHOD = ":streamGenerateContent"
+#: SSE event names only Anthropic Messages uses (``ping`` and ``error`` are not decisive).
+_ANTHROPIC_EVENT_NAMES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    }
+)
+_GEMINI_KEYS = ("candidates", "usageMetadata", "promptFeedback", "modelVersion")
+
+
+def protocol_for_path(path: str | None) -> str | None:
+    """The protocol a request path names, or ``None``."""
+    if not path:
+        return None
+    path = path.rstrip("/")
+    if path.endswith(_GEMINI_METHOD):
+        return "gemini"
+    for suffix, protocol in _PATH_SUFFIXES:
+        if path.endswith(suffix):
+            return protocol
+    return None
+
+
+def protocol_for_event(event: Event) -> str | None:
+    """The protocol one event proves, or ``None`` when it proves nothing."""
+    if event.event in _ANTHROPIC_EVENT_NAMES:
+        return "anthropic"
+    data = event.data
+    if data.startswith("[DONE]"):
+        return "openai_chat"
+    if not data.startswith("{"):
+        return None
+    try:
+        payload = from_json(data)
+    except ValueError:
+        return None
+    if type(payload) is not dict:
+        return None
+    kind = payload.get("type")
+    if kind == "message_start":
+        return "anthropic"
+    if isinstance(kind, str) and kind.startswith("response."):
+        return "openai_responses"
+    if payload.get("object") == "chat.completion.chunk":
+        return "openai_chat"
+    if any(key in payload for key in _GEMINI_KEYS):
+        return "gemini"
+    return None
+
+
+class AutoChecker(Checker):
+    """Decides the protocol from the path or the first decisive event, then delegates."""
+
+    def __init__(
+        self,
+        request: Mapping[str, Any] | None = None,
+        path: str | None = None,
+        checkers: Mapping[str, type[Checker]] | None = None,
+    ) -> None:
+        self._delegate: Checker | None = None
+        self._local_terminal: int | None = None
+        self._local_error: int | None = None
+        super().__init__(request, path)
+        if checkers is None:
+            from streamguard.protocols import CHECKERS  # late: that module imports this one
+
+            checkers = CHECKERS
+        self._checkers = checkers
+        self._held: list[tuple[Event, int]] = []
+        # Until decided, the stream reads as what it becomes when nothing decides it.
+        self.name = PlainSSEChecker.name
+        self.has_terminal = PlainSSEChecker.has_terminal
+        self.protocol_source = "default"
+        by_path = protocol_for_path(path)
+        if by_path is not None and by_path in checkers:
+            self._decide(by_path, "path")
+
+    # The monitor reads the terminal and error facts of the checker doing the work.
+
+    @property
+    def terminal_index(self) -> int | None:
+        delegate = self._delegate
+        return self._local_terminal if delegate is None else delegate.terminal_index
+
+    @terminal_index.setter
+    def terminal_index(self, value: int | None) -> None:
+        if self._delegate is None:
+            self._local_terminal = value
+        else:
+            self._delegate.terminal_index = value
+
+    @property
+    def error_index(self) -> int | None:
+        delegate = self._delegate
+        return self._local_error if delegate is None else delegate.error_index
+
+    @error_index.setter
+    def error_index(self, value: int | None) -> None:
+        if self._delegate is None:
+            self._local_error = value
+        else:
+            self._delegate.error_index = value
+
+    @property
+    def decided(self) -> bool:
+        """Whether the protocol has been chosen."""
+        return self._delegate is not None
+
+    # -- the checker interface ------------------------------------------------------------
+
+    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
+        delegate = self._delegate
+        if delegate is not None:
+            return delegate.on_event(event, index)
+        self._held.append((event, index))
+        protocol = protocol_for_event(event)
+        if protocol is not None and protocol in self._checkers:
+            return self._decide(protocol, "event")
+        if len(self._held) >= MAX_UNDECIDED_EVENTS:
+            return self._decide(PlainSSEChecker.name, "default")
+        return NO_FINDINGS
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        return self.on_event(event, index)
+
+    def is_terminal(self, event: Event) -> bool:
+        return self._delegate is not None and self._delegate.is_terminal(event)
+
+    def on_end(self, complete: bool, events: int, offset: int) -> Sequence[Finding]:
+        replayed = NO_FINDINGS
+        if self._delegate is None:
+            replayed = self._decide(PlainSSEChecker.name, "default")
+        assert self._delegate is not None
+        return (*replayed, *self._delegate.on_end(complete, events, offset))
+
+    def check_end(self, events: int, offset: int) -> Sequence[Finding]:
+        return self.on_end(True, events, offset)
+
+    # -- the decision ---------------------------------------------------------------------
+
+    def _decide(self, protocol: str, source: str) -> Sequence[Finding]:
+        """Build the chosen checker, take on its identity, replay the held events once."""
+        checker_class = self._checkers.get(protocol, PlainSSEChecker)
+        delegate = checker_class(self.request, self.path)
+        self._delegate = delegate
+        self.name = delegate.name
+        self.has_terminal = delegate.has_terminal
+        self.protocol_source = source
+        held, self._held = self._held, []
+        found: list[Finding] = []
+        for event, index in held:
+            found.extend(delegate.on_event(event, index))
+        return found

@@ -1,0 +1,341 @@
+"""Auto-detection: the protocol of a stream from its request path or its first decisive event."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streamguard import check_stream
+from streamguard.protocols import CHECKERS, make_checker
+from streamguard.protocols.auto import (
+    MAX_UNDECIDED_EVENTS,
+    AutoChecker,
+    protocol_for_path,
+)
+from streamguard.sse import Event
+from tests.chunking import chunkings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _data(*payloads: object) -> bytes:
+    return b"".join(
+        f"data: {p if isinstance(p, str) else json.dumps(p)}\n\n".encode() for p in payloads
+    )
+
+
+def _named(*events: tuple[str, object]) -> bytes:
+    return b"".join(f"event: {n}\ndata: {json.dumps(p)}\n\n".encode() for n, p in events)
+
+
+_CHUNK = {
+    "id": "chatcmpl-AB1",
+    "object": "chat.completion.chunk",
+    "created": 1727346171,
+    "model": "gpt-4o-2024-08-06",
+    "system_fingerprint": "fp_1",
+}
+OPENAI_CHAT = _data(
+    {
+        **_CHUNK,
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": "", "refusal": None},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ],
+    },
+    {
+        **_CHUNK,
+        "choices": [
+            {"index": 0, "delta": {"content": "Hi"}, "logprobs": None, "finish_reason": None}
+        ],
+    },
+    {**_CHUNK, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}]},
+    "[DONE]",
+)
+#: Azure's first chunk is a prompt annotation with an empty ``object``: not decisive.
+AZURE_FIRST = {
+    "choices": [],
+    "created": 0,
+    "id": "",
+    "model": "",
+    "object": "",
+    "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}],
+}
+_RESPONSE = {
+    "id": "resp_1",
+    "object": "response",
+    "created_at": 1741290958,
+    "model": "gpt-4.1",
+    "output": [],
+    "usage": None,
+}
+_MESSAGE = {"id": "msg_1", "type": "message", "role": "assistant", "content": []}
+_DONE_MESSAGE = {
+    **_MESSAGE,
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Hi", "annotations": []}],
+}
+OPENAI_RESPONSES = _named(
+    (
+        "response.created",
+        {
+            "type": "response.created",
+            "sequence_number": 0,
+            "response": {**_RESPONSE, "status": "in_progress"},
+        },
+    ),
+    (
+        "response.output_item.added",
+        {
+            "type": "response.output_item.added",
+            "sequence_number": 1,
+            "output_index": 0,
+            "item": {**_MESSAGE, "status": "in_progress"},
+        },
+    ),
+    (
+        "response.content_part.added",
+        {
+            "type": "response.content_part.added",
+            "sequence_number": 2,
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "part": {"type": "output_text", "text": "", "annotations": []},
+        },
+    ),
+    (
+        "response.output_text.delta",
+        {
+            "type": "response.output_text.delta",
+            "sequence_number": 3,
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "Hi",
+            "logprobs": [],
+        },
+    ),
+    (
+        "response.output_text.done",
+        {
+            "type": "response.output_text.done",
+            "sequence_number": 4,
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "text": "Hi",
+            "logprobs": [],
+        },
+    ),
+    (
+        "response.content_part.done",
+        {
+            "type": "response.content_part.done",
+            "sequence_number": 5,
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "part": {"type": "output_text", "text": "Hi", "annotations": []},
+        },
+    ),
+    (
+        "response.output_item.done",
+        {
+            "type": "response.output_item.done",
+            "sequence_number": 6,
+            "output_index": 0,
+            "item": _DONE_MESSAGE,
+        },
+    ),
+    (
+        "response.completed",
+        {
+            "type": "response.completed",
+            "sequence_number": 7,
+            "response": {
+                **_RESPONSE,
+                "status": "completed",
+                "output": [_DONE_MESSAGE],
+                "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6},
+            },
+        },
+    ),
+)
+ANTHROPIC = (FIXTURES / "anthropic" / "ok_text_end_turn.sse").read_bytes()
+GEMINI = (FIXTURES / "gemini" / "ok_text_stop.sse").read_bytes()
+PLAIN = _data("tick 1", {"progress": 0.5}, "tick 2")
+
+BODIES = {
+    "openai_chat": OPENAI_CHAT,
+    "openai_responses": OPENAI_RESPONSES,
+    "anthropic": ANTHROPIC,
+    "gemini": GEMINI,
+}
+PATHS = {
+    "openai_chat": "/v1/chat/completions",
+    "openai_responses": "/v1/responses",
+    "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+}
+MODULES = {
+    "openai_chat": "streamguard/protocols/openai_chat.py",
+    "openai_responses": "streamguard/protocols/openai_responses.py",
+}
+
+
+def _require(protocol: str) -> None:
+    if protocol not in CHECKERS:
+        pytest.skip(f"{MODULES[protocol]} is not registered in CHECKERS yet")
+
+
+def test_make_checker_auto_is_an_auto_checker() -> None:
+    """``protocol="auto"`` gives an AutoChecker that has not decided yet without a path."""
+    checker = make_checker("auto")
+    assert isinstance(checker, AutoChecker)
+    assert (checker.decided, checker.name, checker.protocol_source) == (False, "sse", "default")
+
+
+@pytest.mark.parametrize(
+    ("path", "protocol"),
+    [
+        ("/v1/chat/completions", "openai_chat"),
+        ("/openai/deployments/gpt-4o/chat/completions", "openai_chat"),
+        ("/v1/responses", "openai_responses"),
+        ("/v1/messages", "anthropic"),
+        ("/v1beta/models/gemini-2.5-pro:streamGenerateContent", "gemini"),
+        ("/v1/projects/p/locations/l/publishers/google/models/m:streamGenerateContent", "gemini"),
+        ("/v1/responses/resp_123", None),
+        ("/api/messages", None),
+        ("/events", None),
+        (None, None),
+    ],
+)
+def test_protocol_for_path(path: str | None, protocol: str | None) -> None:
+    """Only the documented endpoint paths name a protocol."""
+    assert protocol_for_path(path) == protocol
+
+
+@pytest.mark.parametrize("protocol", sorted(BODIES))
+def test_decided_by_path(protocol: str) -> None:
+    """The request path decides the protocol before any event, and the report says so."""
+    if protocol in MODULES:
+        _require(protocol)
+    report = check_stream(BODIES[protocol], path=PATHS[protocol])
+    configured = check_stream(BODIES[protocol], protocol=protocol)
+    assert (report.protocol, report.protocol_source) == (protocol, "path")
+    assert report.outcome.value == "completed"
+    assert report.findings == configured.findings
+
+
+@pytest.mark.parametrize("protocol", sorted(BODIES))
+def test_decided_by_first_event(protocol: str) -> None:
+    """Without a telling path the first decisive event decides, whatever the chunking."""
+    if protocol in MODULES:
+        _require(protocol)
+    configured = check_stream(BODIES[protocol], protocol=protocol)
+    for chunking, chunks in chunkings(BODIES[protocol]):
+        report = check_stream(chunks, path="/stream")
+        assert (report.protocol, report.protocol_source) == (protocol, "event"), chunking
+        assert report.outcome.value == "completed", chunking
+        assert report.findings == configured.findings, chunking
+
+
+def test_path_wins_over_the_events() -> None:
+    """A Gemini body on the Anthropic path is checked, and flagged, as Anthropic."""
+    report = check_stream(GEMINI, path="/v1/messages")
+    assert (report.protocol, report.protocol_source) == ("anthropic", "path")
+    assert report.outcome.value == "unclosed"
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("schema_mismatch", 0),
+        ("unknown_event_type", 0),
+        ("schema_mismatch", 1),
+        ("schema_mismatch", 2),
+        ("missing_terminal", 3),
+    ]
+
+
+def test_azure_annotation_chunk_is_not_decisive() -> None:
+    """Azure's empty-object first chunk is held, and the stream is decided by the next one."""
+    _require("openai_chat")
+    body = _data(AZURE_FIRST) + OPENAI_CHAT
+    report = check_stream(body)
+    configured = check_stream(body, protocol="openai_chat")
+    assert (report.protocol, report.protocol_source) == ("openai_chat", "event")
+    assert report.findings == configured.findings
+    assert report.outcome.value == configured.outcome.value
+
+
+def test_plain_sse_stays_plain() -> None:
+    """A stream with no decisive event is checked as plain SSE, chosen by default."""
+    report = check_stream(PLAIN)
+    assert (report.protocol, report.protocol_source) == ("sse", "default")
+    assert (report.outcome.value, report.rules()) == ("completed", [])
+
+
+def test_undecided_events_are_bounded() -> None:
+    """After MAX_UNDECIDED_EVENTS indecisive events the checker settles on plain SSE."""
+    checker = AutoChecker(path="/stream", checkers=CHECKERS)
+    for index in range(MAX_UNDECIDED_EVENTS - 1):
+        assert checker.on_event(Event("message", f"tick {index}"), index) == ()
+        assert not checker.decided
+    checker.on_event(Event("message", "last tick"), MAX_UNDECIDED_EVENTS - 1)
+    assert (checker.decided, checker.name, checker.protocol_source) == (True, "sse", "default")
+    # A decisive event after the bound changes nothing any more.
+    checker.on_event(Event("message_start", '{"type":"message_start"}'), MAX_UNDECIDED_EVENTS)
+    assert checker.name == "sse"
+
+
+def test_held_events_are_replayed_into_the_chosen_checker() -> None:
+    """Events held before the decision are checked once, with their own indices."""
+    body = _named(("ping", {"type": "ping"})) + _data({"type": "ping"}) + ANTHROPIC
+    report = check_stream(body)
+    assert (report.protocol, report.protocol_source) == ("anthropic", "event")
+    assert [(f.rule, f.event_index) for f in report.findings] == [("event_name_mismatch", 1)]
+
+
+def test_terminal_and_error_come_from_the_chosen_checker() -> None:
+    """An Anthropic error event under auto-detection ends the stream as error_event."""
+    body = (FIXTURES / "anthropic" / "ok_error_overloaded_mid_block.sse").read_bytes()
+    report = check_stream(body)
+    assert (report.protocol, report.outcome.value, report.rules()) == (
+        "anthropic",
+        "error_event",
+        [],
+    )
+
+
+def test_gemini_truncation_is_unclosed_under_auto() -> None:
+    """A truncated Gemini stream found by auto-detection is unclosed, not completed."""
+    body = (FIXTURES / "gemini" / "missing_finish_reason_truncated.sse").read_bytes()
+    report = check_stream(body)
+    assert (report.protocol, report.outcome.value, report.rules()) == (
+        "gemini",
+        "unclosed",
+        ["missing_finish_reason"],
+    )
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    sorted(
+        str(path.relative_to(FIXTURES))
+        for directory in ("anthropic", "gemini")
+        for path in (FIXTURES / directory).glob("*.sse")
+    ),
+)
+def test_auto_matches_the_configured_protocol_on_every_fixture(fixture: str) -> None:
+    """Every Anthropic and Gemini fixture reads the same under auto-detection as configured."""
+    protocol = fixture.split("/")[0]
+    body = (FIXTURES / fixture).read_bytes()
+    configured = check_stream(body, protocol=protocol)
+    report = check_stream(body)
+    assert report.protocol == protocol
+    assert report.outcome == configured.outcome
+    assert report.findings == configured.findings
