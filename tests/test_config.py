@@ -1,0 +1,85 @@
+"""Configuration: defaults, shorthands and errors that name the field and the value."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+from pydantic import ValidationError
+
+from streamguard import StreamGuardMiddleware
+from streamguard.config import RouteConfig, StreamGuardConfig
+
+from .asgi_driver import ScriptedApp
+
+
+def test_defaults_are_production_defaults() -> None:
+    """With no arguments every stream is watched with auto-detection and sane limits."""
+    config = StreamGuardConfig()
+    assert (config.protocol, config.watch_unlisted, config.sample_rate) == ("auto", True, 1.0)
+    assert (config.max_event_bytes, config.request_peek_bytes) == (1 << 20, 1 << 20)
+    assert (config.timers.body_end_grace_s, config.timers.idle_limit_s) == (5.0, 60.0)
+    assert config.logs.content_excerpts is False
+
+
+def test_route_shorthand_and_full_form() -> None:
+    """A protocol string is short for a RouteConfig; the full form sets the label name."""
+    config = StreamGuardConfig(
+        routes={
+            "/v1/chat/completions": "openai_chat",
+            "/v1/messages": {"protocol": "anthropic", "name": "claude"},
+        }
+    )
+    assert config.routes == {
+        "/v1/chat/completions": RouteConfig(protocol="openai_chat"),
+        "/v1/messages": RouteConfig(protocol="anthropic", name="claude"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "shown"),
+    [
+        ({"routes": {"/x": "openai"}}, "routes./x.protocol", "unknown protocol 'openai'"),
+        ({"protocol": "grpc"}, "protocol", "unknown protocol 'grpc'"),
+        ({"max_event_bytes": 0}, "max_event_bytes", "input_value=0"),
+        ({"sample_rate": 1.5}, "sample_rate", "input_value=1.5"),
+        ({"exclude_paths": ["health"]}, "exclude_paths", "'health' must start with '/'"),
+        ({"timers": {"idle_limit_s": -1}}, "timers.idle_limit_s", "input_value=-1"),
+        ({"metrics": "yes"}, "metrics", "not str"),
+        ({"watch_unlisted_routes": True}, "watch_unlisted_routes", "Extra inputs"),
+    ],
+)
+def test_bad_values_name_the_field_and_the_value(
+    options: dict[str, object], field: str, shown: str
+) -> None:
+    """A bad value fails at construction, naming the field and showing the value."""
+    with pytest.raises(ValidationError) as caught:
+        StreamGuardConfig(**options)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert field in message
+    assert shown in message
+
+
+def test_middleware_takes_config_or_keywords_but_not_both() -> None:
+    """Keyword options build a config; mixing them with ``config=`` is a TypeError."""
+    registry = CollectorRegistry()
+    middleware = StreamGuardMiddleware(ScriptedApp([]), protocol="anthropic", metrics=registry)
+    assert middleware.config.protocol == "anthropic"
+    with pytest.raises(TypeError, match=r"either config= or keyword options.*\['protocol'\]"):
+        StreamGuardMiddleware(ScriptedApp([]), StreamGuardConfig(), protocol="anthropic")
+
+
+@pytest.mark.parametrize(
+    ("path", "excluded"),
+    [("/health", True), ("/healthz", False), ("/internal/x", True), ("/internal", False)],
+)
+def test_excluded_paths_exact_or_prefix(path: str, excluded: bool) -> None:
+    """An excluded path matches exactly, or as a prefix when written with a trailing ``*``."""
+    config = StreamGuardConfig(exclude_paths=("/health", "/internal/*"))
+    assert config.is_excluded(path) is excluded
+
+
+def test_config_is_immutable() -> None:
+    """A config cannot be changed after validation (the middleware relies on it)."""
+    config = StreamGuardConfig()
+    with pytest.raises(ValidationError, match="frozen"):
+        config.sample_rate = 0.5  # type: ignore[misc]

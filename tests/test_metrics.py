@@ -1,0 +1,249 @@
+"""Prometheus metrics: names, labels, zero-initialisation, live counting, cardinality."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
+from prometheus_client import CollectorRegistry
+
+from streamguard import Outcome, StreamGuardMiddleware, StreamReport
+from streamguard.metrics import StreamGuardMetrics
+from streamguard.report import Severity
+from streamguard.rules import rules_for
+
+from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+
+EXPECTED_NAMES = {
+    "streamguard_streams_started",
+    "streamguard_streams",
+    "streamguard_malformed_streams",
+    "streamguard_violations",
+    "streamguard_streams_in_progress",
+    "streamguard_stream_duration_seconds",
+    "streamguard_time_to_first_event_seconds",
+    "streamguard_frames",
+    "streamguard_bytes",
+    "streamguard_internal_errors",
+}
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    found = registry.get_sample_value(name, labels)
+    return 0.0 if found is None else found
+
+
+def series(registry: CollectorRegistry) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items())))
+        for family in registry.collect()
+        for sample in family.samples
+    }
+
+
+def guarded(app: Any, registry: CollectorRegistry, **options: Any) -> StreamGuardMiddleware:
+    return StreamGuardMiddleware(app, metrics=registry, logs={"enabled": False}, **options)
+
+
+def test_metric_names_and_labels() -> None:
+    """The families are exactly the published names, each labelled route and protocol."""
+    registry = CollectorRegistry()
+    StreamGuardMetrics(registry)
+    families = {family.name: family for family in registry.collect()}
+    assert set(families) == EXPECTED_NAMES
+    assert families["streamguard_streams"].type == "counter"
+    assert families["streamguard_streams_in_progress"].type == "gauge"
+    assert families["streamguard_stream_duration_seconds"].type == "histogram"
+
+
+def test_many_apps_share_one_registry_without_registering_twice() -> None:
+    """Building several middlewares on one registry reuses one StreamGuardMetrics."""
+    registry = CollectorRegistry()
+    first = guarded(ScriptedApp([]), registry)
+    second = guarded(ScriptedApp([]), registry)
+    assert first.metrics is second.metrics
+
+
+def test_configured_routes_are_initialised_to_zero() -> None:
+    """Every configured route has a 0 for each outcome and each of its protocol's rules."""
+    registry = CollectorRegistry()
+    guarded(ScriptedApp([]), registry, routes={"/v1/chat/completions": "openai_chat"})
+    labels = {"route": "/v1/chat/completions", "protocol": "openai_chat"}
+    for outcome in Outcome:
+        assert (
+            registry.get_sample_value(
+                "streamguard_streams_total", {**labels, "outcome": outcome.value}
+            )
+            == 0.0
+        )
+    for rule in rules_for("openai_chat"):
+        assert (
+            registry.get_sample_value("streamguard_violations_total", {**labels, "rule": rule.name})
+            == 0.0
+        )
+    assert registry.get_sample_value("streamguard_streams_in_progress", labels) == 0.0
+
+
+def test_completed_stream_is_counted() -> None:
+    """A clean stream counts as started and completed, with its frames, bytes and duration."""
+    registry = CollectorRegistry()
+    steps = [sse_start(), body(b"data: a\n\ndata: b\n\n"), body(b"", more=False)]
+    run(guarded(ScriptedApp(steps), registry, protocol="sse"), http_scope(path="/raw/123"))
+    labels = {"route": "__unknown__", "protocol": "sse"}
+    assert value(registry, "streamguard_streams_started_total", **labels) == 1
+    assert value(registry, "streamguard_streams_total", **labels, outcome="completed") == 1
+    assert value(registry, "streamguard_frames_total", **labels) == 2
+    assert value(registry, "streamguard_bytes_total", **labels) == 18
+    assert value(registry, "streamguard_stream_duration_seconds_count", **labels) == 1
+    assert value(registry, "streamguard_time_to_first_event_seconds_count", **labels) == 1
+    assert value(registry, "streamguard_malformed_streams_total", **labels) == 0
+    assert value(registry, "streamguard_streams_in_progress", **labels) == 0
+
+
+def test_violation_is_counted_while_the_stream_is_open() -> None:
+    """A finding is counted when it is made, before the stream ends."""
+    registry = CollectorRegistry()
+    labels = {"route": "__unknown__", "protocol": "sse", "rule": "invalid_utf8"}
+    seen_mid_stream: list[float] = []
+
+    class Probe(Recorder):
+        async def send(self, message: dict[str, Any]) -> None:
+            await super().send(message)
+            if len(self.sent) == 2:
+                seen_mid_stream.append(value(registry, "streamguard_violations_total", **labels))
+                seen_mid_stream.append(
+                    value(
+                        registry,
+                        "streamguard_streams_in_progress",
+                        route="__unknown__",
+                        protocol="sse",
+                    )
+                )
+
+    steps = [sse_start(), body(b"data: \xff\n\n"), body(b"data: x"), body(b"", more=False)]
+    run(guarded(ScriptedApp(steps), registry, protocol="sse"), recorder=Probe(incoming=[]))
+    assert seen_mid_stream == [1.0, 1.0]
+    labels.pop("rule")
+    assert value(registry, "streamguard_malformed_streams_total", **labels) == 1
+    assert value(registry, "streamguard_violations_total", **labels, rule="unterminated_frame") == 1
+    assert value(registry, "streamguard_streams_in_progress", **labels) == 0
+
+
+@pytest.mark.parametrize(
+    ("steps", "outcome"),
+    [
+        ([sse_start(), body(b"data: a\n\n")], "unclosed"),
+        ([sse_start(), body(b"data: a\n\n"), ValueError("boom")], "app_error"),
+    ],
+)
+def test_outcomes_are_counted(steps: list[Any], outcome: str) -> None:
+    """Each way a stream ends increments its own outcome series."""
+    registry = CollectorRegistry()
+    run(guarded(ScriptedApp(steps), registry, protocol="sse"))
+    labels = {"route": "__unknown__", "protocol": "sse"}
+    assert value(registry, "streamguard_streams_total", **labels, outcome=outcome) == 1
+    assert value(registry, "streamguard_streams_in_progress", **labels) == 0
+
+
+def fastapi_app() -> FastAPI:
+    app = FastAPI()
+
+    async def frames() -> Any:
+        yield b"data: a\n\n"
+
+    @app.get("/v1/models/{model}/stream")
+    async def stream(model: str) -> StreamingResponse:
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    @app.get("/{anything:path}")
+    async def fallback(anything: str) -> StreamingResponse:
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    return app
+
+
+def run_asgi_paths(middleware: StreamGuardMiddleware, paths: list[str]) -> None:
+    for path in paths:
+        _, raised = run(middleware, http_scope(path=path))
+        assert raised is None
+
+
+def test_route_label_is_the_template_not_the_raw_path() -> None:
+    """Parametrised routes are labelled by their template, so IDs never become labels."""
+    registry = CollectorRegistry()
+    middleware = guarded(fastapi_app(), registry, protocol="sse")
+    run_asgi_paths(middleware, ["/v1/models/gpt-a/stream", "/v1/models/gpt-b/stream"])
+    assert (
+        value(
+            registry,
+            "streamguard_streams_started_total",
+            route="/v1/models/{model}/stream",
+            protocol="sse",
+        )
+        == 2
+    )
+
+
+def test_configured_name_wins_and_matches_templates() -> None:
+    """A configured route's name is its label, matched by exact path or by template."""
+    registry = CollectorRegistry()
+    middleware = guarded(
+        fastapi_app(),
+        registry,
+        routes={"/v1/models/{model}/stream": {"protocol": "sse", "name": "models"}},
+    )
+    run_asgi_paths(middleware, ["/v1/models/x/stream"])
+    assert value(registry, "streamguard_streams_started_total", route="models", protocol="sse") == 1
+
+
+def test_unlisted_routes_can_be_ignored() -> None:
+    """With ``watch_unlisted=False`` only configured routes are watched."""
+    registry = CollectorRegistry()
+    reports: list[StreamReport] = []
+    app = ScriptedApp([sse_start(), body(b"data: a\n\n", more=False)])
+    middleware = StreamGuardMiddleware(
+        app,
+        metrics=registry,
+        watch_unlisted=False,
+        routes={"/watched": "sse"},
+        on_report=reports.append,
+    )
+    run(middleware, http_scope(path="/other"))
+    run(middleware, http_scope(path="/watched"))
+    assert [r.route for r in reports] == ["/watched"]
+    assert middleware.skipped["unlisted"] == 1
+
+
+def test_many_distinct_paths_add_no_series() -> None:
+    """Thousands of distinct unmatched and parametrised paths leave the series count unchanged."""
+    registry = CollectorRegistry()
+    middleware = guarded(fastapi_app(), registry, protocol="sse")
+    run_asgi_paths(middleware, ["/scan/0", "/v1/models/m0/stream"])
+    before = series(registry)
+    run_asgi_paths(middleware, [f"/scan/{i}?q={i}" for i in range(1, 300)])
+    run_asgi_paths(middleware, [f"/v1/models/m{i}/stream" for i in range(1, 300)])
+    assert series(registry) == before
+    labels_seen = {dict(labels).get("route") for _, labels in before}
+    assert labels_seen <= {None, "/{anything}", "/v1/models/{model}/stream"}
+
+
+def test_metrics_can_be_turned_off() -> None:
+    """``metrics=False`` registers and counts nothing."""
+    middleware = StreamGuardMiddleware(ScriptedApp([]), metrics=False)
+    assert middleware.metrics is None
+
+
+def test_severity_error_marks_malformed_only() -> None:
+    """A warning-only stream is not counted as malformed."""
+    registry = CollectorRegistry()
+    start = sse_start((b"content-length", b"9"))
+    run(guarded(ScriptedApp([start, body(b"data: a\n\n", more=False)]), registry, protocol="sse"))
+    labels = {"route": "__unknown__", "protocol": "sse"}
+    assert (
+        value(registry, "streamguard_violations_total", **labels, rule="content_length_on_stream")
+        == 1
+    )
+    assert value(registry, "streamguard_malformed_streams_total", **labels) == 0
+    assert Severity.WARNING.value == "warning"
