@@ -19,8 +19,10 @@ counted, and every exception of the app (or the server) propagates as the same o
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamguard import rules
 from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
+from streamguard.liveness import LivenessLimits
 from streamguard.logs import StreamLog, ViolationLimiter
 from streamguard.metrics import StreamGuardMetrics, StreamMetrics
 from streamguard.monitor import Clock, StreamEnd, StreamMonitor
@@ -79,6 +82,24 @@ class StreamGuardMiddleware:
         self.in_flight = 0
         self.internal_errors = 0
         self._limiter = ViolationLimiter(config.logs.violations_per_minute, clock)
+        timers = config.timers
+        self.liveness: LivenessLimits | None = None
+        if timers.enabled:
+            self.liveness = LivenessLimits(
+                body_end_grace_s=timers.body_end_grace_s,
+                idle_limit_s=timers.idle_limit_s,
+                burst_window_s=timers.burst_window_s,
+                burst_first_event_ratio=timers.burst_first_event_ratio,
+                burst_min_events=timers.burst_min_events,
+            )
+        #: How often open streams are polled: often enough to report within a quarter of
+        #: the shortest timer, never busier than 200 times a second.
+        self.poll_interval = min(
+            max(min(timers.body_end_grace_s, timers.idle_limit_s) / 4, 0.005), 1.0
+        )
+        self._sweepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Sweeper] = (
+            weakref.WeakKeyDictionary()
+        )
         if self.metrics is not None:
             self.metrics.initialise(
                 (spec.name or key, spec.protocol) for key, spec in config.routes.items()
@@ -119,6 +140,18 @@ class StreamGuardMiddleware:
                 return spec.name or template, spec
         return template, None
 
+    def _sweeper(self) -> _Sweeper | None:
+        """The poller of the running event loop; ``None`` outside asyncio (under trio the
+        timing detectors then judge only at the end of each stream)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        sweeper = self._sweepers.get(loop)
+        if sweeper is None:
+            sweeper = self._sweepers[loop] = _Sweeper(self.poll_interval)
+        return sweeper
+
     def _count_internal_error(self, where: str, exc: BaseException, route: str) -> None:
         self.internal_errors += 1
         _logger.error("streamguard_internal_error", where=where, error=repr(exc), route=route)
@@ -138,6 +171,7 @@ class _StreamWatch:
         "_request_size",
         "_scope",
         "_send",
+        "_sweeper",
         "decided",
         "disconnected",
         "monitor",
@@ -160,6 +194,7 @@ class _StreamWatch:
         self._metrics: StreamMetrics | None = None
         self._log: StreamLog | None = None
         self._emitted = 0
+        self._sweeper: _Sweeper | None = None
         self._request_body: list[bytes] | None = [] if guard.config.request_peek_bytes else None
         self._request_size = 0
         self._request_complete = False
@@ -263,11 +298,16 @@ class _StreamWatch:
             started_at=self.started_at,
             max_event_bytes=config.max_event_bytes,
             excerpt_chars=config.logs.excerpt_chars if config.logs.content_excerpts else 0,
+            liveness=guard.liveness,
         )
         if note is not None:
             monitor.notes.append(note)
         self.monitor = monitor
         guard.in_flight += 1
+        if guard.liveness is not None:
+            self._sweeper = guard._sweeper()
+            if self._sweeper is not None:
+                self._sweeper.add(self)
         # A protocol still to be detected from events is labelled "auto" for the whole
         # stream, so that every series of one stream carries the same labels.
         undecided = protocol == AUTO and monitor.protocol_source == "default"
@@ -364,6 +404,17 @@ class _StreamWatch:
         except Exception as exc:
             self._internal_error("sinks", exc)
 
+    def poll(self) -> None:
+        """Called by the sweeper: run the timing detectors and emit what they find."""
+        monitor = self.monitor
+        if monitor is None:
+            return
+        try:
+            if monitor.poll():
+                self._emit_findings()
+        except Exception as exc:
+            self._internal_error("poll", exc)
+
     def _internal_error(self, where: str, exc: Exception) -> None:
         """Stop watching this stream; the failure is counted when the stream ends."""
         if self.monitor is not None:
@@ -376,6 +427,9 @@ class _StreamWatch:
             return
         guard = self._guard
         guard.in_flight -= 1
+        if self._sweeper is not None:
+            self._sweeper.discard(self)
+            self._sweeper = None
         try:
             report = monitor.finish(end)
         except Exception as exc:
@@ -395,6 +449,45 @@ class _StreamWatch:
                 guard.on_report(report)
             except Exception as exc:
                 guard._count_internal_error("on_report", exc, self.route)
+
+
+class _Sweeper:
+    """Polls every open stream of one event loop from a single task.
+
+    One task for thousands of streams: per-stream timer handles would have to be
+    rescheduled on every frame. The task starts with the first open stream and is
+    cancelled when the last one ends, so nothing outlives the streams it watches.
+    """
+
+    __slots__ = ("_interval", "_task", "watches")
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self.watches: set[_StreamWatch] = set()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
+    def add(self, watch: _StreamWatch) -> None:
+        self.watches.add(watch)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="streamguard-sweeper"
+            )
+
+    def discard(self, watch: _StreamWatch) -> None:
+        self.watches.discard(watch)
+        if not self.watches and self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            for watch in list(self.watches):
+                watch.poll()
 
 
 def _resolve_metrics(metrics: Any) -> StreamGuardMetrics | None:

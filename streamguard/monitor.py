@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from streamguard import rules
+from streamguard.liveness import Liveness, LivenessLimits
 from streamguard.protocols import AUTO, make_checker
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, EventParser
@@ -57,6 +58,7 @@ class StreamMonitor:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         route: str | None = None,
         excerpt_chars: int = 0,
+        liveness: LivenessLimits | None = None,
     ) -> None:
         self._checker = make_checker(protocol, request, path)
         self._excerpt_chars = excerpt_chars
@@ -67,7 +69,12 @@ class StreamMonitor:
         self._findings: list[Finding] = []
         self._inspecting = True
         self.path = path
-        self.started_at = clock() if started_at is None else started_at
+        opened_at = clock()
+        self.started_at = opened_at if started_at is None else started_at
+        #: Timing detectors; off offline, where chunks carry no arrival times.
+        self._liveness = (
+            Liveness(liveness, self.started_at, opened_at) if liveness is not None else None
+        )
         self.first_byte_at: float | None = None
         self.first_event_at: float | None = None
         self.body_messages = 0
@@ -114,8 +121,12 @@ class StreamMonitor:
         """Consume one body message's bytes; return the findings it produced."""
         now = self._clock()
         self.body_messages += 1
-        if data and self.first_byte_at is None:
-            self.first_byte_at = now
+        liveness = self._liveness
+        if data:
+            if self.first_byte_at is None:
+                self.first_byte_at = now
+            if liveness is not None:
+                liveness.on_bytes(now)
         parser = self._parser
         if not self._inspecting:
             parser.bytes_seen += len(data)
@@ -127,6 +138,8 @@ class StreamMonitor:
         if events:
             if self.first_event_at is None:
                 self.first_event_at = now
+            if liveness is not None:
+                liveness.on_events(now, self.body_messages)
             checker = self._checker
             index = parser.events_dispatched - len(events)
             for event in events:
@@ -136,9 +149,23 @@ class StreamMonitor:
                         found = [replace(f, excerpt=self._excerpt(event.data)) for f in found]
                     new.extend(found)
                 index += 1
+            if liveness is not None and checker.terminal_seen:
+                liveness.on_terminal(now)
         if new:
             self._findings.extend(new)
         return new
+
+    def poll(self, now: float | None = None) -> list[Finding]:
+        """Run the timing detectors on the open stream; return the findings they made."""
+        if self._liveness is None or self.report is not None or self.internal_error is not None:
+            return []
+        found = self._liveness.poll(
+            self._clock() if now is None else now,
+            self._parser.events_dispatched,
+            self._parser.bytes_seen,
+        )
+        self._findings.extend(found)
+        return found
 
     def _excerpt(self, text: str) -> str:
         """The start of ``text``, with control characters escaped so a log line stays one."""
@@ -161,6 +188,9 @@ class StreamMonitor:
                 self._findings.extend(checker.on_end(True, events, offset))
             else:
                 self._inspecting = False
+        if self._liveness is not None and self.internal_error is None:
+            clean = end is StreamEnd.BODY_ENDED and self._inspecting
+            self._findings.extend(self._liveness.at_end(ended_at, events, offset, clean))
         if end is StreamEnd.APP_RETURNED:
             self._findings.append(
                 rules.RESPONSE_NOT_FINISHED.finding(
@@ -195,6 +225,7 @@ class StreamMonitor:
             protocol_source=checker.protocol_source,
             route=self.route,
             notes=tuple(self.notes),
+            max_event_gap=self._liveness.max_event_gap if self._liveness is not None else None,
         )
         return self.report
 

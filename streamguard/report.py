@@ -76,6 +76,8 @@ class StreamReport:
     route: str | None = None
     #: Facts about how the stream was checked, e.g. why request-aware checks were skipped.
     notes: tuple[str, ...] = ()
+    #: The longest wait between two body messages that carried events (timed streams only).
+    max_event_gap: float | None = None
 
     @property
     def malformed(self) -> bool:
@@ -86,6 +88,13 @@ class StreamReport:
     def duration(self) -> float:
         """Seconds from the start of the request to the end of the stream."""
         return self.ended_at - self.started_at
+
+    @property
+    def time_to_first_byte(self) -> float | None:
+        """Seconds from the start of the request to the first body byte."""
+        if self.first_byte_at is None:
+            return None
+        return self.first_byte_at - self.started_at
 
     @property
     def time_to_first_event(self) -> float | None:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
-from streamguard import Finding, Outcome, StreamEnd, StreamMonitor, check_stream
-from streamguard.protocols import CHECKERS, Checker
-from streamguard.sse import Event
+from streamguard import Outcome, StreamEnd, StreamMonitor, check_stream
 
 
 class FakeClock:
@@ -19,29 +15,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class DoneChecker(Checker):
-    """A minimal protocol for testing the base class: ``END`` is terminal, ``ERR`` an error."""
-
-    name = "test_done"
-
-    def is_terminal(self, event: Event) -> bool:
-        return event.data == "END"
-
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        if event.data == "END":
-            self.terminal_index = index
-        elif event.data == "ERR":
-            self.error_index = index
-        return ()
-
-
-@pytest.fixture
-def done_protocol() -> object:
-    CHECKERS[DoneChecker.name] = DoneChecker
-    yield DoneChecker.name
-    del CHECKERS[DoneChecker.name]
 
 
 def test_check_stream_counts_events_and_bytes() -> None:

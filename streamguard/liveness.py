@@ -1,0 +1,179 @@
+"""Liveness and timing: the failures no check of the bytes alone can see.
+
+Theory of operation
+-------------------
+
+``Liveness`` is sans-I/O and clock-free: the monitor tells it *when* things happened (body
+bytes, events, the terminal signal, the end) and asks it, with a time, what is wrong.
+Three detectors share the bookkeeping:
+
+``body_not_ended``
+    The protocol's terminal signal arrived at ``terminal_at`` but the body is still open
+    ``body_end_grace_s`` later. Reported once. ``poll`` reports it while the stream is
+    still open (the middleware's sweeper polls every open stream), and ``at_end`` reports
+    it when the stream ends, if no poll did (under trio, or offline).
+
+``stalled``
+    No body byte for longer than ``idle_limit_s``: keepalive comments count, since they
+    keep proxies alive. Reported once per stall while open (new bytes end the stall); at
+    the end, one finding if the longest gap exceeded the limit and no poll reported it.
+
+``buffered_flush``
+    The stream did not arrive incrementally: with at least ``burst_min_events`` events,
+    either every event arrived in one body message, or every event arrived within
+    ``burst_window_s`` of the first while the first took more than
+    ``burst_first_event_ratio`` windows to arrive. A proxy that collects an answer and
+    flushes it looks like that: a long silence, then everything at once. A fast healthy
+    provider (2,000 tokens/s spreads 200 events over 100 ms) and a short answer (fewer
+    events than the minimum) do not. Judged once, at a clean end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamguard import rules
+from streamguard.report import Finding
+
+__all__ = ["Liveness", "LivenessLimits"]
+
+
+@dataclass(frozen=True, slots=True)
+class LivenessLimits:
+    """The detectors' thresholds, in seconds (``streamguard.config.TimerConfig``)."""
+
+    body_end_grace_s: float = 5.0
+    idle_limit_s: float = 60.0
+    burst_window_s: float = 0.02
+    burst_first_event_ratio: float = 20.0
+    burst_min_events: int = 16
+
+
+class Liveness:
+    """The timing state of one stream and the three detectors over it."""
+
+    __slots__ = (
+        "_body_not_ended_reported",
+        "_first_event_message",
+        "_last_activity",
+        "_last_event_message",
+        "_limits",
+        "_stalled",
+        "_stalls_reported",
+        "_started_at",
+        "first_event_at",
+        "last_event_at",
+        "max_byte_gap",
+        "max_event_gap",
+        "terminal_at",
+    )
+
+    def __init__(self, limits: LivenessLimits, started_at: float, opened_at: float) -> None:
+        self._limits = limits
+        self._started_at = started_at
+        #: The last time the stream showed life: the response start, then each byte.
+        self._last_activity = opened_at
+        self._stalled = False
+        self._stalls_reported = 0
+        self._body_not_ended_reported = False
+        self._first_event_message = 0
+        self._last_event_message = 0
+        self.first_event_at: float | None = None
+        self.last_event_at: float | None = None
+        self.terminal_at: float | None = None
+        self.max_byte_gap = 0.0
+        self.max_event_gap: float | None = None
+
+    def on_bytes(self, now: float) -> None:
+        gap = now - self._last_activity
+        if gap > self.max_byte_gap:
+            self.max_byte_gap = gap
+        self._last_activity = now
+        self._stalled = False
+
+    def on_events(self, now: float, body_message: int) -> None:
+        last = self.last_event_at
+        if last is None:
+            self.first_event_at = now
+            self._first_event_message = body_message
+            self.max_event_gap = 0.0
+        elif now - last > (self.max_event_gap or 0.0):
+            self.max_event_gap = now - last
+        self.last_event_at = now
+        self._last_event_message = body_message
+
+    def on_terminal(self, now: float) -> None:
+        if self.terminal_at is None:
+            self.terminal_at = now
+
+    def poll(self, now: float, events: int, offset: int) -> list[Finding]:
+        """What is wrong with the open stream at ``now``; each finding is made once."""
+        found: list[Finding] = []
+        limits = self._limits
+        terminal_at = self.terminal_at
+        if (
+            terminal_at is not None
+            and not self._body_not_ended_reported
+            and now - terminal_at > limits.body_end_grace_s
+        ):
+            self._body_not_ended_reported = True
+            found.append(
+                rules.BODY_NOT_ENDED.finding(
+                    f"the terminal signal was sent {now - terminal_at:.1f} s ago but the body "
+                    f"is still open (grace {limits.body_end_grace_s:g} s)",
+                    events,
+                    offset,
+                )
+            )
+        idle = now - self._last_activity
+        if not self._stalled and idle > limits.idle_limit_s:
+            self._stalled = True
+            self._stalls_reported += 1
+            found.append(
+                rules.STALLED.finding(
+                    f"no bytes for {idle:.1f} s after byte {offset} (idle limit "
+                    f"{limits.idle_limit_s:g} s)",
+                    events,
+                    offset,
+                )
+            )
+        return found
+
+    def at_end(self, now: float, events: int, offset: int, clean: bool) -> list[Finding]:
+        """The detectors' verdicts that only the end can give, and any no poll gave."""
+        found = self.poll(now, events, offset)
+        if self._stalls_reported == 0 and self.max_byte_gap > self._limits.idle_limit_s:
+            found.append(
+                rules.STALLED.finding(
+                    f"the stream went {self.max_byte_gap:.1f} s without a byte (idle "
+                    f"limit {self._limits.idle_limit_s:g} s)",
+                    events,
+                    offset,
+                )
+            )
+        if clean:
+            burst = self._burst(events)
+            if burst is not None:
+                found.append(rules.BUFFERED_FLUSH.finding(burst, events, offset))
+        return found
+
+    def _burst(self, events: int) -> str | None:
+        limits = self._limits
+        first, last = self.first_event_at, self.last_event_at
+        if events < limits.burst_min_events or first is None or last is None:
+            return None
+        if self._first_event_message == self._last_event_message:
+            return (
+                f"all {events} events arrived in one body message; the stream was buffered "
+                "and flushed at once"
+            )
+        to_first = first - self._started_at
+        span = last - first
+        if span <= limits.burst_window_s and to_first > limits.burst_first_event_ratio * (
+            limits.burst_window_s
+        ):
+            return (
+                f"all {events} events arrived within {span * 1000:.0f} ms after "
+                f"{to_first:.2f} s of silence; the stream was buffered and flushed at once"
+            )
+        return None

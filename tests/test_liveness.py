@@ -1,0 +1,327 @@
+"""Liveness: body_not_ended, stalled and buffered_flush, live while open and at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from streamguard import Outcome, StreamEnd, StreamGuardMiddleware, StreamMonitor, StreamReport
+from streamguard.liveness import LivenessLimits
+
+from .asgi_driver import Recorder, body, http_scope, sse_start
+
+LIMITS = LivenessLimits(
+    body_end_grace_s=5.0,
+    idle_limit_s=60.0,
+    burst_window_s=0.02,
+    burst_first_event_ratio=20.0,
+    burst_min_events=16,
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def timed_monitor(protocol: str = "sse") -> tuple[StreamMonitor, FakeClock]:
+    clock = FakeClock()
+    return StreamMonitor(protocol, clock=clock, liveness=LIMITS), clock
+
+
+def feed_at(monitor: StreamMonitor, clock: FakeClock, at: float, data: bytes) -> None:
+    clock.now = at
+    monitor.feed(data)
+
+
+# -- body_not_ended --------------------------------------------------------------------
+
+
+def test_body_left_open_after_terminal_is_reported_once_while_open(done_protocol: str) -> None:
+    """Past the grace period after the terminal, one finding appears before the stream ends."""
+    monitor, clock = timed_monitor(done_protocol)
+    feed_at(monitor, clock, 0.1, b"data: a\n\ndata: END\n\n")
+    assert monitor.poll(5.0) == []
+    [finding] = monitor.poll(5.2)
+    assert (finding.rule, finding.event_index, finding.byte_offset) == ("body_not_ended", 2, 20)
+    assert monitor.poll(30.0) == []
+    clock.now = 40.0
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert (report.outcome, report.rules()) == (Outcome.COMPLETED, ["body_not_ended"])
+    assert report.ended_at == 40.0
+
+
+def test_terminal_and_body_end_ms_apart_are_clean(done_protocol: str) -> None:
+    """A terminal followed a few milliseconds later by the body end is healthy."""
+    monitor, clock = timed_monitor(done_protocol)
+    feed_at(monitor, clock, 0.1, b"data: a\n\ndata: END\n\n")
+    assert monitor.poll(0.104) == []
+    feed_at(monitor, clock, 0.105, b"")
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert report.findings == ()
+
+
+def test_body_not_ended_found_at_the_end_without_polls(done_protocol: str) -> None:
+    """Without a poller (trio, offline) the finding is made when the stream ends."""
+    monitor, clock = timed_monitor(done_protocol)
+    feed_at(monitor, clock, 0.1, b"data: END\n\n")
+    clock.now = 9.0
+    report = monitor.finish(StreamEnd.CLIENT_DISCONNECT)
+    assert (report.outcome, report.rules()) == (Outcome.CLIENT_DISCONNECT, ["body_not_ended"])
+
+
+# -- stalled -----------------------------------------------------------------------------
+
+
+def test_stall_is_reported_once_per_stall() -> None:
+    """No bytes past the idle limit is one finding; new bytes end the stall, a new one counts."""
+    monitor, clock = timed_monitor()
+    feed_at(monitor, clock, 1.0, b"data: a\n\n")
+    assert monitor.poll(60.9) == []
+    assert [f.rule for f in monitor.poll(61.5)] == ["stalled"]
+    assert monitor.poll(100.0) == []
+    feed_at(monitor, clock, 101.0, b"data: b\n\n")
+    assert monitor.poll(150.0) == []
+    assert [f.rule for f in monitor.poll(161.5)] == ["stalled"]
+    clock.now = 162.0
+    assert monitor.finish(StreamEnd.CLIENT_DISCONNECT).rules() == ["stalled", "stalled"]
+
+
+def test_keepalive_comments_count_as_bytes() -> None:
+    """A stream kept alive by comments under the idle limit is not stalled."""
+    monitor, clock = timed_monitor()
+    for second in range(0, 300, 15):
+        feed_at(monitor, clock, float(second), b": keep-alive\n\n")
+        assert monitor.poll(second + 14.9) == []
+    feed_at(monitor, clock, 300.0, b"data: finally\n\n")
+    feed_at(monitor, clock, 300.1, b"")
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert report.findings == ()
+    assert report.max_event_gap == 0.0  # a single event
+
+
+def test_stall_found_at_the_end_without_polls() -> None:
+    """Without a poller, the longest gap between bytes decides at the end."""
+    monitor, clock = timed_monitor()
+    feed_at(monitor, clock, 1.0, b"data: a\n\n")
+    feed_at(monitor, clock, 90.0, b"data: b\n\n")
+    feed_at(monitor, clock, 90.1, b"")
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert report.rules() == ["stalled"]
+    assert report.max_event_gap == pytest.approx(89.0)
+
+
+def test_slow_but_steady_stream_is_clean() -> None:
+    """One event every ten seconds for ten minutes is slow, not stalled."""
+    monitor, clock = timed_monitor()
+    for i in range(60):
+        feed_at(monitor, clock, 10.0 * i, b"data: tick\n\n")
+        assert monitor.poll(10.0 * i + 9.9) == []
+    feed_at(monitor, clock, 600.0, b"")
+    assert monitor.finish(StreamEnd.BODY_ENDED).findings == ()
+
+
+# -- buffered_flush ----------------------------------------------------------------------
+
+
+def events(n: int) -> bytes:
+    return b"".join(b"data: token %d\n\n" % i for i in range(n))
+
+
+def test_whole_stream_in_one_body_message_is_buffered_flush() -> None:
+    """Sixteen or more events in a single body message were buffered upstream."""
+    monitor, clock = timed_monitor()
+    feed_at(monitor, clock, 2.0, events(40))
+    feed_at(monitor, clock, 2.0, b"")
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert report.rules() == ["buffered_flush"]
+    assert "all 40 events arrived in one body message" in report.findings[0].message
+
+
+def test_burst_after_long_silence_is_buffered_flush() -> None:
+    """A long wait, then every event within the window, is a flush even across messages."""
+    monitor, clock = timed_monitor()
+    for i in range(20):
+        feed_at(monitor, clock, 3.0 + i * 0.0005, b"data: t\n\n")
+    feed_at(monitor, clock, 3.011, b"")
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert report.rules() == ["buffered_flush"]
+    assert "after 3.00 s of silence" in report.findings[0].message
+
+
+def test_fast_healthy_provider_is_not_a_flush() -> None:
+    """2,000 tokens/s over a long answer spreads events past the window: clean."""
+    monitor, clock = timed_monitor()
+    for i in range(400):
+        feed_at(monitor, clock, 0.8 + i * 0.0005, b"data: tok\n\n")
+    feed_at(monitor, clock, 1.0, b"")
+    assert monitor.finish(StreamEnd.BODY_ENDED).findings == ()
+
+
+def test_short_answer_in_one_message_is_not_a_flush() -> None:
+    """Fewer events than the minimum prove nothing about buffering."""
+    monitor, clock = timed_monitor()
+    feed_at(monitor, clock, 2.0, events(15))
+    feed_at(monitor, clock, 2.0, b"")
+    assert monitor.finish(StreamEnd.BODY_ENDED).findings == ()
+
+
+def test_quick_first_event_burst_is_not_a_flush() -> None:
+    """A burst right after the request (no long silence first) is a fast answer."""
+    monitor, clock = timed_monitor()
+    for i in range(30):
+        feed_at(monitor, clock, 0.1 + i * 0.0001, b"data: t\n\n")
+    feed_at(monitor, clock, 0.2, b"")
+    assert monitor.finish(StreamEnd.BODY_ENDED).findings == ()
+
+
+def test_flush_is_only_judged_on_clean_ends() -> None:
+    """A stream cut by the client is not judged for buffering."""
+    monitor, clock = timed_monitor()
+    feed_at(monitor, clock, 2.0, events(40))
+    assert monitor.finish(StreamEnd.CLIENT_DISCONNECT).findings == ()
+
+
+def test_offline_checks_have_no_timing_detectors() -> None:
+    """check_stream feeds captured chunks instantly, so it never judges timing."""
+    from streamguard import check_stream
+
+    assert check_stream([events(100)]).findings == ()
+
+
+def test_report_timing_fields() -> None:
+    """Reports carry time to first byte and event, duration and the longest event gap."""
+    monitor, clock = timed_monitor()
+    feed_at(monitor, clock, 0.5, b": hello\n\n")
+    feed_at(monitor, clock, 0.75, b"data: a\n\n")
+    feed_at(monitor, clock, 2.0, b"data: b\n\n")
+    feed_at(monitor, clock, 2.5, b"data: c\n\n")
+    clock.now = 3.0
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert (report.time_to_first_byte, report.time_to_first_event, report.duration) == (
+        0.5,
+        0.75,
+        3.0,
+    )
+    assert report.max_event_gap == 1.25
+    assert report.body_messages == 4
+
+
+# -- under the middleware, with real time ------------------------------------------------
+
+
+def sweeper_tasks() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if t.get_name() == "streamguard-sweeper"]
+
+
+def test_live_finding_reaches_metrics_and_logs_before_the_end(done_protocol: str) -> None:
+    """With short timers, body_not_ended is counted while the app still holds the body open."""
+    registry = CollectorRegistry()
+    reports: list[StreamReport] = []
+    seen_while_open: list[float | None] = []
+    labels = {"route": "__unknown__", "protocol": done_protocol, "rule": "body_not_ended"}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(sse_start())
+        await send(body(b"data: a\n\ndata: END\n\n"))
+        await asyncio.sleep(0.3)  # the bug: the body stays open after the terminal
+        seen_while_open.append(registry.get_sample_value("streamguard_violations_total", labels))
+        await send(body(b"", more=False))
+
+    middleware = StreamGuardMiddleware(
+        app,
+        protocol=done_protocol,
+        metrics=registry,
+        timers={"body_end_grace_s": 0.05},
+        on_report=reports.append,
+    )
+
+    async def main() -> None:
+        recorder = Recorder(incoming=[{"type": "http.request", "body": b""}])
+        await middleware(http_scope(), recorder.receive, recorder.send)
+        await asyncio.sleep(0)  # let the cancelled sweeper finish
+        assert sweeper_tasks() == []
+
+    asyncio.run(main())
+    assert seen_while_open == [1.0]
+    assert reports[0].rules() == ["body_not_ended"]
+    assert reports[0].outcome is Outcome.COMPLETED
+
+
+@pytest.mark.parametrize("ending", ["complete", "raise", "cancel", "disconnect", "return"])
+def test_sweeper_is_stopped_on_every_path(ending: str) -> None:
+    """Whatever way the last stream ends, the sweeper task is gone and nothing is in flight."""
+    middleware = StreamGuardMiddleware(
+        None, metrics=False, timers={"idle_limit_s": 0.05}, logs={"enabled": False}
+    )
+    running: list[bool] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(sse_start())
+        await send(body(b"data: a\n\n"))
+        running.append(bool(sweeper_tasks()))
+        await asyncio.sleep(0.02)
+        if ending == "complete":
+            await send(body(b"", more=False))
+        elif ending == "raise":
+            raise ValueError("boom")
+        elif ending == "cancel":
+            raise asyncio.CancelledError
+        elif ending == "disconnect":
+            await receive()
+            await receive()
+
+    middleware.app = app
+
+    async def main() -> None:
+        recorder = Recorder(
+            incoming=[{"type": "http.request", "body": b""}, {"type": "http.disconnect"}]
+        )
+        with contextlib.suppress(ValueError, asyncio.CancelledError):
+            await middleware(http_scope(), recorder.receive, recorder.send)
+        await asyncio.sleep(0)
+        assert sweeper_tasks() == []
+
+    asyncio.run(main())
+    assert running == [True]
+    assert middleware.in_flight == 0
+
+
+def test_one_sweeper_for_many_streams() -> None:
+    """Concurrent streams on one loop share a single sweeper task."""
+    counts: list[int] = []
+    release = asyncio.Event
+
+    async def main() -> None:
+        gate = release()
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await send(sse_start())
+            await send(body(b"data: a\n\n"))
+            await gate.wait()
+            await send(body(b"", more=False))
+
+        middleware = StreamGuardMiddleware(app, metrics=False, logs={"enabled": False})
+
+        async def one() -> None:
+            recorder = Recorder(incoming=[{"type": "http.request", "body": b""}])
+            await middleware(http_scope(), recorder.receive, recorder.send)
+
+        tasks = [asyncio.create_task(one()) for _ in range(50)]
+        await asyncio.sleep(0.01)
+        counts.append(len(sweeper_tasks()))
+        gate.set()
+        await asyncio.gather(*tasks)
+        await asyncio.sleep(0)
+        counts.append(len(sweeper_tasks()))
+        assert middleware.in_flight == 0
+
+    asyncio.run(main())
+    assert counts == [1, 0]
