@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+__all__ = ["FIXTURES", "Fixture", "fixture_paths", "load"]
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -198,3 +198,45 @@ def test_tool_call_arguments_are_checked_once_per_call() -> None:
     )
     assert check(first + rest + DONE) == []
     assert check(first + FINISH + DONE) == [("tool_call_arguments_invalid", 1)]
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        ("created", 1.0),
+        ("created", "1"),
+        ("model", 5),
+        ("system_fingerprint", 5),
+        ("service_tier", 5),
+        ("obfuscation", 5),
+        ("usage", "none"),
+        ("choices.index", True),
+        ("choices.logprobs", "none"),
+        ("choices.finish_reason", 5),
+        ("choices.delta.content", 5),
+    ],
+)
+def test_common_chunk_with_a_mistyped_field_is_a_schema_mismatch(where: str, value: object) -> None:
+    """The fast path for ordinary content chunks never waves through a mistyped field."""
+    fields: dict[str, object] = {
+        "system_fingerprint": None,
+        "service_tier": "default",
+        "obfuscation": "ab",
+        "usage": None,
+    }
+    choice: dict[str, object] = {
+        "index": 0,
+        "delta": {"content": "x"},
+        "logprobs": None,
+        "finish_reason": None,
+    }
+    bad_fields, bad_choice = dict(fields), dict(choice)
+    if where == "choices.delta.content":
+        bad_choice["delta"] = {"content": value}
+    elif where.startswith("choices."):
+        bad_choice[where.removeprefix("choices.")] = value
+    else:
+        bad_fields[where] = value
+    good = chunk(**fields, choices=[choice])
+    body = good + good + chunk(**bad_fields, choices=[bad_choice]) + FINISH + DONE
+    assert check(body) == [("schema_mismatch", 2)]

@@ -136,6 +136,7 @@ class _Chunk(TypedDict):
 
 
 _from_json = pydantic_core.from_json
+_STR_OR_NONE = frozenset({str, type(None)})
 #: The full shape check, run on the already-parsed chunk (no second parse) whenever the
 #: fast check below does not vouch for it; it names the field path of the first problem.
 _validate_chunk = TypeAdapter(_Chunk).validator.validate_python
@@ -243,8 +244,21 @@ class OpenAIChatChecker(Checker):
     # -- one event ---------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        if event.data.startswith("[DONE]"):
+        data = event.data
+        if data.startswith("[DONE]"):
             return self._on_done(event, index)
+        try:
+            parsed = _from_json(data)
+        except ValueError as error:  # syntax, recursion limit, number out of range
+            return self._general(event, index, None, error)
+        if event.event == "message" and type(parsed) is dict and self._fast_path(parsed):
+            return NO_FINDINGS
+        return self._general(event, index, parsed, None)
+
+    def _general(
+        self, event: Event, index: int, parsed: object, error: ValueError | None
+    ) -> Sequence[Finding]:
+        """Every chunk the fast path did not vouch for: the full shape check and all rules."""
         found: list[Finding] = []
         if event.event != "message" and "unexpected_event_field" not in self._reported:
             self._reported.add("unexpected_event_field")
@@ -257,9 +271,7 @@ class OpenAIChatChecker(Checker):
                     event.offset,
                 )
             )
-        try:
-            parsed = _from_json(event.data)
-        except ValueError as error:  # syntax, recursion limit, number out of range
+        if error is not None:
             found.append(
                 rules.INVALID_JSON.finding(
                     f"event {index}: data is not JSON ({error}): {preview(event.data)}",
@@ -279,12 +291,10 @@ class OpenAIChatChecker(Checker):
             return found
         if parsed.get("error"):  # as the SDK: any truthy top-level error is an error
             return [*found, *self._on_error(event, index)]
-        if self._fast_path(parsed):
-            return found
         try:
             chunk: _Chunk = _validate_chunk(parsed)
-        except ValidationError as error:
-            found.append(validation_finding(error, event, index))
+        except ValidationError as invalid:
+            found.append(validation_finding(invalid, event, index))
             return found
         choices = chunk.get("choices")
         usage = chunk.get("usage")
@@ -328,7 +338,8 @@ class OpenAIChatChecker(Checker):
         verdict as the full validator at a fraction of its cost. Anything else, or anything
         doubtful, returns False, so this is only ever an optimisation.
         """
-        choices = chunk.get("choices")
+        get = chunk.get
+        choices = get("choices")
         if type(choices) is not list or len(choices) != 1 or self._phase is not _Phase.STREAMING:
             return False
         choice = choices[0]
@@ -341,21 +352,20 @@ class OpenAIChatChecker(Checker):
         state = self._choices.get(number) if type(number) is int else None
         if state is None or state.finished_at is not None:
             return False
-        fingerprint = chunk.get("system_fingerprint")
-        tier = chunk.get("service_tier")
-        obfuscation = chunk.get("obfuscation")
+        created = get("created")
         if not (
-            chunk.get("id") == self._id
-            and type(chunk.get("created")) is int
-            and chunk["created"] == self._created
-            and chunk.get("object") == "chat.completion.chunk"
-            and type(chunk.get("model")) is str
-            and chunk.get("usage") is None
+            get("id") == self._id
+            and type(created) is int
+            and created == self._created
+            and get("object") == "chat.completion.chunk"
+            and type(get("model")) is str
+            and get("usage") is None
+            and not get("error")
             and choice.get("finish_reason") is None
             and choice.get("logprobs") is None
-            and (fingerprint is None or type(fingerprint) is str)
-            and (tier is None or type(tier) is str)
-            and (obfuscation is None or type(obfuscation) is str)
+            and type(get("system_fingerprint")) in _STR_OR_NONE
+            and type(get("service_tier")) in _STR_OR_NONE
+            and type(get("obfuscation")) in _STR_OR_NONE
         ):
             return False
         state.deltas += 1

@@ -1,0 +1,158 @@
+"""Full checking of an OpenAI chat stream: µs per frame against two anchors, in one run.
+
+The stream is shaped like the real API's since 2025-08: a role chunk, thousands of content
+chunks (``service_tier``, ``system_fingerprint``, ``"usage": null`` and a random-length
+``obfuscation`` on every one), the finish chunk, the usage chunk, ``data: [DONE]``.
+
+* (a) split — split the same chunks on the blank line and ``orjson.loads`` each payload:
+  the least any check can do;
+* (b) sdk — the official ``openai`` SDK's own SSE decoding (``openai._streaming.SSEDecoder``)
+  plus ``json.loads`` of each payload, as ``Stream.__iter__`` does before building models;
+* checked — ``check_stream(chunks, protocol="openai_chat", request=...)``: framing (the
+  WHATWG parser), JSON and shape (pydantic-core, one pass), every chat rule, the report.
+
+Budget (DESIGN.md): checked ≤ 1.5x (a) and ≤ 0.25x (b).
+Run: ``python -m benchmarks.check_openai``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import Iterator
+
+import orjson
+
+from benchmarks._timing import best_of, print_table, write_results
+from streamguard import check_stream
+
+__all__ = ["anchor_sdk", "anchor_split", "checked", "main", "openai_chat_frames"]
+
+CONTENT_CHUNKS = 5_000
+REQUEST = {
+    "model": "gpt-5-mini",
+    "stream": True,
+    "stream_options": {"include_usage": True},
+    "messages": [{"role": "user", "content": "Write a long story."}],
+}
+_WORDS = (" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".")
+_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def openai_chat_frames(seed: int = 0) -> list[bytes]:
+    """One frame per chunk, as the API writes them (compact JSON, one ``data:`` line)."""
+    rng = random.Random(seed)
+
+    def frame(choices: list[dict[str, object]], usage: object = None) -> bytes:
+        chunk = {
+            "id": "chatcmpl-CBx3mK9qLw7ZrT2yPdVnE5uHa1sG",
+            "object": "chat.completion.chunk",
+            "created": 1755012345,
+            "model": "gpt-5-mini-2025-08-07",
+            "service_tier": "default",
+            "system_fingerprint": None,
+            "choices": choices,
+            "usage": usage,
+            "obfuscation": "".join(rng.choices(_ALPHABET, k=rng.randint(0, 14))),
+        }
+        return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+
+    def choice(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+    frames = [frame([choice({"role": "assistant", "content": "", "refusal": None})])]
+    frames += [frame([choice({"content": _WORDS[i % len(_WORDS)]})]) for i in range(CONTENT_CHUNKS)]
+    frames.append(frame([choice({}, "stop")]))
+    usage = {
+        "prompt_tokens": 14,
+        "completion_tokens": CONTENT_CHUNKS,
+        "total_tokens": 14 + CONTENT_CHUNKS,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+    frames.append(frame([], usage))
+    frames.append(b"data: [DONE]\n\n")
+    return frames
+
+
+def rechunk(frames: list[bytes], size: int) -> list[bytes]:
+    body = b"".join(frames)
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+def anchor_split(chunks: list[bytes]) -> int:
+    """(a) Split on the blank line, ``orjson.loads`` each payload but ``[DONE]``."""
+    loads = orjson.loads
+    buffer = b""
+    count = 0
+    for chunk in chunks:
+        buffer = buffer + chunk if buffer else chunk
+        start = 0
+        find = buffer.find
+        while (end := find(b"\n\n", start)) >= 0:
+            data = buffer[find(b"data: ", start, end) + 6 : end]
+            if not data.startswith(b"[DONE]"):
+                loads(data)
+            count += 1
+            start = end + 2
+        buffer = buffer[start:]
+    return count
+
+
+def anchor_sdk(chunks: list[bytes]) -> int:
+    """(b) The SDK's incremental SSE decoder, then ``json.loads``, as ``Stream`` does."""
+    from openai._streaming import SSEDecoder
+
+    count = 0
+    iterator: Iterator[bytes] = iter(chunks)
+    for sse in SSEDecoder().iter_bytes(iterator):
+        if not sse.data.startswith("[DONE]"):
+            json.loads(sse.data)
+        count += 1
+    return count
+
+
+def checked(chunks: list[bytes]) -> int:
+    report = check_stream(chunks, protocol="openai_chat", request=REQUEST)
+    if report.findings or report.outcome.value != "completed":
+        raise AssertionError(f"the benchmark stream is not clean: {report.findings[:3]}")
+    return report.events
+
+
+def main() -> int:
+    frames = openai_chat_frames()
+    events = len(frames)
+    rows = []
+    for cut_name, chunks in (
+        ("frame-per-chunk", frames),
+        ("16KiB-chunks", rechunk(frames, 16 * 1024)),
+        ("ragged-97B", rechunk(frames, 97)),
+    ):
+        counts = (anchor_split(chunks), anchor_sdk(chunks), checked(chunks))
+        assert counts == (events, events, events), (cut_name, counts)
+        split_s = best_of(lambda chunks=chunks: anchor_split(chunks))  # type: ignore[misc]
+        sdk_s = best_of(lambda chunks=chunks: anchor_sdk(chunks))  # type: ignore[misc]
+        checked_s = best_of(lambda chunks=chunks: checked(chunks))  # type: ignore[misc]
+        rows.append(
+            {
+                "case": f"openai_chat {cut_name}",
+                "frames": events,
+                "split_orjson_us": split_s / events * 1e6,
+                "sdk_decode_us": sdk_s / events * 1e6,
+                "checked_us": checked_s / events * 1e6,
+                "vs_split": checked_s / split_s,
+                "vs_sdk": checked_s / sdk_s,
+            }
+        )
+    print_table(rows)
+    path = write_results("check_openai", rows)
+    print(f"\nbudget: vs_split <= 1.5, vs_sdk <= 0.25; results in {path}")
+    over = [row["case"] for row in rows if row["vs_split"] > 1.5 or row["vs_sdk"] > 0.25]
+    if over:
+        print(f"over budget: {', '.join(over)}")
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
