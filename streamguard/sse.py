@@ -133,6 +133,7 @@ class EventParser:
                     return []
 
         last_lf = data.rfind(b"\n")
+        # Most streams never send a CR: one scan for it answers both questions below.
         last_cr = data.rfind(b"\r")
         last_end = last_lf if last_lf > last_cr else last_cr
         if last_end < 0:
@@ -154,7 +155,7 @@ class EventParser:
         if last_cr == last_end and not rest:
             self._skip_lf = True
 
-        events = self._consume_lines(whole) if self.inspecting else []
+        events = self._consume_lines(whole, last_cr >= 0) if self.inspecting else []
         if rest and self.inspecting:
             self._hold(rest)
         return events
@@ -228,13 +229,13 @@ class EventParser:
         self._partial_size = 0
         self._data.clear()
 
-    def _consume_lines(self, whole: bytes) -> list[Event]:
+    def _consume_lines(self, whole: bytes, has_cr: bool) -> list[Event]:
         """Interpret ``whole``, which holds complete lines, each with its line ending.
 
         This is the hot path, so it keeps state in locals and inlines the dispatch.
         """
         endings: repeat[int] | list[int]
-        if b"\r" not in whole:
+        if not has_cr:  # a held partial line never holds a CR: it would have ended it
             lines = whole.split(b"\n")
             endings = repeat(1)
         else:

@@ -299,6 +299,9 @@ _line = st.one_of(
 @st.composite
 def sse_bodies(draw: st.DrawFn) -> bytes:
     lines = draw(st.lists(st.tuples(_line, _line_ending), max_size=30))
+    if draw(st.booleans()):  # one line ending throughout, as real servers send
+        ending = draw(_line_ending)
+        lines = [(line, ending) for line, _ in lines]
     body = b"".join(line + ending for line, ending in lines)
     if draw(st.booleans()):
         body = b"\xef\xbb\xbf" + body
