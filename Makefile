@@ -25,6 +25,9 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.parse
+	$(BIN)/python -m benchmarks.check_openai
+	$(BIN)/python -m benchmarks.check_anthropic
+	$(BIN)/python -m benchmarks.timers
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
