@@ -125,7 +125,6 @@ class StreamMetrics:
         "duration",
         "frames",
         "in_progress",
-        "internal_errors",
         "malformed",
         "started",
         "time_to_first_event",
@@ -140,7 +139,7 @@ class StreamMetrics:
         self.malformed = parent.malformed_streams.labels(*labels)
         self.frames = parent.frames.labels(*labels)
         self.bytes = parent.bytes.labels(*labels)
-        self.internal_errors = parent.internal_errors.labels(*labels)
+        parent.internal_errors.labels(*labels)  # exported as 0 from the start
         self.in_progress = parent.in_progress.labels(*labels)
         self.duration = parent.duration.labels(*labels)
         self.time_to_first_event = parent.time_to_first_event.labels(*labels)
@@ -168,8 +167,6 @@ class StreamMetrics:
         self._outcomes[report.outcome].inc()
         if any(finding.severity is Severity.ERROR for finding in report.findings):
             self.malformed.inc()
-        if report.internal_error is not None:
-            self.internal_errors.inc()
         if report.events:
             self.frames.inc(report.events)
         if report.bytes:

@@ -152,9 +152,23 @@ class StreamGuardMiddleware:
             sweeper = self._sweepers[loop] = _Sweeper(self.poll_interval)
         return sweeper
 
-    def _count_internal_error(self, where: str, exc: BaseException, route: str) -> None:
+    def _count_internal_error(
+        self, where: str, exc: BaseException, route: str, protocol: str
+    ) -> None:
+        """The one place a failure inside streamguard is counted, metered and logged."""
         self.internal_errors += 1
-        _logger.error("streamguard_internal_error", where=where, error=repr(exc), route=route)
+        try:
+            if self.metrics is not None:
+                self.metrics.internal_errors.labels(route, protocol).inc()
+            _logger.error(
+                "streamguard_internal_error",
+                where=where,
+                error=f"{type(exc).__name__}: {exc}",
+                route=route,
+                protocol=protocol,
+            )
+        except Exception:  # the sinks themselves are what failed: counted above
+            pass
 
 
 class _StreamWatch:
@@ -175,6 +189,7 @@ class _StreamWatch:
         "decided",
         "disconnected",
         "monitor",
+        "protocol_label",
         "route",
         "started_at",
     )
@@ -189,6 +204,7 @@ class _StreamWatch:
         self.started_at = guard.clock()
         self.monitor: StreamMonitor | None = None
         self.route = UNKNOWN_ROUTE
+        self.protocol_label = "unknown"
         self.decided = False
         self.disconnected = False
         self._metrics: StreamMetrics | None = None
@@ -230,7 +246,7 @@ class _StreamWatch:
                 self._decide(message)
             except Exception as exc:
                 self.monitor = None
-                self._guard._count_internal_error("decide", exc, self.route)
+                self._guard._count_internal_error("decide", exc, self.route, self.protocol_label)
         try:
             await self._send(message)
         except OSError:
@@ -311,7 +327,8 @@ class _StreamWatch:
         # A protocol still to be detected from events is labelled "auto" for the whole
         # stream, so that every series of one stream carries the same labels.
         undecided = protocol == AUTO and monitor.protocol_source == "default"
-        self._start_sinks("auto" if undecided else monitor.protocol)
+        self.protocol_label = "auto" if undecided else monitor.protocol
+        self._start_sinks()
 
         if content_length is not None:
             monitor.add_findings(
@@ -378,14 +395,15 @@ class _StreamWatch:
 
     # -- sinks --------------------------------------------------------------------------
 
-    def _start_sinks(self, protocol_label: str) -> None:
+    def _start_sinks(self) -> None:
         guard = self._guard
+        label = self.protocol_label
         try:
             if guard.metrics is not None:
-                self._metrics = guard.metrics.for_stream(self.route, protocol_label)
+                self._metrics = guard.metrics.for_stream(self.route, label)
                 self._metrics.stream_started()
             if guard.config.logs.enabled:
-                self._log = StreamLog(guard.config.logs, guard._limiter, self.route, protocol_label)
+                self._log = StreamLog(guard.config.logs, guard._limiter, self.route, label)
         except Exception as exc:
             self._internal_error("sinks", exc)
 
@@ -419,7 +437,7 @@ class _StreamWatch:
         """Stop watching this stream; the failure is counted when the stream ends."""
         if self.monitor is not None:
             self.monitor.fail(exc)
-        self._guard._count_internal_error(where, exc, self.route)
+        self._guard._count_internal_error(where, exc, self.route, self.protocol_label)
 
     def _finish(self, end: StreamEnd) -> None:
         monitor = self.monitor
@@ -443,12 +461,12 @@ class _StreamWatch:
             if self._log is not None:
                 self._log.ended(report)
         except Exception as exc:
-            guard._count_internal_error("sinks", exc, self.route)
+            guard._count_internal_error("sinks", exc, self.route, self.protocol_label)
         if guard.on_report is not None:
             try:
                 guard.on_report(report)
             except Exception as exc:
-                guard._count_internal_error("on_report", exc, self.route)
+                guard._count_internal_error("on_report", exc, self.route, self.protocol_label)
 
 
 class _Sweeper:

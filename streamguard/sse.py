@@ -49,6 +49,7 @@ _LINE_ENDING = re.compile(rb"\r\n|\r|\n")
 _CR = 0x0D
 _COLON = 0x3A
 _MAX_CACHED_EVENT_NAMES = 64
+_MAX_CACHED_EVENT_NAME_BYTES = 64
 
 
 class Event(NamedTuple):
@@ -340,7 +341,10 @@ class EventParser:
         name = self._event_names.get(raw)
         if name is None:
             name = self._decode(raw, where)
-            if len(self._event_names) < _MAX_CACHED_EVENT_NAMES:
+            if (
+                len(self._event_names) < _MAX_CACHED_EVENT_NAMES
+                and len(raw) <= _MAX_CACHED_EVENT_NAME_BYTES
+            ):
                 self._event_names[raw] = name
         return name
 
