@@ -25,6 +25,7 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -455,6 +456,10 @@ class _StreamWatch:
             report = monitor.report = _fallback_report(monitor, end)
         if report.internal_error is None:
             self._emit_findings()
+            if monitor.internal_error is not None:  # a sink failed on the last findings
+                report = monitor.report = replace(
+                    report, internal_error=monitor.internal_error, inspected=False
+                )
         try:
             if self._metrics is not None:
                 self._metrics.stream_ended(report)
