@@ -12,11 +12,21 @@ prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable
 from typing import ClassVar
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    make_asgi_app,
+    multiprocess,
+)
+from starlette.types import ASGIApp
 
 from streamguard.report import Finding, Outcome, Severity, StreamReport
 from streamguard.rules import rules_for
@@ -26,6 +36,7 @@ __all__ = [
     "FIRST_EVENT_BUCKETS",
     "StreamGuardMetrics",
     "StreamMetrics",
+    "metrics_app",
 ]
 
 #: Stream durations: seconds to 20 minutes (long agentic answers stream for minutes).
@@ -175,3 +186,17 @@ class StreamMetrics:
         first_event = report.time_to_first_event
         if first_event is not None:
             self.time_to_first_event.observe(max(first_event, 0.0))
+
+
+def metrics_app(registry: CollectorRegistry | None = None) -> ASGIApp:
+    """An ASGI app that serves the metrics in the Prometheus text format.
+
+    With ``PROMETHEUS_MULTIPROC_DIR`` set (several workers), it serves the sum over every
+    worker through prometheus-client's multiprocess collector; otherwise ``registry`` (the
+    default registry unless given). Mount it: ``app.mount("/metrics", metrics_app())``.
+    """
+    if registry is None and "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    app: ASGIApp = make_asgi_app(registry=REGISTRY if registry is None else registry)
+    return app

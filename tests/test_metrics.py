@@ -247,3 +247,25 @@ def test_severity_error_marks_malformed_only() -> None:
     )
     assert value(registry, "streamguard_malformed_streams_total", **labels) == 0
     assert Severity.WARNING.value == "warning"
+
+
+def test_metrics_app_serves_the_registry() -> None:
+    """``metrics_app(registry)`` serves that registry in the Prometheus text format."""
+    import asyncio
+
+    import httpx
+
+    from streamguard.metrics import metrics_app
+
+    registry = CollectorRegistry()
+    steps = [sse_start(), body(b"data: a\n\n", more=False)]
+    run(guarded(ScriptedApp(steps), registry, protocol="sse"))
+
+    async def scrape() -> str:
+        transport = httpx.ASGITransport(app=metrics_app(registry))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return (await client.get("/")).text
+
+    text = asyncio.run(scrape())
+    line = 'streamguard_streams_total{outcome="completed",protocol="sse",route="__unknown__"} 1.0'
+    assert line in text
