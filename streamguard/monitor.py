@@ -132,7 +132,7 @@ class StreamMonitor:
             parser.bytes_seen += len(data)
             return ()
         events = parser.feed(data)
-        new = parser.drain_findings()
+        new: list[Finding] = parser.drain_findings() if parser.findings else []
         if not parser.inspecting:
             self._inspecting = False
         if events:
@@ -149,7 +149,7 @@ class StreamMonitor:
                         found = [replace(f, excerpt=self._excerpt(event.data)) for f in found]
                     new.extend(found)
                 index += 1
-            if liveness is not None and checker.terminal_seen:
+            if liveness is not None and checker.terminal_index is not None:
                 liveness.on_terminal(now)
         if new:
             self._findings.extend(new)

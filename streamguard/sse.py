@@ -95,8 +95,10 @@ class EventParser:
         self._last_id: str | None = None
         self._retry: int | None = None
         # Bookkeeping.
-        self._events_dispatched = 0
-        self._findings: list[Finding] = []
+        #: How many events ``feed`` has returned so far.
+        self.events_dispatched = 0
+        #: Findings not yet taken by ``drain_findings`` (checked cheaply before draining).
+        self.findings: list[Finding] = []
         self._seen_invalid_utf8 = False
         self._seen_unknown_fields: set[bytes] = set()
         self._closed = False
@@ -104,14 +106,9 @@ class EventParser:
         self.inspecting = True
         self.bytes_seen = 0
 
-    @property
-    def events_dispatched(self) -> int:
-        """How many events ``feed`` has returned so far."""
-        return self._events_dispatched
-
     def drain_findings(self) -> list[Finding]:
         """The findings made since the last call, oldest first."""
-        found, self._findings = self._findings, []
+        found, self.findings = self.findings, []
         return found
 
     def feed(self, data: bytes) -> list[Event]:
@@ -132,6 +129,16 @@ class EventParser:
                 data = data[1:]
                 if not data:
                     return []
+
+        if (
+            data[-2:] == b"\n\n"
+            and self._event_start is None
+            and not self._partial
+            and len(data) <= self.max_event_bytes
+        ):
+            event = self._single_event(data)
+            if event is not None:
+                return [event]
 
         last_lf = data.rfind(b"\n")
         # Most streams never send a CR: one scan for it answers both questions below.
@@ -180,11 +187,11 @@ class EventParser:
                 what = "clients discard the unfinished event"
             else:
                 what = "it holds no data, but the frame is cut"
-            self._findings.append(
+            self.findings.append(
                 rules.UNTERMINATED_FRAME.finding(
                     f"{pending} byte(s) after the last blank line at the end of the body "
                     f"(starting at byte {start}); {what}",
-                    self._events_dispatched,
+                    self.events_dispatched,
                     start,
                 )
             )
@@ -217,11 +224,11 @@ class EventParser:
             self._too_large(start)
 
     def _too_large(self, start: int) -> None:
-        self._findings.append(
+        self.findings.append(
             rules.EVENT_TOO_LARGE.finding(
                 f"the event starting at byte {start} grew past max_event_bytes="
                 f"{self.max_event_bytes}; the rest of the stream is passed through unchecked",
-                self._events_dispatched,
+                self.events_dispatched,
                 start,
             )
         )
@@ -229,6 +236,42 @@ class EventParser:
         self._partial.clear()
         self._partial_size = 0
         self._data.clear()
+
+    def _single_event(self, data: bytes) -> Event | None:
+        """The fast path for a chunk that is exactly one fresh event, as most servers send.
+
+        Handles ``data: …`` and ``event: …`` + ``data: …`` with LF endings; returns
+        ``None`` (having changed nothing) for anything else, which the general path takes.
+        """
+        if b"\r" in data:
+            return None
+        end = len(data) - 2
+        line_end = data.find(b"\n")
+        if line_end == end:
+            if data[:5] != b"data:":
+                return None
+            value = data[6:end] if data[5:6] == b" " else data[5:end]
+            event_type = "message"
+        else:
+            data_at = line_end + 1
+            if (
+                data[:6] != b"event:"
+                or data[data_at : data_at + 5] != b"data:"
+                or data.find(b"\n", data_at) != end
+            ):
+                return None
+            value_at = data_at + (6 if data[data_at + 5 : data_at + 6] == b" " else 5)
+            value = data[value_at:end]
+            name = data[7:line_end] if data[6:7] == b" " else data[6:line_end]
+            event_type = self._event_name(name, self._offset) if name else "message"
+        try:
+            text = value.decode()
+        except UnicodeDecodeError:
+            return None  # the general path reports it
+        event = _new_event(Event, (event_type, text, self._last_id, self._retry, self._offset))
+        self._offset += len(data)
+        self.events_dispatched += 1
+        return event
 
     def _consume_lines(self, whole: bytes, has_cr: bool) -> list[Event]:
         """Interpret ``whole``, which holds complete lines, each with its line ending.
@@ -292,7 +335,7 @@ class EventParser:
                         ),
                     )
                 )
-                self._events_dispatched += 1
+                self.events_dispatched += 1
                 data.clear()
                 self._event_type = b""
                 event_start = None
@@ -328,10 +371,10 @@ class EventParser:
             if name not in self._seen_unknown_fields and len(self._seen_unknown_fields) < 8:
                 self._seen_unknown_fields.add(name)
                 shown = name[:40].decode("utf-8", "backslashreplace")
-                self._findings.append(
+                self.findings.append(
                     rules.UNKNOWN_FIELD.finding(
                         f"unknown field {shown!r} at byte {line_start} is ignored by clients",
-                        self._events_dispatched,
+                        self.events_dispatched,
                         line_start,
                     )
                 )
@@ -358,11 +401,11 @@ class EventParser:
     def _invalid_utf8(self, where: int) -> None:
         if not self._seen_invalid_utf8:
             self._seen_invalid_utf8 = True
-            self._findings.append(
+            self.findings.append(
                 rules.INVALID_UTF8.finding(
                     f"invalid UTF-8 in the event starting at byte {where}; clients decode it "
                     "as U+FFFD (reported once per stream)",
-                    self._events_dispatched,
+                    self.events_dispatched,
                     where,
                 )
             )

@@ -1,0 +1,122 @@
+"""End to end: server CPU per frame under uvicorn, with and without streamguard.
+
+A uvicorn process (uvloop, httptools) serves a 2,000-frame OpenAI chat stream, one frame per
+``send``; a minimal raw-socket client on loopback reads it whole. The server's CPU time
+(from ``/proc/<pid>/stat``) over the requests, divided by the frames, is compared between
+no middleware (the anchor), a no-op pure ASGI middleware, and streamguard with its default
+configuration (metrics and logs on). A JSON endpoint shows the cost where nothing is
+watched. Run: ``python -m benchmarks.e2e``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks._timing import print_table, write_results
+
+ROOT = Path(__file__).resolve().parent.parent
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fetch(port: int, path: str) -> int:
+    """GET ``path`` over a fresh connection and read the chunked body to its end."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode())
+        received = 0
+        while chunk := sock.recv(1 << 16):
+            received += len(chunk)
+        return received
+
+
+def measure(middleware: str, requests: int, path: str) -> float:
+    """Server CPU seconds for ``requests`` GETs of ``path`` (after a warm-up)."""
+    port = free_port()
+    env = {**os.environ, "STREAMGUARD_BENCH_MIDDLEWARE": middleware, "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "benchmarks.e2e_app:served",
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                fetch(port, path)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        for _ in range(3):
+            fetch(port, path)  # warm-up
+        before = cpu_seconds(server.pid)
+        for _ in range(requests):
+            fetch(port, path)
+        return cpu_seconds(server.pid) - before
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=20)
+
+
+def main() -> int:
+    frames = 2000
+    stream_requests = int(os.environ.get("STREAMGUARD_BENCH_REQUESTS", "40"))
+    json_requests = stream_requests * 50
+    rows = []
+    stream_cpu = {
+        name: measure(name, stream_requests, "/stream") for name in ("none", "noop", "streamguard")
+    }
+    json_cpu = {
+        name: measure(name, json_requests, "/json") for name in ("none", "noop", "streamguard")
+    }
+    for name in ("none", "noop", "streamguard"):
+        rows.append(
+            {
+                "middleware": name,
+                "stream_us_per_frame": stream_cpu[name] / (stream_requests * frames) * 1e6,
+                "stream_vs_none": stream_cpu[name] / stream_cpu["none"],
+                "json_us_per_request": json_cpu[name] / json_requests * 1e6,
+                "json_vs_none": json_cpu[name] / json_cpu["none"],
+            }
+        )
+    print_table(rows)
+    path = write_results("e2e", rows)
+    print(f"\nbudget: streamguard stream_vs_none <= 1.5; results in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
