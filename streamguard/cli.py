@@ -1,0 +1,485 @@
+"""The ``streamguard`` command line: check captured streams, probe a live endpoint, list rules.
+
+Subcommands:
+
+* ``check FILE...``: raw body bytes as ``curl -N`` saves them (``-`` for stdin);
+* ``probe URL``: one real request, checked as it arrives, with its timing (needs httpx);
+* ``rules``: the rule catalog, as a table or as the markdown docs page;
+* ``demo``: the demo app under uvicorn, healthy and broken streams (needs the testing extra).
+
+Exit codes: 0 clean, 1 findings at or above ``--fail-on`` (or a probed response that is not
+an event stream), 2 usage or input errors (the message names the file and the problem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from streamguard import __version__
+from streamguard._table import table
+from streamguard.monitor import check_stream
+from streamguard.protocols import AUTO, CHECKERS
+from streamguard.report import Finding, Severity, StreamReport
+from streamguard.rules import RULES
+from streamguard.testing._assert import format_finding, frame_at, severity_at_least
+
+__all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "InputError", "main", "rules_markdown"]
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+PROTOCOLS = [AUTO, *CHECKERS]
+_INSTALL_HINT = "pip install 'streamguard[testing]'"
+
+
+class InputError(Exception):
+    """An input the command cannot use; the message names it and says what is wrong."""
+
+
+# -- check ---------------------------------------------------------------------------------
+
+
+def _read_bytes(name: str) -> bytes:
+    """The bytes of a file (``-``: stdin), or an ``InputError`` saying what is wrong."""
+    if name == "-":
+        return sys.stdin.buffer.read()
+    path = Path(name)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{name}: is a directory, not a captured stream") from None
+    except PermissionError:
+        raise InputError(f"{name}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
+
+
+def _read_request(name: str) -> dict[str, Any]:
+    """The JSON object in ``name``, for request-aware checks."""
+    try:
+        data = _read_bytes(name)
+    except InputError as exc:
+        raise InputError(f"--request {exc}") from None
+    return _request_object(data, f"--request {name}")
+
+
+def _request_object(data: bytes, where: str) -> dict[str, Any]:
+    try:
+        request = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{where}: invalid JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(request).__name__}")
+    return request
+
+
+def _finding_json(finding: Finding, body: bytes | None) -> dict[str, Any]:
+    frame = finding.excerpt
+    if frame is None and body is not None:
+        frame = frame_at(body, finding.byte_offset)
+    return {
+        "rule": finding.rule,
+        "severity": finding.severity.value,
+        "message": finding.message,
+        "event_index": finding.event_index,
+        "byte_offset": finding.byte_offset,
+        "frame": frame,
+    }
+
+
+def _report_json(report: StreamReport, body: bytes | None, failed: bool) -> dict[str, Any]:
+    return {
+        "protocol": report.protocol,
+        "protocol_source": report.protocol_source,
+        "outcome": report.outcome.value,
+        "events": report.events,
+        "bytes": report.bytes,
+        "inspected": report.inspected,
+        "malformed": report.malformed,
+        "failed": failed,
+        "findings": [_finding_json(finding, body) for finding in report.findings],
+        "notes": list(report.notes),
+    }
+
+
+def _fails(report: StreamReport, threshold: Severity) -> bool:
+    return any(severity_at_least(f.severity, threshold) for f in report.findings)
+
+
+class _Progress:
+    """``checking 3/120: name`` on one self-erasing stderr line, on a terminal only."""
+
+    def __init__(self, stream: TextIO, total: int) -> None:
+        isatty = getattr(stream, "isatty", None)
+        self.enabled = total > 1 and callable(isatty) and bool(isatty())
+        self._stream = stream
+        self._total = total
+        self._shown = False
+
+    def show(self, done: int, name: str) -> None:
+        if not self.enabled:
+            return
+        try:
+            width = os.get_terminal_size(self._stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            width = 80
+        line = f"checking {done}/{self._total}: {name}"[: max(width - 1, 10)]
+        self._stream.write("\r\x1b[K" + line)
+        self._stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._shown = False
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    out, err = sys.stdout, sys.stderr
+    threshold = Severity(args.fail_on)
+    try:
+        request = _read_request(args.request) if args.request else None
+    except InputError as exc:
+        print(f"streamguard check: error: {exc}", file=err)
+        return EXIT_USAGE
+    progress = _Progress(err, len(args.files))
+    rows = [["file", "protocol", "outcome", "events", "bytes", "findings"]]
+    details: list[str] = []
+    input_errors = failed = 0
+    for done, name in enumerate(args.files):
+        label = "<stdin>" if name == "-" else name
+        progress.show(done, label)
+        try:
+            body = _read_bytes(name)
+        except InputError as exc:
+            input_errors += 1
+            progress.clear()
+            print(f"streamguard check: error: {exc}", file=err)
+            if args.format == "json":
+                print(json.dumps({"file": label, "error": str(exc)}), file=out)
+            rows.append([label, "", "(input error)", "", "", ""])
+            continue
+        report = check_stream([body], protocol=args.protocol, request=request)
+        fails = _fails(report, threshold)
+        failed += fails
+        if args.format == "json":
+            progress.clear()
+            print(json.dumps({"file": label, **_report_json(report, body, fails)}), file=out)
+            continue
+        rows.append(
+            [
+                label,
+                report.protocol,
+                report.outcome.value,
+                str(report.events),
+                str(report.bytes),
+                ", ".join(report.rules()) or "-",
+            ]
+        )
+        if report.findings:
+            details.append(label)
+            details.extend(
+                "  " + format_finding(f, body).replace("\n", "\n  ") for f in report.findings
+            )
+    progress.show(len(args.files), "done")
+    progress.clear()
+    if args.format == "table":
+        print(table(rows), file=out)
+        if details:
+            print("\nFindings:", file=out)
+            print("\n".join(details), file=out)
+        checked = len(args.files) - input_errors
+        summary = (
+            f"\n{checked} file(s) checked: {failed} with findings at {threshold.value} or above"
+        )
+        if input_errors:
+            summary += f"; {input_errors} could not be read"
+        print(summary, file=out)
+    if input_errors:
+        return EXIT_USAGE
+    return EXIT_FINDINGS if failed else EXIT_OK
+
+
+# -- probe ---------------------------------------------------------------------------------
+
+
+def _parse_header(value: str) -> tuple[str, str]:
+    name, sep, rest = value.partition(":")
+    if not sep or not name.strip() or name != name.strip():
+        raise argparse.ArgumentTypeError(f"expected 'Name: value', got {value!r}")
+    return name, rest.strip()
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f} ms"
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    out, err = sys.stdout, sys.stderr
+    try:
+        import httpx
+    except ImportError:
+        print(f"streamguard probe: error: probing needs httpx: {_INSTALL_HINT}", file=err)
+        return EXIT_USAGE
+    from streamguard.testing._collect import collect
+
+    threshold = Severity(args.fail_on)
+    headers: dict[str, str] = {"accept": "text/event-stream"}
+    for name, value in args.header:
+        headers[name.lower()] = value
+    content: bytes | None = None
+    request: dict[str, Any] | None = None
+    if args.data is not None:
+        try:
+            content = (
+                _read_bytes(args.data[1:]) if args.data.startswith("@") else args.data.encode()
+            )
+        except InputError as exc:
+            print(f"streamguard probe: error: --data {exc}", file=err)
+            return EXIT_USAGE
+        try:
+            request = _request_object(content, "--data")
+        except InputError:
+            request = None  # not JSON: sent as is, request-aware checks skipped
+        if request is not None:
+            headers.setdefault("content-type", "application/json")
+    method = "POST" if content is not None else "GET"
+    try:
+        with httpx.Client(timeout=args.timeout) as client:
+            started = time.monotonic()
+            with client.stream(method, args.url, content=content, headers=headers) as response:
+                record = collect(
+                    response, protocol=args.protocol, request=request, started_at=started
+                )
+    except httpx.InvalidURL as exc:
+        print(f"streamguard probe: error: {args.url}: invalid URL: {exc}", file=err)
+        return EXIT_USAGE
+    except (httpx.HTTPError, httpx.UnsupportedProtocol) as exc:
+        print(
+            f"streamguard probe: error: {args.url}: request failed: {type(exc).__name__}: {exc}",
+            file=err,
+        )
+        return EXIT_USAGE
+    report = record.report
+    fails = _fails(report, threshold) or not record.is_event_stream
+    if args.format == "json":
+        obj = {
+            "url": args.url,
+            "status": record.status_code,
+            "content_type": record.content_type,
+            "time_to_first_byte_s": _delta(report.first_byte_at, report.started_at),
+            "time_to_first_event_s": report.time_to_first_event,
+            "duration_s": report.duration,
+            "body_ended": record.body_ended,
+            "terminal": record.terminal,
+            "deltas": record.deltas,
+            "finish_reasons": list(record.finish_reasons),
+            **_report_json(report, record.body, fails),
+        }
+        print(json.dumps(obj), file=out)
+        return EXIT_FINDINGS if fails else EXIT_OK
+    rows = [
+        ["url", args.url],
+        ["status", f"{record.status_code} {record.content_type or '(no content-type)'}"],
+        ["protocol", f"{report.protocol} ({report.protocol_source})"],
+        ["outcome", report.outcome.value],
+        ["events", f"{report.events} ({record.deltas} with text)"],
+        ["bytes", str(report.bytes)],
+        ["finish reasons", ", ".join(record.finish_reasons) or "-"],
+        ["terminal", "yes" if record.terminal else "no"],
+        ["body ended", "yes" if record.body_ended else f"no ({record.error})"],
+        ["first byte", _seconds(_delta(report.first_byte_at, report.started_at))],
+        ["first event", _seconds(report.time_to_first_event)],
+        ["duration", _seconds(report.duration)],
+    ]
+    print(table([["probe", ""], *rows]), file=out)
+    if not record.is_event_stream:
+        print(
+            f"\nnot an event stream: HTTP {record.status_code}, content-type "
+            f"{record.content_type!r}; the body starts: "
+            f"{frame_at(record.body, 0, 200) or '(empty)'}",
+            file=out,
+        )
+    if report.findings:
+        print("\nFindings:", file=out)
+        for finding in report.findings:
+            print("  " + format_finding(finding, record.body).replace("\n", "\n  "), file=out)
+    for note in report.notes:
+        print(f"note: {note}", file=out)
+    return EXIT_FINDINGS if fails else EXIT_OK
+
+
+def _delta(at: float | None, start: float) -> float | None:
+    return None if at is None else at - start
+
+
+# -- rules ---------------------------------------------------------------------------------
+
+
+def rules_markdown() -> str:
+    """The rule catalog as a docs page: an index, then one section per rule.
+
+    Each section carries an explicit HTML anchor equal to the fragment of ``Rule.anchor``
+    (``invalid_utf8`` -> ``#invalid-utf8``), so links from logs, metrics and alerts land.
+    """
+    lines = [
+        "# Rules",
+        "",
+        "Every finding names one of these rules. Names are stable: dashboards and alerts "
+        "select on them. A stream with an `error` finding is *malformed*.",
+        "",
+        "| rule | protocols | severity |",
+        "|---|---|---|",
+    ]
+    for rule in RULES.values():
+        fragment = rule.anchor.partition("#")[2]
+        lines.append(
+            f"| [`{rule.name}`](#{fragment}) | {', '.join(rule.protocols)} | "
+            f"{rule.severity.value} |"
+        )
+    for rule in RULES.values():
+        fragment = rule.anchor.partition("#")[2]
+        lines += [
+            "",
+            f'<a id="{fragment}"></a>',
+            "",
+            f"## `{rule.name}`",
+            "",
+            f"**Severity:** {rule.severity.value} · **Protocols:** {', '.join(rule.protocols)}",
+            "",
+            rule.summary,
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    if args.format == "markdown":
+        sys.stdout.write(rules_markdown())
+        return EXIT_OK
+    rows = [["rule", "protocols", "severity", "summary"]]
+    rows += [
+        [rule.name, ", ".join(rule.protocols), rule.severity.value, rule.summary]
+        for rule in RULES.values()
+    ]
+    print(table(rows))
+    return EXIT_OK
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    try:
+        import httpx  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        print(
+            f"streamguard demo: error: the demo needs {exc.name}: {_INSTALL_HINT}", file=sys.stderr
+        )
+        return EXIT_USAGE
+    from streamguard._demo import main as demo_main
+
+    return demo_main()
+
+
+# -- the parser ------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamguard",
+        description="Check LLM Server-Sent-Event streams: captured files or a live endpoint.",
+        epilog="Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.",
+    )
+    parser.add_argument("--version", action="version", version=f"streamguard {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--protocol",
+            choices=PROTOCOLS,
+            default=AUTO,
+            help="the wire protocol (default: auto, from the first decisive event)",
+        )
+        sub.add_argument(
+            "--format", choices=["table", "json"], default="table", help="output format"
+        )
+        sub.add_argument(
+            "--fail-on",
+            choices=[s.value for s in Severity],
+            default=Severity.ERROR.value,
+            help="exit 1 on findings of this severity or worse (default: error)",
+        )
+
+    check = commands.add_parser(
+        "check",
+        help="check captured streams",
+        description="Check captured stream bodies (raw bytes, as `curl -N` saves them). "
+        "--format json prints one JSON object per file, one per line.",
+    )
+    check.add_argument("files", nargs="+", metavar="FILE", help="a captured body; - for stdin")
+    check.add_argument(
+        "--request", metavar="JSON_FILE", help="the JSON request, for request-aware checks"
+    )
+    common(check)
+    check.set_defaults(run=_cmd_check)
+
+    probe = commands.add_parser(
+        "probe",
+        help="send one request to a live endpoint and check the stream",
+        description="Send one request (POST with --data, else GET), check the stream and "
+        f"its timing as it arrives. Needs httpx ({_INSTALL_HINT}).",
+    )
+    probe.add_argument("url", metavar="URL")
+    probe.add_argument(
+        "-d",
+        "--data",
+        metavar="BODY",
+        help="the request body, or @FILE; when JSON it also enables request-aware checks",
+    )
+    probe.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        type=_parse_header,
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="a request header (repeatable)",
+    )
+    probe.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait to connect and between bytes (default: 60)",
+    )
+    common(probe)
+    probe.set_defaults(run=_cmd_probe)
+
+    rules = commands.add_parser("rules", help="print the rule catalog")
+    rules.add_argument("--format", choices=["table", "markdown"], default="table")
+    rules.set_defaults(run=_cmd_rules)
+
+    demo = commands.add_parser("demo", help="run the demo: healthy and broken streams, live")
+    demo.set_defaults(run=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (argparse's usage errors included)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    code: int = args.run(args)
+    return code

@@ -1,0 +1,444 @@
+"""Reading a streamed response the way a client does, and checking it on the way.
+
+``collect`` (sync) and ``acollect`` (async) read an httpx streaming response's raw body
+bytes (``iter_raw``: exactly what came over the wire, nothing decoded) chunk by chunk and
+feed each chunk, as it arrives, to a ``StreamMonitor`` (the checking engine the middleware
+uses) and to an ``EventParser`` of the same configuration, which yields the events with
+their arrival times. The same bytes give the same events to both, so the record and its
+report agree with what the middleware sees on the server side.
+
+What only the client can see is recorded too: the status and headers (checked with the
+middleware's HTTP hygiene rules), and whether the body ended cleanly. A connection that
+closes before the body ends (a server crash, a proxy cut, a timeout) is reported as
+``response_not_finished`` with the transport error, and the outcome is ``unclosed``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import from_json
+
+from streamguard import rules
+from streamguard.monitor import StreamEnd, StreamMonitor
+from streamguard.protocols import AUTO
+from streamguard.report import Finding, Outcome, StreamReport
+from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["CollectedStream", "ReceivedEvent", "acollect", "collect", "collect_bytes"]
+
+_UTF8_NAMES = ("utf-8", "utf8")
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedEvent:
+    """One SSE event as the client received it.
+
+    The first five fields are those of ``streamguard.Event``; ``index`` counts events from
+    0 and ``at`` is the ``time.monotonic()`` reading when the chunk that completed the event
+    arrived.
+    """
+
+    event: str
+    data: str
+    id: str | None
+    retry: int | None
+    offset: int
+    index: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CollectedStream:
+    """What arrived on one streamed response, and streamguard's report on it.
+
+    ``texts`` holds the generated text by choice (OpenAI Chat) or candidate (Gemini)
+    index; Anthropic, Responses and plain SSE have one text. ``text`` is the first one.
+    ``deltas`` counts the events that carried text. ``finish_reasons`` are the protocol's
+    own values in arrival order: Chat ``finish_reason``, Anthropic ``stop_reason``, Gemini
+    ``finishReason``, Responses the terminal ``status`` (or the ``incomplete_details``
+    reason). ``terminal`` says whether the protocol's terminal signal arrived;
+    ``body_ended`` whether the body ended cleanly (``error`` says why not).
+    """
+
+    status_code: int | None
+    content_type: str | None
+    body: bytes
+    events: tuple[ReceivedEvent, ...]
+    texts: tuple[str, ...]
+    deltas: int
+    finish_reasons: tuple[str, ...]
+    terminal: bool
+    body_ended: bool
+    error: str | None
+    report: StreamReport
+
+    @property
+    def text(self) -> str:
+        """The joined text of the first choice or candidate ("" when none arrived)."""
+        return self.texts[0] if self.texts else ""
+
+    @property
+    def protocol(self) -> str:
+        return self.report.protocol
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.report.outcome
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self.report.findings
+
+    @property
+    def is_event_stream(self) -> bool:
+        """A 2xx ``text/event-stream`` response (always true for bytes checked offline)."""
+        if self.status_code is None:
+            return True
+        media_type = (self.content_type or "").partition(";")[0].strip().lower()
+        return 200 <= self.status_code < 300 and media_type == "text/event-stream"
+
+
+class _Collector:
+    """Feeds chunks to a monitor and a parser, keeping events with their arrival times."""
+
+    def __init__(
+        self,
+        protocol: str,
+        request: Mapping[str, Any] | None,
+        path: str | None,
+        max_event_bytes: int,
+        started_at: float | None,
+    ) -> None:
+        # One clock reading per chunk, shared by the monitor and the event times.
+        self._now = time.monotonic()
+        self.monitor = StreamMonitor(
+            protocol,
+            request=request,
+            path=path,
+            clock=self._clock,
+            started_at=started_at,
+            max_event_bytes=max_event_bytes,
+        )
+        self._parser = EventParser(max_event_bytes)
+        self._events: list[ReceivedEvent] = []
+        self._body: list[bytes] = []
+        self.status_code: int | None = None
+        self.content_type: str | None = None
+
+    def _clock(self) -> float:
+        return self._now
+
+    def headers(self, status_code: int, headers: Iterable[tuple[str, str]]) -> None:
+        """Apply the middleware's HTTP checks to the response head."""
+        monitor = self.monitor
+        self.status_code = status_code
+        found: list[Finding] = []
+        encoding = None
+        for name, value in headers:
+            name = name.lower()
+            if name == "content-type":
+                self.content_type = value
+                charset = _charset(value)
+                if charset is not None and charset.lower() not in _UTF8_NAMES:
+                    found.append(
+                        rules.BAD_CONTENT_TYPE_CHARSET.finding(
+                            f"Content-Type declares charset={charset!r}; event streams are "
+                            "always UTF-8"
+                        )
+                    )
+            elif name == "content-length":
+                found.append(
+                    rules.CONTENT_LENGTH_ON_STREAM.finding(
+                        f"the event stream was sent with Content-Length: {value!r}"
+                    )
+                )
+            elif name == "content-encoding":
+                encoding = value
+        media_type = (self.content_type or "").partition(";")[0].strip().lower()
+        if not 200 <= status_code < 300 or media_type != "text/event-stream":
+            monitor.stop_inspecting()
+            monitor.notes.append(
+                f"not an event stream (HTTP {status_code}, content-type "
+                f"{self.content_type!r}): the body was not checked"
+            )
+            return
+        monitor.add_findings(found)
+        if encoding is not None and encoding.strip().lower() != "identity":
+            monitor.stop_inspecting(
+                rules.COMPRESSED_STREAM.finding(
+                    f"Content-Encoding: {encoding!r}; the compressed body is passed through "
+                    "uninspected"
+                )
+            )
+
+    def feed(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        at = self._now = time.monotonic()
+        self._body.append(chunk)
+        self.monitor.feed(chunk)
+        index = self._parser.events_dispatched
+        for event in self._parser.feed(chunk):
+            self._events.append(ReceivedEvent(*event, index, at))
+            index += 1
+
+    def finish(self, error: BaseException | None) -> CollectedStream:
+        monitor = self.monitor
+        body = b"".join(self._body)
+        if error is not None:
+            monitor.add_findings(
+                [
+                    rules.RESPONSE_NOT_FINISHED.finding(
+                        f"the connection closed before the body ended, after {len(body)} "
+                        f"byte(s): {type(error).__name__}: {error}",
+                        self._parser.events_dispatched,
+                        len(body),
+                    )
+                ]
+            )
+        self._now = time.monotonic()
+        report = monitor.finish(StreamEnd.BODY_ENDED)
+        if error is not None:
+            report = replace(report, outcome=Outcome.UNCLOSED)
+        texts, deltas, finish_reasons = _extract(report.protocol, self._events)
+        return CollectedStream(
+            status_code=self.status_code,
+            content_type=self.content_type,
+            body=body,
+            events=tuple(self._events),
+            texts=texts,
+            deltas=deltas,
+            finish_reasons=finish_reasons,
+            terminal=monitor.terminal_seen,
+            body_ended=error is None,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+            report=report,
+        )
+
+
+def collect(
+    response: httpx.Response,
+    *,
+    protocol: str = AUTO,
+    request: Mapping[str, Any] | None = None,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    started_at: float | None = None,
+) -> CollectedStream:
+    """Read a sync httpx streaming response to its end and return what arrived.
+
+    Use it inside ``with client.stream(...) as response:``. ``request`` is the JSON request
+    for request-aware checks; by default the body of ``response.request`` is used when it
+    is a JSON object. ``started_at`` (a ``time.monotonic()`` reading) is when the request
+    was sent, for timings; by default, when ``collect`` is called. A transport error while
+    reading (the connection cut, a read timeout) ends the record instead of propagating.
+    For a response of an ``httpx.AsyncClient``, use ``await acollect(response)``.
+    """
+    import httpx
+
+    if not isinstance(response.stream, httpx.SyncByteStream):
+        raise TypeError("collect() needs a sync response; use `await acollect(response)`")
+    collector = _start(response, protocol, request, max_event_bytes, started_at)
+    error: httpx.TransportError | None = None
+    try:
+        for chunk in response.iter_raw():
+            collector.feed(chunk)
+    except httpx.TransportError as exc:
+        error = exc
+    return collector.finish(error)
+
+
+async def acollect(
+    response: httpx.Response,
+    *,
+    protocol: str = AUTO,
+    request: Mapping[str, Any] | None = None,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    started_at: float | None = None,
+) -> CollectedStream:
+    """``collect`` for a response of an ``httpx.AsyncClient`` (``async with client.stream``)."""
+    import httpx
+
+    if not isinstance(response.stream, httpx.AsyncByteStream):
+        raise TypeError("acollect() needs an async response; use collect(response)")
+    collector = _start(response, protocol, request, max_event_bytes, started_at)
+    error: httpx.TransportError | None = None
+    chunks: AsyncIterator[bytes] = response.aiter_raw()
+    try:
+        async for chunk in chunks:
+            collector.feed(chunk)
+    except httpx.TransportError as exc:
+        error = exc
+    return collector.finish(error)
+
+
+def collect_bytes(
+    chunks: bytes | Iterable[bytes],
+    *,
+    protocol: str = AUTO,
+    request: Mapping[str, Any] | None = None,
+    path: str | None = None,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+) -> CollectedStream:
+    """The record for captured body bytes (one ``bytes`` or an iterable of chunks)."""
+    collector = _Collector(protocol, request, path, max_event_bytes, None)
+    for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
+        collector.feed(chunk)
+    return collector.finish(None)
+
+
+def _start(
+    response: httpx.Response,
+    protocol: str,
+    request: Mapping[str, Any] | None,
+    max_event_bytes: int,
+    started_at: float | None,
+) -> _Collector:
+    if request is None:
+        request = _request_json(response)
+    collector = _Collector(
+        protocol, request, response.request.url.path, max_event_bytes, started_at
+    )
+    collector.headers(response.status_code, response.headers.multi_items())
+    return collector
+
+
+def _request_json(response: httpx.Response) -> Mapping[str, Any] | None:
+    """The JSON object the request sent, if its body is one and was not streamed."""
+    import httpx
+
+    try:
+        content = response.request.content
+    except httpx.RequestNotRead:
+        return None
+    if not content:
+        return None
+    try:
+        request = from_json(content)
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) else None
+
+
+def _charset(content_type: str) -> str | None:
+    for parameter in content_type.split(";")[1:]:
+        key, _, value = parameter.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip().strip('"')
+    return None
+
+
+# -- what the events say, per protocol ----------------------------------------------------
+
+
+class _Texts:
+    def __init__(self) -> None:
+        self.parts: dict[int, list[str]] = {}
+        self.deltas = 0
+        self.finish_reasons: list[str] = []
+
+    def add(self, index: Any, text: Any) -> bool:
+        if not isinstance(text, str) or not text:
+            return False
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 1024:
+            index = 0
+        self.parts.setdefault(index, []).append(text)
+        return True
+
+    def finish(self, reason: Any) -> None:
+        if isinstance(reason, str) and reason:
+            self.finish_reasons.append(reason)
+
+    def result(self) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
+        size = max(self.parts, default=-1) + 1
+        texts = tuple("".join(self.parts.get(i, ())) for i in range(size))
+        return texts, self.deltas, tuple(self.finish_reasons)
+
+
+def _extract(
+    protocol: str, events: Iterable[Event | ReceivedEvent]
+) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
+    """Text by choice, the number of events that carried text, and the finish reasons."""
+    out = _Texts()
+    extract = _EXTRACTORS.get(protocol)
+    for event in events:
+        if extract is None:  # plain SSE: the data is the text
+            out.deltas += out.add(0, event.data)
+            continue
+        if not event.data.startswith("{"):
+            continue
+        try:
+            payload = from_json(event.data)
+        except ValueError:
+            continue
+        if isinstance(payload, dict):
+            out.deltas += extract(payload, out)
+    return out.result()
+
+
+def _openai_chat(chunk: dict[str, Any], out: _Texts) -> bool:
+    carried = False
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            carried |= out.add(choice.get("index", 0), delta.get("content"))
+        out.finish(choice.get("finish_reason"))
+    return carried
+
+
+def _openai_responses(event: dict[str, Any], out: _Texts) -> bool:
+    kind = event.get("type")
+    if kind == "response.output_text.delta":
+        return out.add(0, event.get("delta"))
+    if kind in ("response.completed", "response.incomplete", "response.failed"):
+        response = event.get("response")
+        if isinstance(response, dict):
+            details = response.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            out.finish(reason or response.get("status"))
+    return False
+
+
+def _anthropic(event: dict[str, Any], out: _Texts) -> bool:
+    kind = event.get("type")
+    delta = event.get("delta")
+    if not isinstance(delta, dict):
+        return False
+    if kind == "content_block_delta" and delta.get("type") == "text_delta":
+        return out.add(0, delta.get("text"))
+    if kind == "message_delta":
+        out.finish(delta.get("stop_reason"))
+    return False
+
+
+def _gemini(chunk: dict[str, Any], out: _Texts) -> bool:
+    carried = False
+    candidates = chunk.get("candidates")
+    for candidate in candidates if isinstance(candidates, list) else ():
+        if not isinstance(candidate, dict):
+            continue
+        number = candidate.get("index", 0)
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else ():
+            if isinstance(part, dict) and not part.get("thought"):
+                carried |= out.add(number, part.get("text"))
+        out.finish(candidate.get("finishReason"))
+    return carried
+
+
+_EXTRACTORS = {
+    "openai_chat": _openai_chat,
+    "openai_responses": _openai_responses,
+    "anthropic": _anthropic,
+    "gemini": _gemini,
+}

@@ -1,0 +1,503 @@
+"""The streamguard command line: check, probe, rules, demo; output and exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streamguard import RULES
+from streamguard._demo_app import build_app
+from streamguard.cli import main, rules_markdown
+from streamguard.testing import serve
+from tests.stream_apps import FIXTURES, build_fixture_app, fixture_bytes
+
+ROLE = fixture_bytes("openai_chat", "role_repeated")
+CUT = b"data: one\n\ndata: tw"
+DONE = b"data: [DONE]\n\n"
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with done.sse (clean), cut.sse (error) and role.sse (warning)."""
+    (tmp_path / "done.sse").write_bytes(DONE)
+    (tmp_path / "cut.sse").write_bytes(CUT)
+    (tmp_path / "role.sse").write_bytes(ROLE)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- check --------------------------------------------------------------------------------
+
+
+def test_check_clean_file_exits_0(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A clean capture prints its row and a summary and exits 0."""
+    assert run(capsys, "check", "done.sse") == (
+        0,
+        "file      protocol     outcome    events  bytes  findings\n"
+        "--------  -----------  ---------  ------  -----  --------\n"
+        "done.sse  openai_chat  completed  1       14     -\n"
+        "\n"
+        "1 file(s) checked: 0 with findings at error or above\n",
+        "",
+    )
+
+
+def test_check_table_lists_findings_with_frames(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Findings are listed per file with rule, severity, place, message and frame; exit 1."""
+    code, out, err = run(capsys, "check", "done.sse", "cut.sse", "role.sse")
+    assert code == 1
+    assert err == ""
+    assert out == (
+        "file      protocol     outcome    events  bytes  findings\n"
+        "--------  -----------  ---------  ------  -----  ------------------\n"
+        "done.sse  openai_chat  completed  1       14     -\n"
+        "cut.sse   sse          completed  1       19     unterminated_frame\n"
+        "role.sse  openai_chat  completed  4       1080   role_repeated\n"
+        "\n"
+        "Findings:\n"
+        "cut.sse\n"
+        "  - unterminated_frame [error] at event 1, byte 11: 8 byte(s) after the last blank "
+        "line at the end of the body (starting at byte 11); clients discard the unfinished "
+        "event\n"
+        "      frame: data: tw\n"
+        "role.sse\n"
+        "  - role_repeated [warning] at event 1, byte 442: event 1: choice 0 sends delta.role "
+        "again (first at event 0)\n"
+        '      frame: data: {"id":"chatcmpl-CBx3mK9qLw7ZrT2yPdVnE5uHa1sG","object":'
+        '"chat.completion.ch…\n'
+        "\n"
+        "3 file(s) checked: 1 with findings at error or above\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "code"), [("error", 0), ("warning", 1), ("info", 1)]
+)  # fmt: skip
+def test_check_fail_on_sets_the_threshold(
+    files: Path, capsys: pytest.CaptureFixture[str], fail_on: str, code: int
+) -> None:
+    """A warning finding exits 1 only with --fail-on warning or info."""
+    assert run(capsys, "check", "--fail-on", fail_on, "role.sse")[0] == code
+
+
+def test_check_fail_on_info_counts_info_findings(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An info finding (unknown_field) fails only with --fail-on info."""
+    (files / "field.sse").write_bytes(b"foo: bar\ndata: x\n\n")
+    assert run(capsys, "check", "field.sse")[0] == 0
+    assert run(capsys, "check", "--fail-on", "warning", "field.sse")[0] == 0
+    assert run(capsys, "check", "--fail-on", "info", "field.sse")[0] == 1
+
+
+def test_check_json_prints_one_object_per_file(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--format json prints one JSON object per line, one per file, in order."""
+    code, out, err = run(capsys, "check", "--format", "json", "done.sse", "cut.sse")
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert json.loads(lines[0]) == {
+        "file": "done.sse",
+        "protocol": "openai_chat",
+        "protocol_source": "event",
+        "outcome": "completed",
+        "events": 1,
+        "bytes": 14,
+        "inspected": True,
+        "malformed": False,
+        "failed": False,
+        "findings": [],
+        "notes": [],
+    }
+    assert json.loads(lines[1])["findings"] == [
+        {
+            "rule": "unterminated_frame",
+            "severity": "error",
+            "message": "8 byte(s) after the last blank line at the end of the body (starting "
+            "at byte 11); clients discard the unfinished event",
+            "event_index": 1,
+            "byte_offset": 11,
+            "frame": "data: tw",
+        }
+    ]
+    assert json.loads(lines[1])["failed"] is True
+
+
+def test_check_reads_stdin(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-` reads the capture from stdin, labelled <stdin>."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(CUT)))
+    code, out, _ = run(capsys, "check", "--format", "json", "-")
+    assert code == 1
+    assert json.loads(out)["file"] == "<stdin>"
+    assert json.loads(out)["bytes"] == 19
+
+
+def test_check_protocol_forces_the_checker(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--protocol checks the capture as that protocol instead of detecting it."""
+    code, out, _ = run(capsys, "check", "--format", "json", "--protocol", "anthropic", "done.sse")
+    assert code == 1
+    result = json.loads(out)
+    assert (result["protocol"], result["protocol_source"]) == ("anthropic", "configured")
+    assert [f["rule"] for f in result["findings"]] == [
+        "schema_mismatch",
+        "missing_terminal",
+    ]
+
+
+def test_check_request_enables_request_aware_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    """--request passes the JSON request: usage_missing fires only with it."""
+    capture = str(FIXTURES / "openai_chat" / "usage_missing.sse")
+    request = str(FIXTURES / "openai_chat" / "usage_missing.request.json")
+    assert run(capsys, "check", capture)[0] == 0
+    code, out, _ = run(capsys, "check", "--format", "json", "--request", request, capture)
+    assert code == 1
+    assert [f["rule"] for f in json.loads(out)["findings"]] == ["usage_missing"]
+
+
+def test_check_missing_file_exits_2_naming_it(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing file is reported on stderr by name; the others are still checked; exit 2."""
+    code, out, err = run(capsys, "check", "nope.sse", "done.sse")
+    assert code == 2
+    assert err == "streamguard check: error: nope.sse: no such file\n"
+    assert "done.sse  openai_chat  completed" in out
+    assert out.endswith(
+        "1 file(s) checked: 0 with findings at error or above; 1 could not be read\n"
+    )
+
+
+def test_check_directory_exits_2(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A directory is an input error that says so."""
+    (files / "captures").mkdir()
+    code, _, err = run(capsys, "check", "captures")
+    assert code == 2
+    assert err == "streamguard check: error: captures: is a directory, not a captured stream\n"
+
+
+def test_check_unreadable_file_exits_2(
+    files: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unreadable file is an input error that says permission was denied."""
+
+    def denied(self: Path) -> bytes:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    code, _, err = run(capsys, "check", "done.sse")
+    assert code == 2
+    assert err == "streamguard check: error: done.sse: permission denied\n"
+
+
+def test_check_input_error_in_json_is_an_object_too(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --format json an unreadable file still gets its line, with the error."""
+    code, out, _ = run(capsys, "check", "--format", "json", "nope.sse")
+    assert code == 2
+    assert json.loads(out) == {"file": "nope.sse", "error": "nope.sse: no such file"}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{nope", "--request req.json: invalid JSON: Expecting property name enclosed in "
+         "double quotes: line 1 column 2 (char 1)"),
+        (b"[1, 2]", "--request req.json: expected a JSON object, got list"),
+        (None, "--request req.json: no such file"),
+    ],
+)  # fmt: skip
+def test_check_bad_request_file_exits_2(
+    files: Path, capsys: pytest.CaptureFixture[str], content: bytes | None, message: str
+) -> None:
+    """A request file that is missing, not JSON or not an object is a usage error."""
+    if content is not None:
+        (files / "req.json").write_bytes(content)
+    code, out, err = run(capsys, "check", "--request", "req.json", "done.sse")
+    assert (code, out) == (2, "")
+    assert err == f"streamguard check: error: {message}\n"
+
+
+def test_check_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """No file, or an unknown protocol, is an argparse usage error: exit 2."""
+    code, _, err = run(capsys, "check")
+    assert code == 2
+    assert err.endswith("streamguard check: error: the following arguments are required: FILE\n")
+    code, _, err = run(capsys, "check", "--protocol", "grpc", "x.sse")
+    assert code == 2
+    assert "argument --protocol: invalid choice: 'grpc'" in err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_check_shows_progress_on_a_terminal(
+    files: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal, stderr shows a self-erasing 'checking i/n: file' line."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["check", "done.sse", "role.sse"]) == 0
+    assert terminal.getvalue() == (
+        "\r\x1b[Kchecking 0/2: done.sse"
+        "\r\x1b[Kchecking 1/2: role.sse"
+        "\r\x1b[Kchecking 2/2: done"
+        "\r\x1b[K"
+    )
+
+
+def test_check_shows_no_progress_when_piped(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """When stderr is not a terminal, nothing but errors goes to it."""
+    code, _, err = run(capsys, "check", "done.sse", "role.sse")
+    assert (code, err) == (0, "")
+
+
+# -- rules --------------------------------------------------------------------------------
+
+
+def test_rules_table_lists_every_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    """`rules` prints a header and one row per catalog rule, in catalog order."""
+    code, out, _ = run(capsys, "rules")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["rule", "protocols", "severity", "summary"]
+    assert [line.split()[0] for line in lines[2:]] == list(RULES)
+    assert lines[2].split(None, 3) == [
+        "invalid_utf8",
+        "all",
+        "error",
+        "The body is not valid UTF-8; clients see U+FFFD or fail.",
+    ]
+
+
+def test_rules_markdown_has_a_section_per_rule_at_its_anchor(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`rules --format markdown` writes each rule's section under the anchor Rule.anchor names."""
+    code, out, _ = run(capsys, "rules", "--format", "markdown")
+    assert code == 0
+    assert out == rules_markdown()
+    assert out.startswith("# Rules\n")
+    for rule in RULES.values():
+        fragment = rule.anchor.partition("#")[2]
+        assert f'<a id="{fragment}"></a>\n\n## `{rule.name}`\n' in out
+        assert f"| [`{rule.name}`](#{fragment}) |" in out
+    assert (
+        '<a id="role-repeated"></a>\n\n## `role_repeated`\n\n'
+        "**Severity:** warning · **Protocols:** openai_chat\n\n"
+        "delta.role was sent again for a choice; the SDK helper concatenates it.\n"
+    ) in out
+
+
+# -- probe --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[str]:
+    with serve(build_fixture_app(), log_level="critical") as url:
+        yield url
+
+
+def test_probe_clean_stream_exits_0_with_timings(
+    live: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """probe prints status, protocol, counts and timings of a clean stream and exits 0."""
+    code, out, err = run(capsys, "probe", live + "/fixture/openai_chat/clean-text-include-usage")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[2].split(None, 1) == [
+        "url",
+        live + "/fixture/openai_chat/clean-text-include-usage",
+    ]
+    assert lines[3:11] == [
+        "status          200 text/event-stream; charset=utf-8",
+        "protocol        openai_chat (event)",
+        "outcome         completed",
+        "events          13 (9 with text)",
+        "bytes           4103",
+        "finish reasons  stop",
+        "terminal        yes",
+        "body ended      yes",
+    ]
+    assert [line.split()[0:2] for line in lines[11:14]] == [
+        ["first", "byte"],
+        ["first", "event"],
+        ["duration", lines[13].split()[1]],
+    ]
+    assert all(line.endswith(" ms") for line in lines[11:14])
+    assert len(lines) == 14
+
+
+def test_probe_sends_data_as_the_request_for_request_aware_checks(
+    live: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--data is POSTed and, being JSON, enables usage_missing; @file reads the body."""
+    url = live + "/fixture/openai_chat/usage_missing"
+    body = '{"stream_options": {"include_usage": true}}'
+    code, out, _ = run(capsys, "probe", "--format", "json", url, "--data", body)
+    assert code == 1
+    assert [f["rule"] for f in json.loads(out)["findings"]] == ["usage_missing"]
+    (tmp_path / "body.json").write_text(body)
+    code, out, _ = run(capsys, "probe", url, "-d", f"@{tmp_path / 'body.json'}")
+    assert code == 1
+    assert "  - usage_missing [error] at event 4, byte " in out
+    assert run(capsys, "probe", url)[0] == 0
+
+
+def test_probe_json_output(live: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--format json prints one object with the status, timings and report."""
+    code, out, _ = run(
+        capsys, "probe", "--format", "json", live + "/fixture/anthropic/ok_text_end_turn"
+    )
+    assert code == 0
+    result = json.loads(out)
+    assert {key: result[key] for key in ("status", "protocol", "outcome", "events")} == {
+        "status": 200,
+        "protocol": "anthropic",
+        "outcome": "completed",
+        "events": 10,
+    }
+    assert (result["deltas"], result["finish_reasons"], result["terminal"]) == (
+        4,
+        ["end_turn"],
+        True,
+    )
+    assert 0 < result["time_to_first_byte_s"] <= result["time_to_first_event_s"]
+    assert result["time_to_first_event_s"] <= result["duration_s"]
+
+
+def test_probe_headers_are_sent(live: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """-H adds request headers; a malformed one is a usage error."""
+    code, _, _ = run(
+        capsys, "probe", live + "/fixture/anthropic/ok_text_end_turn", "-H", "X-Api-Key: k"
+    )
+    assert code == 0
+    code, _, err = run(capsys, "probe", live, "-H", "no colon")
+    assert code == 2
+    assert "argument -H/--header: expected 'Name: value', got 'no colon'" in err
+
+
+def test_probe_cut_connection_exits_1(live: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A body cut off by the server is reported as response_not_finished; exit 1."""
+    code, out, _ = run(capsys, "probe", live + "/cut")
+    assert code == 1
+    assert "body ended      no (RemoteProtocolError: " in out
+    assert "  - response_not_finished [error] at event 1, byte 15: the connection closed " in out
+
+
+def test_probe_non_event_stream_exits_1(live: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A response that is not an event stream exits 1 and shows the start of its body."""
+    code, out, _ = run(capsys, "probe", live + "/json-error")
+    assert code == 1
+    assert out.endswith(
+        "\nnot an event stream: HTTP 500, content-type 'application/json'; the body starts: "
+        '{"error":{"message":"overloaded"}}\n'
+        "note: not an event stream (HTTP 500, content-type 'application/json'): the body was "
+        "not checked\n"
+    )
+
+
+def test_probe_the_example_app(capsys: pytest.CaptureFixture[str]) -> None:
+    """Probing the demo app: /healthy exits 0, /never-finished exits 1."""
+    with serve(build_app(), log_level="critical") as url:
+        assert run(capsys, "probe", url + "/healthy")[0] == 0
+        code, out, _ = run(capsys, "probe", url + "/never-finished")
+    assert code == 1
+    assert "response_not_finished [error]" in out
+
+
+def test_probe_unreachable_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """A connection failure is an input error naming the URL; exit 2."""
+    with serve(build_fixture_app(), log_level="critical") as url:
+        pass  # the port is free again once the server stopped
+    code, out, err = run(capsys, "probe", url + "/x", "--timeout", "2")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"streamguard probe: error: {url}/x: request failed: ConnectError: ")
+
+
+def test_probe_missing_data_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """--data @file with a missing file is an input error naming it."""
+    code, _, err = run(capsys, "probe", "http://127.0.0.1:9/", "--data", "@missing.json")
+    assert code == 2
+    assert err == "streamguard probe: error: --data missing.json: no such file\n"
+
+
+def test_probe_without_httpx_says_how_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without httpx, probe exits 2 and names the extra to install."""
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    code, _, err = run(capsys, "probe", "http://127.0.0.1:9/")
+    assert code == 2
+    assert err == (
+        "streamguard probe: error: probing needs httpx: pip install 'streamguard[testing]'\n"
+    )
+
+
+# -- demo and the console script -------------------------------------------------------------
+
+
+def test_demo_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """`streamguard demo` serves the demo app and prints every route; exit 0."""
+    code, out, _ = run(capsys, "demo")
+    assert code == 0
+    for path in ("/healthy", "/cut-frame", "/never-finished", "/crash"):
+        assert f"\n{path} " in out
+    assert "unterminated_frame" in out
+
+
+def test_demo_without_uvicorn_says_how_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without uvicorn, demo exits 2 and names the extra to install."""
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    code, _, err = run(capsys, "demo")
+    assert code == 2
+    assert err == (
+        "streamguard demo: error: the demo needs uvicorn: pip install 'streamguard[testing]'\n"
+    )
+
+
+def test_version_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """--version prints the version and exits 0; no command is a usage error."""
+    assert run(capsys, "--version") == (0, "streamguard 0.1.0\n", "")
+    code, _, err = run(capsys)
+    assert code == 2
+    assert "the following arguments are required: COMMAND" in err
+
+
+def test_console_script_runs_check(files: Path) -> None:
+    """The installed `streamguard` script checks a file and exits with the code of main."""
+    script = shutil.which("streamguard", path=str(Path(sys.executable).parent))
+    assert script is not None
+    done = subprocess.run([script, "check", "done.sse"], capture_output=True, text=True)
+    cut = subprocess.run(
+        [script, "check", "--format", "json", "cut.sse"], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.endswith("1 file(s) checked: 0 with findings at error or above\n")
+    assert cut.returncode == 1
+    assert json.loads(cut.stdout)["findings"][0]["rule"] == "unterminated_frame"
