@@ -21,7 +21,7 @@ test: lint
 	$(BIN)/pytest
 
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/streamguard demo
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.parse

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -20,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from streamguard.middleware import StreamGuardMiddleware
 from streamguard.report import StreamReport
 
-__all__ = ["ROUTES", "build_app"]
+__all__ = ["DEMO_TIMERS", "PROTOCOLS", "ROUTES", "build_app"]
 
 #: path -> what the demo expects to see there, for the table and the tests.
 ROUTES = {
@@ -32,7 +34,28 @@ ROUTES = {
     "/gzip": "a compressed stream, passed through uninspected",
     "/never-finished": "the app returns without the final body message",
     "/crash": "the app raises in the middle of the stream",
+    "/v1/chat/completions": "a healthy OpenAI chat stream ending in [DONE]",
+    "/openai/no-done": "an OpenAI chat stream that never sends [DONE]",
+    "/openai/role-repeated": "an OpenAI chat stream repeating the role on every chunk",
+    "/openai/held-open": "[DONE] sent, then the body kept open (a hanging client)",
+    "/openai/buffered": "a long silence, then the whole answer in one send",
+    "/v1/messages": "a healthy Anthropic Messages stream ending in message_stop",
+    "/anthropic/delta-before-start": "an Anthropic text delta before its block started",
 }
+
+#: The protocol of each LLM-shaped route, as a deployment would configure it.
+PROTOCOLS = {
+    "/v1/chat/completions": "openai_chat",
+    "/openai/no-done": "openai_chat",
+    "/openai/role-repeated": "openai_chat",
+    "/openai/held-open": "openai_chat",
+    "/openai/buffered": "openai_chat",
+    "/v1/messages": "anthropic",
+    "/anthropic/delta-before-start": "anthropic",
+}
+
+#: Short liveness timers, so the demo shows them within a second.
+DEMO_TIMERS = {"body_end_grace_s": 0.1, "burst_window_s": 0.02}
 
 
 async def _paced(frames: list[bytes], delay: float = 0.002) -> AsyncIterator[bytes]:
@@ -106,8 +129,117 @@ async def _crash(request: Request) -> Response:
     return StreamingResponse(frames(), media_type="text/event-stream")
 
 
-def build_app(on_report: Callable[[StreamReport], None] | None = None) -> StreamGuardMiddleware:
-    """The demo app with streamguard mounted; ``on_report`` receives every stream's report."""
+def _chat_chunk(delta: str, role: bool = False, finish: str | None = None) -> bytes:
+    choice: dict[str, Any] = {
+        "index": 0,
+        "delta": ({"role": "assistant"} if role else {}) | ({"content": delta} if delta else {}),
+        "logprobs": None,
+        "finish_reason": finish,
+    }
+    chunk = {
+        "id": "chatcmpl-demo",
+        "object": "chat.completion.chunk",
+        "created": 1764460800,
+        "model": "demo-model",
+        "choices": [choice],
+    }
+    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+
+
+_WORDS = ["Streams", " are", " checked", " frame", " by", " frame", "."]
+
+
+def _chat(role_every_chunk: bool = False, done: bool = True, words: int = 7) -> list[bytes]:
+    text = (_WORDS * 4)[:words]
+    frames = [_chat_chunk("", role=True)]
+    frames += [_chat_chunk(word, role=role_every_chunk) for word in text]
+    frames.append(_chat_chunk("", finish="stop"))
+    return [*frames, b"data: [DONE]\n\n"] if done else frames
+
+
+def _anthropic(delta_before_start: bool = False) -> list[bytes]:
+    def event(name: str, payload: dict[str, Any]) -> bytes:
+        body = json.dumps({"type": name, **payload}, separators=(",", ":"))
+        return f"event: {name}\ndata: {body}\n\n".encode()
+
+    message: dict[str, Any] = {
+        "id": "msg_demo",
+        "type": "message",
+        "role": "assistant",
+        "model": "demo-model",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 1},
+    }
+    text_delta = event(
+        "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Hi"}}
+    )
+    frames = [event("message_start", {"message": message})]
+    if delta_before_start:
+        frames.append(text_delta)
+    frames += [
+        event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        event("ping", {}),
+        text_delta,
+        event("content_block_stop", {"index": 0}),
+        event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 2},
+            },
+        ),
+        event("message_stop", {}),
+    ]
+    return frames
+
+
+async def _openai(request: Request) -> Response:
+    return _sse(_chat())
+
+
+async def _openai_no_done(request: Request) -> Response:
+    return _sse(_chat(done=False))
+
+
+async def _openai_role_repeated(request: Request) -> Response:
+    return _sse(_chat(role_every_chunk=True))
+
+
+async def _openai_held_open(request: Request) -> Response:
+    async def frames() -> AsyncIterator[bytes]:
+        for frame in _chat():
+            yield frame
+        await asyncio.sleep(0.4)  # a proxy that keeps the connection after [DONE]
+
+    return StreamingResponse(frames(), media_type="text/event-stream")
+
+
+async def _openai_buffered(request: Request) -> Response:
+    async def frames() -> AsyncIterator[bytes]:
+        await asyncio.sleep(0.5)  # the proxy collects the whole answer first ...
+        yield b"".join(_chat(words=24))  # ... then flushes it in one piece
+
+    return StreamingResponse(frames(), media_type="text/event-stream")
+
+
+async def _anthropic_ok(request: Request) -> Response:
+    return _sse(_anthropic())
+
+
+async def _anthropic_delta_before_start(request: Request) -> Response:
+    return _sse(_anthropic(delta_before_start=True))
+
+
+def build_app(
+    on_report: Callable[[StreamReport], None] | None = None, **options: Any
+) -> StreamGuardMiddleware:
+    """The demo app with streamguard mounted; ``on_report`` receives every stream's report.
+
+    ``options`` go to ``StreamGuardMiddleware`` (by default: the LLM routes configured with
+    their protocols and short liveness timers).
+    """
     app = Starlette(
         routes=[
             Route("/healthy", _healthy),
@@ -118,6 +250,15 @@ def build_app(on_report: Callable[[StreamReport], None] | None = None) -> Stream
             Route("/gzip", _gzipped),
             Route("/never-finished", _never_finished),
             Route("/crash", _crash),
+            Route("/v1/chat/completions", _openai),
+            Route("/openai/no-done", _openai_no_done),
+            Route("/openai/role-repeated", _openai_role_repeated),
+            Route("/openai/held-open", _openai_held_open),
+            Route("/openai/buffered", _openai_buffered),
+            Route("/v1/messages", _anthropic_ok),
+            Route("/anthropic/delta-before-start", _anthropic_delta_before_start),
         ]
     )
-    return StreamGuardMiddleware(app, on_report=on_report)
+    options.setdefault("routes", PROTOCOLS)
+    options.setdefault("timers", DEMO_TIMERS)
+    return StreamGuardMiddleware(app, on_report=on_report, **options)

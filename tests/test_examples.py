@@ -26,6 +26,13 @@ EXPECTED = {
     "/gzip": ({Outcome.COMPLETED}, ["compressed_stream"]),
     "/never-finished": ({Outcome.UNCLOSED}, ["response_not_finished"]),
     "/crash": ({Outcome.APP_ERROR}, []),
+    "/v1/chat/completions": ({Outcome.COMPLETED}, []),
+    "/openai/no-done": ({Outcome.UNCLOSED}, ["missing_terminal"]),
+    "/openai/role-repeated": ({Outcome.COMPLETED}, ["role_repeated"] * 7),
+    "/openai/held-open": ({Outcome.COMPLETED}, ["body_not_ended"]),
+    "/openai/buffered": ({Outcome.COMPLETED}, ["buffered_flush"]),
+    "/v1/messages": ({Outcome.COMPLETED}, []),
+    "/anthropic/delta-before-start": ({Outcome.COMPLETED}, ["block_not_started"]),
 }
 
 
@@ -66,10 +73,19 @@ def test_example_route_report(path: str, example_reports: dict[str, StreamReport
 
 
 def test_demo_runs_and_prints_every_route(capsys: pytest.CaptureFixture[str]) -> None:
-    """The demo exits 0 and its table names every route and finding."""
+    """The demo exits 0 and shows every route, the tallies, log events and metric lines."""
     assert demo.main() == 0
     out = capsys.readouterr().out
     for path, (_, rules) in EXPECTED.items():
         assert path in out
         for rule in rules:
             assert rule in out
+    assert "Streams by outcome:" in out
+    assert "Violations by rule:" in out
+    assert "] stream_violation " in out
+    assert "] stream_unclosed " in out
+    assert (
+        'streamguard_violations_total{protocol="openai_chat",route="/openai/no-done",'
+        'rule="missing_terminal"} 1.0'
+    ) in out
+    assert 'route="/healthy"' not in out  # only the broken routes' series are shown
