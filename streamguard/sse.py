@@ -131,7 +131,7 @@ class EventParser:
                     return []
 
         if (
-            data[-2:] == b"\n\n"
+            data[-1:] == b"\n"
             and self._event_start is None
             and not self._partial
             and len(data) <= self.max_event_bytes
@@ -240,24 +240,35 @@ class EventParser:
     def _single_event(self, data: bytes) -> Event | None:
         """The fast path for a chunk that is exactly one fresh event, as most servers send.
 
-        Handles ``data: …`` and ``event: …`` + ``data: …`` with LF endings; returns
+        Handles ``data: …`` and ``event: …`` + ``data: …`` with LF or CRLF endings; returns
         ``None`` (having changed nothing) for anything else, which the general path takes.
         """
-        if b"\r" in data:
+        if data[-2:] == b"\n\n":
+            newline = b"\n"
+            if b"\r" in data:
+                return None
+        elif data[-4:] == b"\r\n\r\n":
+            newline = b"\r\n"
+            # CRLF only: as many CRs as LFs, and (checked below) only where lines end.
+            if data.count(b"\r") != data.count(b"\n"):
+                return None
+        else:
             return None
-        end = len(data) - 2
-        line_end = data.find(b"\n")
+        step = len(newline)
+        end = len(data) - 2 * step
+        line_end = data.find(newline)
         if line_end == end:
-            if data[:5] != b"data:":
+            if data[:5] != b"data:" or data.count(b"\n") != 2:
                 return None
             value = data[6:end] if data[5:6] == b" " else data[5:end]
             event_type = "message"
         else:
-            data_at = line_end + 1
+            data_at = line_end + step
             if (
                 data[:6] != b"event:"
                 or data[data_at : data_at + 5] != b"data:"
-                or data.find(b"\n", data_at) != end
+                or data.find(newline, data_at) != end
+                or data.count(b"\n") != 3
             ):
                 return None
             value_at = data_at + (6 if data[data_at + 5 : data_at + 6] == b" " else 5)
