@@ -28,6 +28,8 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.check_openai
 	$(BIN)/python -m benchmarks.check_anthropic
 	$(BIN)/python -m benchmarks.timers
+	$(BIN)/python -m benchmarks.memory
+	$(BIN)/python -m benchmarks.e2e
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -9,16 +9,24 @@ range, a non-object) or JSON of the wrong shape (``schema_mismatch``), and where
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from streamguard import rules
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["field_path", "preview", "validation_finding"]
+__all__ = ["field_path", "parse_json", "preview", "validation_finding"]
 
 _PREVIEW = 60
+
+#: Parse one payload. Only object keys go to pydantic-core's process-wide string cache:
+#: keys repeat on every frame, while values (the model's text) would fill the cache with
+#: content, and are no faster to parse from it.
+parse_json: partial[Any] = partial(from_json, cache_strings="keys")
 
 
 def field_path(loc: Sequence[int | str]) -> str:

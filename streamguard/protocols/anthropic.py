@@ -44,10 +44,9 @@ import enum
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic_core import from_json
-
 from streamguard import rules
 from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols._payload import parse_json
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -168,7 +167,7 @@ class AnthropicChecker(Checker):
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         try:
-            payload = from_json(event.data)
+            payload = parse_json(event.data)
         except ValueError as exc:
             return self._unparsable(event, index, str(exc))
         if type(payload) is not dict:

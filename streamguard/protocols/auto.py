@@ -35,9 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic_core import from_json
-
 from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols._payload import parse_json
 from streamguard.protocols.sse import PlainSSEChecker
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -91,7 +90,7 @@ def protocol_for_event(event: Event) -> str | None:
     if not data.startswith("{"):
         return None
     try:
-        payload = from_json(data)
+        payload = parse_json(data)
     except ValueError:
         return None
     if type(payload) is not dict:

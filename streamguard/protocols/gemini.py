@@ -50,10 +50,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_core import from_json
-
 from streamguard import rules
 from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols._payload import parse_json
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -176,7 +175,7 @@ class GeminiChecker(Checker):
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         try:
-            chunk = from_json(event.data)
+            chunk = parse_json(event.data)
         except ValueError as exc:
             return (
                 rules.INVALID_JSON.finding(

@@ -39,13 +39,12 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any, Literal, NotRequired
 
-import pydantic_core
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from streamguard import rules
 from streamguard.protocols._base import NO_FINDINGS, Checker
-from streamguard.protocols._payload import preview, validation_finding
+from streamguard.protocols._payload import parse_json, preview, validation_finding
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -135,7 +134,7 @@ class _Chunk(TypedDict):
     error: NotRequired[Any]  # OpenRouter: a truthy error on an otherwise normal chunk
 
 
-_from_json = pydantic_core.from_json
+_from_json = parse_json
 _STR_OR_NONE = frozenset({str, type(None)})
 #: The full shape check, run on the already-parsed chunk (no second parse) whenever the
 #: fast check below does not vouch for it; it names the field path of the first problem.
@@ -668,7 +667,7 @@ class OpenAIChatChecker(Checker):
                 continue
             text = "".join(call.arguments)
             try:
-                pydantic_core.from_json(text)
+                parse_json(text)
             except ValueError as error:
                 what = (
                     "function_call" if call is state.legacy_function else f"tool call {call.index}"

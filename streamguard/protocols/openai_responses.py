@@ -87,7 +87,7 @@ for _family, (_index, _final) in _TEXT_FAMILIES.items():
     _REQUIRED[f"{_family}.delta"] = (*_ITEM_FIELDS, *_part, "delta")
     _REQUIRED[f"{_family}.done"] = (*_ITEM_FIELDS, *_part, _final)
 
-_STRICT = ConfigDict(strict=True)
+_STRICT = ConfigDict(strict=True, cache_strings="keys")
 
 
 class _Response(TypedDict, total=False):
