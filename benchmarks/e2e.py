@@ -10,6 +10,7 @@ watched. Run: ``python -m benchmarks.e2e``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -91,6 +92,77 @@ def measure(middleware: str, requests: int, path: str) -> float:
         server.wait(timeout=20)
 
 
+async def _read_all(port: int, path: str) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode())
+    received = 0
+    while chunk := await reader.read(1 << 16):
+        received += len(chunk)
+    writer.close()
+    return received
+
+
+def measure_scale(middleware: str, streams: int) -> tuple[float, float, str]:
+    """Server CPU for ``streams`` concurrent paced streams; the wall time; /metrics text."""
+    port = free_port()
+    env = {**os.environ, "STREAMGUARD_BENCH_MIDDLEWARE": middleware, "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "benchmarks.e2e_app:served",
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--log-level",
+            "warning",
+            "--no-access-log",
+            "--backlog",
+            str(streams * 2),
+        ],
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                fetch(port, "/json")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+        async def run() -> None:
+            sizes = await asyncio.gather(*(_read_all(port, "/paced") for _ in range(streams)))
+            assert min(sizes) > 0
+
+        before = cpu_seconds(server.pid)
+        started = time.monotonic()
+        asyncio.run(run())
+        wall = time.monotonic() - started
+        used = cpu_seconds(server.pid) - before
+        metrics = ""
+        if middleware == "streamguard":
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
+                parts = []
+                while chunk := sock.recv(1 << 16):
+                    parts.append(chunk)
+                metrics = b"".join(parts).decode(errors="replace")
+        return used, wall, metrics
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+
+
 def main() -> int:
     frames = 2000
     stream_requests = int(os.environ.get("STREAMGUARD_BENCH_REQUESTS", "40"))
@@ -113,7 +185,26 @@ def main() -> int:
             }
         )
     print_table(rows)
-    path = write_results("e2e", rows)
+
+    streams = int(os.environ.get("STREAMGUARD_BENCH_STREAMS", "1000"))
+    none_cpu, none_wall, _ = measure_scale("none", streams)
+    guarded_cpu, guarded_wall, metrics = measure_scale("streamguard", streams)
+    labels = 'protocol="openai_chat",route="/paced"'
+    completed = f'streamguard_streams_total{{outcome="completed",{labels}}} {float(streams)}'
+    in_progress = f"streamguard_streams_in_progress{{{labels}}} 0.0"
+    scale = {
+        "streams": streams,
+        "events_per_stream": 100,
+        "server_cpu_s_none": none_cpu,
+        "server_cpu_s_streamguard": guarded_cpu,
+        "streamguard_share_of_cpu": (guarded_cpu - none_cpu) / guarded_cpu,
+        "wall_s_none": none_wall,
+        "wall_s_streamguard": guarded_wall,
+        "all_completed_and_gauge_zero": completed in metrics and in_progress in metrics,
+    }
+    print()
+    print_table([scale])
+    path = write_results("e2e", [*rows, scale])
     print(f"\nbudget: streamguard stream_vs_none <= 1.5; results in {path}")
     return 0
 

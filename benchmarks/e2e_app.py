@@ -7,6 +7,7 @@ configuration: metrics and logs on).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from streamguard import StreamGuardMiddleware
+from streamguard.metrics import metrics_app
 
 FRAMES = int(os.environ.get("STREAMGUARD_BENCH_FRAMES", "2000"))
 
@@ -51,8 +53,22 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
+PACED_EVENTS = int(os.environ.get("STREAMGUARD_BENCH_PACED_EVENTS", "100"))
+PACED_INTERVAL = 1 / 50  # 50 events/s, a realistic token rate
+
+
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] != "http":
+        return
+    if scope["path"] == "/metrics":
+        await metrics_app()(scope, receive, send)
+        return
+    if scope["path"] == "/paced":
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        for frame in STREAM[: PACED_EVENTS - 2] + STREAM[-2:]:
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+            await asyncio.sleep(PACED_INTERVAL)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
         return
     if scope["path"] == "/json":
         await send({"type": "http.response.start", "status": 200, "headers": _JSON_HEADERS})
@@ -87,7 +103,7 @@ structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
 _choice = os.environ.get("STREAMGUARD_BENCH_MIDDLEWARE", "none")
 served: ASGIApp
 if _choice == "streamguard":
-    served = StreamGuardMiddleware(app, routes={"/stream": "openai_chat"})
+    served = StreamGuardMiddleware(app, routes={"/stream": "openai_chat", "/paced": "openai_chat"})
 elif _choice == "noop":
     served = NoopMiddleware(app)
 else:
