@@ -84,15 +84,9 @@ class StreamGuardMiddleware:
         self.internal_errors = 0
         self._limiter = ViolationLimiter(config.logs.violations_per_minute, clock)
         timers = config.timers
-        self.liveness: LivenessLimits | None = None
-        if timers.enabled:
-            self.liveness = LivenessLimits(
-                body_end_grace_s=timers.body_end_grace_s,
-                idle_limit_s=timers.idle_limit_s,
-                burst_window_s=timers.burst_window_s,
-                burst_first_event_ratio=timers.burst_first_event_ratio,
-                burst_min_events=timers.burst_min_events,
-            )
+        self.liveness = (
+            LivenessLimits(**timers.model_dump(exclude={"enabled"})) if timers.enabled else None
+        )
         #: How often open streams are polled: often enough to report within a quarter of
         #: the shortest timer, never busier than 200 times a second.
         self.poll_interval = min(

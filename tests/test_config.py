@@ -83,3 +83,14 @@ def test_config_is_immutable() -> None:
     config = StreamGuardConfig()
     with pytest.raises(ValidationError, match="frozen"):
         config.sample_rate = 0.5  # type: ignore[misc]
+
+
+def test_timer_fields_match_the_liveness_limits() -> None:
+    """Every timer setting reaches the liveness detectors under the same name."""
+    from dataclasses import fields
+
+    from streamguard.config import TimerConfig
+    from streamguard.liveness import LivenessLimits
+
+    assert set(TimerConfig.model_fields) - {"enabled"} == {f.name for f in fields(LivenessLimits)}
+    assert LivenessLimits() == LivenessLimits(**TimerConfig().model_dump(exclude={"enabled"}))
