@@ -185,7 +185,7 @@ class StreamMonitor:
         if outcome is None and self._inspecting:
             self._findings.extend(parser.close())
             if parser.inspecting:  # close() can still find the last event too large
-                self._findings.extend(checker.on_end(True, events, offset))
+                self._findings.extend(checker.on_end(events, offset))
             else:
                 self._inspecting = False
         if self._liveness is not None and self.internal_error is None:
@@ -231,7 +231,7 @@ class StreamMonitor:
 
 
 def check_stream(
-    chunks: Iterable[bytes],
+    chunks: Iterable[bytes] | bytes,
     *,
     protocol: str = AUTO,
     request: Mapping[str, Any] | None = None,

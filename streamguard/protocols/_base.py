@@ -73,14 +73,12 @@ class Checker:
             ),
         )
 
-    def on_end(self, complete: bool, events: int, offset: int) -> Sequence[Finding]:
-        """The stream ended; ``complete`` is true when the app finished sending.
+    def on_end(self, events: int, offset: int) -> Sequence[Finding]:
+        """The app finished sending: run the end-of-stream rules.
 
-        When the client left, the app failed or the task was cancelled, the missing end
-        is explained by the outcome, so no end-of-stream rule applies.
+        The monitor does not call this when the client left, the app failed or the task
+        was cancelled: the missing end is then explained by the outcome.
         """
-        if not complete:
-            return NO_FINDINGS
         return self.check_end(events, offset)
 
     def check_end(self, events: int, offset: int) -> Sequence[Finding]:

@@ -185,15 +185,15 @@ class AutoChecker(Checker):
     def is_terminal(self, event: Event) -> bool:
         return self._delegate is not None and self._delegate.is_terminal(event)
 
-    def on_end(self, complete: bool, events: int, offset: int) -> Sequence[Finding]:
+    def on_end(self, events: int, offset: int) -> Sequence[Finding]:
         replayed = NO_FINDINGS
         if self._delegate is None:
             replayed = self._decide(PlainSSEChecker.name, "default")
         assert self._delegate is not None
-        return (*replayed, *self._delegate.on_end(complete, events, offset))
+        return (*replayed, *self._delegate.on_end(events, offset))
 
     def check_end(self, events: int, offset: int) -> Sequence[Finding]:
-        return self.on_end(True, events, offset)
+        return self.on_end(events, offset)
 
     # -- the decision ---------------------------------------------------------------------
 
