@@ -17,6 +17,7 @@ Three detectors share the bookkeeping:
     No body byte for longer than ``idle_limit_s``: keepalive comments count, since they
     keep proxies alive. Reported once per stall while open (new bytes end the stall); at
     the end, one finding if the longest gap exceeded the limit and no poll reported it.
+    Silence after the terminal signal is not a stall: nothing more is owed by then.
 
 ``buffered_flush``
     The stream did not arrive incrementally: with at least ``burst_min_events`` events,
@@ -86,7 +87,7 @@ class Liveness:
 
     def on_bytes(self, now: float) -> None:
         gap = now - self._last_activity
-        if gap > self.max_byte_gap:
+        if gap > self.max_byte_gap and self.terminal_at is None:
             self.max_byte_gap = gap
         self._last_activity = now
         self._stalled = False
@@ -126,7 +127,9 @@ class Liveness:
                 )
             )
         idle = now - self._last_activity
-        if not self._stalled and idle > limits.idle_limit_s:
+        # After the terminal signal nothing more is owed: a quiet open body is
+        # body_not_ended's to report, not a stall.
+        if not self._stalled and terminal_at is None and idle > limits.idle_limit_s:
             self._stalled = True
             self._stalls_reported += 1
             found.append(

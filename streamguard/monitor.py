@@ -133,6 +133,7 @@ class StreamMonitor:
             return ()
         events = parser.feed(data)
         new: list[Finding] = parser.drain_findings() if parser.findings else []
+        from_parser = len(new)
         if not parser.inspecting:
             self._inspecting = False
         if events:
@@ -151,6 +152,10 @@ class StreamMonitor:
                 index += 1
             if liveness is not None and checker.terminal_index is not None:
                 liveness.on_terminal(now)
+            if from_parser and len(new) > from_parser:
+                # One chunk can finish event N and hold a framing problem of event N+1;
+                # in event order, the findings are the same however the bytes were cut.
+                new.sort(key=_event_order)
         if new:
             self._findings.extend(new)
         return new
@@ -228,6 +233,10 @@ class StreamMonitor:
             max_event_gap=self._liveness.max_event_gap if self._liveness is not None else None,
         )
         return self.report
+
+
+def _event_order(finding: Finding) -> int:
+    return -1 if finding.event_index is None else finding.event_index
 
 
 def check_stream(

@@ -10,7 +10,8 @@ same events, findings and offsets however they are cut.
 
 The parser works on bytes and holds only what it must:
 
-* ``_partial`` — pieces of the current unfinished *line* (no line ending in them yet);
+* ``_partial`` — the current unfinished *line* (no line ending in it yet), in one
+  ``bytearray``, so a line sent a few bytes at a time costs its length and no more;
 * the fields of the current unfinished *event*: its ``data`` lines, its type;
 * ``_last_id`` and ``_retry``, which persist across events as the spec says.
 
@@ -83,8 +84,7 @@ class EventParser:
         self.max_event_bytes = max_event_bytes
         #: Absolute offset of the first byte not yet consumed as part of a whole line.
         self._offset = 0
-        self._partial: list[bytes] = []
-        self._partial_size = 0
+        self._partial = bytearray()
         self._skip_lf = False
         self._bom_window: bytes | None = b""  # None once the BOM question is settled
         # The event being built.
@@ -149,9 +149,8 @@ class EventParser:
             return []
 
         if self._partial:
-            head = b"".join(self._partial)
+            head = bytes(self._partial)
             self._partial.clear()
-            self._partial_size = 0
         else:
             head = b""
         if last_end == len(data) - 1:  # the usual case: the chunk ends on a line ending
@@ -180,10 +179,10 @@ class EventParser:
                 # Fewer than three bytes in the whole body, all of them a BOM prefix.
                 self._hold(self._bom_window)
                 self._bom_window = None
-        if self.inspecting and (self._event_start is not None or self._partial_size):
+        if self.inspecting and (self._event_start is not None or self._partial):
             start = self._event_start if self._event_start is not None else self._offset
-            pending = self._offset + self._partial_size - start
-            if self._data or b"".join(self._partial).startswith(b"data"):
+            pending = self._offset + len(self._partial) - start
+            if self._data or self._partial.startswith(b"data"):
                 what = "clients discard the unfinished event"
             else:
                 what = "it holds no data, but the frame is cut"
@@ -197,7 +196,6 @@ class EventParser:
             )
             self._event_start = None
             self._partial.clear()
-            self._partial_size = 0
             self._data.clear()
         return self.drain_findings()
 
@@ -217,10 +215,9 @@ class EventParser:
 
     def _hold(self, fragment: bytes) -> None:
         """Keep part of an unfinished line, unless the event grows past the limit."""
-        self._partial.append(fragment)
-        self._partial_size += len(fragment)
+        self._partial += fragment
         start = self._event_start if self._event_start is not None else self._offset
-        if self._offset + self._partial_size - start > self.max_event_bytes:
+        if self._offset + len(self._partial) - start > self.max_event_bytes:
             self._too_large(start)
 
     def _too_large(self, start: int) -> None:
@@ -234,7 +231,6 @@ class EventParser:
         )
         self.inspecting = False
         self._partial.clear()
-        self._partial_size = 0
         self._data.clear()
 
     def _single_event(self, data: bytes) -> Event | None:

@@ -325,3 +325,14 @@ def test_one_sweeper_for_many_streams() -> None:
 
     asyncio.run(main())
     assert counts == [1, 0]
+
+
+def test_silence_after_the_terminal_is_not_a_stall(done_protocol: str) -> None:
+    """A body held open past the idle limit after the terminal is body_not_ended only."""
+    monitor, clock = timed_monitor(done_protocol)
+    feed_at(monitor, clock, 0.1, b"data: END\n\n")
+    assert [f.rule for f in monitor.poll(6.0)] == ["body_not_ended"]
+    assert monitor.poll(200.0) == []
+    feed_at(monitor, clock, 250.0, b": late keepalive\n\n")
+    clock.now = 251.0
+    assert monitor.finish(StreamEnd.BODY_ENDED).rules() == ["body_not_ended"]

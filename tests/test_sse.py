@@ -258,7 +258,7 @@ def test_long_line_without_ending_is_bounded() -> None:
     for _ in range(10_000):
         parser.feed(b"x" * 7)
     assert [f.rule for f in parser.drain_findings()] == ["event_too_large"]
-    assert parser._partial == []
+    assert not parser._partial
 
 
 def test_unknown_fields_are_reported_once_each() -> None:

@@ -21,8 +21,6 @@ from streamguard.sse import Event
 
 __all__ = ["field_path", "parse_json", "preview", "validation_finding"]
 
-_PREVIEW = 60
-
 #: Parse one payload. Only object keys go to pydantic-core's process-wide string cache:
 #: keys repeat on every frame, while values (the model's text) would fill the cache with
 #: content, and are no faster to parse from it.
@@ -38,8 +36,12 @@ def field_path(loc: Sequence[int | str]) -> str:
 
 
 def preview(data: str) -> str:
-    """The start of a payload, safe to put in a message."""
-    return repr(data[:_PREVIEW]) + ("…" if len(data) > _PREVIEW else "")
+    """What a message may say about a payload: its size, never its content.
+
+    Findings reach logs and the CLI by default, and payloads carry the model's text and the
+    user's data; the opt-in ``excerpt`` on a finding is the only place content goes.
+    """
+    return f"{len(data)} characters"
 
 
 def validation_finding(error: ValidationError, event: Event, index: int) -> Finding:

@@ -46,7 +46,7 @@ from typing import Any
 
 from streamguard import rules
 from streamguard.protocols._base import NO_FINDINGS, Checker
-from streamguard.protocols._payload import parse_json
+from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -97,7 +97,6 @@ _BLOCK_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
 #: Beyond this many simultaneously open blocks (already a ``block_overlap``), the oldest
 #: is forgotten, so a hostile stream cannot make the checker's memory grow.
 _MAX_OPEN_BLOCKS = 64
-_PREVIEW = 60
 #: Distinct unknown event names reported per stream.
 _MAX_UNKNOWN_REPORTED = 8
 
@@ -509,7 +508,7 @@ class AnthropicChecker(Checker):
         return (
             rules.INVALID_JSON.finding(
                 f"event {index} ({event.event!r}): data is not JSON ({error}): "
-                f"{_preview(event.data)}",
+                f"{preview(event.data)}",
                 index,
                 event.offset,
             ),
@@ -581,10 +580,6 @@ class AnthropicChecker(Checker):
             index,
             event.offset,
         )
-
-
-def _preview(data: str) -> str:
-    return repr(data[:_PREVIEW]) + ("..." if len(data) > _PREVIEW else "")
 
 
 def _known_block(block_type: str) -> bool:

@@ -52,7 +52,7 @@ from typing import Any
 
 from streamguard import rules
 from streamguard.protocols._base import NO_FINDINGS, Checker
-from streamguard.protocols._payload import parse_json
+from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -73,7 +73,6 @@ _USAGE_COUNTERS = (
 _NON_CONTENT_PART_KEYS = frozenset({"thought", "thoughtSignature"})
 #: Candidate indices tracked per stream (the API allows at most 8 candidates).
 _MAX_CANDIDATES = 64
-_PREVIEW = 60
 
 
 class _Candidate:
@@ -179,7 +178,7 @@ class GeminiChecker(Checker):
         except ValueError as exc:
             return (
                 rules.INVALID_JSON.finding(
-                    f"event {index}: data is not JSON ({exc}): {_preview(event.data)}",
+                    f"event {index}: data is not JSON ({exc}): {preview(event.data)}",
                     index,
                     event.offset,
                 ),
@@ -305,7 +304,7 @@ class GeminiChecker(Checker):
             return (
                 rules.SCHEMA_MISMATCH.finding(
                     f"event {index}: error is not an object with a string message "
-                    f"({_preview(event.data)})",
+                    f"({preview(event.data)})",
                     index,
                     event.offset,
                 ),
@@ -364,7 +363,3 @@ class GeminiChecker(Checker):
             index,
             offset,
         )
-
-
-def _preview(data: str) -> str:
-    return repr(data[:_PREVIEW]) + ("..." if len(data) > _PREVIEW else "")

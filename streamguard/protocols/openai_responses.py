@@ -553,8 +553,8 @@ class OpenAIResponsesChecker(Checker):
             if joined != text:
                 found.append(
                     rules.DONE_TEXT_MISMATCH.finding(
-                        f"{where}: {final} {preview(text)} differs from its joined deltas "
-                        f"{preview(joined)}",
+                        f"{where}: {final} ({preview(text)}) differs from its joined "
+                        f"deltas ({preview(joined)})",
                         index,
                         event.offset,
                     )
