@@ -1,14 +1,76 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test modules, and the session-wide privacy audit of the logs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
+from typing import Any
 
 import pytest
+import structlog
+from structlog.testing import LogCapture
 
 from streamguard.protocols import CHECKERS
 
 from .toy_protocol import DoneChecker
+
+#: Every canary a test plants in requests or streams contains this marker; no structlog
+#: event of the whole run may carry it (see ``pytest_sessionfinish``).
+CANARY_MARKER = "SGCANARY"
+
+
+class _LogAudit:
+    """Sees every structlog event of the session, those of ``capture_logs`` included."""
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.test = "<outside any test>"
+        self.known_bug = False
+        #: (test node id, known bug?, the event) for each event that carried the marker.
+        self.leaks: list[tuple[str, bool, str]] = []
+
+    def __call__(
+        self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        self.events += 1
+        text = repr(event_dict)
+        if CANARY_MARKER in text:
+            self.leaks.append((self.test, self.known_bug, text[:300]))
+        return event_dict
+
+
+LOG_AUDIT = _LogAudit()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # First of the configured processors (the list object is shared with bound loggers and
+    # kept by capture_logs), and inside LogCapture, which capture_logs puts in their place.
+    structlog.get_config()["processors"].insert(0, LOG_AUDIT)
+    original = LogCapture.__call__
+
+    def audited(self: LogCapture, logger: Any, method_name: str, event_dict: Any) -> Any:
+        LOG_AUDIT(logger, method_name, event_dict)
+        return original(self, logger, method_name, event_dict)
+
+    LogCapture.__call__ = audited  # type: ignore[method-assign]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    LOG_AUDIT.test = item.nodeid
+    LOG_AUDIT.known_bug = item.get_closest_marker("xfail") is not None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any log event of any test carried a canary (xfail tests excepted)."""
+    if not LOG_AUDIT.leaks:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    unexpected = [leak for leak in LOG_AUDIT.leaks if not leak[1]]
+    for test, known, text in LOG_AUDIT.leaks:
+        if reporter is not None:
+            label = "known bug (xfail)" if known else "PRIVACY LEAK"
+            reporter.write_line(f"{label}: a log event of {test} carries a canary: {text}")
+    if unexpected:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -1,0 +1,55 @@
+"""Fuzz target: the SSE parser never raises, and its events do not depend on the cutting.
+
+Input: 4 control bytes (event size limit, a chunk size, a split point), then the body.
+The body is parsed whole, split in two at the fuzz-chosen point, and in fixed-size chunks;
+events, findings and byte counts must agree, and every finding must name a catalog rule.
+Run: ``python fuzz/fuzz_parser.py`` (``FUZZ_SECONDS``, or any libFuzzer option).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from _runner import main  # the script directory is on sys.path
+
+try:
+    import atheris
+except ImportError:
+    atheris = None
+
+with atheris.instrument_imports(include=["streamguard"]) if atheris else contextlib.nullcontext():
+    from streamguard.rules import RULES
+    from streamguard.sse import EventParser
+
+LIMITS = (1 << 20, 4096, 64, 7)
+
+
+def parse(chunks: list[bytes], limit: int) -> tuple[object, ...]:
+    parser = EventParser(max_event_bytes=limit)
+    events, findings = [], []
+    for chunk in chunks:
+        events.extend(parser.feed(chunk))
+        findings.extend(parser.drain_findings())
+    findings.extend(parser.close())
+    return tuple(events), tuple(findings), parser.events_dispatched, parser.bytes_seen
+
+
+def test_one_input(data: bytes) -> None:
+    if len(data) < 4:
+        return
+    limit = LIMITS[data[0] % len(LIMITS)]
+    step = data[1] % 16 + 1
+    body = data[4:]
+    split = int.from_bytes(data[2:4], "little") % (len(body) + 1)
+    whole = parse([body], limit)
+    for finding in whole[1]:
+        assert finding.rule in RULES, finding
+        assert finding.severity is RULES[finding.rule].severity, finding
+    two = parse([body[:split], body[split:]], limit)
+    assert two == whole, (split, two, whole)
+    stepped = parse([body[i : i + step] for i in range(0, len(body), step)], limit)
+    assert stepped == whole, (step, stepped, whole)
+
+
+if __name__ == "__main__":
+    main(test_one_input, "fuzz_parser")

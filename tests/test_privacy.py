@@ -1,0 +1,260 @@
+"""Privacy: with the default configuration no log line and no metric carries request or stream data.
+
+Canaries (all containing ``conftest.CANARY_MARKER``) are planted in the request body, the
+headers, the query string, the path, an API key header and, per protocol, in message
+content, tool arguments and in-band error messages. Each test checks its own log lines and
+metric samples; ``conftest.pytest_sessionfinish`` also fails the whole run if any log
+event of any test carries the marker.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from structlog.testing import capture_logs
+
+from streamguard import StreamGuardMiddleware, StreamReport
+
+from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+from .conftest import CANARY_MARKER
+
+CANARY = f"{CANARY_MARKER}-5e1f"
+CONTENT = f"{CANARY_MARKER}-content"
+ARGUMENTS = json.dumps({"secret": f"{CANARY_MARKER}-arguments"})
+ERROR = f"{CANARY_MARKER}-error-message"
+
+PATHS = {
+    "openai_chat": f"/t/{CANARY}/v1/chat/completions",
+    "openai_responses": f"/t/{CANARY}/v1/responses",
+    "anthropic": f"/t/{CANARY}/v1/messages",
+    "gemini": f"/t/{CANARY}/v1beta/models/g:streamGenerateContent",
+}
+
+
+def sse(data: Any, name: str | None = None) -> bytes:
+    text = data if isinstance(data, str) else json.dumps(data)
+    return (f"event: {name}\n" if name else "").encode() + f"data: {text}\n\n".encode()
+
+
+def _chat(i: int = 0, **delta: Any) -> dict[str, Any]:
+    reason = delta.pop("finish_reason", None)
+    choice = {"index": i, "delta": delta, "finish_reason": reason}
+    return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [choice]}  # fmt: skip
+
+
+def openai_chat(ending: str) -> list[bytes]:
+    call = {"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "f", "arguments": ARGUMENTS}}  # fmt: skip
+    frames = [
+        sse(_chat(role="assistant", content="")),
+        sse(_chat(content=CONTENT)),
+        sse(_chat(tool_calls=[call])),
+    ]
+    if ending == "error":
+        return [*frames, sse({"error": {"message": ERROR, "type": "server_error"}})]
+    frames.append(sse(_chat(finish_reason="tool_calls")))
+    if ending == "broken":  # content after the finish, then no [DONE]
+        return [*frames, sse(_chat(content=CONTENT)), sse(_chat(content=CONTENT))]
+    return [*frames, sse("[DONE]")]
+
+
+def openai_responses(ending: str) -> list[bytes]:
+    events: list[dict[str, Any]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append({"type": kind, "sequence_number": len(events), **fields})
+
+    def response(status: str, **fields: Any) -> dict[str, Any]:
+        return {"id": "resp_1", "status": status, "instructions": CONTENT, **fields}
+
+    emit("response.created", response=response("in_progress"))
+    item = {"id": "msg_1", "type": "message", "status": "in_progress"}
+    emit("response.output_item.added", output_index=0, item=item)
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    emit("response.content_part.added", part={"type": "output_text", "text": ""}, **where)
+    emit("response.output_text.delta", delta=CONTENT, **where)
+    emit("response.output_text.done", text=CONTENT, **where)
+    emit("response.content_part.done", part={"type": "output_text", "text": CONTENT}, **where)
+    emit("response.output_item.done", output_index=0, item={**item, "status": "completed"})
+    call = {"id": "fc_1", "type": "function_call", "status": "in_progress"}
+    emit("response.output_item.added", output_index=1, item=call)
+    fc = {"item_id": "fc_1", "output_index": 1}
+    emit("response.function_call_arguments.delta", delta=ARGUMENTS, **fc)
+    emit("response.function_call_arguments.done", arguments=ARGUMENTS, **fc)
+    emit("response.output_item.done", output_index=1, item={**call, "status": "completed"})
+    if ending == "error":
+        emit("error", code="server_error", message=ERROR, param=None)
+        emit("response.failed", response=response("failed", error={"message": ERROR}))
+    elif ending == "broken":  # a gap in the sequence, an item never closed, no terminal
+        events.pop(2)
+        events.append({**events[1], "sequence_number": 99})
+    else:
+        emit("response.completed", response=response("completed", usage={"total_tokens": 1}))
+    return [sse(event, event["type"]) for event in events]
+
+
+def anthropic(ending: str) -> list[bytes]:
+    frames: list[bytes] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        frames.append(sse({"type": kind, **fields}, kind))
+
+    message = {"id": "m1", "type": "message", "role": "assistant", "content": [], "model": "c",
+               "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 1}}  # fmt: skip
+    emit("message_start", message=message)
+    emit("content_block_start", index=0, content_block={"type": "text", "text": ""})
+    emit("content_block_delta", index=0, delta={"type": "text_delta", "text": CONTENT})
+    emit("content_block_stop", index=0)
+    tool = {"type": "tool_use", "id": "tu_1", "name": "f", "input": {}}
+    emit("content_block_start", index=1, content_block=tool)
+    arguments = {"type": "input_json_delta", "partial_json": ARGUMENTS}
+    emit("content_block_delta", index=1, delta=arguments)
+    if ending == "error":
+        emit("error", error={"type": "overloaded_error", "message": ERROR})
+        return frames
+    if ending == "broken":  # the open block, a delta into a stopped block, no message_stop
+        emit("content_block_delta", index=0, delta={"type": "text_delta", "text": CONTENT})
+        emit("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 0})
+        return frames
+    emit("content_block_stop", index=1)
+    emit("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 5})
+    emit("message_stop")
+    return frames
+
+
+def gemini(ending: str) -> list[bytes]:
+    def chunk(*parts: dict[str, Any], **candidate: Any) -> bytes:
+        content = {"role": "model", "parts": list(parts)}
+        return sse({"candidates": [{"content": content, **candidate}], "modelVersion": "g"})
+
+    frames = [
+        chunk({"text": CONTENT}),
+        chunk({"functionCall": {"name": "f", "args": json.loads(ARGUMENTS)}}),
+    ]
+    if ending == "error":
+        return [*frames, sse({"error": {"code": 503, "message": ERROR, "status": "UNAVAILABLE"}})]
+    if ending == "broken":  # a content-bearing finish, then more content, never finished
+        return [*frames, chunk({"text": CONTENT}, finishReason="STOP"), chunk({"text": CONTENT})]
+    return [*frames, chunk({"text": CONTENT}, finishReason="STOP")]
+
+
+STREAMS = {
+    "openai_chat": openai_chat,
+    "openai_responses": openai_responses,
+    "anthropic": anthropic,
+    "gemini": gemini,
+}
+REQUEST = json.dumps(
+    {
+        "model": "m",
+        "stream": True,
+        "messages": [{"role": "user", "content": CANARY}],
+        "stream_options": {"include_usage": False},
+        "api_key": CANARY,
+        "metadata": {"user_id": CANARY},
+    }
+).encode()
+
+
+def watch(frames: list[bytes], path: str) -> tuple[list[dict[str, Any]], str, StreamReport]:
+    """Stream ``frames`` through the middleware under the default configuration."""
+    registry = CollectorRegistry()
+    steps = [
+        "receive",
+        sse_start((b"x-request-id", CANARY.encode()), (b"set-cookie", CANARY.encode())),
+        *(body(frame) for frame in frames),
+        body(b"", more=False),
+    ]
+    reports: list[StreamReport] = []
+    middleware = StreamGuardMiddleware(
+        ScriptedApp(steps), metrics=registry, on_report=reports.append
+    )
+    scope = http_scope(
+        method="POST",
+        path=path,
+        raw_path=path.encode(),
+        query_string=f"key={CANARY}&alt=sse".encode(),
+        headers=[
+            (b"authorization", f"Bearer {CANARY}".encode()),
+            (b"x-api-key", CANARY.encode()),
+            (b"x-goog-api-key", CANARY.encode()),
+            (b"cookie", f"session={CANARY}".encode()),
+            (b"user-agent", CANARY.encode()),
+        ],
+    )
+    recorder = Recorder(incoming=[{"type": "http.request", "body": REQUEST, "more_body": False}])
+    with capture_logs() as logs:
+        _, raised = run(middleware, scope, recorder)
+    assert raised is None
+    [report] = reports
+    return logs, generate_latest(registry).decode(), report
+
+
+@pytest.mark.parametrize("ending", ["clean", "error", "broken"])
+@pytest.mark.parametrize("protocol", sorted(STREAMS))
+def test_no_request_or_stream_data_in_logs_or_metrics(protocol: str, ending: str) -> None:
+    """Canaries in the request and in the stream reach neither the logs nor the metrics."""
+    logs, metrics, report = watch(STREAMS[protocol](ending), PATHS[protocol])
+    assert report.protocol == protocol
+    assert report.malformed is (ending == "broken")
+    assert logs, "the stream must have been logged"
+    if ending == "broken":
+        assert any(entry["event"] == "stream_violation" for entry in logs)
+    assert CANARY_MARKER not in repr(logs)
+    assert "streamguard_streams_total" in metrics
+    assert CANARY_MARKER not in metrics
+
+
+PART = {"item_id": "i", "output_index": 0, "content_index": 0}
+TOOL_CALL = {"index": 0, "id": "c", "function": {"name": "f", "arguments": CANARY}}
+
+#: Streams whose findings quote the offending payload in their message.
+QUOTING = {
+    "openai_chat:invalid_json": ("openai_chat", [sse('{"content": "' + CANARY + '"')]),
+    "openai_chat:tool_call_arguments_invalid": (
+        "openai_chat",
+        [
+            sse(_chat(role="assistant", content=None)),
+            sse(_chat(tool_calls=[TOOL_CALL])),
+            sse(_chat(finish_reason="tool_calls")),
+            sse("[DONE]"),
+        ],
+    ),
+    "openai_responses:done_text_mismatch": (
+        "openai_responses",
+        [
+            sse(
+                {"type": "response.created", "sequence_number": 0, "response": {"status": "queued"}}
+            ),
+            sse(
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": 1,
+                    "output_index": 0,
+                    "item": {"id": "i", "type": "message"},
+                }
+            ),
+            sse({"type": "response.content_part.added", "sequence_number": 2, **PART, "part": {}}),
+            sse({"type": "response.output_text.delta", "sequence_number": 3, **PART, "delta": "x"}),
+            sse(
+                {"type": "response.output_text.done", "sequence_number": 4, **PART, "text": CANARY}
+            ),
+        ],
+    ),
+    "anthropic:invalid_json": ("anthropic", [sse(CANARY, "message_start")]),
+    "gemini:invalid_json": ("gemini", [sse(CANARY)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUOTING))
+def test_findings_that_quote_the_payload_leak_no_content(case: str) -> None:
+    """A finding about a malformed payload does not copy the payload into the log."""
+    protocol, frames = QUOTING[case]
+    logs, metrics, report = watch(frames, PATHS[protocol])
+    assert report.malformed or report.findings
+    assert CANARY_MARKER not in metrics
+    assert CANARY_MARKER not in repr(logs)

@@ -1,0 +1,652 @@
+"""Protocol-level properties: generated valid streams are clean, findings never depend on cuts.
+
+Hypothesis builds streams from each protocol's grammar (shared/reference/protocols.md §1-§4),
+legitimate oddities from the "do NOT flag" lists included, then mutates them by dropping,
+duplicating, reordering and truncating events. Every fixture is also re-cut at drawn points.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamguard import StreamReport, check_stream
+from streamguard.report import Outcome
+from streamguard.rules import RULES
+from streamguard.sse import DEFAULT_MAX_EVENT_BYTES
+
+from .sse_fixtures import FIXTURES
+
+SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# -- the generated stream ----------------------------------------------------------------
+
+
+@dataclass
+class Generated:
+    """A generated stream: its frames, the request that asked for it and what it must give."""
+
+    protocol: str
+    frames: list[bytes]
+    request: dict[str, Any] | None = None
+    #: Rules a legitimate variant raises by design (warnings or infos, never errors).
+    expected: list[str] = field(default_factory=list)
+    outcome: Outcome = Outcome.COMPLETED
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.frames)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def frame(eol: str, data: str, name: str | None = None) -> bytes:
+    lines = ([f"event: {name}"] if name else []) + [f"data: {data}"]
+    return ("".join(line + eol for line in lines) + eol).encode()
+
+
+#: Short text, non-ASCII included, so multi-byte characters straddle the cuts.
+words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=12)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | words,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(words, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def split_text(draw: st.DrawFn, text: str) -> list[str]:
+    """``text`` cut into pieces at drawn positions (the pieces join back to it)."""
+    cuts = sorted(draw(st.sets(st.integers(0, len(text)), max_size=4)))
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in pairwise(bounds)]
+
+
+def interleave(draw: st.DrawFn, sequences: list[list[Any]]) -> list[Any]:
+    """Merge per-choice sequences in a drawn order, each first appearing in index order."""
+    positions = [0] * len(sequences)
+    started = 0
+    merged: list[Any] = []
+    while True:
+        ready = [i for i in range(started) if positions[i] < len(sequences[i])]
+        if started < len(sequences):
+            ready.append(started)
+        if not ready:
+            return merged
+        pick = ready[draw(st.integers(0, len(ready) - 1))]
+        if pick == started:
+            started += 1
+        merged.append(sequences[pick][positions[pick]])
+        positions[pick] += 1
+
+
+# -- OpenAI Chat Completions (§1.3) ------------------------------------------------------
+
+STANDARD_FINISH = ["stop", "length", "content_filter"]
+NONSTANDARD_FINISH = ["error", "insufficient_system_resource"]
+KEEPALIVES = [b": keep-alive", b": OPENROUTER PROCESSING", b": ping - 2025-01-01 00:00:00"]
+
+
+@st.composite
+def openai_chat_streams(draw: st.DrawFn) -> Generated:
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    n = draw(st.integers(1, 3))
+    include_usage = draw(st.booleans())
+    usage_null = draw(st.booleans())
+    extras = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "system_fingerprint": st.sampled_from([None, "fp_1"]),
+                "service_tier": st.just("default"),
+                "obfuscation": st.sampled_from(["", "x9"]),
+                "x_groq": st.just({"id": "req_1"}),
+            },
+        )
+    )
+    ident = "chatcmpl-" + draw(st.text("abcXYZ019", min_size=1, max_size=8))
+    created = draw(st.integers(0, 2**31))
+    expected: list[str] = []
+
+    def chunk(choices: list[dict[str, Any]] | None) -> dict[str, Any]:
+        value: dict[str, Any] = {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": "gpt-x",
+            **extras,
+            "choices": choices,
+        }
+        if include_usage and usage_null:
+            value["usage"] = None
+        return value
+
+    def choice(i: int, delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+        return {"index": i, "delta": delta, "logprobs": None, "finish_reason": reason}
+
+    per_choice: list[list[dict[str, Any]]] = []
+    for i in range(n):
+        kind = draw(st.sampled_from(["text", "refusal", "tools", "function"]))
+        deltas: list[dict[str, Any]] = []
+        if kind == "text":
+            deltas.append({"role": "assistant", "content": "", "refusal": None})
+            for text in draw(st.lists(words, max_size=4)):
+                extra = draw(st.sampled_from([{}, {"reasoning_content": "hm"}]))
+                deltas.append({"content": text, **extra})
+            reason = draw(st.sampled_from(STANDARD_FINISH + NONSTANDARD_FINISH))
+        elif kind == "refusal":
+            deltas.append({"role": "assistant", "content": None, "refusal": ""})
+            deltas.extend({"refusal": text} for text in draw(st.lists(words, max_size=3)))
+            reason = "stop"
+        elif kind == "tools":
+            deltas.append({"role": "assistant", "content": None})
+            for call in range(draw(st.integers(1, 3))):
+                arguments = dumps(draw(st.dictionaries(words, json_values, max_size=3)))
+                header = {
+                    "index": call,
+                    "id": f"call_{i}_{call}",
+                    "type": "function",
+                    "function": {"name": f"tool_{call}", "arguments": ""},
+                }
+                deltas.append({"tool_calls": [header]})
+                for piece in split_text(draw, arguments):
+                    fragment = {"index": call, "function": {"arguments": piece}}
+                    deltas.append({"tool_calls": [fragment]})
+            reason = draw(st.sampled_from(["tool_calls", "stop"]))  # "stop": forced choice
+        else:
+            deltas.append({"role": "assistant", "content": None})
+            arguments = dumps(draw(st.dictionaries(words, json_values, max_size=2)))
+            deltas.append({"function_call": {"name": "legacy", "arguments": ""}})
+            deltas.extend(
+                {"function_call": {"arguments": piece}} for piece in split_text(draw, arguments)
+            )
+            reason = "function_call"
+        if reason in NONSTANDARD_FINISH:
+            expected.append("unknown_finish_reason")
+        chunks = [chunk([choice(i, delta)]) for delta in deltas]
+        chunks.append(chunk([choice(i, {}, reason)]))
+        if draw(st.booleans()):  # Azure async-filter annotation: no delta, after the finish
+            annotation = {"index": i, "finish_reason": None, "content_filter_results": {}}
+            chunks.append(
+                {"choices": [annotation], "created": 0, "id": "", "model": "", "object": ""}
+            )
+        per_choice.append(chunks)
+
+    payloads = interleave(draw, per_choice)
+    if draw(st.booleans()):  # Azure prompt-annotation chunk first
+        azure = {"choices": [], "created": 0, "id": "", "model": "", "object": ""}
+        payloads.insert(0, {**azure, "prompt_filter_results": []})
+    if include_usage:
+        usage = chunk([])
+        prompt, completion = draw(st.integers(0, 999)), draw(st.integers(0, 999))
+        usage["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        payloads.append(usage)
+    frames = [frame(eol, dumps(payload)) for payload in payloads]
+    frames.append(draw(st.sampled_from([b"data: [DONE]", b"data:[DONE]", b"data: [DONE] x"])))
+    frames[-1] += (eol * 2).encode()
+    for _ in range(draw(st.integers(0, 2))):
+        position = draw(st.integers(0, len(frames)))
+        frames.insert(position, draw(st.sampled_from(KEEPALIVES)) + (eol * 2).encode())
+    request: dict[str, Any] = {"model": "gpt-x", "stream": True, "n": n}
+    if draw(st.booleans()) or include_usage:
+        request["stream_options"] = {"include_usage": include_usage}
+    return Generated("openai_chat", frames, request, expected)
+
+
+# -- OpenAI Responses (§2.3) -------------------------------------------------------------
+
+
+@st.composite
+def openai_responses_streams(draw: st.DrawFn) -> Generated:
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    named = draw(st.booleans())
+    response_id = "resp_" + draw(st.text("abc012", min_size=1, max_size=6))
+    events: list[dict[str, Any]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append({"type": kind, **fields})
+
+    def response(status: str, **fields: Any) -> dict[str, Any]:
+        tier = draw(st.sampled_from(["auto", "default"]))  # may change between events
+        return {"id": response_id, "object": "response", "status": status, "service_tier": tier,
+                "output": [], "usage": None, **fields}  # fmt: skip
+
+    queued = draw(st.booleans())
+    emit("response.created", response=response("queued" if queued else "in_progress"))
+    if queued:
+        emit("response.queued", response=response("queued"))
+    if draw(st.booleans()):
+        emit("response.in_progress", response=response("in_progress"))
+
+    def maybe_keepalive() -> None:
+        if draw(st.integers(0, 5)) == 0:
+            emit("keepalive")
+        if draw(st.integers(0, 9)) == 0:
+            emit("response.future_tool.progress")  # an unknown response.* type
+
+    def text_part(item_id: str, k: int, index_field: str, j: int, family: str, final: str) -> None:
+        text = draw(words)
+        pieces = split_text(draw, text)
+        common = {"item_id": item_id, "output_index": k, index_field: j}
+        added = "reasoning_summary_part" if index_field == "summary_index" else "content_part"
+        emit(f"response.{added}.added", part={"type": "output_text", "text": ""}, **common)
+        for piece in pieces:
+            maybe_keepalive()
+            emit(f"response.{family}.delta", delta=piece, obfuscation="", **common)
+        if family == "output_text" and draw(st.booleans()):
+            emit("response.output_text.annotation.added", annotation_index=0, **common)
+        emit(f"response.{family}.done", **{final: text}, **common)
+        emit(f"response.{added}.done", part={"type": "output_text", "text": text}, **common)
+
+    for k in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["message", "function_call", "reasoning", "web_search_call"]))
+        item_id = f"it_{k}"
+        item = {"id": item_id, "type": kind, "status": "in_progress"}
+        emit("response.output_item.added", output_index=k, item=item)
+        common = {"item_id": item_id, "output_index": k}
+        if kind == "message":
+            for j in range(draw(st.integers(0, 2))):
+                if draw(st.booleans()):
+                    text_part(item_id, k, "content_index", j, "output_text", "text")
+                else:
+                    text_part(item_id, k, "content_index", j, "refusal", "refusal")
+        elif kind == "function_call":
+            arguments = dumps(draw(st.dictionaries(words, json_values, max_size=2)))
+            for piece in split_text(draw, arguments):
+                emit("response.function_call_arguments.delta", delta=piece, **common)
+            emit("response.function_call_arguments.done", arguments=arguments, **common)
+        elif kind == "reasoning":  # zero summary parts is legal (encrypted-only)
+            for s in range(draw(st.integers(0, 2))):
+                text_part(item_id, k, "summary_index", s, "reasoning_summary_text", "text")
+        else:
+            emit("response.web_search_call.in_progress", **common)
+            emit("response.web_search_call.searching", **common)
+            emit("response.web_search_call.completed", **common)
+        maybe_keepalive()
+        emit("response.output_item.done", output_index=k, item={**item, "status": "completed"})
+
+    ending = draw(st.sampled_from(["completed", "incomplete", "failed", "error", "error+failed"]))
+    outcome = Outcome.COMPLETED
+    if ending == "completed":
+        emit("response.completed", response=response("completed", usage={"total_tokens": 3}))
+    elif ending == "incomplete":
+        details = {"reason": draw(st.sampled_from(["max_output_tokens", "content_filter"]))}
+        emit("response.incomplete", response=response("incomplete", incomplete_details=details))
+    else:
+        outcome = Outcome.ERROR_EVENT
+        if ending.startswith("error"):
+            if draw(st.booleans()):
+                emit("error", code=None, message="overloaded", param=None)
+            else:
+                emit("error", error={"type": "insufficient_quota", "message": "quota"})
+        if ending != "error":
+            error = {"code": "server_error", "message": "failed"}
+            emit("response.failed", response=response("failed", error=error))
+    frames = []
+    for number, event in enumerate(events):
+        event["sequence_number"] = number
+        frames.append(frame(eol, dumps(event), event["type"] if named else None))
+    if draw(st.booleans()):  # a gateway's trailing [DONE]
+        frames.append(frame(eol, "[DONE]"))
+    return Generated("openai_responses", frames, None, [], outcome)
+
+
+# -- Anthropic Messages (§3.3) -----------------------------------------------------------
+
+STOP_REASONS = ["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"]
+
+
+@st.composite
+def anthropic_streams(draw: st.DrawFn) -> Generated:
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    frames: list[bytes] = []
+    expected: list[str] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        padding = " " * draw(st.integers(0, 3))  # real captures pad the JSON
+        frames.append(frame(eol, dumps({"type": kind, **fields})[:-1] + padding + "}", kind))
+
+    def ping() -> None:
+        if draw(st.integers(0, 4)) == 0:
+            frames.append(frame(eol, '{"type": "ping"}', "ping"))
+
+    ping()
+    tokens = draw(st.integers(0, 50))
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
+               "model": "claude-x", "stop_reason": None, "stop_sequence": None,
+               "usage": {"input_tokens": 10, "output_tokens": tokens}}  # fmt: skip
+    emit("message_start", message=message)
+    ping()
+    blocks = draw(st.integers(0, 4))
+    outcome = Outcome.COMPLETED
+    error_at = draw(st.none() | st.integers(0, blocks))
+    stop_reason = draw(st.sampled_from([*STOP_REASONS, "model_context_window_exceeded"]))
+    cut_open = (
+        stop_reason == "max_tokens" and blocks > 0 and error_at is None and draw(st.booleans())
+    )
+    for index in range(blocks):
+        if error_at == index:
+            break
+        kind = draw(
+            st.sampled_from(
+                ["text", "thinking", "tool_use", "redacted_thinking", "web_search_tool_result"]
+            )
+        )
+        if cut_open and index == blocks - 1:
+            kind = "tool_use"  # the A5 exception: an open tool_use at max_tokens
+        start = {
+            "text": {"type": "text", "text": ""},
+            "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+            "tool_use": {"type": "tool_use", "id": f"tu_{index}", "name": "f", "input": {}},
+            "redacted_thinking": {"type": "redacted_thinking", "data": "opaque"},
+            "web_search_tool_result": {"type": "web_search_tool_result", "content": []},
+        }[kind]
+        emit("content_block_start", index=index, content_block=start)
+        ping()
+        deltas: list[dict[str, Any]] = []
+        if kind == "text":
+            deltas = [{"type": "text_delta", "text": t} for t in draw(st.lists(words, max_size=3))]
+        elif kind == "thinking":
+            deltas = [{"type": "thinking_delta", "thinking": t} for t in draw(st.lists(words))]
+            deltas.append({"type": "signature_delta", "signature": "sig"})
+        elif kind == "tool_use":
+            arguments = dumps(draw(st.dictionaries(words, json_values, max_size=2)))
+            pieces = ["", *split_text(draw, arguments)]  # the first partial_json is ""
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
+        for delta in deltas:
+            emit("content_block_delta", index=index, delta=delta)
+            ping()
+        if cut_open and index == blocks - 1:
+            expected.append("block_open_at_limit")
+        else:
+            emit("content_block_stop", index=index)
+    if error_at is not None:
+        error = {"type": "overloaded_error", "message": "Overloaded"}
+        emit("error", error=error, **draw(st.sampled_from([{}, {"request_id": "req_1"}])))
+        return Generated("anthropic", frames, None, expected, Outcome.ERROR_EVENT)
+    if draw(st.integers(0, 9)) == 0:
+        emit("message_hint", note="x")  # an undocumented event type: noted, not an error
+        expected.append("unknown_event_type")
+    for _ in range(draw(st.integers(1, 2))):  # message_delta+
+        tokens += draw(st.integers(0, 20))
+        delta = {"stop_reason": stop_reason, "stop_sequence": None}
+        usage = {"output_tokens": tokens, **draw(st.sampled_from([{}, {"iterations": []}]))}
+        emit("message_delta", delta=delta, usage=usage)
+        ping()
+    emit("message_stop")
+    return Generated("anthropic", frames, None, expected, outcome)
+
+
+# -- Gemini (§4.3) -----------------------------------------------------------------------
+
+FINISH_REASONS = ["STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "OTHER", "NEW_REASON"]
+
+
+@st.composite
+def gemini_streams(draw: st.DrawFn) -> Generated:
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    shape = draw(st.sampled_from(["normal", "normal", "normal", "blocked", "error"]))
+    chunks: list[dict[str, Any]] = []
+    counts = {"promptTokenCount": draw(st.integers(0, 9)), "candidatesTokenCount": 0}
+
+    def usage() -> dict[str, Any]:
+        counts["candidatesTokenCount"] += draw(st.integers(0, 5))
+        counts["totalTokenCount"] = counts["promptTokenCount"] + counts["candidatesTokenCount"]
+        return {key: value for key, value in counts.items() if value}  # proto3 omits zeros
+
+    def candidate(i: int, **fields: Any) -> dict[str, Any]:
+        value = {} if i == 0 and draw(st.booleans()) else {"index": i}  # index 0 omitted
+        return {**value, **fields}
+
+    def text(t: str) -> dict[str, Any]:
+        return {"content": {"role": "model", "parts": [{"text": t}]}}
+
+    if shape == "blocked":
+        chunks.append({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": usage()})
+    else:
+        n = draw(st.integers(1, 2))
+        legacy = draw(st.booleans())  # 2024: every chunk carried finishReason STOP
+        if shape == "normal" and draw(st.integers(0, 4)) == 0:  # a translator's empty STOP first
+            chunks.append({"candidates": [candidate(0, finishReason="STOP")]})
+        for _ in range(draw(st.integers(0, 4))):
+            if draw(st.integers(0, 5)) == 0:
+                chunks.append({"usageMetadata": usage()})  # usage only, no candidates
+                continue
+            part = draw(st.sampled_from(["text", "call"]))
+            body = text(draw(words))
+            if part == "call":
+                call = {"name": "f", "args": draw(st.dictionaries(words, json_values, max_size=2))}
+                body = {"content": {"role": "model", "parts": [{"functionCall": call}]}}
+            extra = {"finishReason": "STOP"} if legacy else {}
+            cands = [candidate(i, **body, **extra) for i in range(n)]
+            chunks.append({"candidates": cands, "usageMetadata": usage(), "modelVersion": "g-3"})
+        if shape == "error":
+            error = {"code": 503, "message": "high demand", "status": "UNAVAILABLE"}
+            chunks.append({"error": error})
+        else:
+            finals = []
+            for i in range(n):
+                reason = draw(st.sampled_from(FINISH_REASONS))
+                last = draw(st.sampled_from(["text", "signature", "none"]))
+                if last == "text":
+                    finals.append(candidate(i, **text(draw(words)), finishReason=reason))
+                elif last == "signature":
+                    parts = [{"text": "", "thoughtSignature": "c2ln"}]
+                    content = {"role": "model", "parts": parts}
+                    finals.append(candidate(i, content=content, finishReason=reason))
+                else:
+                    finals.append(candidate(i, finishReason=reason))
+            if draw(st.booleans()):
+                chunks.append({"candidates": finals, "usageMetadata": usage()})
+            else:  # each candidate finishes in a chunk of its own
+                chunks.extend({"candidates": [final]} for final in finals)
+            if draw(st.booleans()):
+                chunks.append({"usageMetadata": usage()})
+    frames = [frame(eol, dumps(chunk)) for chunk in chunks]
+    outcome = Outcome.ERROR_EVENT if shape == "error" else Outcome.COMPLETED
+    return Generated("gemini", frames, None, [], outcome)
+
+
+VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
+    "openai_chat": openai_chat_streams,
+    "openai_responses": openai_responses_streams,
+    "anthropic": anthropic_streams,
+    "gemini": gemini_streams,
+}
+any_valid_stream = st.one_of(*(strategy() for strategy in VALID_STREAMS.values()))
+
+# -- cutting and comparing -----------------------------------------------------------------
+
+
+@st.composite
+def cuttings(draw: st.DrawFn, body: bytes) -> list[bytes]:
+    """The body cut at drawn positions, with empty chunks allowed."""
+    if not body:
+        return [b""]
+    cuts = draw(st.lists(st.integers(0, len(body)), max_size=40))
+    bounds = [0, *sorted(cuts), len(body)]
+    return [body[a:b] for a, b in pairwise(bounds)]
+
+
+def verdict(report: StreamReport) -> tuple[Any, ...]:
+    """Everything about a report that must not depend on the cutting."""
+    return (
+        report.protocol,
+        report.protocol_source,
+        report.outcome,
+        report.findings,
+        report.events,
+        report.bytes,
+        report.inspected,
+        report.internal_error,
+    )
+
+
+def assert_sane(report: StreamReport) -> None:
+    assert report.internal_error is None
+    for finding in report.findings:
+        assert finding.rule in RULES, finding
+        assert finding.severity is RULES[finding.rule].severity, finding
+
+
+def check_cuts(
+    body: bytes,
+    cut: list[bytes],
+    protocol: str,
+    request: dict[str, Any] | None,
+    limit: int = DEFAULT_MAX_EVENT_BYTES,
+    bytewise: bool = True,
+) -> StreamReport:
+    """The report of ``body`` whole, asserting drawn (and one-byte) cuttings give the same."""
+    whole = check_stream([body], protocol=protocol, request=request, max_event_bytes=limit)
+    assert_sane(whole)
+    cuts = [cut]
+    if bytewise:
+        cuts.append([body[i : i + 1] for i in range(len(body))])
+    for chunks in cuts:
+        report = check_stream(chunks, protocol=protocol, request=request, max_event_bytes=limit)
+        assert verdict(report) == verdict(whole)
+    return whole
+
+
+def test_finding_order_does_not_depend_on_the_cutting() -> None:
+    """Findings come in the same order whether the body arrives whole or byte by byte."""
+    body = b"data: {bad\n\ndata: \xff\n\n"
+    whole = check_stream([body], protocol="openai_chat")
+    bytewise = check_stream([body[i : i + 1] for i in range(len(body))], protocol="openai_chat")
+    assert whole.rules() == bytewise.rules()
+
+
+# -- (a) valid generated streams are clean -----------------------------------------------
+
+
+def test_generators_cover_every_llm_protocol() -> None:
+    """Every LLM checker has a grammar-based generator here."""
+    from streamguard.protocols import CHECKERS
+
+    assert set(VALID_STREAMS) == set(CHECKERS) - {"sse"}
+
+
+@SETTINGS
+@given(stream=any_valid_stream, data=st.data())
+def test_valid_generated_streams_are_clean_however_cut(
+    stream: Generated, data: st.DataObject
+) -> None:
+    """A stream built from the grammar gives only its by-design notes, however it is cut."""
+    body = stream.body
+    report = check_cuts(body, data.draw(cuttings(body)), stream.protocol, stream.request)
+    assert sorted(report.rules()) == sorted(stream.expected), report.findings
+    assert all(RULES[rule].severity.value != "error" for rule in stream.expected)
+    assert report.outcome is stream.outcome
+    assert report.events == len([f for f in stream.frames if not f.startswith(b":")])
+
+
+@SETTINGS
+@given(stream=any_valid_stream)
+def test_valid_generated_streams_are_detected_and_clean_under_auto(stream: Generated) -> None:
+    """With ``auto`` and the protocol's path, a generated stream is judged exactly as configured."""
+    paths = {
+        "openai_chat": "/v1/chat/completions",
+        "openai_responses": "/v1/responses",
+        "anthropic": "/v1/messages",
+        "gemini": "/v1beta/models/g:streamGenerateContent",
+    }
+    auto = check_stream(
+        stream.body, protocol="auto", request=stream.request, path=paths[stream.protocol]
+    )
+    assert (auto.protocol, auto.protocol_source) == (stream.protocol, "path")
+    assert (sorted(auto.rules()), auto.outcome) == (sorted(stream.expected), stream.outcome)
+
+
+# -- (b) mutated streams: findings independent of the cutting ----------------------------
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> tuple[Generated, bytes]:
+    stream = draw(any_valid_stream)
+    frames = list(stream.frames)
+    for _ in range(draw(st.integers(1, 4))):
+        if not frames:
+            break
+        i = draw(st.integers(0, len(frames) - 1))
+        how = draw(st.sampled_from(["drop", "duplicate", "swap", "move"]))
+        if how == "drop":
+            del frames[i]
+        elif how == "duplicate":
+            frames.insert(i, frames[i])
+        else:
+            j = draw(st.integers(0, len(frames) - 1))
+            if how == "swap":
+                frames[i], frames[j] = frames[j], frames[i]
+            else:
+                frames.insert(j, frames.pop(i))
+    body = b"".join(frames)
+    if draw(st.booleans()):  # truncate anywhere, mid-character included
+        body = body[: draw(st.integers(0, len(body)))]
+    return stream, body
+
+
+@SETTINGS
+@given(case=mutated(), data=st.data(), auto=st.booleans())
+def test_mutated_streams_give_the_same_findings_however_cut(
+    case: tuple[Generated, bytes], data: st.DataObject, auto: bool
+) -> None:
+    """Dropped, duplicated, reordered or truncated events: same findings whole, bytewise, cut."""
+    stream, body = case
+    protocol = "auto" if auto else stream.protocol
+    limit = data.draw(st.sampled_from([DEFAULT_MAX_EVENT_BYTES, 256, 64]))
+    check_cuts(body, data.draw(cuttings(body)), protocol, stream.request, limit)
+
+
+# -- (c) every fixture, re-cut at drawn points ---------------------------------------------
+
+
+def _fixtures() -> list[tuple[str, Path]]:
+    return [(path.parent.name, path) for path in sorted(FIXTURES.glob("*/*.sse"))]
+
+
+FIXTURE_PATHS = _fixtures()
+
+
+def _request(path: Path) -> dict[str, Any] | None:
+    request = path.with_name(path.stem + ".request.json")
+    return json.loads(request.read_text()) if request.exists() else None
+
+
+def test_every_fixture_is_drawn_from() -> None:
+    """The fixture pool covers every protocol directory under tests/fixtures."""
+    families = {family for family, _ in FIXTURE_PATHS}
+    assert {"openai_chat", "openai_responses", "anthropic", "gemini"} <= families
+
+
+@pytest.mark.parametrize(
+    ("family", "path"),
+    FIXTURE_PATHS,
+    ids=[f"{family}/{path.stem}" for family, path in FIXTURE_PATHS],
+)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data(), auto=st.booleans())
+def test_fixture_gives_the_same_findings_however_cut(
+    family: str, path: Path, data: st.DataObject, auto: bool
+) -> None:
+    """A fixture cut at drawn points gives the findings of its whole body."""
+    body = path.read_bytes()
+    protocol = "auto" if auto else family
+    check_cuts(body, data.draw(cuttings(body)), protocol, _request(path), bytewise=False)
