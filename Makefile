@@ -4,20 +4,20 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench clean
+.PHONY: test demo lint bench docs fuzz clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench,docs]'
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check streamguard tests examples benchmarks
-	$(BIN)/ruff format --check streamguard tests examples benchmarks
+	$(BIN)/ruff check streamguard tests examples benchmarks fuzz
+	$(BIN)/ruff format --check streamguard tests examples benchmarks fuzz
 	$(BIN)/mypy --strict streamguard
 
-test: lint
+test: lint docs
 	$(BIN)/pytest
 
 demo: $(STAMP)
@@ -31,5 +31,16 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.memory
 	$(BIN)/python -m benchmarks.e2e
 
+# The documentation site (mkdocs.yml), built strictly into site/ (gitignored).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
+
+# Coverage-guided fuzzing of the parser and every checker, FUZZ_SECONDS each; not in `test`.
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[fuzz]'
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_parser.py -max_total_time=$(FUZZ_SECONDS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_checkers.py -max_total_time=$(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
