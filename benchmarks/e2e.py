@@ -17,6 +17,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks._timing import print_table, write_results
@@ -36,60 +38,50 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def fetch(port: int, path: str) -> int:
-    """GET ``path`` over a fresh connection and read the chunked body to its end."""
+def fetch(port: int, path: str) -> bytes:
+    """GET ``path`` over a fresh connection and read the whole response."""
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode())
-        received = 0
+        parts = []
         while chunk := sock.recv(1 << 16):
-            received += len(chunk)
-        return received
+            parts.append(chunk)
+        return b"".join(parts)
 
 
-def measure(middleware: str, requests: int, path: str) -> float:
-    """Server CPU seconds for ``requests`` GETs of ``path`` (after a warm-up)."""
+@contextmanager
+def uvicorn_server(middleware: str, backlog: int = 2048) -> Iterator[tuple[int, int]]:
+    """A uvicorn process (uvloop, httptools) serving the benchmark app; yields (port, pid)."""
     port = free_port()
     env = {**os.environ, "STREAMGUARD_BENCH_MIDDLEWARE": middleware, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "benchmarks.e2e_app:served",
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--loop",
-            "uvloop",
-            "--http",
-            "httptools",
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        env=env,
-        cwd=ROOT,
-    )
+    command = [sys.executable, "-m", "uvicorn", "benchmarks.e2e_app:served"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--backlog", str(backlog)]
+    command += ["--loop", "uvloop", "--http", "httptools", "--log-level", "warning"]
+    server = subprocess.Popen([*command, "--no-access-log"], env=env, cwd=ROOT)
     try:
         deadline = time.monotonic() + 20
         while True:
             try:
-                fetch(port, path)
+                fetch(port, "/json")
                 break
             except OSError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        for _ in range(3):
-            fetch(port, path)  # warm-up
-        before = cpu_seconds(server.pid)
-        for _ in range(requests):
-            fetch(port, path)
-        return cpu_seconds(server.pid) - before
+        yield port, server.pid
     finally:
         server.send_signal(signal.SIGINT)
-        server.wait(timeout=20)
+        server.wait(timeout=30)
+
+
+def measure(middleware: str, requests: int, path: str) -> float:
+    """Server CPU seconds for ``requests`` GETs of ``path`` (after a warm-up)."""
+    with uvicorn_server(middleware) as (port, pid):
+        for _ in range(3):
+            fetch(port, path)  # warm-up
+        before = cpu_seconds(pid)
+        for _ in range(requests):
+            fetch(port, path)
+        return cpu_seconds(pid) - before
 
 
 async def _read_all(port: int, path: str) -> int:
@@ -104,63 +96,19 @@ async def _read_all(port: int, path: str) -> int:
 
 def measure_scale(middleware: str, streams: int) -> tuple[float, float, str]:
     """Server CPU for ``streams`` concurrent paced streams; the wall time; /metrics text."""
-    port = free_port()
-    env = {**os.environ, "STREAMGUARD_BENCH_MIDDLEWARE": middleware, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "benchmarks.e2e_app:served",
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--loop",
-            "uvloop",
-            "--http",
-            "httptools",
-            "--log-level",
-            "warning",
-            "--no-access-log",
-            "--backlog",
-            str(streams * 2),
-        ],
-        env=env,
-        cwd=ROOT,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                fetch(port, "/json")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+    with uvicorn_server(middleware, backlog=streams * 2) as (port, pid):
 
         async def run() -> None:
             sizes = await asyncio.gather(*(_read_all(port, "/paced") for _ in range(streams)))
             assert min(sizes) > 0
 
-        before = cpu_seconds(server.pid)
+        before = cpu_seconds(pid)
         started = time.monotonic()
         asyncio.run(run())
         wall = time.monotonic() - started
-        used = cpu_seconds(server.pid) - before
-        metrics = ""
-        if middleware == "streamguard":
-            with socket.create_connection(("127.0.0.1", port)) as sock:
-                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
-                parts = []
-                while chunk := sock.recv(1 << 16):
-                    parts.append(chunk)
-                metrics = b"".join(parts).decode(errors="replace")
+        used = cpu_seconds(pid) - before
+        metrics = fetch(port, "/metrics").decode(errors="replace") if middleware != "none" else ""
         return used, wall, metrics
-    finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=30)
 
 
 def main() -> int:
