@@ -16,12 +16,11 @@ from __future__ import annotations
 import json
 import sys
 
-import orjson
-
+from benchmarks._anchors import rechunk, split_and_load
 from benchmarks._timing import best_of, print_table, write_results
 from streamguard import check_stream
 
-__all__ = ["anchor", "anthropic_frames", "main"]
+__all__ = ["anthropic_frames", "main"]
 
 DELTAS = 5_000
 PING_EVERY = 200
@@ -97,29 +96,6 @@ def anthropic_frames() -> list[bytes]:
     return frames
 
 
-def rechunk(frames: list[bytes], size: int) -> list[bytes]:
-    body = b"".join(frames)
-    return [body[i : i + size] for i in range(0, len(body), size)]
-
-
-def anchor(chunks: list[bytes]) -> int:
-    """Split on the blank line, ``orjson.loads`` each frame's data: the least any check does."""
-    loads = orjson.loads
-    buffer = b""
-    count = 0
-    for chunk in chunks:
-        buffer = buffer + chunk if buffer else chunk
-        start = 0
-        find = buffer.find
-        while (end := find(b"\n\n", start)) >= 0:
-            data_at = find(b"data: ", start, end) + 6
-            loads(buffer[data_at:end])
-            count += 1
-            start = end + 2
-        buffer = buffer[start:]
-    return count
-
-
 def checked(chunks: list[bytes]) -> int:
     report = check_stream(chunks, protocol="anthropic")
     if report.findings or report.outcome.value != "completed":
@@ -136,8 +112,8 @@ def main() -> int:
         ("16KiB-chunks", rechunk(frames, 16 * 1024)),
         ("ragged-97B", rechunk(frames, 97)),
     ):
-        assert anchor(chunks) == checked(chunks) == events, cut_name
-        anchor_s = best_of(lambda chunks=chunks: anchor(chunks))  # type: ignore[misc]
+        assert split_and_load(chunks) == checked(chunks) == events, cut_name
+        anchor_s = best_of(lambda chunks=chunks: split_and_load(chunks))  # type: ignore[misc]
         checked_s = best_of(lambda chunks=chunks: checked(chunks))  # type: ignore[misc]
         rows.append(
             {

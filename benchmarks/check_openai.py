@@ -22,12 +22,11 @@ import random
 import sys
 from collections.abc import Iterator
 
-import orjson
-
+from benchmarks._anchors import rechunk, split_and_load
 from benchmarks._timing import best_of, print_table, write_results
 from streamguard import check_stream
 
-__all__ = ["anchor_sdk", "anchor_split", "checked", "main", "openai_chat_frames"]
+__all__ = ["anchor_sdk", "checked", "main", "openai_chat_frames"]
 
 CONTENT_CHUNKS = 5_000
 REQUEST = {
@@ -76,30 +75,6 @@ def openai_chat_frames(seed: int = 0) -> list[bytes]:
     return frames
 
 
-def rechunk(frames: list[bytes], size: int) -> list[bytes]:
-    body = b"".join(frames)
-    return [body[i : i + size] for i in range(0, len(body), size)]
-
-
-def anchor_split(chunks: list[bytes]) -> int:
-    """(a) Split on the blank line, ``orjson.loads`` each payload but ``[DONE]``."""
-    loads = orjson.loads
-    buffer = b""
-    count = 0
-    for chunk in chunks:
-        buffer = buffer + chunk if buffer else chunk
-        start = 0
-        find = buffer.find
-        while (end := find(b"\n\n", start)) >= 0:
-            data = buffer[find(b"data: ", start, end) + 6 : end]
-            if not data.startswith(b"[DONE]"):
-                loads(data)
-            count += 1
-            start = end + 2
-        buffer = buffer[start:]
-    return count
-
-
 def anchor_sdk(chunks: list[bytes]) -> int:
     """(b) The SDK's incremental SSE decoder, then ``json.loads``, as ``Stream`` does."""
     from openai._streaming import SSEDecoder
@@ -129,9 +104,9 @@ def main() -> int:
         ("16KiB-chunks", rechunk(frames, 16 * 1024)),
         ("ragged-97B", rechunk(frames, 97)),
     ):
-        counts = (anchor_split(chunks), anchor_sdk(chunks), checked(chunks))
+        counts = (split_and_load(chunks), anchor_sdk(chunks), checked(chunks))
         assert counts == (events, events, events), (cut_name, counts)
-        split_s = best_of(lambda chunks=chunks: anchor_split(chunks))  # type: ignore[misc]
+        split_s = best_of(lambda chunks=chunks: split_and_load(chunks))  # type: ignore[misc]
         sdk_s = best_of(lambda chunks=chunks: anchor_sdk(chunks))  # type: ignore[misc]
         checked_s = best_of(lambda chunks=chunks: checked(chunks))  # type: ignore[misc]
         rows.append(

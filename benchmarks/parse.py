@@ -14,6 +14,7 @@ import json
 import sys
 from collections.abc import Callable
 
+from benchmarks._anchors import rechunk, split_frames
 from benchmarks._timing import best_of, print_table, write_results
 from streamguard.sse import EventParser
 
@@ -67,27 +68,6 @@ def anthropic_stream(separator: bytes) -> list[bytes]:
     return frames
 
 
-def rechunk(frames: list[bytes], size: int) -> list[bytes]:
-    body = b"".join(frames)
-    return [body[i : i + size] for i in range(0, len(body), size)]
-
-
-def floor_split(chunks: list[bytes], separator: bytes) -> int:
-    """Incremental split on the blank line, the cheapest framing there is."""
-    frames = []
-    buffer = b""
-    step = len(separator)
-    for chunk in chunks:
-        buffer = buffer + chunk if buffer else chunk
-        start = 0
-        find = buffer.find
-        while (end := find(separator, start)) >= 0:
-            frames.append(buffer[start:end])
-            start = end + step
-        buffer = buffer[start:]
-    return len(frames)
-
-
 def httpx_sse(chunks: list[bytes]) -> int:
     """httpx-sse's decoding as ``aiter_sse`` runs it: UTF-8 text, lines, then events."""
     from httpx_sse._decoders import SSEDecoder, SSELineDecoder
@@ -114,7 +94,7 @@ def parse(chunks: list[bytes]) -> int:
 def measure(name: str, chunks: list[bytes], separator: bytes, events: int) -> dict[str, object]:
     checks: dict[str, Callable[[], int]] = {
         "parser": lambda: parse(chunks),
-        "floor": lambda: floor_split(chunks, separator),
+        "floor": lambda: split_frames(chunks, separator),
         "httpx_sse": lambda: httpx_sse(chunks),
     }
     counts = {label: check() for label, check in checks.items()}

@@ -1,0 +1,51 @@
+"""The anchors the benchmarks measure streamguard against, and how chunks are cut."""
+
+from __future__ import annotations
+
+import orjson
+
+__all__ = ["rechunk", "split_and_load", "split_frames"]
+
+
+def rechunk(frames: list[bytes], size: int) -> list[bytes]:
+    """The same bytes cut into chunks of ``size`` (the last one shorter)."""
+    body = b"".join(frames)
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+def split_frames(chunks: list[bytes], separator: bytes = b"\n\n") -> int:
+    """The floor of framing: an incremental split on the blank line, keeping each frame."""
+    frames = []
+    buffer = b""
+    step = len(separator)
+    for chunk in chunks:
+        buffer = buffer + chunk if buffer else chunk
+        start = 0
+        find = buffer.find
+        while (end := find(separator, start)) >= 0:
+            frames.append(buffer[start:end])
+            start = end + step
+        buffer = buffer[start:]
+    return len(frames)
+
+
+def split_and_load(chunks: list[bytes]) -> int:
+    """The floor of checking: split on the blank line, ``orjson.loads`` each payload.
+
+    ``[DONE]`` is counted but not parsed, as any client does.
+    """
+    loads = orjson.loads
+    buffer = b""
+    count = 0
+    for chunk in chunks:
+        buffer = buffer + chunk if buffer else chunk
+        start = 0
+        find = buffer.find
+        while (end := find(b"\n\n", start)) >= 0:
+            data = buffer[find(b"data: ", start, end) + 6 : end]
+            if not data.startswith(b"[DONE]"):
+                loads(data)
+            count += 1
+            start = end + 2
+        buffer = buffer[start:]
+    return count
