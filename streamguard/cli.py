@@ -233,6 +233,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"streamguard probe: error: probing needs httpx: {_INSTALL_HINT}", file=err)
         return EXIT_USAGE
+    from streamguard.liveness import LivenessLimits
     from streamguard.testing._collect import collect
 
     threshold = Severity(args.fail_on)
@@ -261,7 +262,11 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             started = time.monotonic()
             with client.stream(method, args.url, content=content, headers=headers) as response:
                 record = collect(
-                    response, protocol=args.protocol, request=request, started_at=started
+                    response,
+                    protocol=args.protocol,
+                    request=request,
+                    started_at=started,
+                    timing=LivenessLimits(),  # a live stream: judge its timing too
                 )
     except httpx.InvalidURL as exc:
         print(f"streamguard probe: error: {args.url}: invalid URL: {exc}", file=err)

@@ -429,6 +429,14 @@ def test_probe_the_example_app(capsys: pytest.CaptureFixture[str]) -> None:
     assert "response_not_finished [error]" in out
 
 
+def test_probe_judges_the_timing_of_a_live_stream(capsys: pytest.CaptureFixture[str]) -> None:
+    """A stream flushed in one piece after a long silence is reported as buffered_flush."""
+    with serve(build_app(), log_level="critical") as url:
+        code, out, _ = run(capsys, "probe", url + "/openai/buffered", "--protocol", "openai_chat")
+    assert code == 0  # a warning, below the default --fail-on error
+    assert "buffered_flush [warning]" in out
+
+
 def test_probe_unreachable_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     """A connection failure is an input error naming the URL; exit 2."""
     with serve(build_fixture_app(), log_level="critical") as url:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import from_json
 
 from streamguard import rules
+from streamguard.liveness import LivenessLimits
 from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import AUTO
 from streamguard.report import Finding, Outcome, StreamReport
@@ -115,6 +116,7 @@ class _Collector:
         path: str | None,
         max_event_bytes: int,
         started_at: float | None,
+        timing: LivenessLimits | None = None,
     ) -> None:
         # One clock reading per chunk, shared by the monitor and the event times.
         self._now = time.monotonic()
@@ -125,6 +127,7 @@ class _Collector:
             clock=self._clock,
             started_at=started_at,
             max_event_bytes=max_event_bytes,
+            liveness=timing,
         )
         self._parser = EventParser(max_event_bytes)
         self._events: list[ReceivedEvent] = []
@@ -230,6 +233,7 @@ def collect(
     request: Mapping[str, Any] | None = None,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     started_at: float | None = None,
+    timing: LivenessLimits | None = None,
 ) -> CollectedStream:
     """Read a sync httpx streaming response to its end and return what arrived.
 
@@ -239,12 +243,14 @@ def collect(
     was sent, for timings; by default, when ``collect`` is called. A transport error while
     reading (the connection cut, a read timeout) ends the record instead of propagating.
     For a response of an ``httpx.AsyncClient``, use ``await acollect(response)``.
+    ``timing`` (e.g. ``LivenessLimits()``) also judges the arrival times at the end:
+    ``stalled``, ``body_not_ended`` and ``buffered_flush``, as the middleware does.
     """
     import httpx
 
     if not isinstance(response.stream, httpx.SyncByteStream):
         raise TypeError("collect() needs a sync response; use `await acollect(response)`")
-    collector = _start(response, protocol, request, max_event_bytes, started_at)
+    collector = _start(response, protocol, request, max_event_bytes, started_at, timing)
     error: httpx.TransportError | None = None
     try:
         for chunk in response.iter_raw():
@@ -261,13 +267,14 @@ async def acollect(
     request: Mapping[str, Any] | None = None,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     started_at: float | None = None,
+    timing: LivenessLimits | None = None,
 ) -> CollectedStream:
     """``collect`` for a response of an ``httpx.AsyncClient`` (``async with client.stream``)."""
     import httpx
 
     if not isinstance(response.stream, httpx.AsyncByteStream):
         raise TypeError("acollect() needs an async response; use collect(response)")
-    collector = _start(response, protocol, request, max_event_bytes, started_at)
+    collector = _start(response, protocol, request, max_event_bytes, started_at, timing)
     error: httpx.TransportError | None = None
     chunks: AsyncIterator[bytes] = response.aiter_raw()
     try:
@@ -299,11 +306,12 @@ def _start(
     request: Mapping[str, Any] | None,
     max_event_bytes: int,
     started_at: float | None,
+    timing: LivenessLimits | None,
 ) -> _Collector:
     if request is None:
         request = _request_json(response)
     collector = _Collector(
-        protocol, request, response.request.url.path, max_event_bytes, started_at
+        protocol, request, response.request.url.path, max_event_bytes, started_at, timing
     )
     collector.headers(response.status_code, response.headers.multi_items())
     return collector
