@@ -32,7 +32,6 @@ import structlog
 from pydantic_core import from_json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from streamguard import rules
 from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
 from streamguard.liveness import LivenessLimits
 from streamguard.logs import StreamLog, ViolationLimiter
@@ -46,8 +45,6 @@ __all__ = ["ReportCallback", "StreamGuardMiddleware"]
 ReportCallback = Callable[[StreamReport], None]
 
 _logger = structlog.get_logger("streamguard")
-
-_UTF8_NAMES = (b"utf-8", b"utf8")
 
 
 class StreamGuardMiddleware:
@@ -284,8 +281,7 @@ class _StreamWatch:
         if content_type is None:
             guard.skipped["content_type"] += 1
             return
-        media_type, _, parameters = content_type.partition(b";")
-        if media_type.strip().lower() != b"text/event-stream":
+        if content_type.partition(b";")[0].strip().lower() != b"text/event-stream":
             guard.skipped["content_type"] += 1
             return
         path = self._scope.get("path", "")
@@ -325,33 +321,13 @@ class _StreamWatch:
         self.protocol_label = "auto" if undecided else monitor.protocol
         self._start_sinks()
 
-        if content_length is not None:
-            monitor.add_findings(
-                [
-                    rules.CONTENT_LENGTH_ON_STREAM.finding(
-                        "the event stream was sent with Content-Length: "
-                        f"{content_length.decode('latin-1')!r}"
-                    )
-                ]
-            )
-        charset = _charset(parameters)
-        if charset is not None and charset.lower() not in _UTF8_NAMES:
-            monitor.add_findings(
-                [
-                    rules.BAD_CONTENT_TYPE_CHARSET.finding(
-                        f"Content-Type declares charset={charset.decode('latin-1')!r}; "
-                        "event streams are always UTF-8"
-                    )
-                ]
-            )
-        if content_encoding is not None and content_encoding.strip().lower() != b"identity":
+        monitor.check_head(
+            content_type.decode("latin-1"),
+            None if content_length is None else content_length.decode("latin-1"),
+            None if content_encoding is None else content_encoding.decode("latin-1"),
+        )
+        if not monitor.inspecting:
             guard.skipped["content_encoding"] += 1
-            monitor.stop_inspecting(
-                rules.COMPRESSED_STREAM.finding(
-                    f"Content-Encoding: {content_encoding.decode('latin-1')!r}; the "
-                    "compressed body is passed through uninspected"
-                )
-            )
         elif config.sample_rate < 1.0 and random.random() >= config.sample_rate:
             monitor.stop_inspecting()
             monitor.notes.append("not sampled: only the outcome was recorded")
@@ -527,14 +503,6 @@ def _route_template(scope: Scope) -> str | None:
         return template if isinstance(template, str) and template else None
     except Exception:
         return None
-
-
-def _charset(parameters: bytes) -> bytes | None:
-    for parameter in parameters.split(b";"):
-        key, _, value = parameter.partition(b"=")
-        if key.strip().lower() == b"charset":
-            return value.strip().strip(b'"')
-    return None
 
 
 def _fallback_report(monitor: StreamMonitor, end: StreamEnd) -> StreamReport:

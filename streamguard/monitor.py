@@ -90,6 +90,11 @@ class StreamMonitor:
         return tuple(self._findings)
 
     @property
+    def inspecting(self) -> bool:
+        """False once checking stopped (too large, compressed, not sampled, failed)."""
+        return self._inspecting
+
+    @property
     def protocol_source(self) -> str:
         return self._checker.protocol_source
 
@@ -104,6 +109,38 @@ class StreamMonitor:
     def add_findings(self, findings: Iterable[Finding]) -> None:
         """Record findings made outside the body (the response headers, timers)."""
         self._findings.extend(findings)
+
+    def check_head(
+        self,
+        content_type: str,
+        content_length: str | None = None,
+        content_encoding: str | None = None,
+    ) -> None:
+        """The HTTP rules of an event stream's response head (its headers' values).
+
+        Shared by the middleware and the client-side helpers, so both say the same thing.
+        A compressed body cannot be parsed: inspection stops, and the finding says why.
+        """
+        if content_length is not None:
+            self._findings.append(
+                rules.CONTENT_LENGTH_ON_STREAM.finding(
+                    f"the event stream was sent with Content-Length: {content_length!r}"
+                )
+            )
+        charset = _charset(content_type)
+        if charset is not None and charset.lower() not in _UTF8_NAMES:
+            self._findings.append(
+                rules.BAD_CONTENT_TYPE_CHARSET.finding(
+                    f"Content-Type declares charset={charset!r}; event streams are always UTF-8"
+                )
+            )
+        if content_encoding is not None and content_encoding.strip().lower() != "identity":
+            self.stop_inspecting(
+                rules.COMPRESSED_STREAM.finding(
+                    f"Content-Encoding: {content_encoding!r}; the compressed body is passed "
+                    "through uninspected"
+                )
+            )
 
     def stop_inspecting(self, finding: Finding | None = None) -> None:
         """Keep counting bytes but check nothing more, optionally saying why."""
@@ -233,6 +270,17 @@ class StreamMonitor:
             max_event_gap=self._liveness.max_event_gap if self._liveness is not None else None,
         )
         return self.report
+
+
+_UTF8_NAMES = ("utf-8", "utf8")
+
+
+def _charset(content_type: str) -> str | None:
+    for parameter in content_type.split(";")[1:]:
+        key, _, value = parameter.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip().strip('"')
+    return None
 
 
 def _event_order(finding: Finding) -> int:

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CollectedStream", "ReceivedEvent", "acollect", "collect", "collect_bytes"]
 
-_UTF8_NAMES = ("utf-8", "utf8")
-
 
 @dataclass(frozen=True, slots=True)
 class ReceivedEvent:
@@ -142,28 +140,10 @@ class _Collector:
         """Apply the middleware's HTTP checks to the response head."""
         monitor = self.monitor
         self.status_code = status_code
-        found: list[Finding] = []
-        encoding = None
+        values: dict[str, str] = {}
         for name, value in headers:
-            name = name.lower()
-            if name == "content-type":
-                self.content_type = value
-                charset = _charset(value)
-                if charset is not None and charset.lower() not in _UTF8_NAMES:
-                    found.append(
-                        rules.BAD_CONTENT_TYPE_CHARSET.finding(
-                            f"Content-Type declares charset={charset!r}; event streams are "
-                            "always UTF-8"
-                        )
-                    )
-            elif name == "content-length":
-                found.append(
-                    rules.CONTENT_LENGTH_ON_STREAM.finding(
-                        f"the event stream was sent with Content-Length: {value!r}"
-                    )
-                )
-            elif name == "content-encoding":
-                encoding = value
+            values.setdefault(name.lower(), value)
+        self.content_type = values.get("content-type")
         media_type = (self.content_type or "").partition(";")[0].strip().lower()
         if not 200 <= status_code < 300 or media_type != "text/event-stream":
             monitor.stop_inspecting()
@@ -172,14 +152,9 @@ class _Collector:
                 f"{self.content_type!r}): the body was not checked"
             )
             return
-        monitor.add_findings(found)
-        if encoding is not None and encoding.strip().lower() != "identity":
-            monitor.stop_inspecting(
-                rules.COMPRESSED_STREAM.finding(
-                    f"Content-Encoding: {encoding!r}; the compressed body is passed through "
-                    "uninspected"
-                )
-            )
+        monitor.check_head(
+            self.content_type or "", values.get("content-length"), values.get("content-encoding")
+        )
 
     def feed(self, chunk: bytes) -> None:
         if not chunk:
@@ -332,14 +307,6 @@ def _request_json(response: httpx.Response) -> Mapping[str, Any] | None:
     except ValueError:
         return None
     return request if isinstance(request, dict) else None
-
-
-def _charset(content_type: str) -> str | None:
-    for parameter in content_type.split(";")[1:]:
-        key, _, value = parameter.partition("=")
-        if key.strip().lower() == "charset":
-            return value.strip().strip('"')
-    return None
 
 
 # -- what the events say, per protocol ----------------------------------------------------
