@@ -52,9 +52,22 @@ class Checker:
         return self.error_index is not None
 
     def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        """Check one event; after the terminal signal only lifecycle rules apply."""
+        """Check one event; after the terminal signal only lifecycle rules apply.
+
+        An in-band error ends the stream as surely as the terminal does; a protocol that
+        lets something follow its error (OpenAI's ``[DONE]``) overrides this.
+        """
         if self.terminal_index is None:
-            return self.check_event(event, index)
+            if self.error_index is None:
+                return self.check_event(event, index)
+            return (
+                rules.EVENT_AFTER_TERMINAL.finding(
+                    f"event {index} ({event.event!r}) follows the in-band error sent as "
+                    f"event {self.error_index}",
+                    index,
+                    event.offset,
+                ),
+            )
         if self.is_terminal(event):
             return (
                 rules.DUPLICATE_TERMINAL.finding(

@@ -145,20 +145,6 @@ class AnthropicChecker(Checker):
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        if self.terminal_index is None and self.error_index is None:
-            return self.check_event(event, index)  # the common case, without a super() call
-        if self.error_index is not None:
-            # The in-band error ends the stream as surely as message_stop does.
-            return (
-                rules.EVENT_AFTER_TERMINAL.finding(
-                    f"event {index} ({event.event!r}) follows the error event {self.error_index}",
-                    index,
-                    event.offset,
-                ),
-            )
-        return super().on_event(event, index)
-
     def is_terminal(self, event: Event) -> bool:
         return event.event == "message_stop"
 

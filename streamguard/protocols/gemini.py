@@ -135,13 +135,7 @@ class GeminiChecker(Checker):
 
     def on_event(self, event: Event, index: int) -> Sequence[Finding]:
         if self.error_index is not None:
-            return (
-                rules.EVENT_AFTER_TERMINAL.finding(
-                    f"event {index} follows the error chunk sent as event {self.error_index}",
-                    index,
-                    event.offset,
-                ),
-            )
+            return super().on_event(event, index)  # the error chunk ended the stream
         framing = self._check_framing(event, index)
         found = super().on_event(event, index)
         if framing is None:
