@@ -102,6 +102,13 @@ Values are checked once, at construction: an unknown field, a protocol that is n
 without a leading `/` or a value out of range raises `pydantic.ValidationError`, naming the
 field. The models are frozen. Nested models (`routes`, `timers`, `logs`) accept plain dicts.
 
+**From the environment.** With the `settings` extra (`pip install 'streamguard[settings]'`),
+`streamguard.settings.StreamGuardSettings()` is a `StreamGuardConfig` whose fields come from
+`STREAMGUARD_*` variables: `STREAMGUARD_SAMPLE_RATE=0.25`,
+`STREAMGUARD_ROUTES='{"/v1/chat/completions": "openai_chat"}'` (JSON for dicts and lists),
+`STREAMGUARD_TIMERS__IDLE_LIMIT_S=120` (`__` for nested fields). A misspelt variable is an
+error, as a misspelt keyword is. Pass it as `config=StreamGuardSettings()`.
+
 Besides the configuration, `StreamGuardMiddleware(app, config=None, *, on_report=None,
 clock=time.monotonic, **options)` takes `on_report`, a callable that receives each watched
 stream's `StreamReport` when it ends, and `clock`, for tests.
