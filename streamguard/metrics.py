@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -50,7 +51,11 @@ _LABELS = ("route", "protocol")
 class StreamGuardMetrics:
     """The metric families, registered once in ``registry`` under ``namespace``."""
 
-    _defaults: ClassVar[dict[int, StreamGuardMetrics]] = {}
+    # Keyed by the registry itself, weakly: an id() could be reused by a new registry
+    # once the old one is gone, and would hand it metrics registered elsewhere.
+    _defaults: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, StreamGuardMetrics]] = (
+        weakref.WeakKeyDictionary()
+    )
     _defaults_lock = threading.Lock()
 
     def __init__(
@@ -101,9 +106,9 @@ class StreamGuardMetrics:
     def default(cls, registry: CollectorRegistry = REGISTRY) -> StreamGuardMetrics:
         """The one instance for ``registry`` in this process, built on first use."""
         with cls._defaults_lock:
-            metrics = cls._defaults.get(id(registry))
+            metrics = cls._defaults.get(registry)
             if metrics is None:
-                metrics = cls._defaults[id(registry)] = cls(registry)
+                metrics = cls._defaults[registry] = cls(registry)
             return metrics
 
     def for_stream(self, route: str, protocol: str) -> StreamMetrics:

@@ -269,3 +269,30 @@ def test_metrics_app_serves_the_registry() -> None:
     text = asyncio.run(scrape())
     line = 'streamguard_streams_total{outcome="completed",protocol="sse",route="__unknown__"} 1.0'
     assert line in text
+
+
+def test_a_new_registry_never_gets_metrics_of_a_dead_one() -> None:
+    """Default metrics are kept per registry object, not per id(), which can be reused."""
+    import gc
+
+    seen = set()
+    for _ in range(50):
+        registry = CollectorRegistry()
+        metrics = StreamGuardMetrics.default(registry)
+        assert (
+            registry.get_sample_value(
+                "streamguard_streams_started_total", {"route": "r", "protocol": "p"}
+            )
+            is None
+        )
+        metrics.for_stream("r", "p").stream_started()
+        assert (
+            registry.get_sample_value(
+                "streamguard_streams_started_total", {"route": "r", "protocol": "p"}
+            )
+            == 1.0
+        )
+        seen.add(id(registry))
+        del registry, metrics
+        gc.collect()
+    assert len(seen) < 50  # ids were reused, which is what made the old cache wrong
