@@ -245,6 +245,13 @@ class _StreamWatch:
             # ASGI spec 2.4: the server raises OSError from send once the client has gone.
             self.disconnected = True
             raise
+        except BaseException:
+            # Cancelled while handing over the last body message (hypercorn's trio worker
+            # reports the finished response as a disconnect, and Starlette then cancels the
+            # sender): the app did end its body, which is what the outcome records.
+            if body_ended:
+                self._finish(StreamEnd.BODY_ENDED)
+            raise
         if body_ended:
             self._finish(StreamEnd.BODY_ENDED)
 

@@ -391,3 +391,25 @@ def test_concurrent_senders_are_fed_in_call_order() -> None:
     recorder, _ = run(middleware)
     assert len(recorder.sent) == 12
     assert (reports[0].events, reports[0].findings) == (5, ())
+
+
+def test_cancelled_while_sending_the_last_body_message_is_completed() -> None:
+    """A sender cancelled while handing over more_body=False still ended its body."""
+    cancel = asyncio.CancelledError()
+    recorder = Recorder(
+        incoming=[{"type": "http.request", "body": b""}], fail_after=4, failure=cancel
+    )
+    middleware, reports = guarded(ScriptedApp(HEALTHY))
+    _, raised = run(middleware, recorder=recorder)
+    assert raised is cancel
+    assert [(r.outcome, r.events) for r in reports] == [(Outcome.COMPLETED, 2)]
+    assert middleware.in_flight == 0
+
+
+def test_oserror_on_the_last_body_message_is_client_disconnect() -> None:
+    """OSError on the final body message means the client never got the end."""
+    recorder = Recorder(incoming=[{"type": "http.request", "body": b""}], fail_after=4)
+    middleware, reports = guarded(ScriptedApp(HEALTHY))
+    _, raised = run(middleware, recorder=recorder)
+    assert raised is recorder.failure
+    assert [r.outcome for r in reports] == [Outcome.CLIENT_DISCONNECT]
