@@ -287,6 +287,7 @@ _line = st.one_of(
     st.builds(lambda v: b"data: " + v, _text),
     st.just(b"data"),
     st.builds(lambda v: b"event: " + v, _text),
+    st.sampled_from([b"event: \xff", b"event: ok\xc3"]),  # invalid UTF-8 in a name
     st.builds(lambda v: b"id: " + v, _text),
     st.just(b"id: a\x00b"),
     st.builds(lambda v: b"retry: " + v, st.sampled_from([b"10", b"x", b"", b"+1"])),
@@ -368,3 +369,11 @@ def test_feed_after_close_is_a_usage_error() -> None:
     parser.close()
     with pytest.raises(RuntimeError, match=r"feed\(\) called after close\(\)"):
         parser.feed(b"data: a\n\n")
+
+
+def test_invalid_utf8_in_an_event_name_is_located_at_the_event() -> None:
+    """A bad byte in an event name is reported at the event's start, whole or byte by byte."""
+    body = b"data: a\n\nevent: x\xff\ndata: b\n\n"
+    whole = parse_all([body])
+    assert whole == parse_all([body[i : i + 1] for i in range(len(body))])
+    assert [(f.rule, f.byte_offset) for f in whole[1]] == [("invalid_utf8", 9)]
