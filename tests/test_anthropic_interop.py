@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from starlette.routing import Route
 
 from streamguard import StreamGuardMiddleware, StreamReport
 from tests.chunking import cut
-from tests.servers import serve
+from tests.servers import serve, wait_until
 
 anthropic = pytest.importorskip("anthropic", reason="the anthropic SDK is a dev dependency")
 
@@ -56,12 +55,6 @@ def _app(reports: list[StreamReport]) -> StreamGuardMiddleware:
     return StreamGuardMiddleware(app, protocol="anthropic", on_report=reports.append)
 
 
-def _wait_for(reports: list[StreamReport], count: int) -> None:
-    deadline = time.monotonic() + 5
-    while len(reports) < count and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, list[StreamReport]]]:
     reports: list[StreamReport] = []
@@ -86,7 +79,7 @@ def test_sdk_gets_the_final_message_and_streamguard_reports_clean(
     stop_reason, block_types = HEALTHY[fixture]
     assert message.stop_reason == stop_reason
     assert [block.type for block in message.content] == block_types
-    _wait_for(reports, before + 1)
+    wait_until(lambda: len(reports) >= before + 1, 5)
     report = reports[before]
     assert (report.protocol, report.outcome.value, report.findings) == (
         "anthropic",

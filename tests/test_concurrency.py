@@ -6,10 +6,8 @@ import asyncio
 import gc
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -19,8 +17,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from streamguard import Outcome, StreamEnd, StreamGuardMiddleware, StreamMonitor, StreamReport
-from streamguard.testing import serve
 
+from .servers import serve, wait_until
 from .sse_fixtures import FIXTURES
 from .stream_apps import frames
 
@@ -87,14 +85,6 @@ def expected_report(protocol: str, name: str, ending: str) -> StreamReport:
     for part in sent_frames(body, ending):
         monitor.feed(part)
     return monitor.finish(END_OF[ending])
-
-
-def wait_until(condition: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.01)
 
 
 def test_thousand_concurrent_mixed_protocol_streams_each_get_their_own_report() -> None:

@@ -20,6 +20,8 @@ from starlette.routing import Route
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 
+from .servers import wait_until
+
 hypercorn = pytest.importorskip("hypercorn")
 
 
@@ -94,14 +96,6 @@ def app_with(held: Callable[[], Any]) -> Starlette:
     return Starlette(routes=[Route("/ready", ready), Route("/stream", stream)])
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.01)
-
-
 def test_asyncio_worker_reports_body_not_ended_while_open(done_protocol: str) -> None:
     """Under hypercorn's asyncio worker the sweeper counts body_not_ended before the end."""
     registry = CollectorRegistry()
@@ -119,12 +113,14 @@ def test_asyncio_worker_reports_body_not_ended_while_open(done_protocol: str) ->
         with httpx.stream("GET", f"{url}/stream", timeout=10) as response:
             chunks = response.iter_raw()
             assert next(chunks) == b"data: a\n\ndata: END\n\n"
-            wait_for(lambda: registry.get_sample_value("streamguard_violations_total", labels) == 1)
+            wait_until(
+                lambda: registry.get_sample_value("streamguard_violations_total", labels) == 1
+            )
             seen_while_open.append(
                 registry.get_sample_value("streamguard_violations_total", labels)
             )
             assert b"".join(chunks) == b""
-        wait_for(lambda: len(reports) == 1)
+        wait_until(lambda: len(reports) == 1)
     assert seen_while_open == [1.0]
     assert (reports[0].outcome, reports[0].rules()) == (Outcome.COMPLETED, ["body_not_ended"])
     assert middleware.in_flight == 0
@@ -144,7 +140,7 @@ def test_trio_worker_judges_timing_at_the_end(done_protocol: str) -> None:
     with hypercorn_server(middleware, "trio") as url:
         with httpx.stream("GET", f"{url}/stream", timeout=10) as response:
             assert b"".join(response.iter_raw()) == b"data: a\n\ndata: END\n\n"
-        wait_for(lambda: len(reports) == 1)
+        wait_until(lambda: len(reports) == 1)
     assert (reports[0].outcome, reports[0].rules()) == (Outcome.COMPLETED, ["body_not_ended"])
     assert len(middleware._sweepers) == 0  # no asyncio loop, so no sweeper
     assert middleware.in_flight == 0

@@ -9,7 +9,6 @@ report must be ``completed`` with no finding.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from streamguard import StreamGuardMiddleware, StreamReport
 from tests.chunking import cut
-from tests.servers import serve
+from tests.servers import serve, wait_until
 
 openai = pytest.importorskip("openai", reason="the openai SDK is a dev dependency")
 
@@ -100,12 +99,6 @@ def _request_options(fixture: str) -> dict[str, Any]:
     return {key: request[key] for key in ("n", "stream_options") if key in request}
 
 
-def _wait_for(reports: list[StreamReport], count: int) -> None:
-    deadline = time.monotonic() + 5
-    while len(reports) < count and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, list[StreamReport]]]:
     reports: list[StreamReport] = []
@@ -114,7 +107,7 @@ def server() -> Iterator[tuple[str, list[StreamReport]]]:
 
 
 def _last_report(reports: list[StreamReport], before: int) -> StreamReport:
-    _wait_for(reports, before + 1)
+    wait_until(lambda: len(reports) >= before + 1, 5)
     assert len(reports) == before + 1
     return reports[before]
 

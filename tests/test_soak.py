@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,9 +17,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
-from streamguard.testing import serve
 
 from .asgi_driver import Recorder, body, http_scope, sse_start
+from .servers import serve, wait_until
 
 ENDINGS = ("complete", "unclosed", "crash", "leave")
 
@@ -54,14 +53,6 @@ async def stream(request: Request) -> Response:
             await asyncio.sleep(30)  # the client hangs up long before this
 
     return StreamingResponse(frames(), media_type="text/event-stream")
-
-
-def wait_until(condition: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.01)
 
 
 def test_thousand_concurrent_streams_each_get_their_own_report() -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -16,7 +15,7 @@ from starlette.routing import Route
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 
-from .servers import serve
+from .servers import serve, wait_until
 
 
 def random_chunks(seed: int) -> list[bytes]:
@@ -101,14 +100,6 @@ def plain_server() -> Iterator[str]:
         yield url
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the server")
-        time.sleep(0.005)
-
-
 def raw_body(url: str) -> bytes:
     with httpx.stream("GET", url, timeout=30) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -127,7 +118,7 @@ def test_body_is_byte_identical_with_and_without_middleware(
     before = len(reports)
     assert raw_body(f"{plain_server}/random?seed={seed}") == expected
     assert raw_body(f"{url}/random?seed={seed}") == expected
-    wait_for(lambda: len(reports) > before)
+    wait_until(lambda: len(reports) > before)
     assert reports[-1].bytes == len(expected)
     assert middleware.in_flight == 0
 
@@ -139,7 +130,7 @@ def test_healthy_stream_is_completed(
     url, middleware, reports = guarded_server
     before = len(reports)
     assert raw_body(f"{url}/healthy") == b"data: Hello\n\ndata: world\n\n"
-    wait_for(lambda: len(reports) > before)
+    wait_until(lambda: len(reports) > before)
     report = reports[-1]
     assert (report.outcome, report.events, report.findings, report.path) == (
         Outcome.COMPLETED,
@@ -162,12 +153,12 @@ def test_client_closing_mid_stream_is_client_disconnect(
         for chunk in response.iter_raw():
             if chunk:
                 break
-    wait_for(lambda: len(reports) > before)
+    wait_until(lambda: len(reports) > before)
     report = reports[-1]
     assert report.path == "/endless"
     assert report.outcome is Outcome.CLIENT_DISCONNECT
     assert report.findings == ()
-    wait_for(lambda: middleware.in_flight == 0)
+    wait_until(lambda: middleware.in_flight == 0)
 
 
 def test_app_raising_mid_stream_is_app_error(
@@ -181,7 +172,7 @@ def test_app_raising_mid_stream_is_app_error(
         httpx.stream("GET", f"{url}/failing", timeout=30) as response,
     ):
         b"".join(response.iter_raw())
-    wait_for(lambda: len(reports) > before)
+    wait_until(lambda: len(reports) > before)
     assert (reports[-1].path, reports[-1].outcome, reports[-1].events) == (
         "/failing",
         Outcome.APP_ERROR,
