@@ -16,9 +16,14 @@ from streamguard import rules
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["NO_FINDINGS", "Checker"]
+__all__ = ["MAX_KEPT_TEXT_CHARS", "NO_FINDINGS", "Checker"]
 
 NO_FINDINGS: Sequence[Finding] = ()
+
+#: The characters of text one stream may keep for later checks, across everything it keeps
+#: (tool-call arguments to parse at the finish, deltas to compare with a ``.done`` text).
+#: Part of the documented per-stream ceiling: past it a check is skipped, never the memory.
+MAX_KEPT_TEXT_CHARS = 1024 * 1024
 
 
 class Checker:
@@ -42,6 +47,20 @@ class Checker:
         self.path = path
         self.terminal_index: int | None = None
         self.error_index: int | None = None
+        self._kept_text_left = MAX_KEPT_TEXT_CHARS
+
+    def keep_text(self, chars: int) -> bool:
+        """Reserve room for ``chars`` more kept characters; False when the stream's budget
+        is spent (the caller then drops what it kept, ``free_text``s it, and skips its
+        check)."""
+        if chars > self._kept_text_left:
+            return False
+        self._kept_text_left -= chars
+        return True
+
+    def free_text(self, chars: int) -> None:
+        """Give back the room of kept text that was checked or dropped."""
+        self._kept_text_left += chars
 
     @property
     def terminal_seen(self) -> bool:

@@ -1,0 +1,51 @@
+"""What a default log line may say about a value taken from the wire.
+
+Finding messages reach logs, metrics tooling and the CLI by default, so they must not carry
+what a client, an app or an upstream sent: a value from the stream or the headers appears
+either as one of a closed set of tokens the protocol defines, or as its size and a short
+hash. The hash lets a reader tell two values apart (two ids that differ, one name sent
+twice) without learning either. Content is shown only in the opt-in ``excerpt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from hashlib import blake2b
+
+__all__ = ["describe", "number", "token"]
+
+#: Integers this large are shown by size: a 100,000-digit number must not become a log line
+#: (and ``str()`` of one past 4,300 digits raises).
+_MAX_SHOWN_INT = 10**18
+
+
+def describe(value: str | bytes | bytearray) -> str:
+    """``<12 chars #1a2b3c4d>``: the size of ``value`` and a short hash, never the value."""
+    if isinstance(value, str):
+        unit, raw = "chars", value.encode("utf-8", "surrogatepass")
+    else:
+        unit, raw = "bytes", bytes(value)
+    return f"<{len(value)} {unit} #{blake2b(raw, digest_size=4).hexdigest()}>"
+
+
+def token(value: object, known: Collection[str]) -> str:
+    """``value`` quoted when it is one of the ``known`` tokens, else ``describe``d.
+
+    Anything that is not a string (a number where a name belongs, ``None``) is named by
+    its type only.
+    """
+    if isinstance(value, str):
+        return repr(value) if value in known else describe(value)
+    if isinstance(value, bytes | bytearray):
+        return describe(value)
+    return f"<{type(value).__name__}>"
+
+
+def number(value: object) -> str:
+    """An integer from the wire (an index, a sequence number) as digits when it is of a
+    sane size; anything else as ``token`` would show it."""
+    if type(value) is int and -_MAX_SHOWN_INT < value < _MAX_SHOWN_INT:
+        return str(value)
+    if type(value) is int:
+        return f"<int of {value.bit_length()} bits>"
+    return token(value, ())
