@@ -20,25 +20,27 @@ counted, and every exception of the app (or the server) propagates as the same o
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import random
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import structlog
-from pydantic_core import from_json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
 from streamguard.liveness import LivenessLimits
 from streamguard.logs import StreamLog, ViolationLimiter
 from streamguard.metrics import StreamGuardMetrics, StreamMetrics
-from streamguard.monitor import Clock, StreamEnd, StreamMonitor
+from streamguard.monitor import Clock, StreamEnd, StreamMonitor, error_name
 from streamguard.protocols import AUTO
-from streamguard.report import Finding, Outcome, StreamReport
+from streamguard.report import Finding, StreamReport
+from streamguard.request import RequestFacts, request_facts
 
 __all__ = ["ReportCallback", "StreamGuardMiddleware"]
 
@@ -92,6 +94,10 @@ class StreamGuardMiddleware:
         self._sweepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Sweeper] = (
             weakref.WeakKeyDictionary()
         )
+        #: The watched streams still open, so that shutdown can report them: a server
+        #: that re-raises SIGTERM (uvicorn) ends the process before cancelled tasks run.
+        self.open_streams: set[_StreamWatch] = set()
+        _at_exit.add(self)
         if self.metrics is not None:
             self.metrics.initialise(
                 (spec.name or key, spec.protocol) for key, spec in config.routes.items()
@@ -99,6 +105,8 @@ class StreamGuardMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                receive = self._lifespan_receive(receive)
             await self.app(scope, receive, send)
             return
         if scope.get("method") == "HEAD":
@@ -112,6 +120,21 @@ class StreamGuardMiddleware:
             watch.app_raised(exc)
             raise
         watch.app_returned()
+
+    def _lifespan_receive(self, receive: Receive) -> Receive:
+        async def lifespan_receive() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                self.report_open_streams()
+            return message
+
+        return lifespan_receive
+
+    def report_open_streams(self) -> None:
+        """Report every stream still open as ``cancelled`` (at server shutdown and at
+        interpreter exit; the streams' own ends are then no-ops)."""
+        for watch in list(self.open_streams):
+            watch.shutdown()
 
     def route_for(self, scope: Scope) -> tuple[str | None, RouteConfig | None]:
         """The route label and configuration of a request; never raises, never a raw path.
@@ -149,34 +172,38 @@ class StreamGuardMiddleware:
     ) -> None:
         """The one place a failure inside streamguard is counted, metered and logged."""
         self.internal_errors += 1
+        # Separately guarded: the failing sink may be either one, and the other must
+        # still say so.
         try:
             if self.metrics is not None:
                 self.metrics.internal_errors.labels(route, protocol).inc()
+        except Exception:
+            pass
+        with contextlib.suppress(Exception):
             _logger.error(
                 "streamguard_internal_error",
                 where=where,
-                error=f"{type(exc).__name__}: {exc}",
+                error=error_name(exc),
                 route=route,
                 protocol=protocol,
             )
-        except Exception:  # the sinks themselves are what failed: counted above
-            pass
 
 
 class _StreamWatch:
     """The per-request state: the wrapped ``receive`` and ``send``, monitor and sinks."""
 
     __slots__ = (
-        "_emitted",
+        "__weakref__",
         "_guard",
+        "_late_body_reported",
         "_log",
         "_metrics",
         "_receive",
         "_request_body",
         "_request_complete",
-        "_request_size",
         "_scope",
         "_send",
+        "_sink_failed",
         "_sweeper",
         "decided",
         "disconnected",
@@ -201,10 +228,14 @@ class _StreamWatch:
         self.disconnected = False
         self._metrics: StreamMetrics | None = None
         self._log: StreamLog | None = None
-        self._emitted = 0
         self._sweeper: _Sweeper | None = None
-        self._request_body: list[bytes] | None = [] if guard.config.request_peek_bytes else None
-        self._request_size = 0
+        self._sink_failed = False
+        self._late_body_reported = False
+        #: The request body as the app reads it, up to ``request_peek_bytes``; dropped at
+        #: the response start, when it has been reduced to its few facts.
+        self._request_body: bytearray | None = (
+            bytearray() if guard.config.request_peek_bytes else None
+        )
         self._request_complete = False
 
     async def receive(self) -> Message:
@@ -222,13 +253,20 @@ class _StreamWatch:
         monitor = self.monitor
         if monitor is not None:
             if message["type"] == "http.response.body":
-                body_ended = not message.get("more_body", False)
-                if monitor.internal_error is None:
-                    try:
-                        if monitor.feed(message.get("body", b"")):
-                            self._emit_findings()
-                    except Exception as exc:
-                        self._internal_error("check", exc)
+                if monitor.report is not None:
+                    self._after_end(monitor, message)
+                else:
+                    body_ended = not message.get("more_body", False)
+                    if monitor.internal_error is None:
+                        try:
+                            data = message.get("body", b"")
+                            if type(data) is not bytes:  # a memoryview or bytearray is valid
+                                data = bytes(data)
+                            found = monitor.feed(data)
+                            if found:
+                                self._emit(found)
+                        except Exception as exc:
+                            self._internal_error("check", exc)
             elif message["type"] == "http.response.pathsend":
                 body_ended = True
                 monitor.stop_inspecting()
@@ -237,23 +275,28 @@ class _StreamWatch:
             try:
                 self._decide(message)
             except Exception as exc:
-                self.monitor = None
-                self._guard._count_internal_error("decide", exc, self.route, self.protocol_label)
+                self._abandon("decide", exc)
+            self._request_body = None  # _decide took the facts the checks need, if any
         try:
             await self._send(message)
         except OSError:
             # ASGI spec 2.4: the server raises OSError from send once the client has gone.
             self.disconnected = True
             raise
-        except BaseException:
+        except BaseException as exc:
             # Cancelled while handing over the last body message (hypercorn's trio worker
             # reports the finished response as a disconnect, and Starlette then cancels the
-            # sender): the app did end its body, which is what the outcome records.
-            if body_ended:
+            # sender): the app did end its body, which is what the outcome records. Any
+            # other exception means the message never reached the client: the app sees it
+            # raised, and the outcome follows from how the app ends.
+            if body_ended and monitor is not None and _is_cancellation(exc):
+                monitor.handed_over()
                 self._finish(StreamEnd.BODY_ENDED)
             raise
-        if body_ended:
-            self._finish(StreamEnd.BODY_ENDED)
+        if monitor is not None:
+            monitor.handed_over()
+            if body_ended:
+                self._finish(StreamEnd.BODY_ENDED)
 
     def app_returned(self) -> None:
         self._finish(StreamEnd.CLIENT_DISCONNECT if self.disconnected else StreamEnd.APP_RETURNED)
@@ -266,6 +309,13 @@ class _StreamWatch:
         else:  # asyncio.CancelledError, trio.Cancelled, KeyboardInterrupt, SystemExit
             end = StreamEnd.CANCELLED
         self._finish(end)
+
+    def shutdown(self) -> None:
+        """The server is shutting down with this stream still open: report it now."""
+        monitor = self.monitor
+        if monitor is not None and monitor.report is None:
+            monitor.notes.append("reported at server shutdown, before the stream ended")
+            self._finish(StreamEnd.CANCELLED)
 
     # -- deciding -----------------------------------------------------------------------
 
@@ -299,77 +349,82 @@ class _StreamWatch:
         if spec is None and not config.watch_unlisted:
             guard.skipped["unlisted"] += 1
             return
-        self.route = label or UNKNOWN_ROUTE
+        route = label or UNKNOWN_ROUTE
         protocol = spec.protocol if spec is not None else config.protocol
-
-        request, note = self._parsed_request()
+        head = (
+            content_type.decode("latin-1"),
+            None if content_length is None else content_length.decode("latin-1"),
+            None if content_encoding is None else content_encoding.decode("latin-1"),
+        )
+        request, note = self._request_facts()
         monitor = StreamMonitor(
             protocol,
             request=request,
             path=path,
-            route=self.route,
+            route=route,
             clock=guard.clock,
             started_at=self.started_at,
             max_event_bytes=config.max_event_bytes,
             excerpt_chars=config.logs.excerpt_chars if config.logs.content_excerpts else 0,
             liveness=guard.liveness,
+            handover=True,
         )
         if note is not None:
             monitor.notes.append(note)
+        # A protocol still to be detected from events is labelled "auto" for the whole
+        # stream, so that every series of one stream carries the same labels.
+        undecided = protocol == AUTO and monitor.protocol_source == "default"
+        self.route = route
+        self.protocol_label = "auto" if undecided else monitor.protocol
+        # Everything above may fail and leave no trace; from here on the stream is open
+        # and counted, and whatever fails is reported through it.
         self.monitor = monitor
-        guard.in_flight += 1
+        guard.open_streams.add(self)
         if guard.liveness is not None:
             self._sweeper = guard._sweeper()
             if self._sweeper is not None:
                 self._sweeper.add(self)
-        # A protocol still to be detected from events is labelled "auto" for the whole
-        # stream, so that every series of one stream carries the same labels.
-        undecided = protocol == AUTO and monitor.protocol_source == "default"
-        self.protocol_label = "auto" if undecided else monitor.protocol
         self._start_sinks()
-
-        monitor.check_head(
-            content_type.decode("latin-1"),
-            None if content_length is None else content_length.decode("latin-1"),
-            None if content_encoding is None else content_encoding.decode("latin-1"),
-        )
+        found = monitor.check_head(*head)
         if not monitor.inspecting:
             guard.skipped["content_encoding"] += 1
         elif config.sample_rate < 1.0 and random.random() >= config.sample_rate:
             monitor.stop_inspecting()
             monitor.notes.append("not sampled: only the outcome was recorded")
-        self._emit_findings()
+        if found:
+            self._emit(found)
+
+    def _abandon(self, where: str, exc: Exception) -> None:
+        """Deciding failed: count it; a stream already open is reported, not leaked."""
+        if self.monitor is not None:
+            self._internal_error(where, exc)
+            return
+        self._guard._count_internal_error(where, exc, self.route, self.protocol_label)
 
     def _keep_request_body(self, message: Message) -> None:
-        chunk = message.get("body", b"")
-        self._request_size += len(chunk)
-        if self._request_size > self._guard.config.request_peek_bytes:
+        kept = self._request_body
+        assert kept is not None
+        kept += message.get("body", b"")
+        if len(kept) > self._guard.config.request_peek_bytes:
             self._request_body = None  # too large: request-aware checks are skipped
-            return
-        assert self._request_body is not None
-        if chunk:
-            self._request_body.append(chunk)
-        if not message.get("more_body", False):
+            self._request_complete = True
+        elif not message.get("more_body", False):
             self._request_complete = True
 
-    def _parsed_request(self) -> tuple[Mapping[str, Any] | None, str | None]:
-        """The JSON request body the app read, or ``None`` and why it is not available."""
+    def _request_facts(self) -> tuple[RequestFacts | None, str | None]:
+        """What the request the app read asked for, or ``None`` and why it is unknown."""
         limit = self._guard.config.request_peek_bytes
         if not limit:
             return None, None
-        if self._request_body is None:
-            return None, f"request body over request_peek_bytes={limit}: request checks skipped"
-        if not self._request_size:
+        body = self._request_body
+        self._request_body = None
+        if body is None:
+            if self._request_complete:
+                return None, f"request body over request_peek_bytes={limit}: request checks skipped"
             return None, None
-        if not self._request_complete:
+        if body and not self._request_complete:
             return None, "request body not fully read before the response: request checks skipped"
-        try:
-            request = from_json(b"".join(self._request_body))
-        except ValueError:
-            return None, "request body is not JSON: request checks skipped"
-        if not isinstance(request, dict):
-            return None, "request body is not a JSON object: request checks skipped"
-        return request, None
+        return request_facts(body, limit)
 
     # -- sinks --------------------------------------------------------------------------
 
@@ -380,25 +435,28 @@ class _StreamWatch:
             if guard.metrics is not None:
                 self._metrics = guard.metrics.for_stream(self.route, label)
                 self._metrics.stream_started()
-            if guard.config.logs.enabled:
-                self._log = StreamLog(guard.config.logs, guard._limiter, self.route, label)
         except Exception as exc:
-            self._internal_error("sinks", exc)
+            self._metrics = None
+            self._internal_error("metrics", exc)
+        if guard.config.logs.enabled:
+            self._log = StreamLog(guard.config.logs, guard._limiter, self.route, label)
 
-    def _emit_findings(self) -> None:
-        assert self.monitor is not None
-        new = self.monitor.findings_since(self._emitted)
-        if not new:
-            return
-        self._emitted += len(new)
-        try:
-            for finding in new:
-                if self._metrics is not None:
-                    self._metrics.violation(finding)
-                if self._log is not None:
-                    self._log.violation(finding)
-        except Exception as exc:
-            self._internal_error("sinks", exc)
+    def _emit(self, found: Sequence[Finding]) -> None:
+        """Hand new findings to the sinks; a sink that fails is dropped for this stream."""
+        metrics, log = self._metrics, self._log
+        if metrics is not None:
+            try:
+                for finding in found:
+                    metrics.violation(finding)
+            except Exception as exc:
+                self._internal_error("metrics", exc)
+        if log is not None:
+            try:
+                for finding in found:
+                    log.violation(finding)
+            except Exception as exc:
+                self._log = None
+                self._internal_error("logs", exc)
 
     def poll(self) -> None:
         """Called by the sweeper: run the timing detectors and emit what they find."""
@@ -406,23 +464,38 @@ class _StreamWatch:
         if monitor is None:
             return
         try:
-            if monitor.poll():
-                self._emit_findings()
+            found = monitor.poll()
         except Exception as exc:
             self._internal_error("poll", exc)
+            return
+        if found:
+            self._emit(found)
 
-    def _internal_error(self, where: str, exc: Exception) -> None:
-        """Stop watching this stream; the failure is counted when the stream ends."""
+    def _after_end(self, monitor: StreamMonitor, message: Message) -> None:
+        """A body message after the body ended: the app's bug, reported once per stream."""
+        if self._late_body_reported:
+            return
+        self._late_body_reported = True
+        try:
+            data = message.get("body", b"")
+            self._emit((monitor.after_end(data),))
+        except Exception as exc:
+            self._internal_error("check", exc)
+
+    def _internal_error(self, where: str, exc: BaseException) -> None:
+        """Stop watching this stream; its first failure is counted, once."""
         if self.monitor is not None:
             self.monitor.fail(exc)
-        self._guard._count_internal_error(where, exc, self.route, self.protocol_label)
+        if not self._sink_failed:
+            self._sink_failed = True
+            self._guard._count_internal_error(where, exc, self.route, self.protocol_label)
 
     def _finish(self, end: StreamEnd) -> None:
         monitor = self.monitor
         if monitor is None or monitor.report is not None:
             return
         guard = self._guard
-        guard.in_flight -= 1
+        guard.open_streams.discard(self)
         if self._sweeper is not None:
             self._sweeper.discard(self)
             self._sweeper = None
@@ -430,25 +503,31 @@ class _StreamWatch:
             report = monitor.finish(end)
         except Exception as exc:
             self._internal_error("finish", exc)
-            report = monitor.report = _fallback_report(monitor, end)
+            report = monitor.fallback_report(end)
         if report.internal_error is None:
-            self._emit_findings()
+            if monitor.findings_at_end:
+                self._emit(monitor.findings_at_end)
             if monitor.internal_error is not None:  # a sink failed on the last findings
                 report = monitor.report = replace(
                     report, internal_error=monitor.internal_error, inspected=False
                 )
-        try:
-            if self._metrics is not None:
+        if self._metrics is not None:
+            try:
                 self._metrics.stream_ended(report)
-            if self._log is not None:
+            except Exception as exc:
+                self._internal_error("metrics", exc)
+        if self._log is not None:
+            try:
                 self._log.ended(report)
-        except Exception as exc:
-            guard._count_internal_error("sinks", exc, self.route, self.protocol_label)
+            except Exception as exc:
+                self._internal_error("logs", exc)
         if guard.on_report is not None:
             try:
                 guard.on_report(report)
-            except Exception as exc:
-                guard._count_internal_error("on_report", exc, self.route, self.protocol_label)
+            except BaseException as exc:
+                if _is_cancellation(exc):
+                    raise
+                self._internal_error("on_report", exc)
 
 
 class _Sweeper:
@@ -490,6 +569,28 @@ class _Sweeper:
                 watch.poll()
 
 
+class _AtExit:
+    """Reports the open streams of every live middleware when the interpreter exits."""
+
+    def __init__(self) -> None:
+        self._guards: weakref.WeakSet[StreamGuardMiddleware] = weakref.WeakSet()
+        self._registered = False
+
+    def add(self, guard: StreamGuardMiddleware) -> None:
+        self._guards.add(guard)
+        if not self._registered:
+            self._registered = True
+            atexit.register(self._run)
+
+    def _run(self) -> None:
+        for guard in list(self._guards):
+            with contextlib.suppress(Exception):  # never fail the interpreter's exit
+                guard.report_open_streams()
+
+
+_at_exit = _AtExit()
+
+
 def _resolve_metrics(metrics: Any) -> StreamGuardMetrics | None:
     if metrics is False:
         return None
@@ -512,26 +613,7 @@ def _route_template(scope: Scope) -> str | None:
         return None
 
 
-def _fallback_report(monitor: StreamMonitor, end: StreamEnd) -> StreamReport:
-    """A report built without the checkers, for when building the real one failed."""
-    outcome = {
-        StreamEnd.BODY_ENDED: Outcome.COMPLETED,
-        StreamEnd.APP_RETURNED: Outcome.UNCLOSED,
-    }.get(end) or Outcome(end.value)
-    findings: tuple[Finding, ...] = monitor.findings
-    return StreamReport(
-        protocol=monitor.protocol,
-        outcome=outcome,
-        findings=findings,
-        events=0,
-        bytes=0,
-        body_messages=monitor.body_messages,
-        started_at=monitor.started_at,
-        first_byte_at=monitor.first_byte_at,
-        first_event_at=monitor.first_event_at,
-        ended_at=monitor.started_at,
-        inspected=False,
-        internal_error=monitor.internal_error,
-        path=monitor.path,
-        route=monitor.route,
-    )
+def _is_cancellation(exc: BaseException) -> bool:
+    """asyncio's or trio's cancellation, which must propagate; any other exception from a
+    sink (even ``KeyboardInterrupt`` raised by a callback) is contained."""
+    return isinstance(exc, asyncio.CancelledError) or type(exc).__name__ == "Cancelled"

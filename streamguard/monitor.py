@@ -15,12 +15,27 @@ from enum import Enum
 from typing import Any
 
 from streamguard import rules
+from streamguard._wire import describe, token
 from streamguard.liveness import Liveness, LivenessLimits
 from streamguard.protocols import AUTO, make_checker
 from streamguard.report import Finding, Outcome, StreamReport
+from streamguard.request import RequestFacts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, EventParser
 
-__all__ = ["StreamEnd", "StreamMonitor", "check_stream"]
+__all__ = [
+    "MAX_KEPT_FINDINGS",
+    "OUTCOMES",
+    "StreamEnd",
+    "StreamMonitor",
+    "check_stream",
+    "error_name",
+]
+
+#: Findings a stream keeps on its report. Past it only the first finding of each rule is
+#: kept and the rest are counted per rule (``StreamReport.findings_dropped``), so a stream
+#: that breaks a rule on every event costs a bounded amount of memory; sinks still see
+#: every finding as it is made.
+MAX_KEPT_FINDINGS = 100
 
 Clock = Callable[[], float]
 
@@ -37,15 +52,67 @@ class StreamEnd(Enum):
     CANCELLED = "cancelled"
 
 
-_ABORTS = {
-    StreamEnd.CLIENT_DISCONNECT: Outcome.CLIENT_DISCONNECT,
-    StreamEnd.APP_ERROR: Outcome.APP_ERROR,
-    StreamEnd.CANCELLED: Outcome.CANCELLED,
-}
+#: What the stream had handed to the server when it ended (the columns of ``OUTCOMES``):
+#: its in-band error, its terminal signal, neither, or nothing to judge (the protocol has
+#: no terminal signal, or the stream was not inspected).
+HANDED_OVER = ("error", "terminal", "neither", "unjudged")
+_ERROR, _TERMINAL, _NEITHER, _UNJUDGED = HANDED_OVER
+_COLUMN = {handed: column for column, handed in enumerate(HANDED_OVER)}
+
+_C, _E, _U = Outcome.COMPLETED, Outcome.ERROR_EVENT, Outcome.UNCLOSED
+#: The outcome of every (end, what was handed over) pair: the one place an end becomes an
+#: outcome. The end already seen wins over a client that leaves later: a client that
+#: closes after the terminal or the in-band error got the whole answer, and its close is a
+#: fact on the report (``client_closed_after_end``), not the outcome. Failures on the
+#: server's side (the app raising, returning without ending the body, being cancelled)
+#: stay what they are even after the terminal: the client's connection still broke.
+#: A terminal counts only once the message carrying it was handed to the server.
+OUTCOMES: dict[StreamEnd, tuple[Outcome, Outcome, Outcome, Outcome]] = {
+    #                              error    terminal  neither   unjudged
+    StreamEnd.BODY_ENDED:         (_E,      _C,       _U,       _C),
+    StreamEnd.CLIENT_DISCONNECT:  (_E,      _C,       Outcome.CLIENT_DISCONNECT,
+                                                                Outcome.CLIENT_DISCONNECT),
+    StreamEnd.APP_RETURNED:       (_U,      _U,       _U,       _U),
+    StreamEnd.APP_ERROR:          (Outcome.APP_ERROR,) * 4,
+    StreamEnd.CANCELLED:          (Outcome.CANCELLED,) * 4,
+}  # fmt: skip
+
+#: Ends at which the app did not finish sending: the end-of-stream rules would only
+#: restate the outcome, so they are not run.
+_ABORTS = frozenset({StreamEnd.CLIENT_DISCONNECT, StreamEnd.APP_ERROR, StreamEnd.CANCELLED})
 
 
 class StreamMonitor:
-    """Checks one stream as its body arrives and builds its ``StreamReport``."""
+    """Checks one stream as its body arrives and builds its ``StreamReport``.
+
+    With ``handover=True`` the caller confirms, with ``handed_over()``, each fed body
+    message that reached the server; a terminal signal or in-band error counts for the
+    outcome only once it did. Offline, everything fed counts as delivered.
+    """
+
+    __slots__ = (
+        "_checker",
+        "_clock",
+        "_dropped",
+        "_excerpt_chars",
+        "_findings",
+        "_handed",
+        "_handover",
+        "_inspecting",
+        "_kept_rules",
+        "_liveness",
+        "_parser",
+        "body_messages",
+        "findings_at_end",
+        "first_byte_at",
+        "first_event_at",
+        "internal_error",
+        "notes",
+        "path",
+        "report",
+        "route",
+        "started_at",
+    )
 
     def __init__(
         self,
@@ -59,7 +126,10 @@ class StreamMonitor:
         route: str | None = None,
         excerpt_chars: int = 0,
         liveness: LivenessLimits | None = None,
+        handover: bool = False,
     ) -> None:
+        if request is not None and not isinstance(request, RequestFacts):
+            request = RequestFacts(request)  # only the bounded facts the checks read
         self._checker = make_checker(protocol, request, path)
         self._excerpt_chars = excerpt_chars
         self.route = route
@@ -67,7 +137,11 @@ class StreamMonitor:
         self._parser = EventParser(max_event_bytes)
         self._clock = clock
         self._findings: list[Finding] = []
+        self._kept_rules: set[str] | None = None  # built when the cap is first reached
+        self._dropped: dict[str, int] | None = None
         self._inspecting = True
+        self._handover = handover
+        self._handed = _NEITHER
         self.path = path
         opened_at = clock()
         self.started_at = opened_at if started_at is None else started_at
@@ -80,6 +154,8 @@ class StreamMonitor:
         self.body_messages = 0
         self.internal_error: str | None = None
         self.report: StreamReport | None = None
+        #: The findings ``finish`` made (end-of-stream rules, timers), for sinks.
+        self.findings_at_end: Sequence[Finding] = ()
 
     @property
     def protocol(self) -> str:
@@ -87,6 +163,7 @@ class StreamMonitor:
 
     @property
     def findings(self) -> tuple[Finding, ...]:
+        """The findings kept so far (see ``MAX_KEPT_FINDINGS``)."""
         return tuple(self._findings)
 
     @property
@@ -102,56 +179,84 @@ class StreamMonitor:
     def terminal_seen(self) -> bool:
         return self._checker.terminal_seen
 
-    def findings_since(self, start: int) -> list[Finding]:
-        """The findings made after the first ``start`` ones, for sinks that stream them."""
-        return self._findings[start:]
+    def _record(self, found: Iterable[Finding]) -> None:
+        """Keep ``found`` on the report, within ``MAX_KEPT_FINDINGS``; count the rest."""
+        kept = self._findings
+        for finding in found:
+            if len(kept) < MAX_KEPT_FINDINGS:
+                kept.append(finding)
+                continue
+            rules_kept = self._kept_rules
+            if rules_kept is None:
+                rules_kept = self._kept_rules = {kept_one.rule for kept_one in kept}
+            if finding.rule not in rules_kept:  # every rule broken keeps its first finding
+                rules_kept.add(finding.rule)
+                kept.append(finding)
+                continue
+            dropped = self._dropped
+            if dropped is None:
+                dropped = self._dropped = {}
+            dropped[finding.rule] = dropped.get(finding.rule, 0) + 1
 
-    def add_findings(self, findings: Iterable[Finding]) -> None:
+    def add_findings(self, findings: Sequence[Finding]) -> Sequence[Finding]:
         """Record findings made outside the body (the response headers, timers)."""
-        self._findings.extend(findings)
+        self._record(findings)
+        return findings
 
     def check_head(
         self,
         content_type: str,
         content_length: str | None = None,
         content_encoding: str | None = None,
-    ) -> None:
+    ) -> list[Finding]:
         """The HTTP rules of an event stream's response head (its headers' values).
 
         Shared by the middleware and the client-side helpers, so both say the same thing.
         A compressed body cannot be parsed: inspection stops, and the finding says why.
+        Header values are named by size and hash only (they reach default logs).
         """
+        found: list[Finding] = []
         if content_length is not None:
-            self._findings.append(
+            found.append(
                 rules.CONTENT_LENGTH_ON_STREAM.finding(
-                    f"the event stream was sent with Content-Length: {content_length!r}"
+                    "the event stream was sent with Content-Length: "
+                    + (
+                        repr(content_length)
+                        if _is_short_number(content_length)
+                        else describe(content_length)
+                    )
                 )
             )
         charset = _charset(content_type)
         if charset is not None and charset.lower() not in _UTF8_NAMES:
-            self._findings.append(
+            found.append(
                 rules.BAD_CONTENT_TYPE_CHARSET.finding(
-                    f"Content-Type declares charset={charset!r}; event streams are always UTF-8"
+                    f"Content-Type declares a charset other than UTF-8 "
+                    f"({describe(charset)}); event streams are always UTF-8"
                 )
             )
         if content_encoding is not None and content_encoding.strip().lower() != "identity":
-            self.stop_inspecting(
+            encoding = token(content_encoding.strip().lower(), _KNOWN_ENCODINGS)
+            found.append(
                 rules.COMPRESSED_STREAM.finding(
-                    f"Content-Encoding: {content_encoding!r}; the compressed body is passed "
-                    "through uninspected"
+                    f"Content-Encoding {encoding}; the compressed body is passed through "
+                    "uninspected"
                 )
             )
+            self._inspecting = False
+        self._record(found)
+        return found
 
     def stop_inspecting(self, finding: Finding | None = None) -> None:
         """Keep counting bytes but check nothing more, optionally saying why."""
         if finding is not None:
-            self._findings.append(finding)
+            self._record((finding,))
         self._inspecting = False
 
     def fail(self, error: BaseException) -> None:
         """streamguard itself broke on this stream: stop checking it and say so."""
         if self.internal_error is None:
-            self.internal_error = f"{type(error).__name__}: {error}"
+            self.internal_error = error_name(error)
         self._inspecting = False
 
     def feed(self, data: bytes) -> Sequence[Finding]:
@@ -194,8 +299,22 @@ class StreamMonitor:
                 # in event order, the findings are the same however the bytes were cut.
                 new.sort(key=_event_order)
         if new:
-            self._findings.extend(new)
+            self._record(new)
+        if not self._handover:
+            self._handed_over()
         return new
+
+    def handed_over(self) -> None:
+        """The last body message fed reached the server: its terminal or error counts."""
+        if self._handed == _NEITHER:
+            self._handed_over()
+
+    def _handed_over(self) -> None:
+        checker = self._checker
+        if checker.error_index is not None:
+            self._handed = _ERROR
+        elif checker.terminal_index is not None:
+            self._handed = _TERMINAL
 
     def poll(self, now: float | None = None) -> list[Finding]:
         """Run the timing detectors on the open stream; return the findings they made."""
@@ -206,8 +325,21 @@ class StreamMonitor:
             self._parser.events_dispatched,
             self._parser.bytes_seen,
         )
-        self._findings.extend(found)
+        self._record(found)
         return found
+
+    def after_end(self, data: bytes) -> Finding:
+        """Body bytes the app sent after it ended the body (``more_body=False``).
+
+        The report is already built; the finding goes to the sinks only.
+        """
+        parser = self._parser
+        return rules.BODY_AFTER_END.finding(
+            f"the app sent a body message of {len(data)} byte(s) after it ended the body "
+            "with more_body=False; servers drop or reject it",
+            parser.events_dispatched,
+            parser.bytes_seen,
+        )
 
     def _excerpt(self, text: str) -> str:
         """The start of ``text``, with control characters escaped so a log line stays one."""
@@ -223,18 +355,18 @@ class StreamMonitor:
         checker = self._checker
         parser = self._parser
         events, offset = parser.events_dispatched, parser.bytes_seen
-        outcome = _ABORTS.get(end)
-        if outcome is None and self._inspecting:
-            self._findings.extend(parser.close())
+        found: list[Finding] = []
+        if end not in _ABORTS and self._inspecting:
+            found.extend(parser.close())
             if parser.inspecting:  # close() can still find the last event too large
-                self._findings.extend(checker.on_end(events, offset))
+                found.extend(checker.on_end(events, offset))
             else:
                 self._inspecting = False
         if self._liveness is not None and self.internal_error is None:
             clean = end is StreamEnd.BODY_ENDED and self._inspecting
-            self._findings.extend(self._liveness.at_end(ended_at, events, offset, clean))
+            found.extend(self._liveness.at_end(ended_at, events, offset, clean))
         if end is StreamEnd.APP_RETURNED:
-            self._findings.append(
+            found.append(
                 rules.RESPONSE_NOT_FINISHED.finding(
                     f"the app returned after {self.body_messages} body message(s) and "
                     f"{offset} byte(s) without sending more_body=False",
@@ -242,14 +374,17 @@ class StreamMonitor:
                     offset,
                 )
             )
-            outcome = Outcome.UNCLOSED
-        elif outcome is None:
-            if checker.error_seen:
-                outcome = Outcome.ERROR_EVENT
-            elif checker.terminal_seen or not checker.has_terminal or not self._inspecting:
-                outcome = Outcome.COMPLETED
-            else:
-                outcome = Outcome.UNCLOSED
+        if end is StreamEnd.BODY_ENDED:
+            # The body's end reached the server, so all that was fed did, including a
+            # terminal only the end reveals (Gemini's "every candidate finished").
+            self._handed_over()
+        handed = self._handed
+        if handed == _NEITHER and not (checker.has_terminal and self._inspecting):
+            handed = _UNJUDGED
+        outcome = OUTCOMES[end][_COLUMN[handed]]
+        self._record(found)
+        self.findings_at_end = found
+        dropped = self._dropped
         self.report = StreamReport(
             protocol=checker.name,
             outcome=outcome,
@@ -268,11 +403,42 @@ class StreamMonitor:
             route=self.route,
             notes=tuple(self.notes),
             max_event_gap=self._liveness.max_event_gap if self._liveness is not None else None,
+            findings_dropped=tuple(sorted(dropped.items())) if dropped else (),
+            client_closed_after_end=(
+                end is StreamEnd.CLIENT_DISCONNECT and handed in (_ERROR, _TERMINAL)
+            ),
+        )
+        return self.report
+
+    def fallback_report(self, end: StreamEnd) -> StreamReport:
+        """The report when building the real one failed: the outcome from the end alone."""
+        column = _COLUMN[_UNJUDGED if self._handed == _NEITHER else self._handed]
+        self.report = StreamReport(
+            protocol=self.protocol,
+            outcome=OUTCOMES[end][column],
+            findings=tuple(self._findings),
+            events=0,
+            bytes=0,
+            body_messages=self.body_messages,
+            started_at=self.started_at,
+            first_byte_at=self.first_byte_at,
+            first_event_at=self.first_event_at,
+            ended_at=self.started_at,
+            inspected=False,
+            internal_error=self.internal_error,
+            path=self.path,
+            route=self.route,
         )
         return self.report
 
 
 _UTF8_NAMES = ("utf-8", "utf8")
+#: Content-Encoding values named as they are; anything else is described by size.
+_KNOWN_ENCODINGS = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "compress", "identity"})
+
+
+def _is_short_number(value: str) -> bool:
+    return value.isascii() and value.isdigit() and len(value) <= 18
 
 
 def _charset(content_type: str) -> str | None:
@@ -281,6 +447,18 @@ def _charset(content_type: str) -> str | None:
         if key.strip().lower() == "charset":
             return value.strip().strip('"')
     return None
+
+
+def error_name(exc: BaseException) -> str:
+    """An exception as its type and where it was raised; its message may quote the wire."""
+    traceback = exc.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    if traceback is None:
+        return type(exc).__name__
+    code = traceback.tb_frame.f_code
+    where = f"{code.co_filename.rsplit('/', 1)[-1]}:{traceback.tb_lineno}"
+    return f"{type(exc).__name__} in {code.co_name} ({where})"
 
 
 def _event_order(finding: Finding) -> int:

@@ -78,6 +78,12 @@ class StreamReport:
     notes: tuple[str, ...] = ()
     #: The longest wait between two body messages that carried events (timed streams only).
     max_event_gap: float | None = None
+    #: Findings not kept on ``findings`` (past ``MAX_KEPT_FINDINGS``), counted per rule as
+    #: ``(rule, count)`` pairs; every broken rule keeps at least its first finding.
+    findings_dropped: tuple[tuple[str, int], ...] = ()
+    #: The client closed the connection after the terminal signal or the in-band error
+    #: had been handed to the server: a fact, not the outcome (the end already seen wins).
+    client_closed_after_end: bool = False
 
     @property
     def malformed(self) -> bool:

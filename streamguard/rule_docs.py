@@ -299,6 +299,28 @@ _doc(
 )
 
 _doc(
+    "body_after_end",
+    meaning="""
+        The app sent an `http.response.body` message after the one with `more_body=False`
+        that ended the body. The stream's report was already made when the body ended, so
+        this finding goes to the metrics and logs only, once per stream.""",
+    clients="""
+        The response is over on the wire: uvicorn raises "Unexpected ASGI message
+        'http.response.body' sent, after response already completed." into the app and
+        the bytes never reach the client, so whatever the app meant to add (a last event,
+        the terminal signal sent twice) is lost, and the app task fails.""",
+    example="""
+        send({"type": "http.response.body", "body": b"data: [DONE]\\n\\n", "more_body": False})
+        send({"type": "http.response.body", "body": b"data: [DONE]\\n\\n", "more_body": False})
+        """,
+    note="These are ASGI messages, not wire bytes: the problem is the message after the end.",
+    fix="""
+        Send `more_body=False` once, with or after the last bytes. A response class that
+        ends the body itself (Starlette's `StreamingResponse`) must not be sent to again by
+        a wrapper or a background task holding the same `send`.""",
+)
+
+_doc(
     "body_not_ended",
     meaning="""
         The terminal signal arrived, but the body was still open `timers.body_end_grace_s`

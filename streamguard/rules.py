@@ -110,6 +110,12 @@ RESPONSE_NOT_FINISHED = _rule(
     E,
     "The app returned without the final body message (more_body=False); the response is cut short.",
 )
+BODY_AFTER_END = _rule(
+    "body_after_end",
+    _ALL,
+    E,
+    "The app sent body bytes after ending the body (more_body=False); the client never gets them.",
+)
 BODY_NOT_ENDED = _rule(
     "body_not_ended",
     _ALL,

@@ -138,8 +138,10 @@ def test_fail_stops_inspection_and_records_the_error() -> None:
     monitor.fail(KeyError("boom"))
     monitor.feed(b"data: b")
     report = monitor.finish(StreamEnd.BODY_ENDED)
+    # The type only (this one was never raised, so it has no place): its message may
+    # quote what the stream sent.
     assert (report.internal_error, report.inspected, report.events, report.bytes) == (
-        "KeyError: 'boom'",
+        "KeyError",
         False,
         1,
         16,

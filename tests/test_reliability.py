@@ -79,6 +79,9 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError("injected fault")
 
 
+INJECTED = f"RuntimeError in _boom (test_reliability.py:{_boom.__code__.co_firstlineno + 1})"
+
+
 def _faults() -> Iterator[tuple[str, Any, str]]:
     yield "parser", EventParser, "feed"
     for name, checker in sorted(CHECKERS.items()):
@@ -113,7 +116,8 @@ def test_a_fault_anywhere_is_contained(
     assert middleware.internal_errors == 1
     errors = [entry for entry in logs if entry["event"] == "streamguard_internal_error"]
     assert len(errors) == 1
-    assert errors[0]["error"] == "RuntimeError: injected fault"
+    # The type and the place only: an exception's message may quote what the stream sent.
+    assert errors[0]["error"] == INJECTED
     assert (
         registry.get_sample_value(
             "streamguard_internal_errors_total", {"route": "__unknown__", "protocol": protocol}
@@ -121,7 +125,7 @@ def test_a_fault_anywhere_is_contained(
         == 1
     )
     if not where.startswith(("metrics:end", "logs:end")):
-        assert reports[0].internal_error == "RuntimeError: injected fault"
+        assert reports[0].internal_error == INJECTED
         assert reports[0].inspected is False
 
     monkeypatch.undo()  # only that stream stopped being watched

@@ -27,7 +27,11 @@ from streamguard.liveness import LivenessLimits
 from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import AUTO
 from streamguard.report import Finding, Outcome, StreamReport
+from streamguard.request import request_facts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
+
+#: The largest request body read for request-aware checks, as the middleware's default.
+MAX_REQUEST_BYTES = 1024 * 1024
 
 if TYPE_CHECKING:
     import httpx
@@ -293,20 +297,15 @@ def _start(
 
 
 def _request_json(response: httpx.Response) -> Mapping[str, Any] | None:
-    """The JSON object the request sent, if its body is one and was not streamed."""
+    """The facts of the JSON request sent, if its body is one and was not streamed."""
     import httpx
 
     try:
         content = response.request.content
     except httpx.RequestNotRead:
         return None
-    if not content:
-        return None
-    try:
-        request = from_json(content)
-    except ValueError:
-        return None
-    return request if isinstance(request, dict) else None
+    facts, _why_not = request_facts(content, MAX_REQUEST_BYTES)
+    return facts
 
 
 # -- what the events say, per protocol ----------------------------------------------------
