@@ -1,0 +1,153 @@
+"""Hostile requests and streams: nothing a client or an app sends sizes what streamguard keeps."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from streamguard import Outcome, StreamGuardMiddleware, StreamReport, check_stream
+from streamguard.monitor import MAX_KEPT_FINDINGS
+from streamguard.request import (
+    MAX_REQUEST_CONTAINERS,
+    MAX_REQUESTED_CHOICES,
+    RequestFacts,
+    request_facts,
+)
+from streamguard.rules import RULES
+
+from .asgi_driver import Recorder, body, http_scope, run, sse_start
+
+CHUNK = (
+    '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+    '"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}'
+)
+
+
+# -- the request ---------------------------------------------------------------------------
+
+
+def test_request_facts_keep_only_what_checks_read() -> None:
+    """Of a request, only a few small, well-typed facts survive."""
+    request = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x" * 1000}],
+        "n": 2,
+        "stream": True,
+        "stream_options": {"include_usage": True, "other": ["x"] * 100},
+        "tools": [{"type": "function", "function": {"name": "f"}}],
+    }
+    facts = RequestFacts(request)
+    assert dict(facts) == {"n": 2, "stream": True, "stream_options": {"include_usage": True}}
+
+
+@pytest.mark.parametrize(
+    "n",
+    [10_000_000, MAX_REQUESTED_CHOICES + 1, 0, -1, 2.0, "2", 10**5000],
+    ids=["ten-million", "over-the-bound", "zero", "negative", "float", "string", "huge"],
+)
+def test_an_unbelievable_n_is_unknown(n: object) -> None:
+    """An ``n`` a client could size a loop with is kept as unknown, never as a number."""
+    assert RequestFacts({"n": n}).get("n", 1) is None
+
+
+def test_a_client_sized_n_does_not_size_the_checks() -> None:
+    """``n=10,000,000`` on a route that ignores it: checked like an unknown n, at once."""
+    stream = f"data: {CHUNK}\n\n".encode() + b"data: [DONE]\n\n"
+    tracemalloc.start()
+    try:
+        report = check_stream(stream, protocol="openai_chat", request={"n": 10_000_000})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024
+    assert all(len(finding.message) < 500 for finding in report.findings)
+
+
+def test_a_request_of_many_containers_is_not_parsed() -> None:
+    """1 MiB of ``[{},{},…]`` is refused by counting, before any object is built."""
+    hostile = b"[" + b",".join([b"{}"] * (MAX_REQUEST_CONTAINERS + 1)) + b"]"
+    facts, why = request_facts(hostile, 1024 * 1024)
+    assert facts is None
+    assert why is not None
+    assert "request checks skipped" in why
+    assert request_facts(b'{"n": 2}', 1024 * 1024) == (RequestFacts({"n": 2}), None)
+
+
+def _streaming_app(
+    request_body: bytes, during: Callable[[], None]
+) -> Callable[..., Any]:  # an ASGI app that reads the body, then streams
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        more = True
+        while more:
+            message = await receive()
+            more = message.get("more_body", False)
+        await send(sse_start())
+        await send(body(f"data: {CHUNK}\n\n".encode()))
+        during()
+        await send(body(b"data: [DONE]\n\n", more=False))
+
+    return app
+
+
+def test_an_open_stream_holds_no_copy_of_the_request() -> None:
+    """A 1.05 MB request read by the app is not held for the stream's life."""
+    request_body = json.dumps([{}] * 350_000).encode()[: 1024 * 1024 - 10] + b"{}]"
+    held: list[int] = []
+
+    def during() -> None:
+        held.append(tracemalloc.get_traced_memory()[0])
+
+    reports: list[StreamReport] = []
+    middleware = StreamGuardMiddleware(
+        _streaming_app(request_body, during), on_report=reports.append, metrics=False
+    )
+    recorder = Recorder(
+        incoming=[
+            {"type": "http.request", "body": request_body[:500_000], "more_body": True},
+            {"type": "http.request", "body": request_body[500_000:], "more_body": False},
+        ]
+    )
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run(middleware, http_scope("POST", "/v1/chat/completions"), recorder)
+    finally:
+        tracemalloc.stop()
+    [report] = reports
+    assert report.outcome is Outcome.COMPLETED
+    assert held[0] - before < 128 * 1024  # the 1 MB body and its parse are gone
+    assert any("request checks skipped" in note for note in report.notes)
+
+
+# -- findings ------------------------------------------------------------------------------
+
+
+def test_findings_kept_per_stream_are_bounded_and_the_rest_counted() -> None:
+    """[DONE] then 100,000 tiny events: 100 findings kept, every other one counted by rule."""
+    extra = 100_000
+    stream = b"data: [DONE]\n\n" + b"data: x\n\n" * extra
+    chunks = [stream[i : i + 16384] for i in range(0, len(stream), 16384)]
+    tracemalloc.start()
+    try:
+        report = check_stream(chunks, protocol="openai_chat")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(report.findings) <= MAX_KEPT_FINDINGS + len(RULES)
+    dropped = dict(report.findings_dropped)
+    kept = report.rules().count("event_after_terminal")
+    assert kept + dropped["event_after_terminal"] == extra
+    assert peak < 4 * 1024 * 1024  # the stream itself is 1.8 MB of input
+    assert report.malformed
+
+
+def test_a_rule_first_broken_past_the_cap_is_still_kept() -> None:
+    """Past the cap, the first finding of a rule not seen yet is kept, so nothing is hidden."""
+    stream = b"data: [DONE]\n\n" + b"data: x\n\n" * (MAX_KEPT_FINDINGS + 50) + b"data: cut"
+    report = check_stream(stream, protocol="openai_chat")
+    assert "unterminated_frame" in report.rules()
+    assert report.findings_dropped == (("event_after_terminal", 50),)

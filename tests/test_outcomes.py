@@ -1,0 +1,171 @@
+"""How a stream's end becomes its outcome: every cell of the table, and the middleware's part."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from streamguard import Outcome, StreamGuardMiddleware, StreamReport
+from streamguard.logs import StreamLog
+from streamguard.monitor import HANDED_OVER, OUTCOMES, StreamEnd, StreamMonitor
+
+from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+
+CHUNK = (
+    b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+)
+DONE = b"data: [DONE]\n\n"
+ERROR = b'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n'
+
+#: What each column of the table needs the stream to have sent.
+STREAMS = {
+    "error": ("openai_chat", [CHUNK, ERROR]),
+    "terminal": ("openai_chat", [CHUNK, DONE]),
+    "neither": ("openai_chat", [CHUNK]),
+    "unjudged": ("sse", [b"data: a\n\n"]),
+}
+
+C, E, U, D = (
+    Outcome.COMPLETED,
+    Outcome.ERROR_EVENT,
+    Outcome.UNCLOSED,
+    Outcome.CLIENT_DISCONNECT,
+)
+#: The table as documented in docs/outcomes.md, written out independently of the code.
+EXPECTED = {
+    StreamEnd.BODY_ENDED: {"error": E, "terminal": C, "neither": U, "unjudged": C},
+    StreamEnd.CLIENT_DISCONNECT: {"error": E, "terminal": C, "neither": D, "unjudged": D},
+    StreamEnd.APP_RETURNED: dict.fromkeys(HANDED_OVER, U),
+    StreamEnd.APP_ERROR: dict.fromkeys(HANDED_OVER, Outcome.APP_ERROR),
+    StreamEnd.CANCELLED: dict.fromkeys(HANDED_OVER, Outcome.CANCELLED),
+}
+CELLS = [(end, column) for end in StreamEnd for column in HANDED_OVER]
+
+
+def test_the_table_covers_every_end() -> None:
+    """Every end has a row, and every row a cell per column."""
+    assert set(OUTCOMES) == set(StreamEnd)
+    assert all(len(row) == len(HANDED_OVER) for row in OUTCOMES.values())
+
+
+@pytest.mark.parametrize(("end", "column"), CELLS, ids=[f"{e.value}-{c}" for e, c in CELLS])
+def test_every_cell(end: StreamEnd, column: str) -> None:
+    """The monitor gives each (end, what was handed over) pair its documented outcome."""
+    protocol, chunks = STREAMS[column]
+    monitor = StreamMonitor(protocol)
+    for chunk in chunks:
+        monitor.feed(chunk)
+    report = monitor.finish(end)
+    assert report.outcome is EXPECTED[end][column]
+    late_close = end is StreamEnd.CLIENT_DISCONNECT and column in ("error", "terminal")
+    assert report.client_closed_after_end is late_close
+
+
+def test_a_terminal_not_handed_over_does_not_count() -> None:
+    """With hand-over tracking, a [DONE] fed but never confirmed leaves the stream cut."""
+    monitor = StreamMonitor("openai_chat", handover=True)
+    monitor.feed(CHUNK)
+    monitor.handed_over()
+    monitor.feed(DONE)  # the send carrying it failed: no handed_over()
+    report = monitor.finish(StreamEnd.CLIENT_DISCONNECT)
+    assert (report.outcome, report.client_closed_after_end) == (D, False)
+
+
+def test_a_terminal_handed_over_counts() -> None:
+    """The same stream with the [DONE] confirmed is completed, the close a fact."""
+    monitor = StreamMonitor("openai_chat", handover=True)
+    monitor.feed(CHUNK + DONE)
+    monitor.handed_over()
+    report = monitor.finish(StreamEnd.CLIENT_DISCONNECT)
+    assert (report.outcome, report.client_closed_after_end) == (C, True)
+
+
+# -- through the middleware ----------------------------------------------------------------
+
+
+def _guarded(app: object) -> tuple[StreamGuardMiddleware, list[StreamReport]]:
+    reports: list[StreamReport] = []
+    middleware = StreamGuardMiddleware(
+        app,  # type: ignore[arg-type]
+        protocol="openai_chat",
+        on_report=reports.append,
+        metrics=False,
+    )
+    return middleware, reports
+
+
+@pytest.mark.parametrize(
+    ("last", "outcome"), [(DONE, Outcome.COMPLETED), (ERROR, Outcome.ERROR_EVENT)]
+)
+def test_client_closing_after_the_end_keeps_the_end(last: bytes, outcome: Outcome) -> None:
+    """A client that leaves after the terminal or the error does not make it a disconnect."""
+    steps = [sse_start(), body(CHUNK), body(last), "receive", body(b"", more=False)]
+    recorder = Recorder(
+        incoming=[{"type": "http.request", "body": b""}, {"type": "http.disconnect"}],
+        fail_after=3,  # the body's end finds the client gone
+    )
+    middleware, reports = _guarded(ScriptedApp(["receive", *steps]))
+    _, raised = run(middleware, recorder=recorder)
+    assert isinstance(raised, OSError)
+    [report] = reports
+    assert (report.outcome, report.client_closed_after_end) == (outcome, True)
+
+
+def test_client_closing_before_the_end_is_a_disconnect() -> None:
+    """Without a terminal handed over, the client leaving is ``client_disconnect``."""
+    steps = ["receive", sse_start(), body(CHUNK), "receive", body(DONE)]
+    recorder = Recorder(
+        incoming=[{"type": "http.request", "body": b""}, {"type": "http.disconnect"}],
+        fail_after=2,
+    )
+    middleware, reports = _guarded(ScriptedApp(steps))
+    run(middleware, recorder=recorder)
+    [report] = reports
+    assert (report.outcome, report.client_closed_after_end) == (D, False)
+
+
+def test_an_exception_from_the_final_send_is_not_completed() -> None:
+    """The server refusing the message that carries [DONE] means the client never got it."""
+    failure = RuntimeError("Response content longer than Content-Length")
+    recorder = Recorder(
+        incoming=[{"type": "http.request", "body": b""}], fail_after=2, failure=failure
+    )
+    middleware, reports = _guarded(ScriptedApp([sse_start(), body(CHUNK), body(DONE, more=False)]))
+    _, raised = run(middleware, recorder=recorder)
+    assert raised is failure
+    [report] = reports
+    assert report.outcome is Outcome.APP_ERROR
+
+
+def test_cancelled_during_the_final_send_still_ended_the_body() -> None:
+    """Cancellation while handing over more_body=False (hypercorn's trio worker) completes."""
+    cancel = asyncio.CancelledError()
+    recorder = Recorder(
+        incoming=[{"type": "http.request", "body": b""}], fail_after=2, failure=cancel
+    )
+    middleware, reports = _guarded(ScriptedApp([sse_start(), body(CHUNK), body(DONE, more=False)]))
+    _, raised = run(middleware, recorder=recorder)
+    assert raised is cancel
+    assert [r.outcome for r in reports] == [Outcome.COMPLETED]
+
+
+def test_body_after_the_end_is_the_apps_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Body sent after more_body=False is a ``body_after_end`` finding, not an internal error."""
+    logged: list[str] = []
+    monkeypatch.setattr(StreamLog, "violation", lambda self, finding: logged.append(finding.rule))
+    steps = [
+        sse_start(),
+        body(CHUNK + DONE, more=False),
+        body(DONE, more=False),
+        body(DONE, more=False),
+    ]
+    middleware, reports = _guarded(ScriptedApp(steps))
+    recorder, raised = run(middleware, http_scope())
+    assert raised is None
+    assert recorder.sent == steps
+    assert middleware.internal_errors == 0
+    assert logged == ["body_after_end"]  # once per stream
+    [report] = reports
+    assert report.outcome is Outcome.COMPLETED
