@@ -79,7 +79,6 @@ class StreamGuardMiddleware:
         self.clock = clock
         self.metrics = _resolve_metrics(config.metrics)
         self.skipped: Counter[str] = Counter()
-        self.in_flight = 0
         self.internal_errors = 0
         self._limiter = ViolationLimiter(config.logs.violations_per_minute, clock)
         timers = config.timers
@@ -120,6 +119,11 @@ class StreamGuardMiddleware:
             watch.app_raised(exc)
             raise
         watch.app_returned()
+
+    @property
+    def in_flight(self) -> int:
+        """The number of watched streams open."""
+        return len(self.open_streams)
 
     def _lifespan_receive(self, receive: Receive) -> Receive:
         async def lifespan_receive() -> Message:

@@ -1,0 +1,113 @@
+"""``ReportQueue``: hand stream reports to slow code without stalling the event loop.
+
+``on_report`` runs synchronously, on the event loop, in the task that sent the stream's
+last message: a callback that blocks for two seconds (a database write, an HTTP call)
+stalls every request of that worker for two seconds. Wrap such a callback::
+
+    reports = ReportQueue(store_report, maxsize=1000)
+    app.add_middleware(StreamGuardMiddleware, on_report=reports)
+
+Each report is put on a bounded queue without waiting and the callback runs on one worker
+thread. When the queue is full the report is dropped and counted (``dropped``), never
+waited for: a slow sink loses reports, not latency. A callback that raises is counted
+(``failed``) and logged, and the worker goes on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import queue
+import threading
+import weakref
+from collections.abc import Callable
+
+import structlog
+
+from streamguard.report import StreamReport
+
+__all__ = ["ReportQueue"]
+
+_logger = structlog.get_logger("streamguard")
+_STOP = object()
+
+
+class ReportQueue:
+    """A non-blocking ``on_report``: a bounded queue drained by one worker thread."""
+
+    def __init__(
+        self,
+        callback: Callable[[StreamReport], object],
+        *,
+        maxsize: int = 1000,
+        name: str = "streamguard-reports",
+    ) -> None:
+        if maxsize < 1:
+            raise ValueError(f"maxsize must be at least 1, got {maxsize!r}")
+        self.callback = callback
+        self.name = name
+        #: Reports dropped because the queue was full.
+        self.dropped = 0
+        #: Reports whose callback raised.
+        self.failed = 0
+        self._queue: queue.Queue[object] = queue.Queue(maxsize)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        # At exit the reports still queued are delivered (daemon threads are not waited for).
+        atexit.register(_close_at_exit, weakref.ref(self))
+
+    def __call__(self, report: StreamReport) -> None:
+        """Queue ``report`` for the callback; never blocks, never raises."""
+        if self._closed:
+            self.dropped += 1
+            return
+        if self._thread is None:
+            self._start()
+        try:
+            self._queue.put_nowait(report)
+        except queue.Full:
+            self.dropped += 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued, then stop the worker (waiting at most ``timeout`` s)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+        if thread is None:
+            return
+        try:
+            self._queue.put(_STOP, timeout=timeout)  # waits for room: the worker drains
+        except queue.Full:
+            return
+        thread.join(timeout)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+                self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            assert isinstance(item, StreamReport)
+            try:
+                self.callback(item)
+            except Exception as exc:
+                self.failed += 1
+                _logger.error(
+                    "streamguard_report_callback_failed",
+                    error=type(exc).__name__,
+                    route=item.route,
+                    protocol=item.protocol,
+                )
+
+
+def _close_at_exit(ref: weakref.ref[ReportQueue]) -> None:
+    report_queue = ref()
+    if report_queue is not None:
+        report_queue.close(timeout=5)
