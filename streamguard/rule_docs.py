@@ -577,12 +577,21 @@ _doc(
         content without a `finishReason` after a finish that itself carried content
         (reported once per candidate). Legacy Gemini streams that repeat
         `finishReason: "STOP"` on every chunk, and translators that send an empty `STOP`
-        chunk before the content, are clean.""",
+        chunk before the content, are clean. In OpenAI Chat the same two patterns are
+        errors: a `finish_reason` repeated on every chunk (each repeat with text is reported
+        here, and each repeat is also `multiple_finish_reason`), and a `finish_reason` on a
+        chunk before the content, since openai-python's stream helper ends the choice at the
+        first finish reason it sees (see the next paragraph); that a vendor shipped the
+        pattern does not make it safe for the clients that read it.""",
     clients="""
         Clients treat the finish reason as the end of that choice: a UI marks the message
         final, an accumulator hands the finished message to the application, an agent
         starts the tool calls. Content that arrives later is dropped or appended after the
-        application already acted on the finished message.""",
+        application already acted on the finished message. openai-python's chat stream
+        helper emits `content.done` as soon as the choice has both a finish reason and some
+        text, so with the finish first its `content.done` carries only the first piece of
+        text, later pieces still arrive as `content.delta` after it, and with a
+        `response_format` it validates that first piece as the final answer and raises.""",
     example="""
         data: {"id":"chatcmpl-9x","object":"chat.completion.chunk","created":1727346171,"model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
 
@@ -705,12 +714,24 @@ _doc(
     "multiple_finish_reason",
     meaning="""
         A choice received a second non-null `finish_reason`. Each choice finishes exactly
-        once.""",
+        once. A server that repeats the finish reason on every chunk (`"finish_reason":
+        "stop"` throughout) gets this on each repeat, and `content_after_finish` on each
+        repeat that carries text. It stays an error, not a warning, even where a vendor's
+        own server did it: severity follows what the official client does with such a
+        stream, and it breaks there (next paragraph).""",
     clients="""
         Clients act on the finish reason (run tool calls on `tool_calls`, warn on `length`):
         a second one makes them act twice, or act on whichever one their code happens to
-        keep. It usually means a proxy forwards the upstream finish chunk and adds its
-        own.""",
+        keep. openai-python's stream helper (`client.chat.completions.stream()`,
+        `ChatCompletionStreamState`) takes the first non-null `finish_reason` as the end of
+        the choice: it emits `content.done` and `tool_calls.function.arguments.done` there
+        with the text so far, and with a `response_format` or strict tools it validates
+        that partial text and raises (and raises at once on a `length` or `content_filter`
+        finish). Clients that stop reading at the first finish reason drop the rest of the
+        answer, while relays that keep the last one (Vercel's AI SDK) survive it, so the
+        stream looks fine in one client and breaks in another. It usually means a proxy
+        forwards the upstream finish chunk and adds its own, or a server sets the field on
+        every chunk.""",
     example=f"""
         data: {{"id":"chatcmpl-9x",{_CHUNK},"choices":[{{"index":0,"delta":{{}},"finish_reason":"stop"}}]}}
 

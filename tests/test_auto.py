@@ -10,9 +10,12 @@ import pytest
 from streamguard import check_stream
 from streamguard.protocols import CHECKERS, make_checker
 from streamguard.protocols.auto import (
+    MAX_UNDECIDED_CHARS,
     MAX_UNDECIDED_EVENTS,
     AutoChecker,
+    protocol_for_event,
     protocol_for_path,
+    protocol_for_pending_data,
 )
 from streamguard.sse import Event
 from tests.chunking import chunkings
@@ -339,3 +342,75 @@ def test_auto_matches_the_configured_protocol_on_every_fixture(fixture: str) -> 
     assert report.protocol == protocol
     assert report.outcome == configured.outcome
     assert report.findings == configured.findings
+
+
+def test_a_chat_chunk_is_recognised_by_its_shape_whatever_its_object() -> None:
+    """choices[].delta makes a chunk OpenAI Chat even with object "text_completion"."""
+    _require("openai_chat")
+    wrong = {**_CHUNK, "object": "text_completion"}
+    body = _data(
+        {**wrong, "choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]},
+        {**wrong, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    )
+    report = check_stream(body)
+    assert (report.protocol, report.protocol_source) == ("openai_chat", "event")
+    assert report.rules() == ["schema_mismatch", "schema_mismatch", "missing_terminal"]
+    assert report.findings == check_stream(body, protocol="openai_chat").findings
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"object": "text_completion", "choices": [{"index": 0, "text": "Hi"}]},  # Completions
+        {**AZURE_FIRST, "choices": [{"index": 0, "content_filter_results": {}}]},  # no delta
+        {"choices": [{"index": 0, "delta": "Hi"}]},
+        {"choices": {"delta": {}}},
+    ],
+)
+def test_chunks_without_a_delta_object_decide_nothing(payload: dict[str, object]) -> None:
+    """Choices without a delta object (legacy Completions, Azure annotations) are not decisive."""
+    assert protocol_for_event(Event("message", json.dumps(payload))) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "protocol"),
+    [
+        ('data: {"object":"chat.completion.chunk","choices":[]}\ndata: {"x":1}\n', "openai_chat"),
+        ('data:{"choices":[{"index":0,"delta":{"content":"Hi"}}]}\r\ndata: [DONE]', "openai_chat"),
+        ("\ufeff: keep-alive\nid: 7\nretry: 10\ndata: [DONE]\n", "openai_chat"),
+        ('event: message_start\ndata: {"type":"message_start","mess', "anthropic"),
+        ('data: {"type":"message_start","message":{}}\rdata: {"type":"ping"}\r', "anthropic"),
+        ('data: {"type":"response.created","sequence_number":0}\n', "openai_responses"),
+        ('data: {"candidates":[]}', "gemini"),
+        ("data:\ndata: [DONE]\n", "openai_chat"),  # the first non-empty data line decides
+        ('data: {"object":"chat.completion.chunk"', None),  # not complete yet
+        ("data: tick 1\ndata: [DONE]\n", None),  # the first data line decides alone
+        ("event: message_start\n\ndata: [DONE]\n", "openai_chat"),  # the name did not carry
+        (": only a comment\nid: 1\n", None),
+        ("", None),
+    ],
+)
+def test_protocol_for_pending_data(text: str, protocol: str | None) -> None:
+    """A body run together without blank lines is detected from its first data line."""
+    assert protocol_for_pending_data(text) == protocol
+
+
+def test_held_event_data_is_bounded() -> None:
+    """Past MAX_UNDECIDED_CHARS of held data the checker settles on plain SSE at once."""
+    checker = AutoChecker(path="/stream", checkers=CHECKERS)
+    half = "x" * (MAX_UNDECIDED_CHARS // 2)
+    assert checker.on_event(Event("message", half), 0) == ()
+    assert not checker.decided
+    checker.on_event(Event("message", half + "x"), 1)
+    assert (checker.decided, checker.name, checker.protocol_source) == (True, "sse", "default")
+
+
+def test_one_large_decisive_event_still_decides() -> None:
+    """An event past the held-data bound that names its protocol decides by that protocol."""
+    _require("openai_chat")
+    big = {
+        **_CHUNK,
+        "choices": [{"index": 0, "delta": {"content": "x" * MAX_UNDECIDED_CHARS}}],
+    }
+    report = check_stream(_data(big))
+    assert (report.protocol, report.protocol_source) == ("openai_chat", "event")

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from streamguard import check_stream, rules
+from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
+from streamguard.protocols.openai_chat import (
+    MAX_CHECKED_N,
+    MAX_TRACKED_CHOICES,
+    MAX_TRACKED_TOOL_CALLS,
+    OpenAIChatChecker,
+)
 from streamguard.report import Outcome, Severity
+from streamguard.sse import Event
 from tests.chunking import chunkings
+from tests.conftest import CANARY_MARKER
 from tests.sse_fixtures import fixture_paths, load
 
 PROTOCOL = "openai_chat"
@@ -240,3 +250,310 @@ def test_common_chunk_with_a_mistyped_field_is_a_schema_mismatch(where: str, val
     good = chunk(**fields, choices=[choice])
     body = good + good + chunk(**bad_fields, choices=[bad_choice]) + FINISH + DONE
     assert check(body) == [("schema_mismatch", 2)]
+
+
+# -- Bounds: nothing a client or an upstream sends sizes the work without a limit ---------
+
+
+def _choice(index: int, **delta: object) -> dict[str, object]:
+    reason = delta.pop("finish_reason", None)
+    return {"index": index, "delta": delta, "finish_reason": reason}
+
+
+def _call(position: object, arguments: str, header: bool = True) -> dict[str, object]:
+    call: dict[str, object] = {"index": position, "function": {"arguments": arguments}}
+    if header:
+        call["id"] = f"call_{position}"
+        call["type"] = "function"
+        call["function"] = {"name": "f", "arguments": arguments}
+    return call
+
+
+def _event(data: bytes, index: int) -> Event:
+    return Event("message", data.removeprefix(b"data: ").strip().decode())
+
+
+def test_n_above_the_checked_bound_is_not_used() -> None:
+    """A request n above MAX_CHECKED_N sizes no check: the choices seen are judged alone."""
+    body = chunk() + FINISH + DONE
+    assert check(body, {"n": MAX_CHECKED_N}) == [("missing_finish_reason", 2)]
+    assert check(body, {"n": MAX_CHECKED_N + 1}) == []
+    assert check(body, {"n": 10_000_000}) == []
+
+
+def test_messages_list_a_few_choices_then_a_count() -> None:
+    """A message about many choices names five of them and counts the rest."""
+    report = check_stream(chunk() + FINISH + DONE, protocol=PROTOCOL, request={"n": MAX_CHECKED_N})
+    (finding,) = report.findings
+    missing = MAX_CHECKED_N - 1
+    assert finding.message == (
+        f"[DONE] (event 2): choice(s) 1, 2, 3, 4, 5 and {missing - 5} more have no "
+        f"finish_reason (1, 2, 3, 4, 5 and {missing - 5} more never appeared)"
+    )
+
+
+def test_choices_past_the_tracked_bound_go_unchecked() -> None:
+    """A stream cannot grow the choice table past MAX_TRACKED_CHOICES; later choices are skipped."""
+    many = MAX_TRACKED_CHOICES + 50
+    body = b"".join(chunk(choices=[_choice(i, content="x")]) for i in range(many))
+    # One more chunk per untracked choice would be content after its finish if it were tracked.
+    late = chunk(choices=[_choice(many - 1, content="x", finish_reason="stop")])
+    report = check_stream(body + late + late + DONE, protocol=PROTOCOL)
+    (finding,) = report.findings
+    assert finding.rule == "missing_finish_reason"
+    assert finding.message.endswith(f"and {MAX_TRACKED_CHOICES - 5} more have no finish_reason")
+
+
+def test_tool_calls_past_the_tracked_bound_go_unchecked() -> None:
+    """Past MAX_TRACKED_TOOL_CALLS per stream, a new tool call is neither tracked nor checked."""
+    calls = [_call(i, "{}") for i in range(MAX_TRACKED_TOOL_CALLS)]
+    tracked = chunk(choices=[_choice(0, tool_calls=calls)])
+    headerless = chunk(
+        choices=[_choice(0, tool_calls=[_call(MAX_TRACKED_TOOL_CALLS, "{", header=False)])]
+    )
+    finish = chunk(choices=[_choice(0, finish_reason="tool_calls")])
+    assert check(tracked + headerless + finish + DONE) == []
+    # Below the bound the same headerless call is reported, and its arguments checked.
+    fewer = chunk(choices=[_choice(0, tool_calls=calls[:-1])])
+    below = chunk(
+        choices=[_choice(0, tool_calls=[_call(MAX_TRACKED_TOOL_CALLS - 1, "{", header=False)])]
+    )
+    assert check(fewer + below + finish + DONE) == [
+        ("tool_call_header_missing", 1),
+        ("tool_call_arguments_invalid", 2),
+    ]
+
+
+def test_tool_call_arguments_share_the_streams_kept_text_budget() -> None:
+    """300 calls of 60 KB keep at most the stream's budget; small calls are still checked."""
+    checker = OpenAIChatChecker()
+    checker.on_event(_event(chunk(choices=[_choice(0, role="assistant")]), 0), 0)
+    big = json.dumps({"pad": "x" * 60_000})
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for position in range(300):
+            delta = chunk(choices=[_choice(0, tool_calls=[_call(position, big)])])
+            assert checker.on_event(_event(delta, position + 1), position + 1) == []
+        small = chunk(choices=[_choice(0, tool_calls=[_call(300, "{")])])
+        assert checker.on_event(_event(small, 301), 301) == []
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < MAX_KEPT_TEXT_CHARS + 1024 * 1024  # 300 x 60 KB = 18 MB without the budget
+    finish = chunk(choices=[_choice(0, finish_reason="tool_calls")])
+    found = checker.on_event(_event(finish, 302), 302)
+    assert [(f.rule, f.message) for f in found] == [
+        (
+            "tool_call_arguments_invalid",
+            "event 302: choice 0 finished but the arguments of tool call 300 are not JSON "
+            "(EOF while parsing an object at line 1 column 1): 1 characters",
+        )
+    ]
+
+
+def test_a_finished_choice_gives_its_kept_arguments_back() -> None:
+    """Arguments checked at a choice's finish free their room for the next choice's."""
+    quarter = MAX_KEPT_TEXT_CHARS // 4 - 100  # four fragments: events stay under 1 MiB
+
+    def call(choice: int, opening: str) -> bytes:
+        pieces = [opening, *["x" * quarter] * 3, '"}']
+        first = chunk(choices=[_choice(choice, role="assistant", tool_calls=[_call(0, "")])])
+        rest = (
+            chunk(
+                choices=[_choice(choice, tool_calls=[{"index": 0, "function": {"arguments": p}}])]
+            )
+            for p in pieces
+        )
+        finish = chunk(choices=[_choice(choice, finish_reason="tool_calls")])
+        return first + b"".join(rest) + finish
+
+    body = call(0, '{"pad": "') + call(1, '{"pad": ') + DONE  # the second lacks a quote
+    assert check(body, {"n": 2}) == [("tool_call_arguments_invalid", 13)]
+
+
+# -- Privacy: no wire value in a finding message ------------------------------------------
+
+CANARY = f"{CANARY_MARKER}-chat"
+
+
+def test_findings_name_wire_values_by_token_size_or_hash_only() -> None:
+    """Ids, object values, finish reasons, event names and indices never appear verbatim."""
+    other = {"id": CANARY, "created": 10**30}
+    body = (
+        b"event: "
+        + CANARY.encode()
+        + b"\n"
+        + chunk(choices=[_choice(0, role="assistant")])
+        + chunk(**other)  # inconsistent_id
+        + chunk(object=CANARY)  # schema_mismatch on object
+        + chunk(choices=[_choice(0, tool_calls=[_call(CANARY, "{}")])])  # index invalid
+        + chunk(choices=[_choice(0, role=CANARY)])  # schema_mismatch (literal), role_repeated
+        + chunk(choices=[_choice(0, finish_reason=CANARY)])  # unknown_finish_reason
+        + chunk(choices=[_choice(0, content="x", finish_reason=CANARY + "2")])
+        + chunk(choices=[_choice(10**30, content="x")])  # choice_index_invalid
+        + chunk(
+            choices=[], usage={"prompt_tokens": 10**40, "completion_tokens": 1, "total_tokens": 1}
+        )
+        + b'data: {"error": {"message": 5, "code": "'
+        + CANARY.encode()
+        + b'"}}\n\n'
+    )
+    report = check_stream(body, protocol=PROTOCOL, request={"n": 1})
+    assert set(report.rules()) >= {
+        "unexpected_event_field",
+        "inconsistent_id",
+        "schema_mismatch",
+        "tool_call_index_invalid",
+        "role_repeated",
+        "unknown_finish_reason",
+        "content_after_finish",
+        "multiple_finish_reason",
+        "choice_index_invalid",
+        "usage_total_mismatch",
+    }
+    for finding in report.findings:
+        assert CANARY_MARKER not in finding.message, finding
+        assert "0" * 30 not in finding.message, finding
+
+
+def test_schema_messages_carry_no_input_from_pydantic() -> None:
+    """A pydantic message that quotes the input (a union tag) is replaced by its error type."""
+    from typing import Annotated, Literal
+
+    from pydantic import Field, TypeAdapter, ValidationError
+    from typing_extensions import TypedDict
+
+    from streamguard.protocols._payload import validation_finding
+
+    class A(TypedDict):
+        kind: Literal["a"]
+
+    class B(TypedDict):
+        kind: Literal["b"]
+
+    class Outer(TypedDict):
+        one: Annotated[A | B, Field(discriminator="kind")]
+        many: dict[str, int]
+
+    adapter = TypeAdapter(Outer)
+    for value in (
+        {"one": {"kind": CANARY}, "many": {}},
+        {"one": {"kind": "a"}, "many": {CANARY: "x"}},
+    ):
+        with pytest.raises(ValidationError) as raised:
+            adapter.validate_python(value)
+        assert CANARY in str(raised.value)  # pydantic itself quotes it
+        finding = validation_finding(raised.value, Event("message", "{}"), 3)
+        assert finding.rule == "schema_mismatch"
+        assert CANARY_MARKER not in finding.message, finding.message
+        assert finding.message.startswith("event 3: field ")
+
+
+# -- No blind spots: a chunk of the wrong shape is still checked ---------------------------
+
+NO_CREATED = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m"}
+
+
+def loose(**fields: object) -> bytes:
+    """A chunk without ``created`` (a required field), with ``fields`` added."""
+    return b"data: " + json.dumps({**NO_CREATED, **fields}).encode() + b"\n\n"
+
+
+def test_chunks_without_created_are_still_checked_for_repeated_roles() -> None:
+    """A server that omits created and repeats the role gets both findings on every chunk."""
+    body = (
+        loose(choices=[_choice(0, role="assistant", content="")])
+        + loose(choices=[_choice(0, role="assistant", content="Hi")])
+        + loose(choices=[_choice(0, finish_reason="stop")])
+        + DONE
+    )
+    report = check_stream(body, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("schema_mismatch", 0),
+        ("schema_mismatch", 1),
+        ("role_repeated", 1),
+        ("schema_mismatch", 2),
+    ]
+    assert report.findings[0].message == "event 0: field created: Field required"
+
+
+def test_a_mistyped_finish_chunk_still_finishes_its_choice() -> None:
+    """The finish on a chunk of the wrong shape counts: no missing_finish_reason follows."""
+    finish = chunk(model=5, choices=[_choice(0, finish_reason="stop")])
+    assert check(chunk() + finish + DONE) == [("schema_mismatch", 1)]
+    again = chunk(model=5, choices=[_choice(0, content="late", finish_reason="stop")])
+    assert check(chunk() + finish + again + DONE) == [
+        ("schema_mismatch", 1),
+        ("schema_mismatch", 2),
+        ("content_after_finish", 2),
+        ("multiple_finish_reason", 2),
+    ]
+
+
+def test_a_mistyped_usage_chunk_still_counts_for_usage_order() -> None:
+    """A usage chunk without created before the finish is usage_not_last, and usage is seen."""
+    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 3}
+    body = chunk() + loose(choices=[], usage=usage) + FINISH + DONE
+    assert check(body, {"stream_options": {"include_usage": True}}) == [
+        ("schema_mismatch", 1),
+        ("usage_total_mismatch", 1),
+        ("usage_not_last", 1),
+        ("usage_not_last", 2),
+    ]
+
+
+def test_tool_call_rules_run_on_a_chunk_with_a_mistyped_field() -> None:
+    """A tool call delta with a mistyped type field still has its index and header checked."""
+    gap = {**_call(1, "{}"), "type": 5}
+    body = chunk(choices=[_choice(0, tool_calls=[gap])]) + FINISH + DONE
+    assert check(body) == [
+        ("schema_mismatch", 0),
+        ("tool_call_index_invalid", 0),
+    ]
+
+
+def test_a_mistyped_field_is_not_read_as_content() -> None:
+    """A value of the wrong type is reported once, and the rules never read it."""
+    late = chunk(choices=[_choice(0, content=42, role=7)])
+    assert check(chunk() + FINISH + late + DONE) == [("schema_mismatch", 2)]
+
+
+# -- In-band errors: the SDK reads message, type, param and code from them -----------------
+
+
+@pytest.mark.parametrize(
+    ("error", "problem"),
+    [
+        ('"rate limited"', "error is a string, expected an object"),
+        ('{"message": 5, "type": "server_error"}', "error.message is an integer"),
+        ('{"type": "server_error"}', "error.message is missing, expected a string"),
+        ('{"message": "m", "code": ["x"]}', "error.code is an array"),
+        ('{"message": "m", "type": 1, "param": 2}', "error.type is an integer"),
+    ],
+)
+def test_an_error_payload_of_the_wrong_shape_is_a_schema_mismatch(error: str, problem: str) -> None:
+    """An in-band error whose fields the SDK cannot read is reported, and still ends the stream."""
+    body = chunk() + b'data: {"error": ' + error.encode() + b"}\n\n"
+    report = check_stream(body, protocol=PROTOCOL)
+    assert report.outcome is Outcome.ERROR_EVENT
+    (finding,) = report.findings
+    assert (finding.rule, finding.event_index) == ("schema_mismatch", 1)
+    assert problem in finding.message
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        '{"message": "m", "type": "server_error", "param": null, "code": null}',
+        '{"message": "m", "type": "invalid_request_error", "param": "n", "code": "bad"}',
+        '{"code": 502, "message": "Provider disconnected"}',  # OpenRouter's integer codes
+        '{"message": ""}',
+    ],
+)
+def test_error_payloads_the_sdk_reads_are_clean(error: str) -> None:
+    """OpenAI's documented error object and OpenRouter's numeric code end the stream cleanly."""
+    report = check_stream(
+        chunk() + b'data: {"error": ' + error.encode() + b"}\n\n", protocol=PROTOCOL
+    )
+    assert (report.outcome, report.findings) == (Outcome.ERROR_EVENT, ())

@@ -13,9 +13,9 @@ from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_core import from_json
+from pydantic_core import ErrorDetails, from_json
 
-from streamguard import rules
+from streamguard import _wire, rules
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -27,12 +27,65 @@ __all__ = ["field_path", "parse_json", "preview", "validation_finding"]
 parse_json: partial[Any] = partial(from_json, cache_strings="keys")
 
 
+#: pydantic-core error types whose ``msg`` is built from the schema alone (what was
+#: expected, a length limit), never from the input. Any other type is named by its type
+#: only: some messages embed what was sent (``union_tag_invalid`` quotes the tag it found,
+#: custom and parsing errors quote their own text), and a finding message must not carry
+#: wire values.
+_INPUT_FREE_MESSAGES = frozenset(
+    {
+        "missing",
+        "literal_error",
+        "json_invalid",
+        "json_type",
+        "recursion_loop",
+        "none_required",
+        "int_from_float",
+        "int_parsing",
+        "int_parsing_size",
+        "float_parsing",
+        "bool_parsing",
+        "finite_number",
+        "too_short",
+        "too_long",
+        "string_too_short",
+        "string_too_long",
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+        "multiple_of",
+    }
+)
+#: The longest field name shown as is in a path; keys are schema field names here.
+_MAX_SHOWN_KEY = 64
+
+
 def field_path(loc: Sequence[int | str]) -> str:
-    """``("choices", 0, "delta", "role")`` as ``choices[0].delta.role``; ``$`` for the root."""
+    """``("choices", 0, "delta", "role")`` as ``choices[0].delta.role``; ``$`` for the root.
+
+    The schemas validated here are TypedDicts of declared fields, so string parts are the
+    schema's own field names; as a guard against a future mapping type (whose keys would
+    come from the wire), a part that is not a plain identifier is shown only by size and
+    hash.
+    """
     path = ""
     for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        if isinstance(part, int):
+            path += f"[{_wire.number(part)}]"
+            continue
+        name = part if part.isidentifier() and len(part) <= _MAX_SHOWN_KEY else _wire.describe(part)
+        path += f".{name}" if path else name
     return path or "$"
+
+
+def _problem(error: ErrorDetails) -> str:
+    """What a message may say about one validation error: its ``msg`` when that is built
+    from the schema only, otherwise its error type."""
+    kind = error["type"]
+    if kind in _INPUT_FREE_MESSAGES or kind.endswith("_type"):
+        return error["msg"]
+    return f"invalid ({kind})"
 
 
 def preview(data: str) -> str:
@@ -46,11 +99,12 @@ def preview(data: str) -> str:
 
 def validation_finding(error: ValidationError, event: Event, index: int) -> Finding:
     """The finding for the first problem pydantic-core reported on ``event``'s data."""
-    first = error.errors(include_url=False, include_input=False)[0]
-    kind, msg, loc = first["type"], first["msg"], first["loc"]
+    errors = error.errors(include_url=False, include_input=False)
+    first = errors[0]
+    kind, loc = first["type"], first["loc"]
     if kind == "json_invalid":
         return rules.INVALID_JSON.finding(
-            f"event {index}: data is not JSON ({msg}): {preview(event.data)}",
+            f"event {index}: data is not JSON ({_problem(first)}): {preview(event.data)}",
             index,
             event.offset,
         )
@@ -60,8 +114,8 @@ def validation_finding(error: ValidationError, event: Event, index: int) -> Find
             index,
             event.offset,
         )
-    extra = len(error.errors(include_url=False, include_input=False)) - 1
+    extra = len(errors) - 1
     more = f" (and {extra} more problem(s))" if extra else ""
     return rules.SCHEMA_MISMATCH.finding(
-        f"event {index}: field {field_path(loc)}: {msg}{more}", index, event.offset
+        f"event {index}: field {field_path(loc)}: {_problem(first)}{more}", index, event.offset
     )

@@ -14,13 +14,18 @@ checker of the protocol it picks. It decides once, from the first signal that se
    ``content_block_delta``) or JSON ``type: "message_start"`` → anthropic; data
    ``[DONE]`` or JSON ``object: "chat.completion.chunk"`` → openai_chat; a JSON ``type``
    starting with ``response.`` → openai_responses; JSON with ``candidates``,
-   ``usageMetadata``, ``promptFeedback`` or ``modelVersion`` → gemini. Azure's first
-   chat chunk (``"object": ""``) and anything else decide nothing;
-3. otherwise, after ``MAX_UNDECIDED_EVENTS`` events or at the end of the body, plain SSE
+   ``usageMetadata``, ``promptFeedback`` or ``modelVersion`` → gemini. The shape decides
+   too, not only exact values: a ``choices`` entry with a ``delta`` object is OpenAI Chat
+   whatever ``object`` says (a server sending ``"object": "text_completion"`` is a broken
+   chat stream, and the chat checker then says so). Azure's first chat chunk
+   (``"object": ""``, ``choices: []``) and anything else decide nothing;
+3. otherwise, after ``MAX_UNDECIDED_EVENTS`` events, once the held events carry more than
+   ``MAX_UNDECIDED_CHARS`` characters, or at the end of the body, plain SSE
    (``protocol_source = "default"``).
 
-While undecided it holds the events it has seen (at most ``MAX_UNDECIDED_EVENTS``, so memory
-stays bounded) and checks nothing; when it decides, it replays them once, in order and with
+While undecided it holds the events it has seen (at most ``MAX_UNDECIDED_EVENTS`` events and
+``MAX_UNDECIDED_CHARS`` characters of names and data, so memory stays bounded) and checks
+nothing; when it decides, it replays them once, in order and with
 their own indices, into the chosen checker, and from then on forwards every call. The
 monitor reads ``name``, ``has_terminal``, ``protocol_source``, ``terminal_seen`` and
 ``error_seen`` from this object: the first three are set when the decision is made, the
@@ -28,10 +33,15 @@ last two read the chosen checker's indices.
 
 A protocol named by a signal but missing from the registry (a checker not installed)
 decides nothing: the stream is then judged by the signals that remain.
+
+A body whose frames are run together without blank lines dispatches no event at all, so
+nothing above can decide it; ``protocol_for_pending_data`` reads the first ``data:`` line of
+such undispatched text for the monitor.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,10 +51,20 @@ from streamguard.protocols.sse import PlainSSEChecker
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["MAX_UNDECIDED_EVENTS", "AutoChecker", "protocol_for_event", "protocol_for_path"]
+__all__ = [
+    "MAX_UNDECIDED_CHARS",
+    "MAX_UNDECIDED_EVENTS",
+    "AutoChecker",
+    "protocol_for_event",
+    "protocol_for_path",
+    "protocol_for_pending_data",
+]
 
 #: How many events a stream may send before its protocol is known; then it is plain SSE.
 MAX_UNDECIDED_EVENTS = 8
+#: How many characters of event names and data may be held while undecided (256 KiB of
+#: ASCII); an event that would take the held total past it decides plain SSE at once.
+MAX_UNDECIDED_CHARS = 256 * 1024
 
 #: Path endings that name a protocol, most specific first.
 _PATH_SUFFIXES = (
@@ -102,8 +122,48 @@ def protocol_for_event(event: Event) -> str | None:
         return "openai_responses"
     if payload.get("object") == "chat.completion.chunk":
         return "openai_chat"
+    choices = payload.get("choices")
+    if type(choices) is list and any(
+        type(choice) is dict and type(choice.get("delta")) is dict for choice in choices
+    ):  # the chat chunk's shape, whatever its object says; Azure's annotations have no delta
+        return "openai_chat"
     if any(key in payload for key in _GEMINI_KEYS):
         return "gemini"
+    return None
+
+
+#: The end of one line: CRLF, LF or CR, as the event-stream format allows.
+_LINE_END = re.compile(r"\r\n|[\r\n]")
+
+
+def protocol_for_pending_data(text: str) -> str | None:
+    """The protocol the first ``data:`` line of undispatched body text proves, or ``None``.
+
+    For a body whose frames are run together without the blank lines that end events (the
+    parser then dispatches nothing): ``text`` is the body decoded so far. The lines before
+    the first non-empty ``data:`` line are read as the parser would (comments, ``id``,
+    ``retry`` and unknown fields skipped, the last ``event:`` name kept), and that one line
+    is judged as ``protocol_for_event`` judges an event, so a JSON payload must be
+    complete on it. The cost is linear in the text up to the end of that line.
+    """
+    name = "message"
+    position = 1 if text.startswith("\ufeff") else 0
+    while position < len(text):
+        end = _LINE_END.search(text, position)
+        stop = end.start() if end is not None else len(text)
+        line = text[position:stop]
+        field, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if field == "data" and value:
+            return protocol_for_event(Event(name, value))
+        if field == "event":
+            name = value or "message"
+        elif not line:
+            name = "message"  # a blank line ends an event: its name does not carry over
+        if end is None:
+            break
+        position = end.end()
     return None
 
 
@@ -126,6 +186,7 @@ class AutoChecker(Checker):
             checkers = CHECKERS
         self._checkers = checkers
         self._held: list[tuple[Event, int]] = []
+        self._held_chars = 0
         # Until decided, the stream reads as what it becomes when nothing decides it.
         self.name = PlainSSEChecker.name
         self.has_terminal = PlainSSEChecker.has_terminal
@@ -172,10 +233,11 @@ class AutoChecker(Checker):
         if delegate is not None:
             return delegate.on_event(event, index)
         self._held.append((event, index))
+        self._held_chars += len(event.event) + len(event.data)
         protocol = protocol_for_event(event)
         if protocol is not None and protocol in self._checkers:
             return self._decide(protocol, "event")
-        if len(self._held) >= MAX_UNDECIDED_EVENTS:
+        if len(self._held) >= MAX_UNDECIDED_EVENTS or self._held_chars > MAX_UNDECIDED_CHARS:
             return self._decide(PlainSSEChecker.name, "default")
         return NO_FINDINGS
 
@@ -205,7 +267,7 @@ class AutoChecker(Checker):
         self.name = delegate.name
         self.has_terminal = delegate.has_terminal
         self.protocol_source = source
-        held, self._held = self._held, []
+        held, self._held, self._held_chars = self._held, [], 0
         found: list[Finding] = []
         for event, index in held:
             found.extend(delegate.on_event(event, index))

@@ -23,9 +23,22 @@ finished (its one non-null ``finish_reason`` arrived). Each tool call of a choic
 ``function.name``); later deltas carry only argument fragments, which are joined and parsed
 as JSON when the choice finishes.
 
+A chunk that fails the strict shape check is reported (``schema_mismatch``) and then read
+leniently (``_lenient_chunk``): every field whose type is right goes through the same rules
+as a valid chunk, so a server that, say, omits ``created`` is still checked for repeated
+roles, late usage and missing finish reasons.
+
 What the request says (``stream_options.include_usage``, ``n``) sharpens the usage and
 finish checks; without a request (``request=None``) the checks that need it are skipped
 rather than guessed.
+
+Nothing a client or an upstream sends sizes the work or the memory without a bound: an ``n``
+above ``MAX_CHECKED_N`` is not used for per-choice checks, at most ``MAX_TRACKED_CHOICES``
+choices and ``MAX_TRACKED_TOOL_CALLS`` tool calls are tracked per stream (later ones go
+unchecked), tool-call arguments are kept under the stream's shared text budget
+(``Checker.keep_text``), and a message lists at most a few choice indices. Values from the
+wire appear in messages only as known tokens, sane integers, or sizes and hashes
+(``streamguard._wire``).
 
 Azure's prompt-annotation chunk (``choices: []`` with ``prompt_filter_results``, empty
 ``id``/``object``, ``created: 0``) and its async-filter annotation chunks (choices without
@@ -37,25 +50,42 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired, cast
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from streamguard import rules
+from streamguard import _wire, rules
 from streamguard.protocols._base import NO_FINDINGS, Checker
 from streamguard.protocols._payload import parse_json, preview, validation_finding
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["FINISH_REASONS", "OpenAIChatChecker"]
+__all__ = [
+    "FINISH_REASONS",
+    "MAX_CHECKED_N",
+    "MAX_TRACKED_CHOICES",
+    "MAX_TRACKED_TOOL_CALLS",
+    "OpenAIChatChecker",
+]
 
 #: The documented ``finish_reason`` values; any other non-null value is non-standard.
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
+_CHUNK_OBJECT = "chat.completion.chunk"
+_OBJECTS = frozenset({_CHUNK_OBJECT})
 
-#: Past this many bytes of one call's arguments, stop collecting them (memory stays bounded)
-#: and skip that call's JSON check.
-MAX_ARGUMENT_CHARS = 1024 * 1024
+#: The largest requested ``n`` the per-choice checks use (``choice_index_invalid`` against
+#: ``n``, a finish expected for every index below ``n``). A client may ask for any ``n``
+#: (OpenAI's API accepts at most 128); a larger one must not size a loop or a message, so it is
+#: ignored: the checks then judge the choices that actually appeared, as without a request.
+MAX_CHECKED_N = 128
+#: The choices one stream may have tracked; a choice first seen past this bound is not
+#: checked at all (a hostile stream must not grow state with its own indices).
+MAX_TRACKED_CHOICES = 256
+#: The tool calls one stream may have tracked across its choices; later calls go unchecked.
+MAX_TRACKED_TOOL_CALLS = 512
+#: How many choice indices one message lists before it says "and N more".
+_MAX_LISTED = 5
 
 _STRICT = ConfigDict(strict=True)
 
@@ -141,6 +171,136 @@ _STR_OR_NONE = frozenset({str, type(None)})
 _validate_chunk = TypeAdapter(_Chunk).validator.validate_python
 
 
+# -- Reading a chunk that failed the shape check -------------------------------------------
+
+
+def _lenient_chunk(raw: dict[str, Any]) -> _Chunk:
+    """What the rules can use of a chunk the strict validator rejected.
+
+    Each field the rules read is kept only when its type is the documented one (the strict
+    validator already reported what is wrong); the rest of the chunk is dropped, so every
+    rule then runs on exactly the fields it can trust.
+    """
+    view: dict[str, Any] = {}
+    for key in ("id", "object", "model"):
+        if type(raw.get(key)) is str:
+            view[key] = raw[key]
+    if type(raw.get("created")) is int:
+        view["created"] = raw["created"]
+    for key in ("prompt_filter_results", "prompt_annotations"):
+        if key in raw:
+            view[key] = raw[key]
+    choices = raw.get("choices")
+    if type(choices) is list:
+        view["choices"] = [
+            _lenient_choice(choice)
+            for choice in choices
+            if type(choice) is dict and type(choice.get("index")) is int
+        ]
+    elif choices is not None:
+        view["choices"] = []  # mistyped (reported): not the "choices missing" case
+    usage = raw.get("usage")
+    if type(usage) is dict:
+        view["usage"] = usage  # _on_usage reads its counts defensively
+    return cast(_Chunk, view)
+
+
+def _lenient_choice(raw: dict[str, Any]) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": raw["index"]}
+    delta = raw.get("delta")
+    if type(delta) is dict:
+        choice["delta"] = _lenient_delta(delta)
+    elif "delta" in raw:
+        choice["delta"] = {}  # mistyped: still a content chunk, not an annotation chunk
+    if type(raw.get("finish_reason")) is str:
+        choice["finish_reason"] = raw["finish_reason"]
+    return choice
+
+
+def _lenient_delta(raw: dict[str, Any]) -> dict[str, Any]:
+    delta: dict[str, Any] = {}
+    for key in ("role", "content", "refusal"):
+        if type(raw.get(key)) is str:
+            delta[key] = raw[key]
+    calls = raw.get("tool_calls")
+    if type(calls) is list:
+        delta["tool_calls"] = [_lenient_call(call) for call in calls if type(call) is dict]
+    if type(raw.get("function_call")) is dict:
+        delta["function_call"] = _lenient_function(raw["function_call"])
+    return delta
+
+
+def _lenient_call(raw: dict[str, Any]) -> dict[str, Any]:
+    call: dict[str, Any] = {"index": raw.get("index")}  # checked by its own rule
+    if type(raw.get("id")) is str:
+        call["id"] = raw["id"]
+    if type(raw.get("function")) is dict:
+        call["function"] = _lenient_function(raw["function"])
+    return call
+
+
+def _lenient_function(raw: dict[str, Any]) -> dict[str, Any]:
+    return {key: raw[key] for key in ("name", "arguments") if type(raw.get(key)) is str}
+
+
+# -- The in-band error payload (openai-python _streaming.py and _exceptions.APIError) ------
+
+#: The error object's fields: the types openai-python's ``APIError`` reads them as, and
+#: whether the field must be there. ``message`` is what the SDK raises with (without a
+#: string it falls back to a generic text and the reason is lost). ``code`` is typed
+#: ``Optional[str]`` by the SDK, but OpenRouter documents integer codes (the HTTP status)
+#: in its in-band errors and the SDK stores them unchanged, so an integer is accepted.
+_ERROR_FIELDS: tuple[tuple[str, tuple[type, ...], str, bool], ...] = (
+    ("message", (str,), "a string", True),
+    ("type", (str, type(None)), "a string or null", False),
+    ("param", (str, type(None)), "a string or null", False),
+    ("code", (str, int, type(None)), "a string, an integer or null", False),
+)
+
+
+def _error_problems(error: object) -> list[str]:
+    """What is wrong with the shape of a truthy top-level ``error``; types only, no values."""
+    if type(error) is not dict:
+        return [f"error is {_type_name(error)}, expected an object"]
+    problems = []
+    for field, types, expected, required in _ERROR_FIELDS:
+        if field not in error:
+            if required:
+                problems.append(f"error.{field} is missing, expected {expected}")
+        elif type(error[field]) not in types:
+            problems.append(f"error.{field} is {_type_name(error[field])}, expected {expected}")
+    return problems
+
+
+def _type_name(value: object) -> str:
+    """A JSON value's kind, the only thing a message says about a mistyped value."""
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+    }.get(type(value), "a value")
+
+
+def _listed(numbers: Sequence[int]) -> str:
+    """At most ``_MAX_LISTED`` choice indices, then how many more: messages stay short."""
+    shown = ", ".join(_wire.number(n) for n in numbers[:_MAX_LISTED])
+    more = len(numbers) - _MAX_LISTED
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _shown_id(value: str | None) -> str:
+    return "absent" if value is None else _wire.describe(value)
+
+
+def _shown_created(value: int | None) -> str:
+    return "absent" if value is None else _wire.number(value)
+
+
 # -- State ------------------------------------------------------------------------------
 
 
@@ -158,17 +318,10 @@ class _ToolCall:
         self.index = index
         self.has_id = False
         self.has_name = False
-        self.arguments: list[str] | None = []  # None once past MAX_ARGUMENT_CHARS
-        self.arguments_chars = 0
-
-    def add_arguments(self, fragment: str) -> None:
-        if self.arguments is None:
-            return
-        self.arguments_chars += len(fragment)
-        if self.arguments_chars > MAX_ARGUMENT_CHARS:
-            self.arguments = None
-        else:
-            self.arguments.append(fragment)
+        #: The fragments so far, under the stream's kept-text budget; None once the budget
+        #: refused one (the call's JSON check is then skipped) or once checked.
+        self.arguments: list[str] | None = []
+        self.arguments_chars = 0  # reserved in the budget for ``arguments``
 
 
 class _ChoiceState:
@@ -192,6 +345,8 @@ class OpenAIChatChecker(Checker):
         super().__init__(request, path)
         self._phase = _Phase.STREAMING
         self._choices: dict[int, _ChoiceState] = {}
+        self._max_choice: int | None = None  # the highest index seen, kept as they arrive
+        self._tool_calls = 0  # tool calls tracked across the stream's choices
         # The first ordinary chunk's id and created; every later one must repeat them.
         self._id: str | None = None
         self._created: int | None = None
@@ -208,7 +363,8 @@ class OpenAIChatChecker(Checker):
                 options.get("include_usage") is True
             )
             n = request.get("n", 1)
-            self._n = n if type(n) is int and n >= 1 else None
+            # Beyond MAX_CHECKED_N the request does not size any check (see there).
+            self._n = n if type(n) is int and 1 <= n <= MAX_CHECKED_N else None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -264,8 +420,8 @@ class OpenAIChatChecker(Checker):
             routed = " (the SDK routes thread.* names to Assistants)"
             found.append(
                 rules.UNEXPECTED_EVENT_FIELD.finding(
-                    f"event {index} is named {event.event[:40]!r}; chat streams are data-only"
-                    + (routed if event.event.startswith("thread.") else ""),
+                    f"event {index} is named {_wire.token(event.event, ())}; chat streams "
+                    "are data-only" + (routed if event.event.startswith("thread.") else ""),
                     index,
                     event.offset,
                 )
@@ -289,24 +445,27 @@ class OpenAIChatChecker(Checker):
             )
             return found
         if parsed.get("error"):  # as the SDK: any truthy top-level error is an error
-            return [*found, *self._on_error(event, index)]
+            return [*found, *self._on_error(parsed["error"], event, index)]
+        strict = True
         try:
             chunk: _Chunk = _validate_chunk(parsed)
         except ValidationError as invalid:
+            # Report the shape, then check what the chunk does carry (no blind spot).
             found.append(validation_finding(invalid, event, index))
-            return found
+            chunk, strict = _lenient_chunk(parsed), False
         choices = chunk.get("choices")
         usage = chunk.get("usage")
         if self._phase is _Phase.USAGE_SENT and not (usage is not None and choices == []):
             found.append(self._after_usage(event, index))  # a second one: usage_repeated
         if choices is None and usage is None:
-            found.append(
-                rules.SCHEMA_MISMATCH.finding(
-                    f"event {index}: field choices: missing or null on a chunk without usage",
-                    index,
-                    event.offset,
+            if strict:  # a rejected chunk's missing choices are part of what was reported
+                found.append(
+                    rules.SCHEMA_MISMATCH.finding(
+                        f"event {index}: field choices: missing or null on a chunk without usage",
+                        index,
+                        event.offset,
+                    )
                 )
-            )
             return found
         if not choices and (
             "prompt_filter_results" in chunk or "prompt_annotations" in chunk
@@ -316,9 +475,9 @@ class OpenAIChatChecker(Checker):
             return found
         # Azure's async-filter annotation chunks carry no delta (and Azure's empty ids).
         if (
-            chunk["id"] != self._id
-            or chunk["created"] != self._created
-            or chunk["object"] != "chat.completion.chunk"
+            chunk.get("id") != self._id
+            or chunk.get("created") != self._created
+            or chunk.get("object") != _CHUNK_OBJECT
         ) and (not choices or any("delta" in choice for choice in choices)):
             self._check_identity(chunk, event, index, found)
         if choices:
@@ -387,11 +546,21 @@ class OpenAIChatChecker(Checker):
             )
         return found
 
-    def _on_error(self, event: Event, index: int) -> Sequence[Finding]:
-        """An in-band error payload (truthy top-level ``error``) ends the stream."""
+    def _on_error(self, error: object, event: Event, index: int) -> Sequence[Finding]:
+        """An in-band error payload (truthy top-level ``error``) ends the stream; its shape
+        is checked against what the SDK reads from it."""
         self._phase = _Phase.ERRORED
         self.error_index = index
-        return NO_FINDINGS
+        problems = _error_problems(error)
+        if not problems:
+            return NO_FINDINGS
+        return (
+            rules.SCHEMA_MISMATCH.finding(
+                f"event {index}: in-band error payload: {'; '.join(problems)}",
+                index,
+                event.offset,
+            ),
+        )
 
     def _after_usage(self, event: Event, index: int) -> Finding:
         """Any chunk after the usage chunk breaks 'usage right before [DONE]'."""
@@ -406,25 +575,34 @@ class OpenAIChatChecker(Checker):
     def _check_identity(
         self, chunk: _Chunk, event: Event, index: int, found: list[Finding]
     ) -> None:
-        if chunk["object"] != "chat.completion.chunk":
+        # .get throughout: a chunk read leniently may lack any of these (already reported).
+        kind = chunk.get("object")
+        if kind is not None and kind != _CHUNK_OBJECT:
             found.append(
                 rules.SCHEMA_MISMATCH.finding(
-                    f"event {index}: field object: expected 'chat.completion.chunk', got "
-                    f"{chunk['object'][:40]!r}",
+                    f"event {index}: field object: expected {_CHUNK_OBJECT!r}, got "
+                    f"{_wire.token(kind, _OBJECTS)}",
                     index,
                     event.offset,
                 )
             )
-        if self._id is None:
-            self._id, self._created = chunk["id"], chunk["created"]
-        elif (chunk["id"] != self._id or chunk["created"] != self._created) and not (
-            self._id_reported
-        ):
+        chunk_id, created = chunk.get("id"), chunk.get("created")
+        differs = False
+        if chunk_id is not None:
+            if self._id is None:
+                self._id = chunk_id
+            differs = chunk_id != self._id
+        if created is not None:
+            if self._created is None:
+                self._created = created
+            differs = differs or created != self._created
+        if differs and not self._id_reported:
             self._id_reported = True
             found.append(
                 rules.INCONSISTENT_ID.finding(
-                    f"event {index}: id {chunk['id'][:60]!r} / created {chunk['created']} "
-                    f"differ from the first chunk's {self._id[:60]!r} / {self._created}",
+                    f"event {index}: id {_shown_id(chunk_id)} / created "
+                    f"{_shown_created(created)} differ from the first chunk's "
+                    f"{_shown_id(self._id)} / {_shown_created(self._created)}",
                     index,
                     event.offset,
                 )
@@ -434,6 +612,8 @@ class OpenAIChatChecker(Checker):
         number = choice["index"]
         state = self._choices.get(number)
         if state is None:
+            if len(self._choices) >= MAX_TRACKED_CHOICES:
+                return  # past the bound: this choice goes unchecked
             state = self._new_choice(number, event, index, found)
         delta = choice.get("delta")
         if delta is not None:
@@ -447,24 +627,27 @@ class OpenAIChatChecker(Checker):
     def _new_choice(
         self, number: int, event: Event, index: int, found: list[Finding]
     ) -> _ChoiceState:
+        highest = self._max_choice
         if number < 0 or (self._n is not None and number >= self._n):
             bound = f" (the request asked for n={self._n})" if self._n is not None else ""
             found.append(
                 rules.CHOICE_INDEX_INVALID.finding(
-                    f"event {index}: choice index {number} is out of range{bound}",
+                    f"event {index}: choice index {_wire.number(number)} is out of range{bound}",
                     index,
                     event.offset,
                 )
             )
-        elif self._choices and number < max(self._choices):
+        elif highest is not None and number < highest:
             found.append(
                 rules.CHOICE_OUT_OF_ORDER.finding(
-                    f"event {index}: choice {number} first appears after choice "
-                    f"{max(self._choices)}",
+                    f"event {index}: choice {_wire.number(number)} first appears after choice "
+                    f"{_wire.number(highest)}",
                     index,
                     event.offset,
                 )
             )
+        if highest is None or number > highest:
+            self._max_choice = number
         state = self._choices[number] = _ChoiceState()
         return state
 
@@ -482,8 +665,8 @@ class OpenAIChatChecker(Checker):
             if state.role_at is not None:
                 found.append(
                     rules.ROLE_REPEATED.finding(
-                        f"event {index}: choice {number} sends delta.role again (first at "
-                        f"event {state.role_at})",
+                        f"event {index}: choice {_wire.number(number)} sends delta.role again "
+                        f"(first at event {state.role_at})",
                         index,
                         event.offset,
                     )
@@ -491,8 +674,8 @@ class OpenAIChatChecker(Checker):
             elif state.deltas > 1:
                 found.append(
                     rules.ROLE_NOT_FIRST.finding(
-                        f"event {index}: choice {number} sends delta.role on its chunk "
-                        f"#{state.deltas}, not its first",
+                        f"event {index}: choice {_wire.number(number)} sends delta.role on its "
+                        f"chunk #{state.deltas}, not its first",
                         index,
                         event.offset,
                     )
@@ -516,13 +699,13 @@ class OpenAIChatChecker(Checker):
         index: int,
         found: list[Finding],
     ) -> None:
-        where = f"event {index}: choice {number}"
+        where = f"event {index}: choice {_wire.number(number)}"
         position = call.get("index")
         if type(position) is not int or position < 0:
+            shown = "no index" if position is None else f"index {_wire.number(position)}"
             found.append(
                 rules.TOOL_CALL_INDEX_INVALID.finding(
-                    f"{where}: tool_calls entry has index {position!r}; an integer >= 0 is "
-                    "required",
+                    f"{where}: tool_calls entry has {shown}; an integer >= 0 is required",
                     index,
                     event.offset,
                 )
@@ -532,11 +715,15 @@ class OpenAIChatChecker(Checker):
         has_id, has_name = bool(call.get("id")), bool(function.get("name"))
         tool = state.tools.get(position)
         if tool is None:
-            if position != len(state.tools):
+            if self._tool_calls >= MAX_TRACKED_TOOL_CALLS:
+                return  # past the bound: this call goes unchecked
+            self._tool_calls += 1
+            expected = len(state.tools)
+            if position != expected:
                 found.append(
                     rules.TOOL_CALL_INDEX_INVALID.finding(
-                        f"{where}: tool call index {position} first appears after "
-                        f"{len(state.tools)} call(s); expected index {len(state.tools)}",
+                        f"{where}: tool call index {_wire.number(position)} first appears "
+                        f"after {expected} call(s); expected index {expected}",
                         index,
                         event.offset,
                     )
@@ -548,7 +735,8 @@ class OpenAIChatChecker(Checker):
                 )
                 found.append(
                     rules.TOOL_CALL_HEADER_MISSING.finding(
-                        f"{where}: the first delta of tool call {position} has no {missing}",
+                        f"{where}: the first delta of tool call {_wire.number(position)} has "
+                        f"no {missing}",
                         index,
                         event.offset,
                     )
@@ -564,7 +752,7 @@ class OpenAIChatChecker(Checker):
             )
             found.append(
                 rules.TOOL_CALL_HEADER_REPEATED.finding(
-                    f"{where}: tool call {position} sends its {again} again",
+                    f"{where}: tool call {_wire.number(position)} sends its {again} again",
                     index,
                     event.offset,
                 )
@@ -572,8 +760,8 @@ class OpenAIChatChecker(Checker):
         tool.has_id = tool.has_id or has_id
         tool.has_name = tool.has_name or has_name
         arguments = function.get("arguments")
-        if arguments:
-            tool.add_arguments(arguments)
+        if arguments and state.finished_at is None:  # after the finish nothing checks them
+            self._keep_arguments(tool, arguments)
         if state.legacy_function is not None:
             self._mixed(number, event, index, found)
 
@@ -591,15 +779,31 @@ class OpenAIChatChecker(Checker):
             if state.tools:
                 self._mixed(number, event, index, found)
         arguments = call.get("arguments")
-        if arguments:
-            state.legacy_function.add_arguments(arguments)
+        if arguments and state.finished_at is None:
+            self._keep_arguments(state.legacy_function, arguments)
+
+    def _keep_arguments(self, call: _ToolCall, fragment: str) -> None:
+        """Keep one argument fragment for the JSON check at the finish, within the stream's
+        kept-text budget; when the budget refuses it, drop the call's text and its check."""
+        if call.arguments is None:
+            return
+        if self.keep_text(len(fragment)):
+            call.arguments.append(fragment)
+            call.arguments_chars += len(fragment)
+        else:
+            self._drop_arguments(call)
+
+    def _drop_arguments(self, call: _ToolCall) -> None:
+        self.free_text(call.arguments_chars)
+        call.arguments, call.arguments_chars = None, 0
 
     def _mixed(self, number: int, event: Event, index: int, found: list[Finding]) -> None:
         if "function_call_mixed" not in self._reported:
             self._reported.add("function_call_mixed")
             found.append(
                 rules.FUNCTION_CALL_MIXED.finding(
-                    f"event {index}: choice {number} mixes function_call and tool_calls deltas",
+                    f"event {index}: choice {_wire.number(number)} mixes function_call and "
+                    "tool_calls deltas",
                     index,
                     event.offset,
                 )
@@ -623,8 +827,9 @@ class OpenAIChatChecker(Checker):
         if kinds:
             found.append(
                 rules.CONTENT_AFTER_FINISH.finding(
-                    f"event {index}: choice {number} sends {', '.join(kinds)} after its "
-                    f"finish_reason {state.finish_reason!r} (event {state.finished_at})",
+                    f"event {index}: choice {_wire.number(number)} sends {', '.join(kinds)} "
+                    f"after its finish_reason {_wire.token(state.finish_reason, FINISH_REASONS)} "
+                    f"(event {state.finished_at})",
                     index,
                     event.offset,
                 )
@@ -642,8 +847,10 @@ class OpenAIChatChecker(Checker):
         if state.finished_at is not None:
             found.append(
                 rules.MULTIPLE_FINISH_REASON.finding(
-                    f"event {index}: choice {number} finishes again with {reason[:40]!r}; it "
-                    f"finished with {state.finish_reason!r} at event {state.finished_at}",
+                    f"event {index}: choice {_wire.number(number)} finishes again with "
+                    f"{_wire.token(reason, FINISH_REASONS)}; it finished with "
+                    f"{_wire.token(state.finish_reason, FINISH_REASONS)} at event "
+                    f"{state.finished_at}",
                     index,
                     event.offset,
                 )
@@ -653,8 +860,8 @@ class OpenAIChatChecker(Checker):
         if reason not in FINISH_REASONS:
             found.append(
                 rules.UNKNOWN_FINISH_REASON.finding(
-                    f"event {index}: choice {number} finishes with the non-standard "
-                    f"finish_reason {reason[:40]!r}",
+                    f"event {index}: choice {_wire.number(number)} finishes with the "
+                    f"non-standard finish_reason {_wire.describe(reason)}",
                     index,
                     event.offset,
                 )
@@ -664,23 +871,25 @@ class OpenAIChatChecker(Checker):
             calls.append(state.legacy_function)
         for call in calls:
             if call.arguments is None:
-                continue
+                continue  # past the budget, or already checked
             text = "".join(call.arguments)
+            self._drop_arguments(call)  # checked below: give the room back now
             try:
                 parse_json(text)
             except ValueError as error:
                 what = (
-                    "function_call" if call is state.legacy_function else f"tool call {call.index}"
+                    "function_call"
+                    if call is state.legacy_function
+                    else f"tool call {_wire.number(call.index)}"
                 )
                 found.append(
                     rules.TOOL_CALL_ARGUMENTS_INVALID.finding(
-                        f"event {index}: choice {number} finished but the arguments of {what} "
-                        f"are not JSON ({error}): {preview(text)}",
+                        f"event {index}: choice {_wire.number(number)} finished but the "
+                        f"arguments of {what} are not JSON ({error}): {preview(text)}",
                         index,
                         event.offset,
                     )
                 )
-            call.arguments = None  # checked: free the text
 
     def _on_usage(
         self,
@@ -701,12 +910,20 @@ class OpenAIChatChecker(Checker):
                     event.offset,
                 )
             )
-        if usage["total_tokens"] != usage["prompt_tokens"] + usage["completion_tokens"]:
+        # .get: a chunk read leniently may carry a usage with missing or mistyped counts.
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        total = usage.get("total_tokens")
+        if (
+            type(prompt) is int
+            and type(completion) is int
+            and type(total) is int
+            and total != prompt + completion
+        ):
             found.append(
                 rules.USAGE_TOTAL_MISMATCH.finding(
-                    f"event {index}: usage.total_tokens {usage['total_tokens']} != "
-                    f"prompt_tokens {usage['prompt_tokens']} + completion_tokens "
-                    f"{usage['completion_tokens']}",
+                    f"event {index}: usage.total_tokens {_wire.number(total)} != "
+                    f"prompt_tokens {_wire.number(prompt)} + completion_tokens "
+                    f"{_wire.number(completion)}",
                     index,
                     event.offset,
                 )
@@ -738,18 +955,19 @@ class OpenAIChatChecker(Checker):
             return
         self._usage_at = index
         self._phase = _Phase.USAGE_SENT
-        unfinished = [n for n, state in self._choices.items() if state.finished_at is None]
+        unfinished = sorted(n for n, state in self._choices.items() if state.finished_at is None)
         if unfinished:
             found.append(
                 rules.USAGE_NOT_LAST.finding(
                     f"event {index}: the usage chunk arrives before choice(s) "
-                    f"{', '.join(map(str, sorted(unfinished)))} finished",
+                    f"{_listed(unfinished)} finished",
                     index,
                     event.offset,
                 )
             )
 
     def _unfinished_choices(self, index: int, offset: int, when: str) -> list[Finding]:
+        # Bounded: at most MAX_TRACKED_CHOICES tracked, and n is at most MAX_CHECKED_N.
         expected = set(self._choices)
         if self._n is not None:
             expected.update(range(self._n))
@@ -757,10 +975,10 @@ class OpenAIChatChecker(Checker):
         if not missing:
             return []
         never = [n for n in missing if n not in self._choices]
-        detail = f" ({', '.join(map(str, never))} never appeared)" if never else ""
+        detail = f" ({_listed(never)} never appeared)" if never else ""
         return [
             rules.MISSING_FINISH_REASON.finding(
-                f"{when}: choice(s) {', '.join(map(str, missing))} have no finish_reason{detail}",
+                f"{when}: choice(s) {_listed(missing)} have no finish_reason{detail}",
                 index,
                 offset,
             )
