@@ -610,10 +610,13 @@ _CHUNK = '"object":"chat.completion.chunk","created":1727346171,"model":"gpt-4o"
 _doc(
     "inconsistent_id",
     meaning="""
-        A chunk's `id` or `created` differs from the first chunk's. Every chunk of one
-        completion shares them ("Each chunk has the same ID", "Each chunk has the same
-        timestamp" in the SDK's types). Azure's prompt-annotation and async-filter chunks,
-        which carry empty ids by design, are exempt. Reported once per stream.""",
+        A chunk's `id` differs from the first chunk's. Every chunk of one completion shares
+        it ("Each chunk has the same ID" in the SDK's types). Azure's prompt-annotation and
+        async-filter chunks, which carry empty ids by design, are exempt. Reported once per
+        stream. A `created` timestamp that moves on mid-stream is not reported: the SDK's
+        types promise it constant too, but Groq, xAI, Perplexity, Ollama and Azure-hosted
+        models all advance it by a second during long answers, and no client keys
+        anything by it.""",
     clients="""
         Clients and proxies that key what they accumulate by `id` (logging, caching,
         multiplexing, usage accounting) split one answer in two, or attribute part of it to

@@ -414,3 +414,20 @@ def test_one_large_decisive_event_still_decides() -> None:
     }
     report = check_stream(_data(big))
     assert (report.protocol, report.protocol_source) == ("openai_chat", "event")
+
+
+def test_frames_run_together_are_detected_from_their_first_line() -> None:
+    """Chat chunks joined by single newlines (one event of several payloads) still decide."""
+    chunk = (
+        '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+        '"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}'
+    )
+    report = check_stream(f"data: {chunk}\ndata: {chunk}\ndata: [DONE]\n\n".encode())
+    assert (report.protocol, report.protocol_source) == ("openai_chat", "event")
+    assert "invalid_json" in report.rules()
+
+
+def test_a_lone_non_json_line_decides_nothing() -> None:
+    """Data that is not JSON on its first line either stays undecided."""
+    report = check_stream(b"data: hello\ndata: {}\n\n")
+    assert (report.protocol, report.protocol_source) == ("sse", "default")

@@ -112,7 +112,12 @@ def protocol_for_event(event: Event) -> str | None:
     try:
         payload = parse_json(data)
     except ValueError:
-        return None
+        # Frames run together with single line endings reach the parser as one event
+        # whose data lines are several payloads: its first line still tells.
+        first, newline, _ = data.partition("\n")
+        if not newline:
+            return None
+        return protocol_for_event(Event(event.event, first))
     if type(payload) is not dict:
         return None
     kind = payload.get("type")

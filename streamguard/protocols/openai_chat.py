@@ -297,10 +297,6 @@ def _shown_id(value: str | None) -> str:
     return "absent" if value is None else _wire.describe(value)
 
 
-def _shown_created(value: int | None) -> str:
-    return "absent" if value is None else _wire.number(value)
-
-
 # -- State ------------------------------------------------------------------------------
 
 
@@ -587,22 +583,21 @@ class OpenAIChatChecker(Checker):
                 )
             )
         chunk_id, created = chunk.get("id"), chunk.get("created")
-        differs = False
-        if chunk_id is not None:
-            if self._id is None:
-                self._id = chunk_id
-            differs = chunk_id != self._id
         if created is not None:
-            if self._created is None:
-                self._created = created
-            differs = differs or created != self._created
-        if differs and not self._id_reported:
+            # Groq, xAI, Perplexity, Ollama and Azure-hosted models move ``created`` on by a
+            # second mid-stream; no client keys anything by it, so only the latest is kept
+            # (for the fast path) and a change is not a finding.
+            self._created = created
+        if chunk_id is None:
+            return
+        if self._id is None:
+            self._id = chunk_id
+        elif chunk_id != self._id and not self._id_reported:
             self._id_reported = True
             found.append(
                 rules.INCONSISTENT_ID.finding(
-                    f"event {index}: id {_shown_id(chunk_id)} / created "
-                    f"{_shown_created(created)} differ from the first chunk's "
-                    f"{_shown_id(self._id)} / {_shown_created(self._created)}",
+                    f"event {index}: id {_shown_id(chunk_id)} differs from the first "
+                    f"chunk's {_shown_id(self._id)}",
                     index,
                     event.offset,
                 )
