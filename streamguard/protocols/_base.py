@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streamguard import rules
+from streamguard import _wire, rules
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["MAX_KEPT_TEXT_CHARS", "NO_FINDINGS", "Checker"]
+__all__ = ["KNOWN_EVENT_NAMES", "MAX_KEPT_TEXT_CHARS", "NO_FINDINGS", "Checker", "event_name"]
 
 NO_FINDINGS: Sequence[Finding] = ()
 
@@ -24,6 +24,28 @@ NO_FINDINGS: Sequence[Finding] = ()
 #: (tool-call arguments to parse at the finish, deltas to compare with a ``.done`` text).
 #: Part of the documented per-stream ceiling: past it a check is skipped, never the memory.
 MAX_KEPT_TEXT_CHARS = 1024 * 1024
+
+
+#: SSE event names the protocols define, shown as they are in messages; any other name came
+#: from the wire and is shown by size and hash only.
+KNOWN_EVENT_NAMES = frozenset(
+    {
+        "message",
+        "error",
+        "ping",
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    }
+)
+
+
+def event_name(name: str) -> str:
+    """An event's name as a message may show it."""
+    return _wire.token(name, KNOWN_EVENT_NAMES)
 
 
 class Checker:
@@ -81,7 +103,7 @@ class Checker:
                 return self.check_event(event, index)
             return (
                 rules.EVENT_AFTER_TERMINAL.finding(
-                    f"event {index} ({event.event!r}) follows the in-band error sent as "
+                    f"event {index} ({event_name(event.event)}) follows the in-band error sent as "
                     f"event {self.error_index}",
                     index,
                     event.offset,
@@ -98,8 +120,8 @@ class Checker:
             )
         return (
             rules.EVENT_AFTER_TERMINAL.finding(
-                f"event {index} ({event.event!r}) follows the terminal signal sent as event "
-                f"{self.terminal_index}",
+                f"event {index} ({event_name(event.event)}) follows the terminal signal sent "
+                f"as event {self.terminal_index}",
                 index,
                 event.offset,
             ),
