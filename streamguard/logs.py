@@ -77,7 +77,7 @@ class ViolationLimiter:
 class StreamLog:
     """The log of one stream: a bound logger plus its per-stream violation budget."""
 
-    __slots__ = ("_config", "_limiter", "_logged", "_logger", "_not_logged", "_route")
+    __slots__ = ("_bound", "_config", "_limiter", "_logged", "_not_logged", "_protocol", "_route")
 
     def __init__(
         self, config: LogConfig, limiter: ViolationLimiter, route: str, protocol: str
@@ -85,9 +85,19 @@ class StreamLog:
         self._config = config
         self._limiter = limiter
         self._route = route
-        self._logger: Any = structlog.get_logger("streamguard").bind(route=route, protocol=protocol)
+        self._protocol = protocol
+        self._bound: Any = None
         self._logged = 0
         self._not_logged = 0
+
+    @property
+    def _logger(self) -> Any:
+        """The stream's bound logger, bound when first used: an idle stream needs none."""
+        if self._bound is None:
+            self._bound = structlog.get_logger("streamguard").bind(
+                route=self._route, protocol=self._protocol
+            )
+        return self._bound
 
     def violation(self, finding: Finding) -> None:
         if self._logged >= self._config.max_violations_per_stream:

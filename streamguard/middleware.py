@@ -318,7 +318,7 @@ class _StreamWatch:
         """The server is shutting down with this stream still open: report it now."""
         monitor = self.monitor
         if monitor is not None and monitor.report is None:
-            monitor.notes.append("reported at server shutdown, before the stream ended")
+            monitor.add_note("reported at server shutdown, before the stream ended")
             self._finish(StreamEnd.CANCELLED)
 
     # -- deciding -----------------------------------------------------------------------
@@ -374,7 +374,7 @@ class _StreamWatch:
             handover=True,
         )
         if note is not None:
-            monitor.notes.append(note)
+            monitor.add_note(note)
         # A protocol still to be detected from events is labelled "auto" for the whole
         # stream, so that every series of one stream carries the same labels.
         undecided = protocol == AUTO and monitor.protocol_source == "default"
@@ -394,7 +394,7 @@ class _StreamWatch:
             guard.skipped["content_encoding"] += 1
         elif config.sample_rate < 1.0 and random.random() >= config.sample_rate:
             monitor.stop_inspecting()
-            monitor.notes.append("not sampled: only the outcome was recorded")
+            monitor.add_note("not sampled: only the outcome was recorded")
         if found:
             self._emit(found)
 

@@ -133,7 +133,8 @@ class StreamMonitor:
         self._checker = make_checker(protocol, request, path)
         self._excerpt_chars = excerpt_chars
         self.route = route
-        self.notes: list[str] = []
+        #: Facts about how the stream was checked (``add_note``); a tuple, as most have none.
+        self.notes: tuple[str, ...] = ()
         self._parser = EventParser(max_event_bytes)
         self._clock = clock
         self._findings: list[Finding] = []
@@ -178,6 +179,10 @@ class StreamMonitor:
     @property
     def terminal_seen(self) -> bool:
         return self._checker.terminal_seen
+
+    def add_note(self, note: str) -> None:
+        """Say something about how the stream was checked, for its report."""
+        self.notes += (note,)
 
     def _record(self, found: Iterable[Finding]) -> None:
         """Keep ``found`` on the report, within ``MAX_KEPT_FINDINGS``; count the rest."""
@@ -401,7 +406,7 @@ class StreamMonitor:
             path=self.path,
             protocol_source=checker.protocol_source,
             route=self.route,
-            notes=tuple(self.notes),
+            notes=self.notes,
             max_event_gap=self._liveness.max_event_gap if self._liveness is not None else None,
             findings_dropped=tuple(sorted(dropped.items())) if dropped else (),
             client_closed_after_end=(

@@ -7,7 +7,7 @@ from typing import Any
 
 from streamguard.protocols._base import Checker
 from streamguard.protocols.anthropic import AnthropicChecker
-from streamguard.protocols.auto import AutoChecker
+from streamguard.protocols.auto import AutoChecker, protocol_for_path
 from streamguard.protocols.gemini import GeminiChecker
 from streamguard.protocols.openai_chat import OpenAIChatChecker
 from streamguard.protocols.openai_responses import OpenAIResponsesChecker
@@ -40,7 +40,13 @@ def make_checker(
 ) -> Checker:
     """A checker for ``protocol``; ``"auto"`` decides from the path or the first events."""
     if protocol == AUTO:
-        return AutoChecker(request, path, CHECKERS)
+        by_path = protocol_for_path(path)
+        if by_path is None or by_path not in CHECKERS:
+            return AutoChecker(request, path, CHECKERS)
+        # Decided before any event: the chosen checker itself, without a wrapper.
+        checker = CHECKERS[by_path](request, path)
+        checker.protocol_source = "path"
+        return checker
     try:
         checker_class = CHECKERS[protocol]
     except KeyError:

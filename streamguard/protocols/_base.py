@@ -55,14 +55,22 @@ class Checker:
     ``check_event``; those with end-of-stream rules extend ``check_end``.
     """
 
-    #: The protocol's name, as reported and used in metric labels. Plain attributes rather
-    #: than class constants, so a checker that decides late (auto-detection) can set them.
+    # Slots: one checker lives per open stream, and an idle stream must stay small.
+    __slots__ = (
+        "_kept_text_left",
+        "error_index",
+        "path",
+        "protocol_source",
+        "request",
+        "terminal_index",
+    )
+
+    #: The protocol's name, as reported and used in metric labels. Plain class attributes
+    #: rather than constants, so a checker that decides late (auto-detection) can set them.
     name: str = "sse"
     #: Whether the protocol defines a terminal signal. Without one, the end of the body
     #: is the end of the stream and a clean end counts as ``completed``.
     has_terminal: bool = True
-    #: How the protocol was chosen: ``configured``, or how auto-detection decided.
-    protocol_source: str = "configured"
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         self.request = request
@@ -70,6 +78,8 @@ class Checker:
         self.terminal_index: int | None = None
         self.error_index: int | None = None
         self._kept_text_left = MAX_KEPT_TEXT_CHARS
+        #: How the protocol was chosen: ``configured``, or how auto-detection decided.
+        self.protocol_source = "configured"
 
     def keep_text(self, chars: int) -> bool:
         """Reserve room for ``chars`` more kept characters; False when the stream's budget

@@ -299,6 +299,9 @@ def _shown_id(value: str | None) -> str:
 
 # -- State ------------------------------------------------------------------------------
 
+#: Shared by every stream that has reported no once-per-stream rule (most of them).
+_NOTHING_REPORTED: frozenset[str] = frozenset()
+
 
 class _Phase(Enum):
     STREAMING = "streaming"
@@ -328,7 +331,7 @@ class _ChoiceState:
         self.role_at: int | None = None
         self.finish_reason: str | None = None
         self.finished_at: int | None = None
-        self.tools: dict[int, _ToolCall] = {}
+        self.tools: dict[int, _ToolCall] | None = None  # made by the first tool call
         self.legacy_function: _ToolCall | None = None  # the deprecated function_call delta
 
 
@@ -336,6 +339,21 @@ class OpenAIChatChecker(Checker):
     """Checks an OpenAI Chat Completions stream chunk by chunk (reference §1)."""
 
     name = "openai_chat"
+
+    __slots__ = (
+        "_choices",
+        "_created",
+        "_id",
+        "_id_reported",
+        "_include_usage",
+        "_max_choice",
+        "_n",
+        "_phase",
+        "_reported",
+        "_tool_calls",
+        "_usage_at",
+        "_usage_seen",
+    )
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
@@ -349,7 +367,8 @@ class OpenAIChatChecker(Checker):
         self._id_reported = False
         self._usage_at: int | None = None  # the standard usage chunk (empty choices)
         self._usage_seen = False  # any non-null usage, standard or not
-        self._reported: set[str] = set()  # rules reported once per stream
+        # Rules reported once per stream; a frozenset, so the common empty one is shared.
+        self._reported = _NOTHING_REPORTED
         # What the request asked for; None when unknown.
         self._include_usage: bool | None = None
         self._n: int | None = None
@@ -412,7 +431,7 @@ class OpenAIChatChecker(Checker):
         """Every chunk the fast path did not vouch for: the full shape check and all rules."""
         found: list[Finding] = []
         if event.event != "message" and "unexpected_event_field" not in self._reported:
-            self._reported.add("unexpected_event_field")
+            self._reported |= {"unexpected_event_field"}
             routed = " (the SDK routes thread.* names to Assistants)"
             found.append(
                 rules.UNEXPECTED_EVENT_FIELD.finding(
@@ -708,12 +727,15 @@ class OpenAIChatChecker(Checker):
             return
         function = call.get("function") or {}
         has_id, has_name = bool(call.get("id")), bool(function.get("name"))
-        tool = state.tools.get(position)
+        tools = state.tools
+        if tools is None:
+            tools = state.tools = {}
+        tool = tools.get(position)
         if tool is None:
             if self._tool_calls >= MAX_TRACKED_TOOL_CALLS:
                 return  # past the bound: this call goes unchecked
             self._tool_calls += 1
-            expected = len(state.tools)
+            expected = len(tools)
             if position != expected:
                 found.append(
                     rules.TOOL_CALL_INDEX_INVALID.finding(
@@ -723,7 +745,7 @@ class OpenAIChatChecker(Checker):
                         event.offset,
                     )
                 )
-            tool = state.tools[position] = _ToolCall(position)
+            tool = tools[position] = _ToolCall(position)
             if not (has_id and has_name):
                 missing = " and ".join(
                     name for name, ok in (("id", has_id), ("function.name", has_name)) if not ok
@@ -794,7 +816,7 @@ class OpenAIChatChecker(Checker):
 
     def _mixed(self, number: int, event: Event, index: int, found: list[Finding]) -> None:
         if "function_call_mixed" not in self._reported:
-            self._reported.add("function_call_mixed")
+            self._reported |= {"function_call_mixed"}
             found.append(
                 rules.FUNCTION_CALL_MIXED.finding(
                     f"event {index}: choice {_wire.number(number)} mixes function_call and "
@@ -861,7 +883,7 @@ class OpenAIChatChecker(Checker):
                     event.offset,
                 )
             )
-        calls = list(state.tools.values())
+        calls = list(state.tools.values()) if state.tools else []
         if state.legacy_function is not None:
             calls.append(state.legacy_function)
         for call in calls:
@@ -896,7 +918,7 @@ class OpenAIChatChecker(Checker):
     ) -> None:
         choices = chunk.get("choices")
         if self._include_usage is False and "usage_unrequested" not in self._reported:
-            self._reported.add("usage_unrequested")
+            self._reported |= {"usage_unrequested"}
             found.append(
                 rules.USAGE_UNREQUESTED.finding(
                     f"event {index} carries usage but stream_options.include_usage was not "
@@ -927,7 +949,7 @@ class OpenAIChatChecker(Checker):
         if choices or choices is None:
             # Compat placements (vLLM, continuous usage, usage on the finish chunk).
             if "usage_nonstandard" not in self._reported:
-                self._reported.add("usage_nonstandard")
+                self._reported |= {"usage_nonstandard"}
                 where = "a chunk with choices" if choices else "a chunk with choices null or absent"
                 found.append(
                     rules.USAGE_NONSTANDARD.finding(

@@ -151,7 +151,7 @@ class _Collector:
         media_type = (self.content_type or "").partition(";")[0].strip().lower()
         if not 200 <= status_code < 300 or media_type != "text/event-stream":
             monitor.stop_inspecting()
-            monitor.notes.append(
+            monitor.add_note(
                 f"not an event stream (HTTP {status_code}, content-type "
                 f"{self.content_type!r}): the body was not checked"
             )
