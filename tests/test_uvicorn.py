@@ -11,7 +11,8 @@ import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.types import Receive, Scope, Send
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 
@@ -70,6 +71,27 @@ async def healthy(request: Request) -> Response:
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
+async def sse_starlette_endless(request: Request) -> Response:
+    from sse_starlette.sse import EventSourceResponse
+
+    async def ticks() -> AsyncIterator[dict[str, str]]:
+        while True:
+            yield {"data": "tick"}
+            await asyncio.sleep(0.005)
+
+    return EventSourceResponse(ticks())
+
+
+async def raw_endless(scope: Scope, receive: Receive, send: Send) -> None:
+    """A raw ASGI app that never calls receive(): it cannot learn that the client left."""
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]})  # fmt: skip
+    for _ in range(100):
+        await send({"type": "http.response.body", "body": b"data: tick\n\n", "more_body": True})
+        await asyncio.sleep(0.005)
+    await send({"type": "http.response.body", "body": b"data: bye\n\n", "more_body": False})
+
+
 async def json_endpoint(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
@@ -81,6 +103,8 @@ def make_app() -> Starlette:
             Route("/endless", endless),
             Route("/failing", failing),
             Route("/healthy", healthy),
+            Route("/sse-starlette", sse_starlette_endless),
+            Mount("/raw", app=raw_endless),
             Route("/json", json_endpoint),
         ]
     )
@@ -159,6 +183,35 @@ def test_client_closing_mid_stream_is_client_disconnect(
     assert report.outcome is Outcome.CLIENT_DISCONNECT
     assert report.findings == ()
     wait_until(lambda: middleware.in_flight == 0)
+
+
+def test_sse_starlette_client_closing_is_client_disconnect(
+    guarded_server: tuple[str, StreamGuardMiddleware, list[StreamReport]],
+) -> None:
+    """sse-starlette listens for the disconnect too, so its cut streams are not completed."""
+    url, middleware, reports = guarded_server
+    before = len(reports)
+    with httpx.stream("GET", f"{url}/sse-starlette", timeout=30) as response:
+        for chunk in response.iter_raw():
+            if chunk:
+                break
+    wait_until(lambda: len(reports) > before)
+    assert (reports[-1].path, reports[-1].outcome) == ("/sse-starlette", Outcome.CLIENT_DISCONNECT)
+    wait_until(lambda: middleware.in_flight == 0)
+
+
+def test_raw_app_that_never_receives_looks_completed(
+    guarded_server: tuple[str, StreamGuardMiddleware, list[StreamReport]],
+) -> None:
+    """The documented limit: uvicorn drops the sends of an app that never reads receive()."""
+    url, _middleware, reports = guarded_server
+    before = len(reports)
+    with httpx.stream("GET", f"{url}/raw/", timeout=30) as response:
+        for chunk in response.iter_raw():
+            if chunk:
+                break
+    wait_until(lambda: len(reports) > before, timeout=30)
+    assert (reports[-1].path, reports[-1].outcome) == ("/raw/", Outcome.COMPLETED)
 
 
 def test_app_raising_mid_stream_is_app_error(
