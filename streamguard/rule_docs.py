@@ -1017,11 +1017,42 @@ _doc(
 )
 
 _doc(
+    "duplicate_response_created",
+    meaning="""
+        A second `response.created` arrived in the same stream. A stream carries one
+        response: `response.created` opens it once, and `response.queued` and
+        `response.in_progress` (which may follow) are the only other opening events. A
+        gateway that retries upstream and splices the second attempt into the same body
+        produces it, as does one that concatenates two responses.""",
+    clients="""
+        openai-python builds its snapshot from the first `response.created` and ignores
+        later ones: the second response's items are appended to the first one's `output`,
+        and as their `output_index` starts again at 0 they replace the first response's
+        items in the index later events are routed by. The streamed snapshot mixes both
+        attempts (the first one's id and settings, both attempts' items) while the final
+        response is the second's, and a client that resumes with `starting_after` cannot
+        tell which response the number belongs to.""",
+    example="""
+        event: response.created
+        data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_68a1","object":"response","status":"in_progress","output":[]}}
+
+        event: response.created
+        data: {"type":"response.created","sequence_number":1,"response":{"id":"resp_68a2","object":"response","status":"in_progress","output":[]}}
+
+        """,
+    fix="""
+        Send one response per stream. A proxy that retries upstream must either retry
+        before it has sent anything or end the stream with an error (an `error` event, or
+        `response.failed`), never splice a second `response.created` into the body.""",
+)
+
+_doc(
     "sequence_gap",
     meaning="""
         `sequence_number` did not start at 0 (or at `starting_after + 1` on a resumed
         stream), or did not rise by exactly one from one event to the next; keepalive events
-        take numbers too. Reported once per stream.""",
+        take numbers too. A skip ahead and a step back (a repeated or decreasing number) are
+        each reported once per stream.""",
     clients="""
         Resumption relies on it: a client that reconnects with `starting_after=N` gets the
         events numbered above N, and openai-python skips events whose number is not above
@@ -1044,7 +1075,7 @@ _doc(
     "item_out_of_order",
     meaning="""
         `response.output_item.added` arrived with an `output_index` other than the next one
-        (0, 1, 2, ...).""",
+        (0, 1, 2, ...), including an index an earlier item already used.""",
     clients="""
         openai-python appends each added item to `snapshot.output` and then indexes
         `snapshot.output[event.output_index]` for every later event of the item, so an
@@ -1083,8 +1114,9 @@ _doc(
     meaning="""
         An event points at an output item or content part that is not open: an
         `output_index` or `item_id` that was never added or is already done, an `item_id`
-        that differs from the open item at that index, or a `content_index` /
-        `summary_index` whose part was not added (or already done).""",
+        that differs from the open item at that index, a `content_index` /
+        `summary_index` whose part was not added (or already done), or a delta that follows
+        the `.done` event of its part's text (or of a tool call's input).""",
     clients="""
         openai-python's accumulator indexes `snapshot.output[event.output_index]` and
         `output.content[event.content_index]`: an event for a part that does not exist

@@ -298,6 +298,12 @@ MISSING_RESPONSE_CREATED = _rule(
     "The first event is not response.created (and the stream is not a resumed one); "
     "the SDK raises.",
 )
+DUPLICATE_RESPONSE_CREATED = _rule(
+    "duplicate_response_created",
+    _RESPONSES,
+    E,
+    "response.created was sent more than once in one stream.",
+)
 SEQUENCE_GAP = _rule(
     "sequence_gap",
     _RESPONSES,

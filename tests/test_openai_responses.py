@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from streamguard import check_stream, rules
-from streamguard.report import Outcome, Severity
+from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
+from streamguard.protocols.openai_responses import MAX_OPEN_PARTS, OpenAIResponsesChecker
+from streamguard.report import Finding, Outcome, Severity
+from streamguard.rule_docs import get_rule_doc
+from streamguard.sse import Event
 from tests.chunking import chunkings
+from tests.conftest import CANARY_MARKER
 from tests.sse_fixtures import fixture_paths, load
 
 PROTOCOL = "openai_responses"
@@ -24,6 +31,7 @@ LOOKALIKES = {
     "duplicate_terminal": "clean-gateway-done",
     "event_after_terminal": "clean-gateway-done",
     "missing_response_created": "clean-resumed",
+    "duplicate_response_created": "clean-queued-background",
     "sequence_gap": "clean-keepalive-and-unknown-events",
     "item_out_of_order": "clean-reasoning-then-text",
     "item_overlap": "clean-keepalive-and-unknown-events",
@@ -99,7 +107,10 @@ def test_schema_mismatch_names_the_field_path() -> None:
     """A wrongly typed nested field is reported with its path and the event index."""
     bad = event("response.completed", 1, response={"id": "resp_1", "status": 3})
     report = check_stream(CREATED + bad, protocol=PROTOCOL)
-    assert report.rules() == ["schema_mismatch", "missing_terminal"]
+    # The event is still the terminal (clients act on its type), so the body did not end
+    # without one: its wrong status is what is reported beside the shape.
+    assert report.rules() == ["schema_mismatch", "status_mismatch"]
+    assert report.outcome is Outcome.COMPLETED
     assert report.findings[0].event_index == 1
     assert report.findings[0].message.startswith("event 1: field response.status: ")
 
@@ -131,3 +142,442 @@ def test_severities_follow_the_reference_tags() -> None:
         assert rules.RULES[name].severity is Severity.ERROR
     for name in ("status_mismatch", "item_out_of_order"):
         assert rules.RULES[name].severity is Severity.ERROR
+
+
+def test_duplicate_response_created_doc_example_fires() -> None:
+    """The documented example of duplicate_response_created reports that rule."""
+    body = (get_rule_doc("duplicate_response_created").example + "\n\n").encode()
+    report = check_stream(body, protocol=PROTOCOL)
+    assert "duplicate_response_created" in report.rules()
+
+
+# -- lifecycle completeness (issue 12) ----------------------------------------------------
+
+
+def test_a_second_response_created_is_reported_once_per_repeat() -> None:
+    """Every response.created after the first is a duplicate_response_created."""
+    second = lifecycle("response.created", 1, "in_progress")
+    third = lifecycle("response.created", 2, "in_progress")
+    completed = lifecycle("response.completed", 3, "completed", usage={"total_tokens": 1})
+    report = check_stream(CREATED + second + third + completed, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("duplicate_response_created", 1),
+        ("duplicate_response_created", 2),
+    ]
+
+
+def test_queued_and_in_progress_may_repeat() -> None:
+    """Background mode repeats response.queued and response.in_progress; only created is once."""
+    body = lifecycle("response.created", 0, "queued")
+    body += lifecycle("response.queued", 1, "queued") + lifecycle("response.queued", 2, "queued")
+    body += lifecycle("response.in_progress", 3, "in_progress")
+    body += lifecycle("response.in_progress", 4, "in_progress")
+    body += lifecycle("response.completed", 5, "completed", usage={"total_tokens": 1})
+    report = check_stream(body, protocol=PROTOCOL)
+    assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
+
+
+def test_sequence_going_back_is_reported_after_a_gap() -> None:
+    """A step back in sequence_number is reported even when a skip ahead came first."""
+    body = CREATED + event("keepalive", 2) + event("keepalive", 3) + event("keepalive", 1)
+    body += lifecycle("response.completed", 2, "completed", usage={"total_tokens": 1})
+    report = check_stream(body, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("sequence_gap", 1),
+        ("sequence_gap", 3),
+    ]
+    assert "expected 1: the numbering skips ahead" in report.findings[0].message
+    assert "expected 4: the numbering repeats or goes back" in report.findings[1].message
+
+
+def added(index: int, item_id: str, sequence: int, status: str = "in_progress") -> bytes:
+    item = {"id": item_id, "type": "function_call", "status": status}
+    return event("response.output_item.added", sequence, output_index=index, item=item)
+
+
+def done(index: int, item_id: str, sequence: int) -> bytes:
+    item = {"id": item_id, "type": "function_call", "status": "completed"}
+    return event("response.output_item.done", sequence, output_index=index, item=item)
+
+
+def arguments(kind: str, index: int, item_id: str, sequence: int, text: str) -> bytes:
+    field = "delta" if kind.endswith(".delta") else "arguments"
+    return event(kind, sequence, output_index=index, item_id=item_id, **{field: text})
+
+
+def test_an_output_index_reused_while_open_is_out_of_order() -> None:
+    """An item added at the index of an open item is out of order, and says so."""
+    body = CREATED + added(0, "fc_1", 1) + added(0, "fc_2", 2) + done(0, "fc_2", 3)
+    body += lifecycle("response.completed", 4, "completed", usage={"total_tokens": 1})
+    report = check_stream(body, protocol=PROTOCOL)
+    assert report.rules() == ["item_out_of_order", "item_overlap"]
+    assert "output_index 0, is already open" in report.findings[0].message
+
+
+def test_a_delta_after_its_arguments_are_done_is_reported() -> None:
+    """A tool call's input delta after its .done is item_not_open; the clean order is not."""
+    delta, final = "response.function_call_arguments.delta", "response.function_call_arguments.done"
+    clean = CREATED + added(0, "fc_1", 1) + arguments(delta, 0, "fc_1", 2, "{}")
+    clean += arguments(final, 0, "fc_1", 3, "{}") + done(0, "fc_1", 4)
+    completed = lifecycle("response.completed", 5, "completed", usage={"total_tokens": 1})
+    assert check_stream(clean + completed, protocol=PROTOCOL).findings == ()
+    late = CREATED + added(0, "fc_1", 1) + arguments(delta, 0, "fc_1", 2, "{}")
+    late += arguments(final, 0, "fc_1", 3, "{}") + arguments(delta, 0, "fc_1", 4, " ")
+    late += done(0, "fc_1", 5)
+    completed = lifecycle("response.completed", 6, "completed", usage={"total_tokens": 1})
+    report = check_stream(late + completed, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [("item_not_open", 4)]
+    assert "a delta follows the .done of its input" in report.findings[0].message
+
+
+def test_an_event_naming_only_an_item_id_is_matched_by_id() -> None:
+    """A delta without its output_index is schema_mismatch, and is still checked against
+    the open item with its item_id."""
+    body = CREATED + added(0, "fc_1", 1)
+    body += event("response.function_call_arguments.delta", 2, item_id="fc_1", delta="{}")
+    body += event("response.function_call_arguments.delta", 3, item_id="fc_9", delta="{}")
+    body += done(0, "fc_1", 4)
+    body += lifecycle("response.completed", 5, "completed", usage={"total_tokens": 1})
+    report = check_stream(body, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("schema_mismatch", 2),
+        ("schema_mismatch", 3),
+        ("item_not_open", 3),
+    ]
+
+
+# -- no blind spots: a malformed event is still checked (issue 12) ------------------------
+
+
+def test_a_malformed_first_event_is_still_checked_for_its_type() -> None:
+    """A first event with a string sequence_number is reported and is still not created."""
+    first = b'data: {"type":"response.in_progress","sequence_number":"0",'
+    first += b'"response":{"status":"in_progress"}}\n\n'
+    completed = lifecycle("response.completed", 1, "completed", usage={"total_tokens": 1})
+    report = check_stream(first + completed, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("schema_mismatch", 0),
+        ("missing_response_created", 0),
+    ]
+
+
+def test_a_malformed_added_item_still_opens() -> None:
+    """output_item.added with a wrongly typed item field still opens the item."""
+    bad = event(
+        "response.output_item.added",
+        1,
+        output_index=0,
+        item={"id": "fc_1", "type": "function_call", "status": 5},
+    )
+    body = CREATED + bad + arguments("response.function_call_arguments.delta", 0, "fc_1", 2, "{")
+    body += done(0, "fc_1", 3)
+    body += lifecycle("response.completed", 4, "completed", usage={"total_tokens": 1})
+    report = check_stream(body, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
+    assert report.findings[0].message.startswith("event 1: field item.status: ")
+
+
+def test_one_schema_mismatch_per_event() -> None:
+    """An event with a wrong type and a missing required field gets one schema_mismatch."""
+    bad = event("response.output_item.done", "4", item={"id": "fc_1"})
+    report = check_stream(CREATED + added(0, "fc_1", 1) + bad, protocol=PROTOCOL)
+    assert report.rules() == ["schema_mismatch", "missing_terminal"]
+
+
+# -- in-band error payloads (issue 12) ----------------------------------------------------
+
+MESSAGE = "The server had an error."
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"code": 500, "message": MESSAGE, "param": None}, "code: expected a string or null"),
+        ({"code": "server_error", "param": None}, "message: missing"),
+        ({"code": None, "message": 7}, "message: expected a string"),
+        ({"code": None, "message": MESSAGE, "param": ["x"]}, "param: expected a string or null"),
+        ({"error": "quota exceeded"}, "error: expected an object"),
+        ({"error": {"type": "insufficient_quota", "code": 429}}, "error.message: missing"),
+        ({"error": {"code": 429, "message": MESSAGE}}, "error.code: expected a string or null"),
+        ({"error": {"type": 1, "message": MESSAGE}}, "error.type: expected a string or null"),
+    ],
+)
+def test_error_event_of_the_wrong_shape(fields: dict[str, object], problem: str) -> None:
+    """An error event the SDK cannot read as typed is schema_mismatch; it still ends the stream."""
+    report = check_stream(CREATED + event("error", 1, **fields), protocol=PROTOCOL)
+    assert report.outcome is Outcome.ERROR_EVENT
+    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
+    assert report.findings[0].message == f"event 1: field {problem}"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"message": MESSAGE},
+        {"code": None, "message": MESSAGE, "param": None},
+        {"code": "server_error", "message": MESSAGE, "param": "input"},
+        {"error": {"type": "insufficient_quota", "code": "insufficient_quota", "message": MESSAGE}},
+        {"error": {"type": "server_error", "code": None, "message": MESSAGE, "param": None}},
+        {"error": None, "message": MESSAGE},
+    ],
+)
+def test_error_event_of_either_documented_shape_is_clean(fields: dict[str, object]) -> None:
+    """The flat and the nested error shapes, with nulls where the SDK allows them, are clean."""
+    report = check_stream(CREATED + event("error", 1, **fields), protocol=PROTOCOL)
+    assert (report.outcome, report.findings) == (Outcome.ERROR_EVENT, ())
+
+
+@pytest.mark.parametrize(
+    ("error", "rules_found"),
+    [
+        ({"code": "server_error", "message": MESSAGE}, []),
+        ({"code": None, "message": MESSAGE}, []),
+        ({"code": 500, "message": MESSAGE}, ["schema_mismatch"]),
+        ({"code": "server_error"}, ["schema_mismatch"]),
+        ("server_error", ["schema_mismatch"]),
+        (None, ["status_mismatch"]),
+    ],
+)
+def test_response_failed_error_shape(error: object, rules_found: list[str]) -> None:
+    """response.failed's response.error is checked against the SDK's ResponseError."""
+    failed = lifecycle("response.failed", 1, "failed", error=error)
+    report = check_stream(CREATED + failed, protocol=PROTOCOL)
+    assert report.outcome is Outcome.ERROR_EVENT
+    assert report.rules() == rules_found
+
+
+# -- bounded state (issue 13) -------------------------------------------------------------
+
+HOSTILE_ITEMS, HOSTILE_DELTA = 300, 60_000
+
+
+class Feeder:
+    """Feeds events straight to one checker, numbered in order; only the checker keeps them."""
+
+    def __init__(self) -> None:
+        self.checker = OpenAIResponsesChecker()
+        self.sequence = 0
+        self.findings: list[Finding] = []
+
+    def __call__(self, kind: str, **fields: object) -> None:
+        data = json.dumps({"type": kind, "sequence_number": self.sequence, **fields})
+        self.findings += self.checker.on_event(Event(kind, data), self.sequence)
+        self.sequence += 1
+
+    def text_item(self, index: int, deltas: list[str], final: str) -> None:
+        where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
+        self("response.content_part.added", **where, part={"type": "output_text", "text": ""})
+        for delta in deltas:
+            self("response.output_text.delta", **where, delta=delta)
+        self.finish_text_item(index, final)
+
+    def open_item(self, index: int) -> None:
+        item = {"id": f"msg_{index}", "type": "message", "status": "in_progress"}
+        self("response.output_item.added", output_index=index, item=item)
+
+    def finish_text_item(self, index: int, final: str) -> None:
+        where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
+        self("response.output_text.done", **where, text=final)
+        self("response.content_part.done", **where, part={"type": "output_text", "text": final})
+        item = {"id": f"msg_{index}", "type": "message", "status": "completed"}
+        self("response.output_item.done", output_index=index, item=item)
+
+    def open_hostile_items(self, first: int) -> None:
+        """HOSTILE_ITEMS items open at once, each with one large delta."""
+        for index in range(first, first + HOSTILE_ITEMS):
+            self.open_item(index)
+            where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
+            self("response.content_part.added", **where, part={"type": "output_text", "text": ""})
+        for index in range(first, first + HOSTILE_ITEMS):
+            where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
+            self("response.output_text.delta", **where, delta="x" * HOSTILE_DELTA)
+
+
+def test_hostile_open_items_keep_text_within_the_stream_budget() -> None:
+    """300 open items with 60 KB deltas each hold the kept-text budget, not 18 MB."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        feed = Feeder()
+        feed("response.created", response={"id": "resp_1", "status": "in_progress"})
+        feed.open_hostile_items(0)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < MAX_KEPT_TEXT_CHARS + 256 * 1024, f"{held} bytes held"
+
+
+def test_small_items_are_compared_beside_hostile_ones() -> None:
+    """A small item keeps its deltas while hostile ones exhaust the budget, and the budget
+    comes back when they are done; items past the tracking bound raise nothing."""
+    feed = Feeder()
+    feed("response.created", response={"id": "resp_1", "status": "in_progress"})
+    feed.open_item(0)
+    where = {"item_id": "msg_0", "output_index": 0, "content_index": 0}
+    feed("response.content_part.added", **where, part={"type": "output_text", "text": ""})
+    feed("response.output_text.delta", **where, delta="Hel")
+    feed.open_hostile_items(1)
+    feed.finish_text_item(0, "Help")  # kept before the budget ran out: compared
+    for index in range(1, 1 + HOSTILE_ITEMS):
+        feed.finish_text_item(index, "x" * HOSTILE_DELTA)
+    assert feed.checker.keep_text(MAX_KEPT_TEXT_CHARS)  # every kept character was given back
+    feed.checker.free_text(MAX_KEPT_TEXT_CHARS)
+    last = 1 + HOSTILE_ITEMS
+    feed.open_item(last)
+    feed.text_item(last, ["a"], "b")  # after the hostile items: compared again
+    feed(
+        "response.completed",
+        response={"id": "resp_1", "status": "completed", "usage": {"total_tokens": 1}},
+    )
+    found = [(f.rule, f.event_index) for f in feed.findings]
+    first_done = 4 + 2 * HOSTILE_ITEMS + HOSTILE_ITEMS
+    assert found == [
+        ("item_overlap", 4),
+        ("done_text_mismatch", first_done),
+        ("done_text_mismatch", feed.sequence - 4),
+    ]
+    assert feed.checker.keep_text(MAX_KEPT_TEXT_CHARS)
+
+
+def test_unclosed_items_are_listed_in_one_bounded_message() -> None:
+    """A terminal with 300 open items gives one item_not_closed naming three of them."""
+    body = CREATED
+    for index in range(HOSTILE_ITEMS):
+        body += added(index, f"fc_{index}", 1 + index)
+    completed = lifecycle(
+        "response.completed", 1 + HOSTILE_ITEMS, "completed", usage={"total_tokens": 1}
+    )
+    report = check_stream(body + completed, protocol=PROTOCOL)
+    assert report.rules() == ["item_overlap", "item_not_closed"]
+    assert report.findings[0].message.endswith("1 other item(s) are still open: 0")
+    assert report.findings[1].message.endswith(
+        "300 output item(s) were never done: 0, 1, 2 and 297 more"
+    )
+
+
+def test_open_parts_past_the_bound_are_not_followed() -> None:
+    """An item with more open parts than the bound raises nothing for the extra ones."""
+    feed = Feeder()
+    feed("response.created", response={"id": "resp_1", "status": "in_progress"})
+    feed.open_item(0)
+    parts = MAX_OPEN_PARTS + 10
+    for part in range(parts):
+        where = {"item_id": "msg_0", "output_index": 0, "content_index": part}
+        feed("response.content_part.added", **where, part={"type": "output_text", "text": ""})
+        feed("response.output_text.delta", **where, delta="a")
+    for part in range(parts):
+        where = {"item_id": "msg_0", "output_index": 0, "content_index": part}
+        feed("response.output_text.done", **where, text="a")
+        feed("response.content_part.done", **where, part={"type": "output_text", "text": "a"})
+    item = {"id": "msg_0", "type": "message", "status": "completed"}
+    feed("response.output_item.done", output_index=0, item=item)
+    assert feed.findings == []
+
+
+def test_huge_wire_integers_are_neither_kept_nor_shown() -> None:
+    """An output_index of 40 digits is out of order, shown by size, and not followed."""
+    huge = int("7" * 40)
+    body = CREATED + added(huge, "fc_1", 1)
+    body += arguments("response.function_call_arguments.delta", huge, "fc_1", 2, "{}")
+    completed = lifecycle("response.completed", 3, "completed", usage={"total_tokens": 1})
+    report = check_stream(body + completed, protocol=PROTOCOL)
+    assert report.rules() == ["item_out_of_order", "item_not_closed"]
+    assert "<int of 133 bits>" in report.findings[0].message
+    assert all("7777777" not in finding.message for finding in report.findings)
+
+
+def test_a_huge_starting_after_in_the_path_is_ignored() -> None:
+    """starting_after with thousands of digits is no resumption (and no crash)."""
+    path = "/v1/responses/resp_1?starting_after=" + "9" * 5000
+    report = check_stream(CREATED + COMPLETED, protocol=PROTOCOL, path=path)
+    assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
+
+
+# -- privacy (issue 13) -------------------------------------------------------------------
+
+SECRET = f"{CANARY_MARKER}-responses"
+
+
+def canary_streams() -> list[bytes]:
+    """Broken streams with a canary in every wire value a message could show."""
+
+    def raw(kind: str, sequence: object, name: str | None = None, **fields: object) -> bytes:
+        data = json.dumps({"type": kind, "sequence_number": sequence, **fields})
+        return f"event: {name or kind}\ndata: {data}\n\n".encode()
+
+    def response(status: str, **fields: object) -> dict[str, object]:
+        return {"id": f"resp_{SECRET}", "status": status, **fields}
+
+    big = int("7" * 40)
+    item = {"id": f"fc_{SECRET}", "type": SECRET, "status": SECRET}
+    streams = [
+        raw(f"response.{SECRET}", big, response=response(SECRET))
+        + raw("response.created", 1, response=response(SECRET))
+        + raw("response.created", 2, response={"id": f"other_{SECRET}", "status": SECRET})
+        + raw("response.output_item.added", 3, output_index=big, item=item)
+        + raw("response.output_item.added", 4, output_index=0, item=item)
+        + raw("response.output_text.delta", 5, SECRET, item_id=SECRET, output_index=0)
+        + raw("response.output_text.delta", 6, item_id=SECRET, content_index=big, delta="x")
+        + raw("response.output_item.done", 7, output_index=0, item=item)
+        + raw("response.output_item.done", 8, output_index=0, item=item)
+        + raw("response.completed", 9, response=response(SECRET))
+        + raw(f"response.{SECRET}", 10, f"name.{SECRET}")
+        + raw("response.completed", 11, response=response(SECRET)),
+        raw("response.created", 0, response=response("in_progress"))
+        + raw("error", 1, code=SECRET, message=SECRET, param=SECRET)
+        + raw(f"response.{SECRET}", 2, f"name.{SECRET}")
+        + raw("response.failed", 3, response=response(SECRET, error={"code": 5}))
+        + raw(f"response.{SECRET}", 4),
+        raw("response.created", 0, response=response("in_progress"))
+        + raw("response.output_item.added", 1, output_index=0, item=item)
+        + raw("response.incomplete", 2, response=response(SECRET)),
+    ]
+    return streams
+
+
+def test_no_wire_value_in_any_message() -> None:
+    """With the default configuration no finding message carries a value from the wire."""
+    messages, fired = [], set()
+    for body in canary_streams():
+        report = check_stream(body, protocol=PROTOCOL)
+        messages += [finding.message for finding in report.findings]
+        fired |= set(report.rules())
+    expected = {
+        "missing_response_created",
+        "duplicate_response_created",
+        "sequence_gap",
+        "status_mismatch",
+        "response_id_changed",
+        "item_out_of_order",
+        "item_status_unexpected",
+        "item_not_open",
+        "item_not_closed",
+        "event_type_mismatch",
+        "event_after_terminal",
+        "duplicate_terminal",
+        "schema_mismatch",
+    }
+    assert expected <= fired, expected - fired
+    leaks = [m for m in messages if CANARY_MARKER in m or "7777777" in m]
+    assert not leaks, leaks
+
+
+def test_an_item_done_without_output_index_closes_the_item_with_its_id() -> None:
+    """output_item.done without output_index is schema_mismatch and still closes its item."""
+    bad = event(
+        "response.output_item.done",
+        2,
+        item={"id": "fc_1", "type": "function_call", "status": "completed"},
+    )
+    completed = lifecycle("response.completed", 3, "completed", usage={"total_tokens": 1})
+    report = check_stream(CREATED + added(0, "fc_1", 1) + bad + completed, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 2)]
+
+
+def test_a_resumed_stream_takes_unfollowable_items_on_trust() -> None:
+    """A resumed stream's event for an item at a huge index is neither followed nor flagged."""
+    delta = arguments("response.function_call_arguments.delta", 10**30, "fc_1", 8, "{}")
+    completed = lifecycle("response.completed", 9, "completed", usage={"total_tokens": 1})
+    report = check_stream(delta + completed, protocol=PROTOCOL, request={"starting_after": 7})
+    assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
