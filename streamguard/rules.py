@@ -460,3 +460,11 @@ SDK_INCOMPATIBLE_FRAMING = _rule(
     "line, `data:` without the space, a multi-line data); the official Python SDK "
     "(google-genai) reads only `data: ` lines and fails on these.",
 )
+FINISH_REASON_NOT_LAST = _rule(
+    "finish_reason_not_last",
+    ("gemini",),
+    W,
+    "A candidate's finishReason came on a chunk before more of its content (repeated on "
+    "every chunk, or an empty finish before the content); relays that stop at the first "
+    "finishReason lose the rest.",
+)
