@@ -393,7 +393,8 @@ _doc(
         An event's data is not the JSON the protocol requires: not JSON at all, JSON that is
         not an object (a string, a list, a number), or JSON past the parser's limits (very
         deep nesting, a number too large). It applies to every protocol with JSON payloads,
-        not to plain SSE. OpenAI's `[DONE]` sentinel is recognised before parsing, and an
+        and to plain SSE on a route that opts in with `{"protocol": "sse", "json": true}`
+        (there any JSON value counts, and the `[DONE]` sentinel is allowed). OpenAI's `[DONE]` sentinel is recognised before parsing, and an
         Anthropic `ping` with unparsable data is ignored, as the SDK skips pings by name.""",
     clients="""
         The SDKs parse every event's data and raise mid-stream: openai-python's
