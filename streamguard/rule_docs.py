@@ -1441,6 +1441,38 @@ _doc(
 )
 
 _doc(
+    "tool_input_invalid",
+    meaning="""
+        The `partial_json` fragments of a tool block's `input_json_delta` events (in a
+        `tool_use`, `server_tool_use` or `mcp_tool_use` block) do not join into a JSON
+        object when the block's `content_block_stop` arrives: invalid JSON, JSON cut short,
+        or a JSON value that is not an object. No fragments at all is fine (the input is
+        the `{}` of `content_block_start`), and so is an empty first fragment. A block left
+        open by a `max_tokens` stop is not judged, as its input is cut by design. The
+        fragments count against the stream's kept-text budget (1 Mi characters); past it
+        the block's input is not checked. A warning, because the docs allow fine-grained
+        tool streaming to send partial or invalid JSON.""",
+    clients="""
+        The tool's input is the joined fragments. anthropic-python's `MessageStream`
+        parses them as they arrive (jiter in partial mode) and raises "Unable to parse tool
+        parameter JSON from model" on invalid JSON; JSON cut short passes as a partial
+        object with fields missing, and a non-object breaks code that reads
+        `block.input` as the dict the types promise. Agents then call the tool with wrong
+        arguments or fail the turn.""",
+    example="""
+        event: content_block_delta
+        data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"location\": \"San Fra"}}
+
+        event: content_block_stop
+        data: {"type":"content_block_stop","index":1}
+
+        """,
+    fix="""
+        Send the whole input object across the fragments before `content_block_stop`; a
+        proxy that re-chunks tool input must not drop or reorder fragments.""",
+)
+
+_doc(
     "missing_message_delta",
     meaning="""
         `message_stop` arrived, but no `message_delta` carried a non-null `stop_reason`

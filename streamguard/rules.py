@@ -425,6 +425,13 @@ SIGNATURE_NOT_LAST = _rule(
     W,
     "A delta followed the signature_delta of a thinking block; the signature comes last.",
 )
+TOOL_INPUT_INVALID = _rule(
+    "tool_input_invalid",
+    _ANTHROPIC,
+    W,
+    "A tool block's input_json_delta fragments do not join into a JSON object at its "
+    "content_block_stop.",
+)
 MISSING_MESSAGE_DELTA = _rule(
     "missing_message_delta",
     _ANTHROPIC,

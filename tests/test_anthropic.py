@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from streamguard import Severity, check_stream
+from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
 from streamguard.protocols.anthropic import AnthropicChecker
 from streamguard.report import Finding
 from streamguard.rules import RULES, rules_for
@@ -52,6 +54,7 @@ EXPECTED: dict[str, tuple[str, list[tuple[str, int]]]] = {
     "block_after_message_delta": ("completed", [("block_after_message_delta", 2)]),
     "delta_type_mismatch": ("completed", [("delta_type_mismatch", 2)]),
     "signature_not_last": ("completed", [("signature_not_last", 3)]),
+    "tool_input_invalid": ("completed", [("tool_input_invalid", 9)]),
     "missing_message_delta": ("completed", [("missing_message_delta", 7)]),
     "missing_message_delta_null_stop_reason": ("completed", [("missing_message_delta", 8)]),
     "unknown_stop_reason": ("completed", [("unknown_stop_reason", 7)]),
@@ -86,6 +89,7 @@ PAIRS: dict[str, tuple[str, str]] = {
     "block_after_message_delta": ("block_after_message_delta", "ok_refusal_zero_blocks"),
     "delta_type_mismatch": ("delta_type_mismatch", "ok_web_search_server_tool"),
     "signature_not_last": ("signature_not_last", "ok_thinking_then_text"),
+    "tool_input_invalid": ("tool_input_invalid", "ok_tool_use_empty_first_json_delta"),
     "missing_message_delta": ("missing_message_delta", "warn_prepopulated_message_start"),
     "unknown_stop_reason": ("unknown_stop_reason", "ok_stop_model_context_window_exceeded"),
     "unknown_event_type": ("ok_unknown_event_block_and_delta_types", "ok_text_end_turn"),
@@ -149,6 +153,7 @@ def test_every_anthropic_rule_has_a_pair() -> None:
         ("block_overlap", Severity.WARNING),
         ("block_open_at_limit", Severity.WARNING),
         ("signature_not_last", Severity.WARNING),
+        ("tool_input_invalid", Severity.WARNING),
         ("prepopulated_message_start", Severity.WARNING),
         ("unknown_stop_reason", Severity.WARNING),
         ("usage_decreased", Severity.WARNING),
@@ -519,3 +524,78 @@ def test_error_event_with_the_wrong_field_types_is_a_schema_mismatch() -> None:
     report = check_stream(_stream(_START, error), protocol="anthropic")
     assert report.outcome.value == "error_event"
     assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
+
+
+# -- a tool block's input, within the stream's kept-text budget ------------------------------
+
+
+def _tool_start(index: int) -> tuple[str, str]:
+    return _block_start(str(index), '{"type":"tool_use","id":"t","name":"f","input":{}}')
+
+
+def _json_delta(index: int, fragment: str) -> tuple[str, str]:
+    delta = {"type": "input_json_delta", "partial_json": fragment}
+    data = {"type": "content_block_delta", "index": index, "delta": delta}
+    return ("content_block_delta", json.dumps(data))
+
+
+def _block_stop(index: int) -> tuple[str, str]:
+    return ("content_block_stop", f'{{"type":"content_block_stop","index":{index}}}')
+
+
+@pytest.mark.parametrize(
+    ("fragments", "rules"),
+    [
+        ([], []),
+        (["", '{"a": ', "1}"], []),
+        (['{"a": 1'], ["tool_input_invalid"]),
+        (["[1, 2]"], ["tool_input_invalid"]),
+        ([f'{{"secret": {CANARY}}}'], ["tool_input_invalid"]),
+    ],
+)
+def test_tool_input_must_join_into_an_object(fragments: list[str], rules: list[str]) -> None:
+    """The fragments of a stopped tool block are one JSON object (none at all is {}); the
+    message gives their size, never their text."""
+    body = _stream(
+        _START,
+        _tool_start(0),
+        *(_json_delta(0, f) for f in fragments),
+        _block_stop(0),
+        _DELTA,
+        _STOP,
+    )
+    report = check_stream(body, protocol="anthropic")
+    assert report.rules() == rules
+    for finding in report.findings:
+        assert CANARY_MARKER not in finding.message
+
+
+def test_kept_tool_input_is_given_back_to_the_budget() -> None:
+    """Three hundred tool inputs of 60 KB, stopped, left open at max_tokens or pushed out
+    by overlapping blocks, all give their room back."""
+    checker = AnthropicChecker()
+    fragment = '{"pad": "' + "x" * 60_000 + '"}'
+    events = [_START]
+    for i in range(300):
+        events += [_tool_start(i), _json_delta(i, fragment), _block_stop(i)]
+    overlapping = range(300, 400)  # more than the open blocks the checker tracks
+    for i in overlapping:
+        events += [_tool_start(i), _json_delta(i, "{")]
+    limit = (
+        '{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}'
+    )
+    found = _run(checker, _stream(*events, ("message_delta", limit)))
+    assert "tool_input_invalid" not in {f.rule for f in found}
+    assert checker._kept_text_left == MAX_KEPT_TEXT_CHARS
+
+
+def test_past_the_budget_a_tool_input_is_not_checked() -> None:
+    """An input larger than the stream's budget is dropped, unchecked, and its room given
+    back: no finding, whatever the fragments were."""
+    checker = AnthropicChecker()
+    half = "x" * (MAX_KEPT_TEXT_CHARS // 2 + 1)
+    events = [_START, _tool_start(0), _json_delta(0, "{" + half), _json_delta(0, half)]
+    assert _run(checker, _stream(*events)) == []
+    assert checker._open[0].input_json is None
+    assert checker._kept_text_left == MAX_KEPT_TEXT_CHARS
+    assert _run(checker, _stream(_block_stop(0))) == []

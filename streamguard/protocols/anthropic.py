@@ -50,7 +50,11 @@ tokens below, anything else as its size and a short hash (``streamguard._wire``)
 indices and token counts as digits when they are sane integers. Lists (open blocks) show
 a few entries and a count. What the checker keeps per stream is bounded the same way: at
 most ``_MAX_OPEN_BLOCKS`` open blocks, each with a documented type or none, and short
-digests rather than names the stream chose.
+digests rather than names the stream chose. The one text it keeps, a tool block's
+``partial_json`` fragments until its ``content_block_stop`` (``tool_input_invalid``),
+counts against the stream's kept-text budget (``Checker.keep_text``): past it the block's
+input is dropped and not checked, and a block's room is given back when it stops or is
+forgotten.
 """
 
 from __future__ import annotations
@@ -103,6 +107,8 @@ _NO_DELTA_BLOCKS = frozenset({"redacted_thinking", "container_upload", "fallback
 #: Documented block types with deltas (the ``_NO_DELTA_BLOCKS`` and ``*_tool_result`` are
 #: known too); a delta into any other block type is not judged.
 _DELTA_BLOCKS = frozenset({"text", "thinking", "tool_use", "server_tool_use", "mcp_tool_use"})
+#: Blocks whose ``input_json_delta`` fragments join into the tool's input object.
+_TOOL_BLOCKS = _DELTA_RULES["input_json_delta"][0]
 #: What the checker keeps of a ``*_tool_result`` block type it does not list by name: they
 #: all take no delta, so one kind stands for them.
 _ANY_TOOL_RESULT = "*_tool_result"
@@ -166,18 +172,23 @@ class _Phase(enum.Enum):
 
 
 class _Block:
-    """An open content block: what kind it is, how to name it, whether it was signed.
+    """An open content block: what kind it is, how to name it, whether it was signed, and
+    for a tool block the ``partial_json`` fragments received so far.
 
     Only a documented type is kept (``kind``; None for any other): an undocumented one is
-    a string the stream chose, as long as it likes, and no rule judges it.
+    a string the stream chose, as long as it likes, and no rule judges it. The fragments
+    count against the stream's kept-text budget (``kept`` characters); ``input_json`` is
+    None once the budget ran out, and the block's input is then not checked.
     """
 
-    __slots__ = ("kind", "label", "signed")
+    __slots__ = ("input_json", "kept", "kind", "label", "signed")
 
     def __init__(self, block_type: str | None) -> None:
         self.kind = _block_kind(block_type)
         self.label = "of unknown type" if block_type is None else token(block_type, _BLOCK_TYPES)
         self.signed = False
+        self.input_json: list[str] | None = [] if self.kind in _TOOL_BLOCKS else None
+        self.kept = 0
 
 
 def _block_kind(block_type: str | None) -> str | None:
@@ -422,7 +433,7 @@ class AnthropicChecker(Checker):
         if self._open:
             found.append(self._overlap(f"content block {number(block_index)}", event, index))
             if len(self._open) >= _MAX_OPEN_BLOCKS:
-                del self._open[next(iter(self._open))]
+                self._forget(self._open.pop(next(iter(self._open))))
         self._next_block = max(expected, block_index + 1)
         self._open[block_index] = _Block(block_type)
         return found
@@ -493,6 +504,8 @@ class AnthropicChecker(Checker):
             )
         if delta_type == "signature_delta" and block.kind == "thinking":
             block.signed = True
+        elif delta_type == "input_json_delta" and type(delta) is dict:
+            self._keep_input(block, delta.get("partial_json"))
         return found
 
     def _on_block_stop(
@@ -507,8 +520,11 @@ class AnthropicChecker(Checker):
                     event, index, f"index is {_type_name(block_index)}, expected an integer"
                 ),
             )
-        if self._open.pop(block_index, None) is None:
+        block = self._open.pop(block_index, None)
+        if block is None:
             return (self._not_open(block_index, "content_block_stop for", event, index),)
+        if block.input_json is not None:
+            return self._check_input(block, block_index, event, index)
         return NO_FINDINGS
 
     def _on_message_delta(
@@ -541,7 +557,7 @@ class AnthropicChecker(Checker):
                 self._stop_reason = kept
         if self._open:
             found.append(self._unstopped_blocks(kept, "message_delta", event, index))
-            self._open.clear()
+            self._forget_open_blocks()
         output_tokens = usage.get("output_tokens") if type(usage) is dict else None
         if type(output_tokens) is int:
             if self._output_tokens is not None and output_tokens < self._output_tokens:
@@ -565,7 +581,7 @@ class AnthropicChecker(Checker):
         found: list[Finding] = []
         if self._open:
             found.append(self._unstopped_blocks(None, "message_stop", event, index))
-            self._open.clear()
+            self._forget_open_blocks()
         if self._stop_reason is None:
             found.append(
                 rules.MISSING_MESSAGE_DELTA.finding(
@@ -593,6 +609,58 @@ class AnthropicChecker(Checker):
         if problems:
             return (self._schema(event, index, "; ".join(problems)),)
         return NO_FINDINGS
+
+    # -- a tool block's input -------------------------------------------------------------
+
+    def _keep_input(self, block: _Block, fragment: object) -> None:
+        """Keep one ``partial_json`` fragment for the check at the block's stop, within
+        the stream's kept-text budget; past it, drop the block's input and its check."""
+        if type(fragment) is not str or block.input_json is None:
+            return  # a wrong type is already a schema_mismatch
+        if self.keep_text(len(fragment)):
+            block.input_json.append(fragment)
+            block.kept += len(fragment)
+        else:
+            self._forget(block)
+
+    def _check_input(
+        self, block: _Block, block_index: int, event: Event, index: int
+    ) -> Sequence[Finding]:
+        """A stopped tool block: its fragments must join into a JSON object ("" is {})."""
+        assert block.input_json is not None
+        text = "".join(block.input_json)
+        self._forget(block)
+        if not text:
+            return NO_FINDINGS  # no input deltas at all: the input is the start's {}
+        try:
+            value = parse_json(text)
+        except ValueError as exc:
+            problem = f"not JSON ({exc})"
+        else:
+            if type(value) is dict:
+                return NO_FINDINGS
+            problem = f"a JSON {_type_name(value)}"
+        return (
+            rules.TOOL_INPUT_INVALID.finding(
+                f"event {index} stops tool block {number(block_index)} ({block.label}), whose "
+                f"input_json_delta fragments ({preview(text)}) do not join into a JSON "
+                f"object: {problem}",
+                index,
+                event.offset,
+            ),
+        )
+
+    def _forget(self, block: _Block) -> None:
+        """Drop what a block kept and give its room back to the stream's budget."""
+        if block.kept:
+            self.free_text(block.kept)
+        block.input_json = None
+        block.kept = 0
+
+    def _forget_open_blocks(self) -> None:
+        for block in self._open.values():
+            self._forget(block)
+        self._open.clear()
 
     # -- findings shared by several handlers ----------------------------------------------
 
