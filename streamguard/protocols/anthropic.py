@@ -706,9 +706,11 @@ class AnthropicChecker(Checker):
         )
 
     def _unknown_event(self, kind: str, event: Event, index: int) -> Sequence[Finding]:
+        if len(self._unknown_reported) >= _MAX_UNKNOWN_REPORTED:
+            return NO_FINDINGS
         # Kept and shown as a digest: the name is the stream's, of any length.
         shown = describe(kind)
-        if shown in self._unknown_reported or len(self._unknown_reported) >= _MAX_UNKNOWN_REPORTED:
+        if shown in self._unknown_reported:
             return NO_FINDINGS
         self._unknown_reported.add(shown)
         return (
