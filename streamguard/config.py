@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
-from streamguard.protocols import AUTO, CHECKERS
+from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES
 
 __all__ = ["UNKNOWN_ROUTE", "LogConfig", "RouteConfig", "StreamGuardConfig", "TimerConfig"]
@@ -35,11 +42,29 @@ class _Model(BaseModel):
 class RouteConfig(_Model):
     """One watched route: its protocol and the name used as its ``route`` label."""
 
+    # ``json`` would shadow ``BaseModel.json``, so the field is ``json_data``, set as either.
+    model_config = ConfigDict(populate_by_name=True)
+
     protocol: str = AUTO
     #: The metric label; defaults to the route's key in ``routes``.
     name: str | None = Field(default=None, min_length=1, max_length=100)
+    #: Written ``"json": true`` in a route's dict: on a plain SSE route (``protocol`` ``sse``,
+    #: required) every event's data is JSON, and data that is not (a Python ``repr`` of a
+    #: dict, ``{'a': 1}``) is ``invalid_json``; the ``[DONE]`` sentinel is allowed.
+    json_data: bool = Field(default=False, alias="json")
 
     _check_protocol = field_validator("protocol")(_known_protocol)
+
+    @model_validator(mode="after")
+    def _json_only_on_plain_sse(self) -> RouteConfig:
+        # The other protocols define their payloads themselves; on them (or on ``auto``)
+        # the option would be silently ignored, which is worse than an error here.
+        if self.json_data and self.protocol != PlainSSEChecker.name:
+            raise ValueError(
+                f"json: true applies to plain SSE routes (protocol 'sse'), not to protocol "
+                f"{self.protocol!r}, whose payloads the protocol itself defines"
+            )
+        return self
 
 
 def _route_shorthand(value: Any) -> Any:

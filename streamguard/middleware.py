@@ -372,6 +372,7 @@ class _StreamWatch:
             excerpt_chars=config.logs.excerpt_chars if config.logs.content_excerpts else 0,
             liveness=guard.liveness,
             handover=True,
+            json_data=spec is not None and spec.json_data,
         )
         if note is not None:
             monitor.add_note(note)

@@ -127,10 +127,11 @@ class StreamMonitor:
         excerpt_chars: int = 0,
         liveness: LivenessLimits | None = None,
         handover: bool = False,
+        json_data: bool = False,
     ) -> None:
         if request is not None and not isinstance(request, RequestFacts):
             request = RequestFacts(request)  # only the bounded facts the checks read
-        self._checker = make_checker(protocol, request, path)
+        self._checker = make_checker(protocol, request, path, json_data=json_data)
         self._excerpt_chars = excerpt_chars
         self.route = route
         #: Facts about how the stream was checked (``add_note``); a tuple, as most have none.
@@ -478,15 +479,22 @@ def check_stream(
     path: str | None = None,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     clock: Clock = time.monotonic,
+    json_data: bool = False,
 ) -> StreamReport:
     """Check captured body bytes offline; the body counts as ended after the last chunk.
 
     ``chunks`` is any iterable of byte strings (one ``bytes`` object is one chunk).
+    ``json_data`` is the plain-SSE route option ``{"protocol": "sse", "json": true}``.
     """
     if isinstance(chunks, bytes | bytearray | memoryview):
         chunks = [bytes(chunks)]
     monitor = StreamMonitor(
-        protocol, request=request, path=path, clock=clock, max_event_bytes=max_event_bytes
+        protocol,
+        request=request,
+        path=path,
+        clock=clock,
+        max_event_bytes=max_event_bytes,
+        json_data=json_data,
     )
     for chunk in chunks:
         monitor.feed(chunk)

@@ -415,7 +415,8 @@ _doc(
         An event's data is not the JSON the protocol requires: not JSON at all, JSON that is
         not an object (a string, a list, a number), or JSON past the parser's limits (very
         deep nesting, a number too large). It applies to every protocol with JSON payloads,
-        not to plain SSE. OpenAI's `[DONE]` sentinel is recognised before parsing, and an
+        and to plain SSE on a route that opts in with `{"protocol": "sse", "json": true}`
+        (there any JSON value counts, and the `[DONE]` sentinel is allowed). OpenAI's `[DONE]` sentinel is recognised before parsing, and an
         Anthropic `ping` with unparsable data is ignored, as the SDK skips pings by name.""",
     clients="""
         The SDKs parse every event's data and raise mid-stream: openai-python's
@@ -577,12 +578,13 @@ _doc(
         content without a `finishReason` after a finish that itself carried content
         (reported once per candidate). Legacy Gemini streams that repeat
         `finishReason: "STOP"` on every chunk, and translators that send an empty `STOP`
-        chunk before the content, are clean. In OpenAI Chat the same two patterns are
-        errors: a `finish_reason` repeated on every chunk (each repeat with text is reported
-        here, and each repeat is also `multiple_finish_reason`), and a `finish_reason` on a
-        chunk before the content, since openai-python's stream helper ends the choice at the
-        first finish reason it sees (see the next paragraph); that a vendor shipped the
-        pattern does not make it safe for the clients that read it.""",
+        chunk before the content, are `finish_reason_not_last` (a warning) instead. In
+        OpenAI Chat the same two patterns are errors: a `finish_reason` repeated on every
+        chunk (each repeat with text is reported here, and each repeat is also
+        `multiple_finish_reason`), and a `finish_reason` on a chunk before the content,
+        since openai-python's stream helper ends the choice at the first finish reason it
+        sees (see the next paragraph); that a vendor shipped the pattern does not make it
+        safe for the clients that read it.""",
     clients="""
         Clients treat the finish reason as the end of that choice: a UI marks the message
         final, an accumulator hands the finished message to the application, an agent
@@ -1518,6 +1520,38 @@ _doc(
 )
 
 _doc(
+    "tool_input_invalid",
+    meaning="""
+        The `partial_json` fragments of a tool block's `input_json_delta` events (in a
+        `tool_use`, `server_tool_use` or `mcp_tool_use` block) do not join into a JSON
+        object when the block's `content_block_stop` arrives: invalid JSON, JSON cut short,
+        or a JSON value that is not an object. No fragments at all is fine (the input is
+        the `{}` of `content_block_start`), and so is an empty first fragment. A block left
+        open by a `max_tokens` stop is not judged, as its input is cut by design. The
+        fragments count against the stream's kept-text budget (1 Mi characters); past it
+        the block's input is not checked. A warning, because the docs allow fine-grained
+        tool streaming to send partial or invalid JSON.""",
+    clients="""
+        The tool's input is the joined fragments. anthropic-python's `MessageStream`
+        parses them as they arrive (jiter in partial mode) and raises "Unable to parse tool
+        parameter JSON from model" on invalid JSON; JSON cut short passes as a partial
+        object with fields missing, and a non-object breaks code that reads
+        `block.input` as the dict the types promise. Agents then call the tool with wrong
+        arguments or fail the turn.""",
+    example="""
+        event: content_block_delta
+        data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"location\": \"San Fra"}}
+
+        event: content_block_stop
+        data: {"type":"content_block_stop","index":1}
+
+        """,
+    fix="""
+        Send the whole input object across the fragments before `content_block_stop`; a
+        proxy that re-chunks tool input must not drop or reorder fragments.""",
+)
+
+_doc(
     "missing_message_delta",
     meaning="""
         `message_stop` arrived, but no `message_delta` carried a non-null `stop_reason`
@@ -1631,6 +1665,45 @@ _doc(
         On Gemini-shaped routes send exactly `data: ` (with the space) and one line of JSON
         per event, and no keepalive comments; do not let a generic SSE helper add pings or
         event names there.""",
+)
+
+_doc(
+    "finish_reason_not_last",
+    meaning="""
+        A Gemini candidate received a `finishReason` on a chunk that was not its last
+        content: more content for the same candidate followed. Two forms are real: legacy
+        (2024) streams that repeat `finishReason: "STOP"` on every chunk, and OpenAI-to-Gemini
+        translators that send an empty chunk with `finishReason: "STOP"` before the content.
+        Both still end `completed` when the last chunk carries a finish; this rule reports
+        the deviation once per candidate. Content without a `finishReason` after a finish
+        that itself carried content is `content_after_finish` instead (an error: the stream
+        said it was done), and a second finish on a chunk without content is not judged.""",
+    clients="""
+        The severity is a warning, not an error, because the official client reads these
+        streams whole: google-genai does not stop at a `finishReason`, it yields every chunk
+        and its chat helper keeps the last finish it saw; and the protocol reference lists
+        both forms among the oddities of real streams, so the outcome stays `completed`. It
+        is not silent, because the field's documented meaning is "the model has stopped"
+        and code that relays or renders the stream acts on the first one. A client that
+        ends the answer at the first `finishReason` shows one chunk of a legacy stream
+        (zotero-pdf-translate's Gemini reader, PR #806, had to ignore the field because
+        "every chunk has finishReason STOP") and nothing of a stream that opens with an
+        empty finish (CLIProxyAPI #5651: a translator stamped `STOP` on the contentless
+        chunks before the text, and the Kelivo client dropped the entire reply). Relays
+        that translate to OpenAI Chat pass it on: LiteLLM's stream wrapper
+        (`CustomStreamWrapper`) forwards a finish reason that arrives on a chunk without
+        content at once, as an OpenAI chunk with `finish_reason`, so an empty finish before
+        the content reaches OpenAI clients as a finished choice ahead of the answer.""",
+    example="""
+        data: {"candidates":[{"content":{"parts":[{"text":"Once"}],"role":"model"},"finishReason":"STOP","index":0}]}
+
+        data: {"candidates":[{"content":{"parts":[{"text":" upon a time."}],"role":"model"},"finishReason":"STOP","index":0}]}
+
+        """,
+    fix="""
+        Send `finishReason` only on each candidate's last chunk, and never on an empty chunk
+        before the content; a translating proxy must hold the upstream's finish until the
+        content it ends has been sent.""",
 )
 
 RULE_DOCS: Mapping[str, RuleDoc] = MappingProxyType(_DOCS)

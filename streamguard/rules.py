@@ -437,6 +437,13 @@ SIGNATURE_NOT_LAST = _rule(
     W,
     "A delta followed the signature_delta of a thinking block; the signature comes last.",
 )
+TOOL_INPUT_INVALID = _rule(
+    "tool_input_invalid",
+    _ANTHROPIC,
+    W,
+    "A tool block's input_json_delta fragments do not join into a JSON object at its "
+    "content_block_stop.",
+)
 MISSING_MESSAGE_DELTA = _rule(
     "missing_message_delta",
     _ANTHROPIC,
@@ -471,4 +478,12 @@ SDK_INCOMPATIBLE_FRAMING = _rule(
     "Framing other than one `data: ` line per event (an SSE comment, event:, id: or retry: "
     "line, `data:` without the space, a multi-line data); the official Python SDK "
     "(google-genai) reads only `data: ` lines and fails on these.",
+)
+FINISH_REASON_NOT_LAST = _rule(
+    "finish_reason_not_last",
+    ("gemini",),
+    W,
+    "A candidate's finishReason came on a chunk before more of its content (repeated on "
+    "every chunk, or an empty finish before the content); relays that stop at the first "
+    "finishReason lose the rest.",
 )

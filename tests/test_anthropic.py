@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from streamguard import Severity, check_stream
+from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
+from streamguard.protocols.anthropic import AnthropicChecker
+from streamguard.report import Finding
 from streamguard.rules import RULES, rules_for
+from streamguard.sse import Event, EventParser
 from tests.chunking import chunkings
+from tests.conftest import CANARY_MARKER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 
@@ -48,6 +54,7 @@ EXPECTED: dict[str, tuple[str, list[tuple[str, int]]]] = {
     "block_after_message_delta": ("completed", [("block_after_message_delta", 2)]),
     "delta_type_mismatch": ("completed", [("delta_type_mismatch", 2)]),
     "signature_not_last": ("completed", [("signature_not_last", 3)]),
+    "tool_input_invalid": ("completed", [("tool_input_invalid", 9)]),
     "missing_message_delta": ("completed", [("missing_message_delta", 7)]),
     "missing_message_delta_null_stop_reason": ("completed", [("missing_message_delta", 8)]),
     "unknown_stop_reason": ("completed", [("unknown_stop_reason", 7)]),
@@ -82,6 +89,7 @@ PAIRS: dict[str, tuple[str, str]] = {
     "block_after_message_delta": ("block_after_message_delta", "ok_refusal_zero_blocks"),
     "delta_type_mismatch": ("delta_type_mismatch", "ok_web_search_server_tool"),
     "signature_not_last": ("signature_not_last", "ok_thinking_then_text"),
+    "tool_input_invalid": ("tool_input_invalid", "ok_tool_use_empty_first_json_delta"),
     "missing_message_delta": ("missing_message_delta", "warn_prepopulated_message_start"),
     "unknown_stop_reason": ("unknown_stop_reason", "ok_stop_model_context_window_exceeded"),
     "unknown_event_type": ("ok_unknown_event_block_and_delta_types", "ok_text_end_turn"),
@@ -145,6 +153,7 @@ def test_every_anthropic_rule_has_a_pair() -> None:
         ("block_overlap", Severity.WARNING),
         ("block_open_at_limit", Severity.WARNING),
         ("signature_not_last", Severity.WARNING),
+        ("tool_input_invalid", Severity.WARNING),
         ("prepopulated_message_start", Severity.WARNING),
         ("unknown_stop_reason", Severity.WARNING),
         ("usage_decreased", Severity.WARNING),
@@ -237,3 +246,356 @@ def test_many_overlapping_blocks_keep_the_checker_bounded() -> None:
     report = check_stream(_stream(_START, *starts, _DELTA, _STOP), protocol="anthropic")
     assert report.rules() == ["block_overlap"] * 99 + ["block_not_stopped"]
     assert report.findings[-1].event_index == 101
+
+
+# -- no wire value in a message, bounded state (issue #13) ----------------------------------
+
+CANARY = f"{CANARY_MARKER}-anthropic"
+_TEXT_START = (
+    "content_block_start",
+    '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}',
+)
+
+
+def _events(body: bytes) -> list[Event]:
+    parser = EventParser()
+    return [*parser.feed(body), *parser.feed(b"")]
+
+
+def _run(checker: AnthropicChecker, body: bytes) -> list[Finding]:
+    found: list[Finding] = []
+    for index, event in enumerate(_events(body)):
+        found.extend(checker.on_event(event, index))
+    return found
+
+
+#: Streams that put a canary in every wire field a message used to quote.
+CANARY_STREAMS: dict[str, tuple[bytes, str]] = {
+    "unknown event name": (
+        _stream(_START, (CANARY, f'{{"type":"{CANARY}"}}')),
+        "unknown_event_type",
+    ),
+    "name differs from type": (
+        _stream(_START, ("content_block_delta", f'{{"type":"{CANARY}"}}')),
+        "event_name_mismatch",
+    ),
+    "unnamed event": (
+        _stream(_START) + f'data: {{"type":"{CANARY}"}}\n\n'.encode(),
+        "event_name_mismatch",
+    ),
+    "type missing, odd name": (_stream(_START, (CANARY, "{}")), "schema_mismatch"),
+    "not JSON, odd name": (_stream(_START, (CANARY, CANARY)), "invalid_json"),
+    "not an object, odd name": (_stream(_START, (CANARY, "[1]")), "invalid_json"),
+    "unknown stop reason": (
+        _stream(
+            _START,
+            (
+                "message_delta",
+                f'{{"type":"message_delta","delta":{{"stop_reason":"{CANARY}"}},'
+                '"usage":{"output_tokens":2}}',
+            ),
+            _STOP,
+        ),
+        "unknown_stop_reason",
+    ),
+    "prepopulated stop reason": (
+        _stream(
+            (
+                "message_start",
+                '{"type":"message_start","message":{"id":"m","type":"message","role":'
+                '"assistant","model":"c","content":[],"stop_reason":"' + CANARY + '",'
+                '"usage":{"input_tokens":1,"output_tokens":1}}}',
+            ),
+            _STOP,
+        ),
+        "prepopulated_message_start",
+    ),
+    "block type of an unstopped block": (
+        _stream(
+            _START,
+            (
+                "content_block_start",
+                '{"type":"content_block_start","index":0,"content_block":{"type":"'
+                + CANARY
+                + '"}}',
+            ),
+            _DELTA,
+            _STOP,
+        ),
+        "block_not_stopped",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CANARY_STREAMS))
+def test_messages_quote_no_wire_value(case: str) -> None:
+    """An event name, JSON type, block type or stop reason from the wire never reaches a
+    finding message, only its size and hash."""
+    body, rule = CANARY_STREAMS[case]
+    report = check_stream(body, protocol="anthropic")
+    assert rule in report.rules()
+    for finding in report.findings:
+        assert CANARY_MARKER not in finding.message, finding
+
+
+def test_documented_tokens_are_still_named() -> None:
+    """A documented stop reason and block type stay readable in the message."""
+    start = (
+        "content_block_start",
+        '{"type":"content_block_start","index":0,"content_block":{"type":"tool_use",'
+        '"id":"t","name":"f","input":{}}}',
+    )
+    limit = (
+        "message_delta",
+        '{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":2}}',
+    )
+    [finding] = check_stream(_stream(_START, start, limit, _STOP), protocol="anthropic").findings
+    assert finding.rule == "block_open_at_limit"
+    assert "stop_reason 'max_tokens'" in finding.message
+    assert "0 ('tool_use')" in finding.message
+
+
+def test_huge_wire_integers_are_shown_by_size() -> None:
+    """A block index or token count of forty digits is named by its size, not written out."""
+    huge = 10**40
+    start = (
+        "content_block_start",
+        f'{{"type":"content_block_start","index":{huge},"content_block":{{"type":"text","text":""}}}}',
+    )
+    delta = (
+        "message_delta",
+        f'{{"type":"message_delta","delta":{{"stop_reason":"end_turn"}},"usage":{{"output_tokens":{huge}}}}}',
+    )
+    lower = (
+        "message_delta",
+        '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}',
+    )
+    report = check_stream(_stream(_START, start, delta, lower, _STOP), protocol="anthropic")
+    assert {"block_index_out_of_order", "usage_decreased"} <= set(report.rules())
+    for finding in report.findings:
+        assert str(huge) not in finding.message, finding
+
+
+def test_long_lists_in_messages_are_cut_short() -> None:
+    """Sixty-four open blocks are listed as three and a count, not one by one."""
+    starts = [
+        (
+            "content_block_start",
+            f'{{"type":"content_block_start","index":{i},"content_block":{{"type":"text","text":""}}}}',
+        )
+        for i in range(100)
+    ]
+    report = check_stream(_stream(_START, *starts, _DELTA, _STOP), protocol="anthropic")
+    unstopped = report.findings[-1]
+    assert unstopped.rule == "block_not_stopped"
+    assert "and 61 more" in unstopped.message
+    assert max(len(f.message) for f in report.findings) < 200
+
+
+def test_names_the_stream_chose_are_kept_as_short_digests() -> None:
+    """Long unknown event names and block types cost the checker a digest each, not
+    their length."""
+    checker = AnthropicChecker()
+    long_name = "x" * 100_000
+    body = _stream(
+        _START,
+        *((f"{long_name}{i}", f'{{"type":"{long_name}{i}"}}') for i in range(20)),
+        (
+            "content_block_start",
+            '{"type":"content_block_start","index":0,"content_block":{"type":"' + long_name + '"}}',
+        ),
+    )
+    found = _run(checker, body)
+    assert [f.rule for f in found] == ["unknown_event_type"] * 8
+    assert sum(map(len, checker._unknown_reported)) < 8 * 40
+    [block] = checker._open.values()
+    assert block.kind is None
+    assert len(block.label) < 40
+
+
+def test_a_hundred_thousand_block_indices_keep_the_state_bounded() -> None:
+    """A hostile stream opening 100,000 blocks leaves at most 64 tracked."""
+    checker = AnthropicChecker()
+    checker.on_event(Event("message_start", _START[1]), 0)
+    for i in range(100_000):
+        checker.on_event(Event(*_block_start(str(i), '{"type":"text","text":""}')), i + 1)
+    assert len(checker._open) <= 64
+
+
+# -- a shape problem does not hide the lifecycle (issue #12) --------------------------------
+
+
+def _block_start(index: str, block: str) -> tuple[str, str]:
+    return (
+        "content_block_start",
+        f'{{"type":"content_block_start","index":{index},"content_block":{block}}}',
+    )
+
+
+SHAPE_AND_LIFECYCLE: dict[str, tuple[list[tuple[str, str]], str, list[tuple[str, int]]]] = {
+    "block start without content_block, out of order": (
+        [
+            _START,
+            _block_start("1", "null"),
+            ("content_block_stop", '{"type":"content_block_stop","index":1}'),
+            _DELTA,
+            _STOP,
+        ],
+        "completed",
+        [("schema_mismatch", 1), ("block_index_out_of_order", 1)],
+    ),
+    "block start with a string type, overlapping": (
+        [
+            _START,
+            _TEXT_START,
+            _block_start("1", '{"type":7}'),
+            ("content_block_stop", '{"type":"content_block_stop","index":0}'),
+            ("content_block_stop", '{"type":"content_block_stop","index":1}'),
+            _DELTA,
+            _STOP,
+        ],
+        "completed",
+        [("schema_mismatch", 2), ("block_overlap", 2)],
+    ),
+    "block start with a string index, overlapping": (
+        [
+            _START,
+            _TEXT_START,
+            _block_start('"1"', '{"type":"text","text":""}'),
+            ("content_block_stop", '{"type":"content_block_stop","index":0}'),
+            _DELTA,
+            _STOP,
+        ],
+        "completed",
+        [("schema_mismatch", 2), ("block_overlap", 2)],
+    ),
+    "delta without an object, to a block never started": (
+        [
+            _START,
+            ("content_block_delta", '{"type":"content_block_delta","index":3,"delta":"hi"}'),
+            _DELTA,
+            _STOP,
+        ],
+        "completed",
+        [("schema_mismatch", 1), ("block_not_started", 1)],
+    ),
+    "delta with a wrong field, into the wrong block": (
+        [
+            _START,
+            _TEXT_START,
+            (
+                "content_block_delta",
+                '{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":5}}',
+            ),
+            ("content_block_stop", '{"type":"content_block_stop","index":0}'),
+            _DELTA,
+            _STOP,
+        ],
+        "completed",
+        [("schema_mismatch", 2), ("delta_type_mismatch", 2)],
+    ),
+    "error named error with another type": (
+        [_START, ("error", '{"type":"overloaded_error","message":"Overloaded"}')],
+        "error_event",
+        [("event_name_mismatch", 1), ("schema_mismatch", 1)],
+    ),
+    "error whose data is a JSON list": (
+        [_START, ("error", "[]")],
+        "error_event",
+        [("invalid_json", 1)],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SHAPE_AND_LIFECYCLE))
+def test_shape_problems_come_with_the_lifecycle_rules(case: str) -> None:
+    """An event of the wrong shape is reported as such and still checked for its place in
+    the stream, on the fields it carries with the right type."""
+    events, outcome, expected = SHAPE_AND_LIFECYCLE[case]
+    report = check_stream(_stream(*events), protocol="anthropic")
+    assert report.outcome.value == outcome
+    assert [(f.rule, f.event_index) for f in report.findings] == expected
+
+
+def test_error_event_with_the_wrong_field_types_is_a_schema_mismatch() -> None:
+    """An error object whose message is a number is reported; the stream still ends in
+    error_event."""
+    error = ("error", '{"type":"error","error":{"type":"overloaded_error","message":529}}')
+    report = check_stream(_stream(_START, error), protocol="anthropic")
+    assert report.outcome.value == "error_event"
+    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
+
+
+# -- a tool block's input, within the stream's kept-text budget ------------------------------
+
+
+def _tool_start(index: int) -> tuple[str, str]:
+    return _block_start(str(index), '{"type":"tool_use","id":"t","name":"f","input":{}}')
+
+
+def _json_delta(index: int, fragment: str) -> tuple[str, str]:
+    delta = {"type": "input_json_delta", "partial_json": fragment}
+    data = {"type": "content_block_delta", "index": index, "delta": delta}
+    return ("content_block_delta", json.dumps(data))
+
+
+def _block_stop(index: int) -> tuple[str, str]:
+    return ("content_block_stop", f'{{"type":"content_block_stop","index":{index}}}')
+
+
+@pytest.mark.parametrize(
+    ("fragments", "rules"),
+    [
+        ([], []),
+        (["", '{"a": ', "1}"], []),
+        (['{"a": 1'], ["tool_input_invalid"]),
+        (["[1, 2]"], ["tool_input_invalid"]),
+        ([f'{{"secret": {CANARY}}}'], ["tool_input_invalid"]),
+    ],
+)
+def test_tool_input_must_join_into_an_object(fragments: list[str], rules: list[str]) -> None:
+    """The fragments of a stopped tool block are one JSON object (none at all is {}); the
+    message gives their size, never their text."""
+    body = _stream(
+        _START,
+        _tool_start(0),
+        *(_json_delta(0, f) for f in fragments),
+        _block_stop(0),
+        _DELTA,
+        _STOP,
+    )
+    report = check_stream(body, protocol="anthropic")
+    assert report.rules() == rules
+    for finding in report.findings:
+        assert CANARY_MARKER not in finding.message
+
+
+def test_kept_tool_input_is_given_back_to_the_budget() -> None:
+    """Three hundred tool inputs of 60 KB, stopped, left open at max_tokens or pushed out
+    by overlapping blocks, all give their room back."""
+    checker = AnthropicChecker()
+    fragment = '{"pad": "' + "x" * 60_000 + '"}'
+    events = [_START]
+    for i in range(300):
+        events += [_tool_start(i), _json_delta(i, fragment), _block_stop(i)]
+    overlapping = range(300, 400)  # more than the open blocks the checker tracks
+    for i in overlapping:
+        events += [_tool_start(i), _json_delta(i, "{")]
+    limit = (
+        '{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}'
+    )
+    found = _run(checker, _stream(*events, ("message_delta", limit)))
+    assert "tool_input_invalid" not in {f.rule for f in found}
+    assert checker._kept_text_left == MAX_KEPT_TEXT_CHARS
+
+
+def test_past_the_budget_a_tool_input_is_not_checked() -> None:
+    """An input larger than the stream's budget is dropped, unchecked, and its room given
+    back: no finding, whatever the fragments were."""
+    checker = AnthropicChecker()
+    half = "x" * (MAX_KEPT_TEXT_CHARS // 2 + 1)
+    events = [_START, _tool_start(0), _json_delta(0, "{" + half), _json_delta(0, half)]
+    assert _run(checker, _stream(*events)) == []
+    assert checker._open[0].input_json is None
+    assert checker._kept_text_left == MAX_KEPT_TEXT_CHARS
+    assert _run(checker, _stream(_block_stop(0))) == []

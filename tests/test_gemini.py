@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from streamguard import Severity, check_stream
+from streamguard.protocols.gemini import GeminiChecker
+from streamguard.rule_docs import get_rule_doc
 from streamguard.rules import RULES, rules_for
+from streamguard.sse import Event
 from tests.chunking import chunkings
+from tests.conftest import CANARY_MARKER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 
@@ -24,10 +30,13 @@ EXPECTED: dict[str, tuple[str, list[tuple[str, int]]]] = {
     "ok_crlf_vertex": ("completed", []),
     "ok_tool_call": ("completed", []),
     "ok_prompt_blocked": ("completed", []),
-    "ok_legacy_stop_on_every_chunk": ("completed", []),
-    "ok_empty_stop_before_content": ("completed", []),
     "ok_two_candidates": ("completed", []),
     "ok_error_unavailable": ("error_event", []),
+    "ok_error_without_status": ("error_event", []),
+    # Legacy or translated streams the SDK reads but relays trip on: warnings only.
+    "warn_legacy_stop_on_every_chunk": ("completed", [("finish_reason_not_last", 1)]),
+    "warn_empty_stop_before_content": ("completed", [("finish_reason_not_last", 1)]),
+    "warn_translator_stop_on_contentless_chunks": ("completed", [("finish_reason_not_last", 2)]),
     # Broken.
     "missing_finish_reason_truncated": ("unclosed", [("missing_finish_reason", 2)]),
     "missing_finish_reason_one_of_two_candidates": ("unclosed", [("missing_finish_reason", 2)]),
@@ -44,6 +53,11 @@ EXPECTED: dict[str, tuple[str, list[tuple[str, int]]]] = {
     "invalid_json_done_sentinel": ("completed", [("invalid_json", 3)]),
     "schema_mismatch_candidates_not_a_list": ("completed", [("schema_mismatch", 0)]),
     "schema_mismatch_error_without_message": ("error_event", [("schema_mismatch", 1)]),
+    "schema_mismatch_error_code_not_an_integer": ("error_event", [("schema_mismatch", 1)]),
+    "schema_mismatch_index_a_string": (
+        "completed",
+        [("schema_mismatch", 0), ("schema_mismatch", 1)],
+    ),
     "sdk_incompatible_framing_keepalive_comment": (
         "completed",
         [("sdk_incompatible_framing", 1)],
@@ -64,7 +78,8 @@ EXPECTED: dict[str, tuple[str, list[tuple[str, int]]]] = {
 #: rule -> (a fixture that breaks it, a legitimate look-alike that must not trigger it).
 PAIRS: dict[str, tuple[str, str]] = {
     "missing_finish_reason": ("missing_finish_reason_truncated", "ok_prompt_blocked"),
-    "content_after_finish": ("content_after_finish", "ok_legacy_stop_on_every_chunk"),
+    "content_after_finish": ("content_after_finish", "warn_legacy_stop_on_every_chunk"),
+    "finish_reason_not_last": ("warn_empty_stop_before_content", "content_after_finish"),
     "usage_decreased": ("usage_decreased", "ok_missing_index_and_zero_counters"),
     "sdk_incompatible_framing": ("sdk_incompatible_framing_keepalive_comment", "ok_crlf_vertex"),
     "event_after_terminal": ("event_after_terminal_after_block", "ok_usage_only_chunk_after_final"),
@@ -145,3 +160,204 @@ def test_non_ascii_text_does_not_look_like_a_framing_problem() -> None:
     final = b'data: {"candidates":[{"finishReason":"STOP"}]}\n\n'
     report = check_stream(chunk + chunk + final, protocol="gemini")
     assert (report.outcome.value, report.rules()) == ("completed", [])
+
+
+def test_healthy_fixtures_are_not_malformed() -> None:
+    """No healthy or warning-only fixture carries an error-severity finding."""
+    for path in FIXTURES.glob("*.sse"):
+        if path.stem.startswith(("ok_", "warn_")):
+            assert not check_stream(path.read_bytes(), protocol="gemini").malformed, path.stem
+
+
+def _chunk(*candidates: dict[str, Any], **fields: Any) -> bytes:
+    return f"data: {json.dumps({'candidates': list(candidates), **fields})}\n\n".encode()
+
+
+def _text(text: str, index: object = 0, **fields: Any) -> dict[str, Any]:
+    return {"content": {"parts": [{"text": text}], "role": "model"}, "index": index, **fields}
+
+
+# -- a finish marker before the end (issue #12) ----------------------------------------------
+
+
+def test_finish_reason_not_last_is_a_warning() -> None:
+    """The official SDK reads such streams whole, so the deviation is a warning."""
+    assert RULES["finish_reason_not_last"].severity is Severity.WARNING
+
+
+def test_finish_reason_not_last_is_reported_once_per_candidate() -> None:
+    """A legacy stream of two candidates with a finish on every chunk: one warning each."""
+    body = b"".join(
+        _chunk(_text(f"{word}a", 0, finishReason="STOP"), _text(f"{word}b", 1, finishReason="STOP"))
+        for word in ("one", "two", "three")
+    )
+    report = check_stream(body, protocol="gemini")
+    assert report.outcome.value == "completed"
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("finish_reason_not_last", 1),
+        ("finish_reason_not_last", 1),
+    ]
+
+
+def test_a_repeated_finish_without_content_is_not_judged() -> None:
+    """A finish with content, then a contentless chunk finishing again, stays clean."""
+    signature = {"content": {"parts": [{"text": "", "thoughtSignature": "Eq"}]}}
+    body = _chunk(_text("Hello.", finishReason="STOP")) + _chunk(
+        {**signature, "finishReason": "STOP", "index": 0}
+    )
+    report = check_stream(body, protocol="gemini")
+    assert (report.outcome.value, report.rules()) == ("completed", [])
+
+
+def test_a_different_finish_on_a_contentless_chunk_is_finish_reason_not_last() -> None:
+    """STOP with the text, then MAX_TOKENS alone: two finishes that disagree, a warning."""
+    body = _chunk(_text("Hello.", finishReason="STOP")) + _chunk(
+        {"finishReason": "MAX_TOKENS", "index": 0}
+    )
+    report = check_stream(body, protocol="gemini")
+    assert report.outcome.value == "completed"
+    assert [(f.rule, f.severity.value, f.event_index) for f in report.findings] == [
+        ("finish_reason_not_last", "warning", 1)
+    ]
+
+
+def test_content_without_a_finish_after_a_legacy_finish_is_content_after_finish() -> None:
+    """The finish that carried content said the candidate was done: content after it, with
+    no finish of its own, is still the error."""
+    body = (
+        _chunk(_text("Once", finishReason="STOP"))
+        + _chunk(_text(" upon", finishReason="STOP"))
+        + _chunk(_text(" a time."))
+    )
+    report = check_stream(body, protocol="gemini")
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("finish_reason_not_last", 1),
+        ("content_after_finish", 2),
+    ]
+
+
+def test_the_rule_docs_example_fires_the_rule() -> None:
+    """The documented example of finish_reason_not_last is a stream that reports it (as
+    tests/test_rule_docs.py runs the self-contained examples)."""
+    body = (get_rule_doc("finish_reason_not_last").example + "\n\n").encode()
+    report = check_stream(body, protocol="gemini")
+    assert report.rules() == ["finish_reason_not_last"]
+
+
+# -- a shape problem does not hide the lifecycle (issue #12) --------------------------------
+
+
+def test_a_candidate_with_an_unusable_index_is_judged_by_position() -> None:
+    """A string index is a schema_mismatch, and the candidate still counts: its finish
+    completes the stream, and a missing one is still missing."""
+    finished = _chunk(_text("Hello.", "0", finishReason="STOP"))
+    report = check_stream(finished, protocol="gemini")
+    assert (report.outcome.value, report.rules()) == ("completed", ["schema_mismatch"])
+    truncated = _chunk(_text("Hello", -1))
+    report = check_stream(truncated, protocol="gemini")
+    assert report.outcome.value == "unclosed"
+    assert report.rules() == ["schema_mismatch", "missing_finish_reason"]
+
+
+def test_a_null_index_is_the_default_zero() -> None:
+    """proto3 JSON reads null as the default value, so ``"index": null`` is candidate 0."""
+    body = _chunk(_text("Hi", None)) + _chunk(_text(".", 0, finishReason="STOP"))
+    report = check_stream(body, protocol="gemini")
+    assert (report.outcome.value, report.rules()) == ("completed", [])
+
+
+def test_a_wrong_usage_counter_does_not_hide_the_content_rules() -> None:
+    """A chunk with a string counter is a schema_mismatch and is still checked for content
+    after the finish."""
+    body = _chunk(_text("Done.", finishReason="STOP")) + _chunk(
+        _text(" More."), usageMetadata={"totalTokenCount": "12"}
+    )
+    report = check_stream(body, protocol="gemini")
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("schema_mismatch", 1),
+        ("content_after_finish", 1),
+    ]
+
+
+# -- in-band error shapes (issue #12) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "problem"),
+    [
+        ({"code": "500", "message": "m", "status": "INTERNAL"}, "error.code is str"),
+        ({"code": 503.0, "message": "m", "status": "UNAVAILABLE"}, "error.code is float"),
+        ({"code": True, "message": "m", "status": "UNAVAILABLE"}, "error.code is bool"),
+        ({"message": "m", "status": "UNAVAILABLE"}, "error.code is null"),
+        ({"code": 503, "message": "m", "status": 14}, "error.status is int"),
+        ({"code": 503, "message": ["m"], "status": "UNAVAILABLE"}, "error.message is list"),
+        ({}, "error.code is null"),
+        ("overloaded", "error is str"),
+    ],
+)
+def test_an_error_of_the_wrong_shape_is_a_schema_mismatch(error: object, problem: str) -> None:
+    """An error google-genai cannot turn into its APIError is reported; the outcome stays
+    error_event."""
+    body = _chunk(_text("Hi")) + f"data: {json.dumps({'error': error})}\n\n".encode()
+    report = check_stream(body, protocol="gemini")
+    assert report.outcome.value == "error_event"
+    [finding] = report.findings
+    assert (finding.rule, finding.event_index) == ("schema_mismatch", 1)
+    assert problem in finding.message
+
+
+# -- no wire value in a message, bounded state (issue #13) ----------------------------------
+
+CANARY = f"{CANARY_MARKER}-gemini"
+
+
+@pytest.mark.parametrize(
+    ("body", "rule"),
+    [
+        (f"event: {CANARY}\ndata: {{}}\n\n".encode(), "sdk_incompatible_framing"),
+        (_chunk(_text("x", CANARY)), "schema_mismatch"),
+        (_chunk({"index": 0, "finishReason": CANARY}), None),
+        (f"data: {{'text': '{CANARY}'}}\n\n".encode(), "invalid_json"),
+        (f'data: {{"error": {{"code": "{CANARY}"}}}}\n\n'.encode(), "schema_mismatch"),
+    ],
+)
+def test_messages_quote_no_wire_value(body: bytes, rule: str | None) -> None:
+    """An event name, an index, a finishReason or an error field from the wire never
+    reaches a finding message."""
+    report = check_stream(body, protocol="gemini")
+    if rule is not None:
+        assert rule in report.rules()
+    for finding in report.findings:
+        assert CANARY_MARKER not in finding.message, finding
+
+
+def test_huge_wire_integers_are_shown_by_size() -> None:
+    """Usage counts of forty digits are named by their size, not written out."""
+    huge = 10**40
+    body = _chunk(_text("a"), usageMetadata={"totalTokenCount": huge}) + _chunk(
+        _text("b", finishReason="STOP"), usageMetadata={"totalTokenCount": huge - 1}
+    )
+    report = check_stream(body, protocol="gemini")
+    assert "usage_decreased" in report.rules()
+    for finding in report.findings:
+        assert str(huge - 1) not in finding.message, finding
+
+
+def test_long_lists_in_messages_are_cut_short() -> None:
+    """A chunk with a thousand bad candidates, and sixty-four unfinished ones, make short
+    messages that end with a count."""
+    bad = _chunk(*(["x"] * 1000))
+    unfinished = _chunk(*(_text("x", i) for i in range(64)))
+    for body, count in ((bad, "and 997 more"), (unfinished, "and 61 more")):
+        report = check_stream(body, protocol="gemini")
+        assert any(count in f.message for f in report.findings), report.findings
+        assert max(len(f.message) for f in report.findings) < 300
+
+
+def test_a_hundred_thousand_candidate_indices_keep_the_state_bounded() -> None:
+    """A hostile stream naming 100,000 candidate indices leaves at most 64 tracked."""
+    checker = GeminiChecker()
+    for i in range(100_000):
+        data = json.dumps({"candidates": [_text("x", i)]})
+        checker.on_event(Event("message", data, offset=i), i)
+    assert len(checker._candidates) <= 64

@@ -405,6 +405,19 @@ def gemini_streams(draw: st.DrawFn) -> Generated:
     shape = draw(st.sampled_from(["normal", "normal", "normal", "blocked", "error"]))
     chunks: list[dict[str, Any]] = []
     counts = {"promptTokenCount": draw(st.integers(0, 9)), "candidatesTokenCount": 0}
+    # finish_reason_not_last: content, or a different finishReason, for a candidate after
+    # a finish it already got (the legacy finish on every chunk, a translator's empty STOP
+    # first), once each.
+    finished: dict[int, str] = {}  # candidate -> its latest finishReason, while finished
+    early: set[int] = set()
+
+    def note(i: int, has_content: bool, reason: str | None) -> None:
+        if i in finished and (has_content or (reason is not None and reason != finished[i])):
+            early.add(i)
+        if reason is not None:
+            finished[i] = reason
+        elif has_content:
+            finished.pop(i, None)  # that finish was not the end
 
     def usage() -> dict[str, Any]:
         counts["candidatesTokenCount"] += draw(st.integers(0, 5))
@@ -425,6 +438,7 @@ def gemini_streams(draw: st.DrawFn) -> Generated:
         legacy = draw(st.booleans())  # 2024: every chunk carried finishReason STOP
         if shape == "normal" and draw(st.integers(0, 4)) == 0:  # a translator's empty STOP first
             chunks.append({"candidates": [candidate(0, finishReason="STOP")]})
+            note(0, False, "STOP")
         for _ in range(draw(st.integers(0, 4))):
             if draw(st.integers(0, 5)) == 0:
                 chunks.append({"usageMetadata": usage()})  # usage only, no candidates
@@ -436,6 +450,9 @@ def gemini_streams(draw: st.DrawFn) -> Generated:
                 body = {"content": {"role": "model", "parts": [{"functionCall": call}]}}
             extra = {"finishReason": "STOP"} if legacy else {}
             cands = [candidate(i, **body, **extra) for i in range(n)]
+            for i in range(n):
+                has_content = part == "call" or body["content"]["parts"][0]["text"] != ""
+                note(i, has_content, "STOP" if legacy else None)
             chunks.append({"candidates": cands, "usageMetadata": usage(), "modelVersion": "g-3"})
         if shape == "error":
             error = {"code": 503, "message": "high demand", "status": "UNAVAILABLE"}
@@ -446,13 +463,17 @@ def gemini_streams(draw: st.DrawFn) -> Generated:
                 reason = draw(st.sampled_from(FINISH_REASONS))
                 last = draw(st.sampled_from(["text", "signature", "none"]))
                 if last == "text":
-                    finals.append(candidate(i, **text(draw(words)), finishReason=reason))
+                    final = candidate(i, **text(draw(words)), finishReason=reason)
+                    note(i, final["content"]["parts"][0]["text"] != "", reason)
+                    finals.append(final)
                 elif last == "signature":
                     parts = [{"text": "", "thoughtSignature": "c2ln"}]
                     content = {"role": "model", "parts": parts}
                     finals.append(candidate(i, content=content, finishReason=reason))
+                    note(i, False, reason)
                 else:
                     finals.append(candidate(i, finishReason=reason))
+                    note(i, False, reason)
             if draw(st.booleans()):
                 chunks.append({"candidates": finals, "usageMetadata": usage()})
             else:  # each candidate finishes in a chunk of its own
@@ -461,7 +482,7 @@ def gemini_streams(draw: st.DrawFn) -> Generated:
                 chunks.append({"usageMetadata": usage()})
     frames = [frame(eol, dumps(chunk)) for chunk in chunks]
     outcome = Outcome.ERROR_EVENT if shape == "error" else Outcome.COMPLETED
-    return Generated("gemini", frames, None, [], outcome)
+    return Generated("gemini", frames, None, ["finish_reason_not_last"] * len(early), outcome)
 
 
 VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {

@@ -36,9 +36,19 @@ CHECKERS: dict[str, type[Checker]] = {
 
 
 def make_checker(
-    protocol: str, request: Mapping[str, Any] | None = None, path: str | None = None
+    protocol: str,
+    request: Mapping[str, Any] | None = None,
+    path: str | None = None,
+    *,
+    json_data: bool = False,
 ) -> Checker:
-    """A checker for ``protocol``; ``"auto"`` decides from the path or the first events."""
+    """A checker for ``protocol``; ``"auto"`` decides from the path or the first events.
+
+    ``json_data`` is a plain-SSE route's promise that its data is JSON (``{"protocol":
+    "sse", "json": true}`` in the route's configuration): the plain checker then reports
+    data that does not parse. The other protocols define their payloads themselves and
+    ignore it.
+    """
     if protocol == AUTO:
         by_path = protocol_for_path(path)
         if by_path is None or by_path not in CHECKERS:
@@ -47,6 +57,8 @@ def make_checker(
         checker = CHECKERS[by_path](request, path)
         checker.protocol_source = "path"
         return checker
+    if protocol == PlainSSEChecker.name:
+        return PlainSSEChecker(request, path, json_data=json_data)
     try:
         checker_class = CHECKERS[protocol]
     except KeyError:

@@ -23,10 +23,24 @@ per candidate index, whether it has finished, and decides at the end:
   an ERROR chunk sets ``error_index`` (outcome ``error_event``, anything after it is
   ``event_after_terminal``).
 
-``finishReason`` is judged only at the end because legacy (2024) streams repeat
-``finishReason: "STOP"`` on every chunk and some OpenAI→Gemini translators send an empty
-``STOP`` chunk *before* the content; both are clean. ``content_after_finish`` is a chunk
-that brings content *without* a finishReason after a finish that itself carried content.
+Whether the stream finished is judged only at the end, because legacy (2024) streams
+repeat ``finishReason: "STOP"`` on every chunk and some OpenAI→Gemini translators send an
+empty ``STOP`` chunk *before* the content: both still end ``completed``, and both are
+``finish_reason_not_last`` (a warning, once per candidate), because relays and clients that
+stop at the first finishReason lose the content after it (google-genai itself keeps
+reading). ``content_after_finish`` (an error) is a chunk that brings content *without* a
+finishReason after a finish that itself carried content: the stream said it was done.
+
+A chunk that fails the shape check still counts: its ``schema_mismatch`` comes with the
+lifecycle rules run on what it carries with the right type (a candidate whose ``index`` is
+unusable is judged at its position in the list, as the SDK's ``response.text`` reads it).
+An error chunk's own shape is checked too: google-genai raises its ``APIError`` from
+``error.code`` and fails with a ``TypeError`` instead when the code is not an integer.
+
+Finding messages never quote the stream: a ``finishReason`` appears only when it is a
+documented one, other values as their size and a short hash (``streamguard._wire``),
+indices and counts as digits when they are sane integers; lists show a few entries and a
+count.
 
 Framing the official Python SDK cannot read
 -------------------------------------------
@@ -47,16 +61,42 @@ any other gap means lines the SDK cannot read. Known blind spot: bytes after the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 
 from streamguard import rules
+from streamguard._wire import number, token
 from streamguard.protocols._base import NO_FINDINGS, Checker
 from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["GeminiChecker"]
+__all__ = ["FINISH_REASONS", "GeminiChecker"]
+
+#: ``FinishReason`` in google-genai (``types.py``): the values a message may quote.
+FINISH_REASONS = frozenset(
+    {
+        "FINISH_REASON_UNSPECIFIED",
+        "STOP",
+        "MAX_TOKENS",
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "OTHER",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "MALFORMED_FUNCTION_CALL",
+        "IMAGE_SAFETY",
+        "UNEXPECTED_TOOL_CALL",
+        "TOO_MANY_TOOL_CALLS",
+        "IMAGE_PROHIBITED_CONTENT",
+        "NO_IMAGE",
+        "IMAGE_RECITATION",
+        "IMAGE_OTHER",
+    }
+)
 
 _DATA_PREFIX = len("data: ")
 #: ``data: {...}`` then LF LF, or CRLF CRLF: the only gaps between events the SDK reads.
@@ -73,22 +113,61 @@ _USAGE_COUNTERS = (
 _NON_CONTENT_PART_KEYS = frozenset({"thought", "thoughtSignature"})
 #: Candidate indices tracked per stream (the API allows at most 8 candidates).
 _MAX_CANDIDATES = 64
+#: Entries a message lists before it says "and N more".
+_LISTED = 3
 
 
 class _Candidate:
     """What the checker knows about one candidate index."""
 
-    __slots__ = ("content_after_finish_reported", "finish_had_content", "finished_at")
+    __slots__ = (
+        "content_after_finish_reported",
+        "finish_had_content",
+        "finish_not_last_reported",
+        "finish_reason",
+        "finished_at",
+    )
 
     def __init__(self) -> None:
         #: The event index of its latest finishReason; None while generating.
         self.finished_at: int | None = None
+        self.finish_reason: str | None = None  # the latest one, to tell a change of mind
         self.finish_had_content = False
         self.content_after_finish_reported = False
+        self.finish_not_last_reported = False
+
+
+class _Problems:
+    """The shape problems of one chunk: the first few in words, the rest counted, so a
+    chunk with a hundred thousand bad candidates makes a short message."""
+
+    __slots__ = ("shown", "total")
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+        self.total = 0
+
+    def add(self, problem: str) -> None:
+        self.total += 1
+        if len(self.shown) < _LISTED:
+            self.shown.append(problem)
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+    def __str__(self) -> str:
+        text = "; ".join(self.shown)
+        return text if self.total <= _LISTED else f"{text}; and {self.total - _LISTED} more"
 
 
 def _type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
+
+
+def _listing(shown: Iterable[str], total: int) -> str:
+    """``0, 1, 2 and 5 more``: a few entries, then a count, whatever ``total`` is."""
+    text = ", ".join(islice(shown, _LISTED))
+    return text if total <= _LISTED else f"{text} and {total - _LISTED} more"
 
 
 def _has_content(candidate: dict[str, Any]) -> bool:
@@ -151,7 +230,8 @@ class GeminiChecker(Checker):
             self.terminal_index = self._last_finish_index
             return framing
         if unfinished:
-            what = f"candidate(s) {', '.join(map(str, unfinished))} never received"
+            listed = _listing(map(number, unfinished), len(unfinished))
+            what = f"candidate(s) {listed} never received"
         else:
             what = "no candidate ever received"
         return (
@@ -170,6 +250,7 @@ class GeminiChecker(Checker):
         try:
             chunk = parse_json(event.data)
         except ValueError as exc:
+            # ``exc`` is pydantic-core's description: a fixed text and a position.
             return (
                 rules.INVALID_JSON.finding(
                     f"event {index}: data is not JSON ({exc}): {preview(event.data)}",
@@ -185,33 +266,32 @@ class GeminiChecker(Checker):
                     event.offset,
                 ),
             )
-        if chunk.get("error"):
-            return self._on_error(chunk["error"], event, index)
+        error = chunk.get("error")
+        if error is not None:
+            return self._on_error(error, event, index)
         found: list[Finding] = []
-        problems: list[str] = []
+        problems = _Problems()
         candidates = chunk.get("candidates")
         if candidates is not None:
             if type(candidates) is list:
                 for position, candidate in enumerate(candidates):
                     self._on_candidate(candidate, position, event, index, found, problems)
             else:
-                problems.append(f"candidates is {_type_name(candidates)}, expected a list")
+                problems.add(f"candidates is {_type_name(candidates)}, expected a list")
         usage = chunk.get("usageMetadata")
         if usage is not None:
             self._on_usage(usage, event, index, found, problems)
         feedback = chunk.get("promptFeedback")
         if feedback is not None:
             if type(feedback) is not dict:
-                problems.append(f"promptFeedback is {_type_name(feedback)}, expected an object")
+                problems.add(f"promptFeedback is {_type_name(feedback)}, expected an object")
             elif feedback.get("blockReason"):
                 # A blocked prompt is the whole stream: nothing may follow it.
                 self.terminal_index = index
         if problems:
             found.insert(
                 0,
-                rules.SCHEMA_MISMATCH.finding(
-                    f"event {index}: {'; '.join(problems)}", index, event.offset
-                ),
+                rules.SCHEMA_MISMATCH.finding(f"event {index}: {problems}", index, event.offset),
             )
         return found
 
@@ -222,70 +302,97 @@ class GeminiChecker(Checker):
         event: Event,
         index: int,
         found: list[Finding],
-        problems: list[str],
+        problems: _Problems,
     ) -> None:
         where = f"candidates[{position}]"
         if type(candidate) is not dict:
-            problems.append(f"{where} is {_type_name(candidate)}, expected an object")
+            problems.add(f"{where} is {_type_name(candidate)}, expected an object")
             return
-        number = candidate.get("index", 0)  # proto3 JSON omits a zero index
+        # proto3 JSON omits a zero index, and reads null as the default (zero) too.
+        number_ = candidate.get("index")
+        if number_ is None:
+            number_ = 0
+        elif type(number_) is not int or number_ < 0:
+            problems.add(f"{where}.index is {number(number_)}, expected a non-negative integer")
+            # Judged where the SDK's own accessors (``response.text``) read it: by position.
+            number_ = position
         finish = candidate.get("finishReason")
-        if type(number) is not int or number < 0:
-            problems.append(f"{where}.index is {number!r}, expected a non-negative integer")
-            return
         if finish is not None and not isinstance(finish, str):
-            problems.append(f"{where}.finishReason is {_type_name(finish)}, expected a string")
+            problems.add(f"{where}.finishReason is {_type_name(finish)}, expected a string")
             finish = None
         content = candidate.get("content")
         if content is not None and (
             type(content) is not dict or type(content.get("parts", [])) is not list
         ):
-            problems.append(f"{where}.content is not an object with a list of parts")
-        state = self._candidates.get(number)
+            problems.add(f"{where}.content is not an object with a list of parts")
+        state = self._candidates.get(number_)
         if state is None:
             if len(self._candidates) >= _MAX_CANDIDATES:
                 return
-            state = self._candidates[number] = _Candidate()
+            state = self._candidates[number_] = _Candidate()
         has_content = _has_content(candidate)
-        if state.finished_at is not None and has_content and finish is None:
-            if not state.finish_had_content:
-                # An empty STOP before the content (some translators): not a real finish.
-                state.finished_at = None
-            elif not state.content_after_finish_reported:
-                state.content_after_finish_reported = True
-                found.append(
-                    rules.CONTENT_AFTER_FINISH.finding(
-                        f"event {index}: candidate {number} brings content after its "
-                        f"finishReason in event {state.finished_at}",
-                        index,
-                        event.offset,
+        # A contentless repeat of the same finishReason is harmless (the final chunk may
+        # carry only a thought signature); a different one contradicts the first.
+        if state.finished_at is not None and (
+            has_content or (finish is not None and finish != state.finish_reason)
+        ):
+            if finish is None and state.finish_had_content:
+                if not state.content_after_finish_reported:
+                    state.content_after_finish_reported = True
+                    found.append(
+                        rules.CONTENT_AFTER_FINISH.finding(
+                            f"event {index}: candidate {number(number_)} brings content after "
+                            f"its finishReason in event {state.finished_at}",
+                            index,
+                            event.offset,
+                        )
                     )
-                )
+            else:
+                # A finish repeated on every chunk (legacy), or an empty finish before the
+                # content (some translators): the stream goes on, but a relay that stops at
+                # the first finishReason does not.
+                if not state.finish_not_last_reported:
+                    state.finish_not_last_reported = True
+                    what = "" if state.finish_had_content else " on a chunk without content"
+                    more = "more content" if has_content else "a different finishReason"
+                    found.append(
+                        rules.FINISH_REASON_NOT_LAST.finding(
+                            f"event {index}: candidate {number(number_)} brings {more} "
+                            f"after the finishReason sent{what} in event {state.finished_at} "
+                            "(reported once per candidate)",
+                            index,
+                            event.offset,
+                        )
+                    )
+                if finish is None:
+                    state.finished_at = None  # that finish was not the end
         if finish is not None:
             state.finished_at = index
+            state.finish_reason = finish
             state.finish_had_content = has_content
             self._last_finish_index = index
 
     def _on_usage(
-        self, usage: object, event: Event, index: int, found: list[Finding], problems: list[str]
+        self, usage: object, event: Event, index: int, found: list[Finding], problems: _Problems
     ) -> None:
         if type(usage) is not dict:
-            problems.append(f"usageMetadata is {_type_name(usage)}, expected an object")
+            problems.add(f"usageMetadata is {_type_name(usage)}, expected an object")
             return
         for counter in _USAGE_COUNTERS:
             value = usage.get(counter)
             if value is None:
                 continue  # proto3 JSON omits zeros: an absent counter says nothing
             if type(value) is not int:
-                problems.append(f"usageMetadata.{counter} is {_type_name(value)}")
+                problems.add(f"usageMetadata.{counter} is {_type_name(value)}")
                 continue
             before = self._usage.get(counter)
             if before is not None and value < before and not self._usage_reported:
                 self._usage_reported = True
                 found.append(
                     rules.USAGE_DECREASED.finding(
-                        f"event {index}: usageMetadata.{counter} went down from {before} to "
-                        f"{value}; usage is cumulative (reported once per stream)",
+                        f"event {index}: usageMetadata.{counter} went down from "
+                        f"{number(before)} to {number(value)}; usage is cumulative (reported "
+                        "once per stream)",
                         index,
                         event.offset,
                     )
@@ -293,17 +400,39 @@ class GeminiChecker(Checker):
             self._usage[counter] = value
 
     def _on_error(self, error: object, event: Event, index: int) -> Sequence[Finding]:
+        """An in-band error ends the stream; its shape is checked as google-genai reads it.
+
+        ``request_streamed`` raises ``APIError.raise_error(error["code"], ...)``, which
+        compares the code with 400 and 500: a code that is missing or not an integer (a
+        string ``"500"``) raises ``TypeError`` instead of the ``APIError`` the application
+        handles. ``message`` is the documented text. ``status`` (``"UNAVAILABLE"``) is
+        checked when present; the SDK tolerates its absence.
+        """
         self.error_index = index
-        if type(error) is not dict or not isinstance(error.get("message"), str):
-            return (
-                rules.SCHEMA_MISMATCH.finding(
-                    f"event {index}: error is not an object with a string message "
-                    f"({preview(event.data)})",
-                    index,
-                    event.offset,
-                ),
-            )
-        return NO_FINDINGS
+        problems = _Problems()
+        if type(error) is not dict:
+            problems.add(f"error is {_type_name(error)}, expected an object")
+        else:
+            code = error.get("code")
+            if type(code) is not int:
+                problems.add(f"error.code is {_type_name(code)}, expected an integer")
+            if not isinstance(error.get("message"), str):
+                problems.add(
+                    f"error.message is {_type_name(error.get('message'))}, expected a string"
+                )
+            status = error.get("status")
+            if status is not None and not isinstance(status, str):
+                problems.add(f"error.status is {_type_name(status)}, expected a string")
+        if not problems:
+            return NO_FINDINGS
+        return (
+            rules.SCHEMA_MISMATCH.finding(
+                f"event {index}: the in-band error is not {{code: integer, message: string, "
+                f"status: string}}: {problems} ({preview(event.data)})",
+                index,
+                event.offset,
+            ),
+        )
 
     # -- framing the SDK cannot read ------------------------------------------------------
 
@@ -315,7 +444,7 @@ class GeminiChecker(Checker):
         if self._framing_reported:
             return None
         if event.event != "message":
-            problem = f"has an 'event: {event.event}' line"
+            problem = f"has an event: line (named {token(event.event, ())})"
         elif event.id is not None or event.retry is not None:
             problem = "has an id: or retry: line"
         elif "\n" in data:

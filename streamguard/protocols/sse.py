@@ -1,21 +1,60 @@
-"""Plain SSE: framing rules only, no payload rules and no terminal signal."""
+"""Plain SSE: framing rules only and no terminal signal; optionally, JSON data.
+
+A plain route carries whatever its app sends, so by default no payload is judged. A route
+whose data is meant to be JSON says so (``{"protocol": "sse", "json": true}``): then every
+event's data must parse as JSON, any JSON value, and data that does not (a Python ``repr``
+of a dict, ``{'a': 1}``, is the classic, from ``str(payload)`` instead of
+``json.dumps(payload)``) is ``invalid_json``, once per event. The ``[DONE]`` sentinel is
+allowed, as the one non-JSON end marker LLM-style streams share.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from streamguard import rules
 from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.sse import Event
 
 __all__ = ["PlainSSEChecker"]
 
+#: The data a JSON route may send that is not JSON: OpenAI's end-of-stream sentinel.
+_SENTINEL = "[DONE]"
+
 
 class PlainSSEChecker(Checker):
-    """Accepts every event; the end of the body is the end of the stream."""
+    """Accepts every event (or, with ``json_data``, every event whose data is JSON); the
+    end of the body is the end of the stream."""
 
     name = "sse"
     has_terminal = False
 
+    def __init__(
+        self,
+        request: Mapping[str, Any] | None = None,
+        path: str | None = None,
+        *,
+        json_data: bool = False,
+    ) -> None:
+        super().__init__(request, path)
+        self.json_data = json_data
+
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        if not self.json_data or event.data == _SENTINEL:
+            return NO_FINDINGS
+        try:
+            parse_json(event.data)
+        except ValueError as exc:
+            # ``exc`` is pydantic-core's description: a fixed text and a position, never
+            # the data; the data itself is shown by size only.
+            return (
+                rules.INVALID_JSON.finding(
+                    f"event {index}: data is not JSON ({exc}): {preview(event.data)}",
+                    index,
+                    event.offset,
+                ),
+            )
         return NO_FINDINGS
