@@ -5,20 +5,25 @@
    should be equal within a few KiB.
 2. The memory of 10,000 open streams (each monitor has seen its first chunks), in bytes
    per stream.
+3. What an idle open stream costs through the whole middleware: 2,000 and 10,000 requests
+   to a raw ASGI app that sent its first two chunks and waits, traced with and without
+   ``StreamGuardMiddleware`` in front; the difference per stream (budget: 2 KiB).
 
 Run: ``python -m benchmarks.memory``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import sys
 import tracemalloc
 from collections.abc import Iterator
+from typing import Any
 
 from benchmarks._timing import print_table, write_results
 from benchmarks.e2e_app import _FINISH, _chunk
-from streamguard import StreamEnd, StreamMonitor
+from streamguard import StreamEnd, StreamGuardMiddleware, StreamMonitor
 from streamguard.liveness import LivenessLimits
 
 
@@ -62,6 +67,60 @@ def per_open_stream(streams: int) -> float:
         tracemalloc.stop()
 
 
+_START = {
+    "type": "http.response.start",
+    "status": 200,
+    "headers": [(b"content-type", b"text/event-stream")],
+}
+_REQUEST = {"type": "http.request", "body": b'{"model":"m","stream":true,"messages":[]}'}
+
+
+async def _idle_app(scope: Any, receive: Any, send: Any) -> None:
+    await receive()
+    await send(_START)
+    for index in range(2):
+        await send({"type": "http.response.body", "body": _chunk(index), "more_body": True})
+    await asyncio.Event().wait()  # open and idle until cancelled
+
+
+async def _traced_open_streams(app: Any, streams: int) -> float:
+    """Traced bytes held per open stream, ``streams`` requests to ``app`` waiting at once."""
+
+    async def receive() -> dict[str, Any]:
+        return _REQUEST
+
+    async def send(message: Any) -> None:
+        pass
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": []}
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        tasks = [asyncio.ensure_future(app(dict(scope), receive, send)) for _ in range(streams)]
+        for _ in range(10):
+            await asyncio.sleep(0)
+        gc.collect()
+        used = tracemalloc.get_traced_memory()[0] - baseline
+    finally:
+        tracemalloc.stop()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return used / streams
+
+
+def idle_stream_cost(streams: int) -> tuple[float, float]:
+    """Bytes per idle open stream without and with the middleware, in one process."""
+
+    async def measure() -> tuple[float, float]:
+        bare = await _traced_open_streams(_idle_app, streams)
+        guarded = StreamGuardMiddleware(_idle_app, metrics=False)
+        return bare, await _traced_open_streams(guarded, streams)
+
+    return asyncio.run(measure())
+
+
 def main() -> int:
     small, large = peak_for(1_000), peak_for(100_000)
     per_stream = per_open_stream(10_000)
@@ -71,6 +130,15 @@ def main() -> int:
         {"measure": "difference (KiB)", "value": (large - small) / 1024},
         {"measure": "per open stream, 10,000 open (bytes)", "value": per_stream},
     ]
+    for streams in (2_000, 10_000):
+        bare, guarded = idle_stream_cost(streams)
+        rows.append(
+            {
+                "measure": f"idle stream through the middleware, {streams:,} open: "
+                "streamguard's share (bytes; budget 2048)",
+                "value": guarded - bare,
+            }
+        )
     print_table(rows)
     path = write_results("memory", rows)
     print(f"\nresults in {path}")

@@ -12,7 +12,7 @@ The middleware and the client-side helpers (``streamguard.testing``) both call
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic_core import from_json
@@ -33,45 +33,64 @@ MAX_REQUESTED_CHOICES = 128
 _MAX_FACT_INT = 2**53
 
 
+_ABSENT: Any = object()
+
+
 class RequestFacts(Mapping[str, Any]):
     """The request's facts, read like the JSON object they came from (``facts.get("n")``).
 
     Only ``stream``, ``n``, ``stream_options.include_usage`` and ``starting_after`` are
-    kept, and only when their types are right; everything else in the request is gone.
+    kept, and only when their types are right; everything else in the request is gone. An
+    ``n`` that is present but unusable reads as ``None``: per-choice counts go unchecked.
     """
 
-    __slots__ = ("_facts",)
+    __slots__ = ("_include_usage", "_n", "_starting_after", "_stream")
 
     def __init__(self, request: Mapping[str, Any]) -> None:
-        facts: dict[str, Any] = {}
         stream = request.get("stream")
-        if type(stream) is bool:
-            facts["stream"] = stream
-        n = request.get("n")
-        if type(n) is int and 1 <= n <= MAX_REQUESTED_CHOICES:
-            facts["n"] = n
-        elif n is not None:
-            facts["n"] = None  # present but unusable: per-choice counts are not checked
+        self._stream: Any = stream if type(stream) is bool else _ABSENT
+        n = request.get("n", _ABSENT)
+        if n is not _ABSENT and not (type(n) is int and 1 <= n <= MAX_REQUESTED_CHOICES):
+            n = None
+        self._n: Any = n
         options = request.get("stream_options")
-        if isinstance(options, Mapping):
-            include_usage = options.get("include_usage")
-            facts["stream_options"] = {"include_usage": include_usage is True}
+        self._include_usage: Any = (
+            options.get("include_usage") is True if isinstance(options, Mapping) else _ABSENT
+        )
         starting_after = request.get("starting_after")
-        if type(starting_after) is int and 0 <= starting_after <= _MAX_FACT_INT:
-            facts["starting_after"] = starting_after
-        self._facts = facts
+        self._starting_after: Any = (
+            starting_after
+            if type(starting_after) is int and 0 <= starting_after <= _MAX_FACT_INT
+            else _ABSENT
+        )
 
     def __getitem__(self, key: str) -> Any:
-        return self._facts[key]
+        if key == "stream_options" and self._include_usage is not _ABSENT:
+            return {"include_usage": self._include_usage}
+        value = {"stream": self._stream, "n": self._n, "starting_after": self._starting_after}.get(
+            key, _ABSENT
+        )
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
 
-    def __iter__(self) -> Any:
-        return iter(self._facts)
+    def __iter__(self) -> Iterator[str]:
+        for key in ("stream", "n", "stream_options", "starting_after"):
+            if key in self:
+                yield key
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self[key]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
 
     def __len__(self) -> int:
-        return len(self._facts)
+        return sum(1 for _ in self)
 
     def __repr__(self) -> str:
-        return f"RequestFacts({self._facts!r})"
+        return f"RequestFacts({dict(self)!r})"
 
 
 def request_facts(

@@ -9,14 +9,17 @@ event of any test carries the marker.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from structlog.testing import capture_logs
 
-from streamguard import StreamGuardMiddleware, StreamReport
+from streamguard import StreamGuardMiddleware, StreamReport, check_stream
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 from .conftest import CANARY_MARKER
@@ -258,3 +261,103 @@ def test_findings_that_quote_the_payload_leak_no_content(case: str) -> None:
     assert report.malformed or report.findings
     assert CANARY_MARKER not in metrics
     assert CANARY_MARKER not in repr(logs)
+
+
+# -- every rule's message, canaries in every field --------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _canaried(value: Any, key: str | None, only: str | None) -> Any:
+    """``value`` with every string (of ``only``'s key, or all) replaced by a canary."""
+    if isinstance(value, dict):
+        return {k: _canaried(v, k, only) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canaried(v, key, only) for v in value]
+    if isinstance(value, str) and (only is None or key == only):
+        return f"{CANARY_MARKER}-{key}-{'x' * 50}"
+    if isinstance(value, int) and not isinstance(value, bool) and (only is None or key == only):
+        return 10**40  # a number no message may print in full
+    return value
+
+
+def _plant(body: bytes, only: str | None) -> bytes:
+    """Canaries in JSON values, event names and ids of each event of ``body``."""
+    out: list[bytes] = []
+    for line in body.split(b"\n"):
+        field, colon, value = line.partition(b":")
+        if colon and field == b"data":
+            try:
+                payload = json.loads(value)
+            except ValueError:
+                out.append(b"data: " + CANARY_MARKER.encode() + b"-data " + value)
+                continue
+            out.append(b"data: " + json.dumps(_canaried(payload, None, only)).encode())
+        elif colon and field in (b"event", b"id") and only is None:
+            out.append(field + b": " + CANARY_MARKER.encode() + b"-" + field)
+        elif colon and not field and only is None:
+            out.append(line)  # a comment: no rule quotes it
+        elif colon and field not in (b"data", b"event", b"id", b"retry") and only is None:
+            out.append(CANARY_MARKER.encode() + b"-field: x")
+        else:
+            out.append(line)
+    return b"\n".join(out)
+
+
+def _corpus() -> list[tuple[str, str, bytes]]:
+    corpus = []
+    for path in sorted(FIXTURES.glob("*/*.sse")) + sorted(FIXTURES.glob("realworld/*/*.sse")):
+        protocol = path.parent.name
+        if protocol not in PATHS and protocol != "sse":
+            protocol = json.loads(path.with_suffix(".json").read_text()).get("protocol", "auto")
+        corpus.append((f"{path.parent.name}/{path.stem}", protocol, path.read_bytes()))
+    return corpus
+
+
+CORPUS = _corpus()
+
+
+def test_no_rule_message_carries_a_wire_value() -> None:
+    """Every fixture, with canaries in all its values or in one key's at a time: no leak."""
+    leaks: list[str] = []
+    fired: set[str] = set()
+    for name, protocol, stream in CORPUS:
+        keys: set[str] = set()
+        for line in stream.split(b"\n"):
+            if line.startswith(b"data:"):
+                with contextlib.suppress(ValueError):
+                    keys.update(_keys(json.loads(line[5:])))
+        for only in [None, *sorted(keys)]:
+            report = check_stream(_plant(stream, only), protocol=protocol)
+            for finding in report.findings:
+                fired.add(finding.rule)
+                if CANARY_MARKER in finding.message or "0" * 40 in finding.message:
+                    leaks.append(f"{name} ({only or 'all'}): {finding.rule}: {finding.message}")
+    assert leaks == []
+    assert len(fired) >= 40, sorted(fired)  # most of the catalog was exercised
+
+
+def test_header_values_are_not_quoted() -> None:
+    """Charset, Content-Length and Content-Encoding values from the head are sizes only."""
+    from streamguard import StreamMonitor
+
+    monitor = StreamMonitor("sse")
+    found = monitor.check_head(
+        f"text/event-stream; charset={CANARY}", f"9{CANARY}", f"{CANARY}-encoding"
+    )
+    assert sorted(f.rule for f in found) == [
+        "bad_content_type_charset",
+        "compressed_stream",
+        "content_length_on_stream",
+    ]
+    assert all(CANARY_MARKER not in finding.message for finding in found)
+
+
+def _keys(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _keys(item)
