@@ -151,3 +151,77 @@ def test_a_rule_first_broken_past_the_cap_is_still_kept() -> None:
     report = check_stream(stream, protocol="openai_chat")
     assert "unterminated_frame" in report.rules()
     assert report.findings_dropped == (("event_after_terminal", 50),)
+
+
+# -- the per-stream ceiling ---------------------------------------------------------------------
+
+#: The documented ceiling of one stream's memory with the default limits (docs/reliability.md):
+#: whatever the stream, the monitor's traced peak stays under it.
+PER_STREAM_CEILING = 8 * 1024 * 1024
+
+
+def _chat_tool_calls(calls: int, size: int) -> bytes:
+    head = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    frames = []
+    for number in range(calls):
+        call = {"index": number, "id": f"call_{number}", "type": "function",
+                "function": {"name": "f", "arguments": "{\"a\": \"" + "x" * size}}  # fmt: skip
+        choice = {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}
+        frames.append(f"data: {head}{json.dumps([choice])}}}\n\n")
+    return "".join(frames).encode()
+
+
+def _responses_open_items(items: int, size: int) -> bytes:
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress"}}
+    ]
+    for number in range(items):
+        item = {"id": f"msg_{number}", "type": "message", "status": "in_progress"}
+        events.append({"type": "response.output_item.added", "output_index": number, "item": item})
+        where = {"item_id": f"msg_{number}", "output_index": number, "content_index": 0}
+        events.append({"type": "response.content_part.added", **where,
+                       "part": {"type": "output_text", "text": ""}})  # fmt: skip
+        events.append({"type": "response.output_text.delta", **where, "delta": "x" * size})
+    return b"".join(
+        f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': i})}\n\n".encode()
+        for i, event in enumerate(events)
+    )
+
+
+HOSTILE_STREAMS: dict[str, tuple[str, Callable[[], bytes]]] = {
+    "300 tool calls x 60 KB": ("openai_chat", lambda: _chat_tool_calls(300, 60_000)),
+    "300 open Responses items x 60 KB": (
+        "openai_responses",
+        lambda: _responses_open_items(300, 60_000),
+    ),
+    "[DONE] then 500,000 tiny events": (
+        "openai_chat",
+        lambda: b"data: [DONE]\n\n" + b"data: x\n\n" * 500_000,
+    ),
+    "seven 1 MB undecided events": (
+        "auto",
+        lambda: (b"data: " + b"y" * 1_000_000 + b"\n\n") * 7,
+    ),
+    "a 1 MiB event of short data lines": (
+        "sse",
+        lambda: b"data:xy\n" * (1024 * 1024 // 8 - 1) + b"\n",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(HOSTILE_STREAMS))
+def test_one_stream_stays_under_the_documented_ceiling(name: str) -> None:
+    """Each hostile stream of issue 13, fed in 64 KiB chunks, peaks under the ceiling."""
+    protocol, make = HOSTILE_STREAMS[name]
+    stream = make()
+    chunks = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
+    del stream
+    tracemalloc.start()
+    try:
+        report = check_stream(iter(chunks), protocol=protocol)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.bytes == sum(map(len, chunks))
+    assert peak < PER_STREAM_CEILING, f"{name}: {peak / 2**20:.1f} MiB"
