@@ -168,7 +168,7 @@ class StreamGuardMiddleware:
             return None
         sweeper = self._sweepers.get(loop)
         if sweeper is None:
-            sweeper = self._sweepers[loop] = _Sweeper(self.poll_interval)
+            sweeper = self._sweepers[loop] = _Sweeper(self.poll_interval, self.open_streams)
         return sweeper
 
     def _count_internal_error(
@@ -540,37 +540,46 @@ class _Sweeper:
 
     One task for thousands of streams: per-stream timer handles would have to be
     rescheduled on every frame. The task starts with the first open stream and is
-    cancelled when the last one ends, so nothing outlives the streams it watches.
+    cancelled when the last one ends, so nothing outlives the streams it watches. The
+    streams themselves are the middleware's ``open_streams`` (those of this loop carry
+    this sweeper); the sweeper only counts them, so an open stream is held in one set.
     """
 
-    __slots__ = ("_interval", "_task", "watches")
+    __slots__ = ("_interval", "_open_streams", "_task", "count")
 
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, open_streams: set[_StreamWatch]) -> None:
         self._interval = interval
+        self._open_streams = open_streams
         self._task: asyncio.Task[None] | None = None
-        self.watches: set[_StreamWatch] = set()
+        #: The open streams of this loop.
+        self.count = 0
 
     @property
     def running(self) -> bool:
         return self._task is not None
 
+    @property
+    def watches(self) -> list[_StreamWatch]:
+        """The open streams this sweeper polls."""
+        return [watch for watch in self._open_streams if watch._sweeper is self]
+
     def add(self, watch: _StreamWatch) -> None:
-        self.watches.add(watch)
+        self.count += 1
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name="streamguard-sweeper"
             )
 
     def discard(self, watch: _StreamWatch) -> None:
-        self.watches.discard(watch)
-        if not self.watches and self._task is not None:
+        self.count -= 1
+        if not self.count and self._task is not None:
             self._task.cancel()
             self._task = None
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self._interval)
-            for watch in list(self.watches):
+            for watch in self.watches:
                 watch.poll()
 
 
