@@ -341,6 +341,7 @@ class OpenAIChatChecker(Checker):
     name = "openai_chat"
 
     __slots__ = (
+        "_choice0",
         "_choices",
         "_created",
         "_id",
@@ -358,7 +359,10 @@ class OpenAIChatChecker(Checker):
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
         self._phase = _Phase.STREAMING
-        self._choices: dict[int, _ChoiceState] = {}
+        # Choice 0, which nearly every stream has alone, in a slot of its own; the others
+        # in a dict made for the second (a one-entry dict costs more than the checker).
+        self._choice0: _ChoiceState | None = None
+        self._choices: dict[int, _ChoiceState] | None = None
         self._max_choice: int | None = None  # the highest index seen, kept as they arrive
         self._tool_calls = 0  # tool calls tracked across the stream's choices
         # The first ordinary chunk's id and created; every later one must repeat them.
@@ -522,7 +526,7 @@ class OpenAIChatChecker(Checker):
         if type(delta) is not dict or len(delta) != 1 or type(delta.get("content")) is not str:
             return False
         number = choice.get("index")
-        state = self._choices.get(number) if type(number) is int else None
+        state = self._choice(number) if type(number) is int else None
         if state is None or state.finished_at is not None:
             return False
         created = get("created")
@@ -624,9 +628,11 @@ class OpenAIChatChecker(Checker):
 
     def _on_choice(self, choice: _Choice, event: Event, index: int, found: list[Finding]) -> None:
         number = choice["index"]
-        state = self._choices.get(number)
+        state = self._choice(number)
         if state is None:
-            if len(self._choices) >= MAX_TRACKED_CHOICES:
+            others = self._choices
+            tracked = (self._choice0 is not None) + (0 if others is None else len(others))
+            if tracked >= MAX_TRACKED_CHOICES:
                 return  # past the bound: this choice goes unchecked
             state = self._new_choice(number, event, index, found)
         delta = choice.get("delta")
@@ -662,8 +668,27 @@ class OpenAIChatChecker(Checker):
             )
         if highest is None or number > highest:
             self._max_choice = number
-        state = self._choices[number] = _ChoiceState()
+        state = _ChoiceState()
+        if number == 0:
+            self._choice0 = state
+        else:
+            if self._choices is None:
+                self._choices = {}
+            self._choices[number] = state
         return state
+
+    def _choice(self, number: int) -> _ChoiceState | None:
+        if number == 0:
+            return self._choice0
+        others = self._choices
+        return None if others is None else others.get(number)
+
+    def _all_choices(self) -> dict[int, _ChoiceState]:
+        """Every tracked choice by index (a new dict: for the end-of-stream checks)."""
+        choices = {} if self._choice0 is None else {0: self._choice0}
+        if self._choices is not None:
+            choices.update(self._choices)
+        return choices
 
     def _on_delta(
         self,
@@ -972,7 +997,9 @@ class OpenAIChatChecker(Checker):
             return
         self._usage_at = index
         self._phase = _Phase.USAGE_SENT
-        unfinished = sorted(n for n, state in self._choices.items() if state.finished_at is None)
+        unfinished = sorted(
+            n for n, state in self._all_choices().items() if state.finished_at is None
+        )
         if unfinished:
             found.append(
                 rules.USAGE_NOT_LAST.finding(
@@ -985,13 +1012,14 @@ class OpenAIChatChecker(Checker):
 
     def _unfinished_choices(self, index: int, offset: int, when: str) -> list[Finding]:
         # Bounded: at most MAX_TRACKED_CHOICES tracked, and n is at most MAX_CHECKED_N.
-        expected = set(self._choices)
+        choices = self._all_choices()
+        expected = set(choices)
         if self._n is not None:
             expected.update(range(self._n))
-        missing = sorted(n for n in expected if n not in self._choices or not self._finished(n))
+        missing = sorted(n for n in expected if n not in choices or choices[n].finished_at is None)
         if not missing:
             return []
-        never = [n for n in missing if n not in self._choices]
+        never = [n for n in missing if n not in choices]
         detail = f" ({_listed(never)} never appeared)" if never else ""
         return [
             rules.MISSING_FINISH_REASON.finding(
@@ -1000,6 +1028,3 @@ class OpenAIChatChecker(Checker):
                 offset,
             )
         ]
-
-    def _finished(self, number: int) -> bool:
-        return self._choices[number].finished_at is not None
