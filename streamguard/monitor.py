@@ -138,7 +138,7 @@ class StreamMonitor:
         self.notes: tuple[str, ...] = ()
         self._parser = EventParser(max_event_bytes)
         self._clock = clock
-        self._findings: list[Finding] = []
+        self._findings: list[Finding] | None = None  # made by the first finding
         self._kept_rules: set[str] | None = None  # built when the cap is first reached
         self._dropped: dict[str, int] | None = None
         self._inspecting = True
@@ -166,7 +166,7 @@ class StreamMonitor:
     @property
     def findings(self) -> tuple[Finding, ...]:
         """The findings kept so far (see ``MAX_KEPT_FINDINGS``)."""
-        return tuple(self._findings)
+        return () if self._findings is None else tuple(self._findings)
 
     @property
     def inspecting(self) -> bool:
@@ -188,6 +188,8 @@ class StreamMonitor:
     def _record(self, found: Iterable[Finding]) -> None:
         """Keep ``found`` on the report, within ``MAX_KEPT_FINDINGS``; count the rest."""
         kept = self._findings
+        if kept is None:
+            kept = self._findings = []
         for finding in found:
             if len(kept) < MAX_KEPT_FINDINGS:
                 kept.append(finding)
@@ -394,7 +396,7 @@ class StreamMonitor:
         self.report = StreamReport(
             protocol=checker.name,
             outcome=outcome,
-            findings=tuple(self._findings),
+            findings=self.findings,
             events=events,
             bytes=offset,
             body_messages=self.body_messages,
@@ -422,7 +424,7 @@ class StreamMonitor:
         self.report = StreamReport(
             protocol=self.protocol,
             outcome=OUTCOMES[end][column],
-            findings=tuple(self._findings),
+            findings=self.findings,
             events=0,
             bytes=0,
             body_messages=self.body_messages,
