@@ -185,8 +185,10 @@ class StreamMonitor:
         """Say something about how the stream was checked, for its report."""
         self.notes += (note,)
 
-    def _record(self, found: Iterable[Finding]) -> None:
+    def _record(self, found: Sequence[Finding]) -> None:
         """Keep ``found`` on the report, within ``MAX_KEPT_FINDINGS``; count the rest."""
+        if not found:
+            return
         kept = self._findings
         if kept is None:
             kept = self._findings = []
