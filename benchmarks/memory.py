@@ -8,6 +8,8 @@
 3. What an idle open stream costs through the whole middleware: 2,000 and 10,000 requests
    to a raw ASGI app that sent its first two chunks and waits, traced with and without
    ``StreamGuardMiddleware`` in front; the difference per stream (budget: 2 KiB).
+4. The peak of one monitor over each hostile stream of ``tests/test_hostile.py`` (fed in
+   64 KiB chunks), against the documented per-stream ceiling.
 
 Run: ``python -m benchmarks.memory``.
 """
@@ -121,6 +123,26 @@ def idle_stream_cost(streams: int) -> tuple[float, float]:
     return asyncio.run(measure())
 
 
+def hostile_peaks() -> list[tuple[str, int]]:
+    """The traced peak of one stream's check over each hostile stream of the tests."""
+    from streamguard import check_stream
+    from tests.test_hostile import HOSTILE_STREAMS
+
+    peaks = []
+    for name, (protocol, make) in sorted(HOSTILE_STREAMS.items()):
+        stream = make()
+        chunks = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
+        del stream
+        gc.collect()
+        tracemalloc.start()
+        try:
+            check_stream(iter(chunks), protocol=protocol)
+            peaks.append((name, tracemalloc.get_traced_memory()[1]))
+        finally:
+            tracemalloc.stop()
+    return peaks
+
+
 def main() -> int:
     small, large = peak_for(1_000), peak_for(100_000)
     per_stream = per_open_stream(10_000)
@@ -137,6 +159,15 @@ def main() -> int:
                 "measure": f"idle stream through the middleware, {streams:,} open: "
                 "streamguard's share (bytes; budget 2048)",
                 "value": guarded - bare,
+            }
+        )
+    from tests.test_hostile import PER_STREAM_CEILING
+
+    for name, peak in hostile_peaks():
+        rows.append(
+            {
+                "measure": f"peak, {name} (MiB; ceiling {PER_STREAM_CEILING / 2**20:.0f})",
+                "value": peak / 2**20,
             }
         )
     print_table(rows)
