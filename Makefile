@@ -6,10 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test demo lint bench docs fuzz clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench,docs]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench,docs]'
 	touch $(STAMP)
 
 lint: $(STAMP)
