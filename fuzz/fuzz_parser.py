@@ -1,14 +1,17 @@
 """Fuzz target: the SSE parser never raises, and its events do not depend on the cutting.
 
 Input: 4 control bytes (event size limit, a chunk size, a split point), then the body.
-The body is parsed whole, split in two at the fuzz-chosen point, and in fixed-size chunks;
-events, findings and byte counts must agree, and every finding must name a catalog rule.
+The body is parsed whole, split in two at the fuzz-chosen point, in fixed-size chunks, one
+event per chunk (as servers send, which is what takes the parser's one-event fast path),
+and one byte at a time; events, findings and byte counts must agree, and every finding
+must name a catalog rule.
 Run: ``python fuzz/fuzz_parser.py`` (``FUZZ_SECONDS``, or any libFuzzer option).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 
 from _runner import main  # the script directory is on sys.path
 
@@ -22,6 +25,8 @@ with atheris.instrument_imports(include=["streamguard"]) if atheris else context
     from streamguard.sse import EventParser
 
 LIMITS = (1 << 20, 4096, 64, 7)
+#: After each blank line: where a server's one-event chunks end.
+FRAME_ENDS = re.compile(rb"(?<=\n\n)|(?<=\r\r)|(?<=\r\n\r\n)")
 
 
 def parse(chunks: list[bytes], limit: int) -> tuple[object, ...]:
@@ -49,6 +54,10 @@ def test_one_input(data: bytes) -> None:
     assert two == whole, (split, two, whole)
     stepped = parse([body[i : i + step] for i in range(0, len(body), step)], limit)
     assert stepped == whole, (step, stepped, whole)
+    framewise = parse(FRAME_ENDS.split(body), limit)
+    assert framewise == whole, (framewise, whole)
+    bytewise = parse([body[i : i + 1] for i in range(len(body))], limit)
+    assert bytewise == whole, (bytewise, whole)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,14 @@ Problems with the bytes themselves (invalid UTF-8, an event past ``max_event_byt
 unfinished event when the input ends) become ``Finding``s, collected by
 ``drain_findings`` and ``close``. Past the size limit the parser stops inspecting: it only
 counts bytes, so memory stays bounded whatever arrives.
+
+Invalid UTF-8 follows one rule, whatever the cutting: clients decode the whole stream before
+they parse it, so every complete line must be UTF-8, kept or not (an ``event:`` line a later
+one overrides, a comment, an unknown field). The first bad line found is reported, once per
+stream: data lines when their event is dispatched (or when the body ends before that), since
+decoding them once is the hot path; every other line as it is read. Lines of an event are
+located at the event's start, other lines at their own. The unfinished line the body may end
+with is not checked: clients discard it, and ``unterminated_frame`` already reports it.
 """
 
 from __future__ import annotations
@@ -90,7 +98,8 @@ class EventParser:
         # The event being built.
         self._event_start: int | None = None
         self._data: list[bytes] = []
-        self._event_type = b""
+        #: Its type, decoded when its ``event:`` line is read ("message" when unset).
+        self._event_type = "message"
         # State the spec keeps across events.
         self._last_id: str | None = None
         self._retry: int | None = None
@@ -182,6 +191,9 @@ class EventParser:
         if self.inspecting and (self._event_start is not None or self._partial):
             start = self._event_start if self._event_start is not None else self._offset
             pending = self._offset + len(self._partial) - start
+            if self._data:
+                # Its data lines were read whole but are decoded only at dispatch.
+                self._decode(b"\n".join(self._data), start)
             if self._data or self._partial.startswith(b"data"):
                 what = "clients discard the unfinished event"
             else:
@@ -232,6 +244,7 @@ class EventParser:
         self.inspecting = False
         self._partial.clear()
         self._data.clear()
+        self._event_type = "message"
 
     def _single_event(self, data: bytes) -> Event | None:
         """The fast path for a chunk that is exactly one fresh event, as most servers send.
@@ -253,14 +266,11 @@ class EventParser:
             return None
         # The chunk ends with a blank line, so ``lines`` ends with two empty strings.
         if len(lines) == 3:
-            line = lines[0]
-            event_type = "message"
+            head, line = b"", lines[0]
         elif len(lines) == 4:
             head, line = lines[0], lines[1]
             if head[:6] != b"event:":
                 return None
-            name = head[7:] if head[6:7] == b" " else head[6:]
-            event_type = self._event_name(name, self._offset) if name else "message"
         else:
             return None
         if line[:5] != b"data:":
@@ -269,6 +279,13 @@ class EventParser:
             text = (line[6:] if line[5:6] == b" " else line[5:]).decode()
         except UnicodeDecodeError:
             return None  # the general path reports it
+        # Only now is the chunk known to be this event: the name is decoded (and, if it is
+        # not UTF-8, reported) as the general path would on reading its line.
+        event_type = (
+            self._event_name(head[7:] if head[6:7] == b" " else head[6:], self._offset)
+            if head
+            else "message"
+        )
         event = _new_event(Event, (event_type, text, self._last_id, self._retry, self._offset))
         self._offset += len(data)
         self.events_dispatched += 1
@@ -311,7 +328,9 @@ class EventParser:
                 if line[:5] == b"data:":
                     data.append(line[6:] if line[5:6] == b" " else line[5:])
                 elif line[:6] == b"event:":
-                    self._event_type = line[7:] if line[6:7] == b" " else line[6:]
+                    self._event_type = self._event_name(
+                        line[7:] if line[6:7] == b" " else line[6:], event_start
+                    )
                 elif line[0] == _COLON:
                     if not line.isascii():  # a comment: only its encoding matters
                         self._decode(line, offset)
@@ -323,27 +342,17 @@ class EventParser:
                     text = raw.decode()
                 except UnicodeDecodeError:
                     text = self._decode(raw, event_start or 0)
-                event_type = self._event_type
                 events.append(
                     _new_event(
-                        Event,
-                        (
-                            self._event_name(event_type, event_start or 0)
-                            if event_type
-                            else "message",
-                            text,
-                            self._last_id,
-                            self._retry,
-                            event_start,
-                        ),
+                        Event, (self._event_type, text, self._last_id, self._retry, event_start)
                     )
                 )
                 self.events_dispatched += 1
                 data.clear()
-                self._event_type = b""
+                self._event_type = "message"
                 event_start = None
             else:  # a blank line ends a block with no data: nothing to dispatch
-                self._event_type = b""
+                self._event_type = "message"
                 event_start = None
             offset += len(line) + ending
         self._offset = offset
@@ -351,6 +360,8 @@ class EventParser:
         return events
 
     def _field(self, line: bytes, line_start: int) -> None:
+        if not line.isascii():  # kept or not, the line must be UTF-8
+            self._decode(line, line_start)
         colon = line.find(b":")
         if colon < 0:
             name, value = line, b""
@@ -358,19 +369,17 @@ class EventParser:
             name, value = line[:colon], line[colon + 1 :]
             if value[:1] == b" ":
                 value = value[1:]
-        if name == b"event":
-            self._event_type = value
+        if name == b"event":  # a bare "event" line: an empty value
+            self._event_type = "message"
         elif name == b"data":  # a bare "data" line: an empty value
             self._data.append(value)
         elif name == b"id":
-            if b"\0" not in value:
-                self._last_id = self._decode(value, line_start)
+            if b"\0" not in value:  # the line was checked above: no second report
+                self._last_id = value.decode("utf-8", "replace")
         elif name == b"retry":
             if value.isdigit():  # bytes.isdigit is ASCII-only, as the spec requires
                 self._retry = int(value)
         else:
-            if not line.isascii():
-                self._decode(line, line_start)
             if name not in self._seen_unknown_fields and len(self._seen_unknown_fields) < 8:
                 self._seen_unknown_fields.add(name)
                 shown = name[:40].decode("utf-8", "backslashreplace")
@@ -386,6 +395,8 @@ class EventParser:
         """Decode an event type; a stream uses a few names, so they are decoded once."""
         name = self._event_names.get(raw)
         if name is None:
+            if not raw:
+                return "message"  # an empty type is the default
             name = self._decode(raw, where)
             if (
                 len(self._event_names) < _MAX_CACHED_EVENT_NAMES
