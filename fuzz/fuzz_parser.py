@@ -3,8 +3,8 @@
 Input: 4 control bytes (event size limit, a chunk size, a split point), then the body.
 The body is parsed whole, split in two at the fuzz-chosen point, in fixed-size chunks, one
 event per chunk (as servers send, which is what takes the parser's one-event fast path),
-and one byte at a time; events, findings and byte counts must agree, and every finding
-must name a catalog rule.
+one byte at a time, and whole with tiny windows and eager data-line compaction; events,
+findings and byte counts must agree, and every finding must name a catalog rule.
 Run: ``python fuzz/fuzz_parser.py`` (``FUZZ_SECONDS``, or any libFuzzer option).
 """
 
@@ -21,6 +21,7 @@ except ImportError:
     atheris = None
 
 with atheris.instrument_imports(include=["streamguard"]) if atheris else contextlib.nullcontext():
+    from streamguard import sse
     from streamguard.rules import RULES
     from streamguard.sse import EventParser
 
@@ -37,6 +38,15 @@ def parse(chunks: list[bytes], limit: int) -> tuple[object, ...]:
         findings.extend(parser.drain_findings())
     findings.extend(parser.close())
     return tuple(events), tuple(findings), parser.events_dispatched, parser.bytes_seen
+
+
+def parse_with_small_buffers(chunks: list[bytes], limit: int) -> tuple[object, ...]:
+    saved = sse._WINDOW, sse._MAX_HELD_DATA_LINES
+    sse._WINDOW, sse._MAX_HELD_DATA_LINES = 16, 1
+    try:
+        return parse(chunks, limit)
+    finally:
+        sse._WINDOW, sse._MAX_HELD_DATA_LINES = saved
 
 
 def test_one_input(data: bytes) -> None:
@@ -56,6 +66,8 @@ def test_one_input(data: bytes) -> None:
     assert stepped == whole, (step, stepped, whole)
     framewise = parse(FRAME_ENDS.split(body), limit)
     assert framewise == whole, (framewise, whole)
+    small = parse_with_small_buffers([body], limit)
+    assert small == whole, (small, whole)
     bytewise = parse([body[i : i + 1] for i in range(len(body))], limit)
     assert bytewise == whole, (bytewise, whole)
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import tracemalloc
 from itertools import pairwise
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from streamguard import sse
 from streamguard.report import Finding
 from streamguard.sse import Event, EventParser
 
@@ -386,6 +388,34 @@ def test_one_event_per_chunk_equals_bytewise_and_reference(body: bytes) -> None:
     assert framewise[0] == reference_events(body)
 
 
+@st.composite
+def data_heavy_bodies(draw: st.DrawFn) -> bytes:
+    """Events of several data lines each: what data-line compaction is for."""
+    events = []
+    for _ in range(draw(st.integers(1, 4))):
+        lines = [b"data: " + draw(_text) for _ in range(draw(st.integers(1, 12)))]
+        events.append(b"\n".join(lines) + draw(_line_ending) * 2)
+    return b"".join(events)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.one_of(sse_bodies(), data_heavy_bodies()),
+    points=cut_points,
+    limit=st.sampled_from([40, 1 << 20]),
+)
+def test_windows_and_compaction_change_nothing(body: bytes, points: list[int], limit: int) -> None:
+    """With tiny windows and eager compaction, events and findings are those of the reference."""
+    with pytest.MonkeyPatch.context() as small_buffers:
+        small_buffers.setattr(sse, "_WINDOW", 16)
+        small_buffers.setattr(sse, "_MAX_HELD_DATA_LINES", 1)
+        events, findings = parse_all(cut_at(body, points), limit)
+        whole = parse_all([body], limit)
+    if limit > len(body):
+        assert events == reference_events(body)
+    assert (events, findings) == whole == parse_all([body], limit)
+
+
 def test_fixed_chunkings_agree() -> None:
     """The shared chunking helper's cuttings all agree on a mixed body."""
     body = b"\xef\xbb\xbf: c\r\nevent: x\rdata: \xe2\x82\xac\r\n\r\nid: 1\ndata\n\ndata: tail"
@@ -456,3 +486,76 @@ def test_an_unfinished_last_line_is_not_checked_for_utf8() -> None:
     """A body cut inside a character is one unterminated frame, not also invalid UTF-8."""
     _, findings = parse_all([b"data: a\n\ndata: \xe2\x82"])
     assert [f.rule for f in findings] == ["unterminated_frame"]
+
+
+# -- memory: bounded by max_event_bytes, with a small constant ----------------------------
+
+MIB = 1 << 20
+
+
+def peak_while_parsing(chunks: list[bytes], limit: int) -> tuple[int, list[Event]]:
+    """tracemalloc's peak over parsing ``chunks`` (allocated before), and the events."""
+    parser = EventParser(max_event_bytes=limit)
+    events: list[Event] = []
+    tracemalloc.start()
+    try:
+        for chunk in chunks:
+            events += parser.feed(chunk)
+        events += parser.feed(b"")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert parser.close() == []
+    return peak, events
+
+
+@pytest.mark.parametrize("chunk_size", [MIB, 64 * 1024, 997])
+@pytest.mark.parametrize("line", [b"data:xy\n", b"data\r\n"])
+def test_an_event_of_many_short_data_lines_is_held_compactly(chunk_size: int, line: bytes) -> None:
+    """A 1 MiB event of short data lines peaks well under 3x the limit, however it is cut."""
+    body = line * ((MIB - 16) // len(line)) + line[-1:]
+    chunks = [body[i : i + chunk_size] for i in range(0, len(body), chunk_size)]
+    peak, events = peak_while_parsing(chunks, MIB)
+    assert len(events) == 1
+    value = line.split(b":")[1].strip() if b":" in line else b""
+    assert events[0].data == "\n".join([value.decode()] * ((MIB - 16) // len(line)))
+    assert peak < 2 * MIB, peak
+
+
+def test_long_unknown_field_names_are_not_kept() -> None:
+    """Unknown field names are remembered to report each once, but not at their full size."""
+    chunks = [b"%d" % i + b"n" * (MIB // 2) + b": x\n\n" for i in range(8)]
+    parser = EventParser(max_event_bytes=MIB)
+    tracemalloc.start()
+    try:
+        for chunk in chunks:
+            parser.feed(chunk)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [f.rule for f in parser.drain_findings()] == ["unknown_field"] * 8
+    assert held < 64 * 1024, held
+
+
+def test_large_chunks_are_read_in_windows_without_cutting_a_crlf() -> None:
+    """A chunk far past the window, CRLFs on every boundary, gives the reference's events."""
+    frames = [b"event: e%d\r\ndata: %s\r\n\r\n" % (i, b"x" * (i % 50)) for i in range(5000)]
+    body = b"".join(frames) + b"data: lone\rdata: cr\r\r"
+    assert len(body) > 4 * sse._WINDOW
+    events, findings = parse_all([body])
+    assert events == reference_events(body)
+    assert findings == []
+
+
+def test_a_chunk_past_the_limit_without_a_line_ending_is_not_copied() -> None:
+    """A huge chunk with no line ending is judged too large before it is kept."""
+    chunk = b"data: " + b"x" * (8 * MIB)
+    parser = EventParser(max_event_bytes=MIB)
+    tracemalloc.start()
+    try:
+        parser.feed(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [f.rule for f in parser.drain_findings()] == ["event_too_large"]
+    assert peak < MIB, peak
