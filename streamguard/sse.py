@@ -38,7 +38,8 @@ dispatched. Three things need care at chunk boundaries:
 Problems with the bytes themselves (invalid UTF-8, an event past ``max_event_bytes``, an
 unfinished event when the input ends) become ``Finding``s, collected by
 ``drain_findings`` and ``close``. Past the size limit the parser stops inspecting: it only
-counts bytes, so memory stays bounded whatever arrives.
+counts bytes, so memory stays bounded whatever arrives. A finding's message gives offsets
+and sizes only: a field name is shown as ``_wire.describe`` shows any wire value.
 
 Invalid UTF-8 follows one rule, whatever the cutting: clients decode the whole stream before
 they parse it, so every complete line must be UTF-8, kept or not (an ``event:`` line a later
@@ -57,6 +58,7 @@ from itertools import repeat
 from typing import NamedTuple
 
 from streamguard import rules
+from streamguard._wire import describe
 from streamguard.report import Finding
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Event", "EventParser"]
@@ -77,6 +79,7 @@ _WINDOW = 32 * 1024
 #: longer than ``_MAX_KEPT_NAME_BYTES`` only by a digest.
 _MAX_UNKNOWN_FIELDS = 8
 _MAX_KEPT_NAME_BYTES = 64
+_FIELD_NAMES = frozenset((b"data", b"event", b"id", b"retry"))
 
 
 class Event(NamedTuple):
@@ -478,10 +481,16 @@ class EventParser:
         if key in seen or len(seen) >= _MAX_UNKNOWN_FIELDS:
             return
         seen.add(key)
-        shown = name[:40].decode("utf-8", "backslashreplace")
+        # A known name in other letters or with spaces is the usual cause; saying so
+        # reveals only that the name is one of four.
+        hint = (
+            " (a known field name, spelled differently: names are exact)"
+            if name.strip().lower() in _FIELD_NAMES
+            else ""
+        )
         self.findings.append(
             rules.UNKNOWN_FIELD.finding(
-                f"unknown field {shown!r} at byte {line_start} is ignored by clients",
+                f"unknown field {describe(name)} at byte {line_start} is ignored by clients{hint}",
                 self.events_dispatched,
                 line_start,
             )

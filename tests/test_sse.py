@@ -11,6 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamguard import sse
+from streamguard._wire import describe
 from streamguard.report import Finding
 from streamguard.sse import Event, EventParser
 
@@ -486,6 +487,28 @@ def test_an_unfinished_last_line_is_not_checked_for_utf8() -> None:
     """A body cut inside a character is one unterminated frame, not also invalid UTF-8."""
     _, findings = parse_all([b"data: a\n\ndata: \xe2\x82"])
     assert [f.rule for f in findings] == ["unterminated_frame"]
+
+
+# -- privacy: no wire value in a finding message ------------------------------------------
+
+
+def test_unknown_field_message_describes_the_name_without_showing_it() -> None:
+    """The message gives the name's size and hash and the offset, never the name's bytes."""
+    name = b"SGCANARY_secret_field"
+    _, findings = parse_all([b"data: a\n\n" + name + b": value\n\n"])
+    [finding] = findings
+    assert "SGCANARY" not in finding.message
+    assert describe(name) in finding.message
+    assert "at byte 9" in finding.message
+
+
+@pytest.mark.parametrize("name", [b"Data", b"EVENT", b"data ", b" id"])
+def test_unknown_field_that_misspells_a_known_one_says_so(name: bytes) -> None:
+    """A known name in other letters or with spaces is named as such, the value unshown."""
+    _, findings = parse_all([name + b": x\n\n"])
+    assert "a known field name, spelled differently" in findings[0].message
+    _, findings = parse_all([b"datum: x\n\n"])
+    assert "spelled differently" not in findings[0].message
 
 
 # -- memory: bounded by max_event_bytes, with a small constant ----------------------------
