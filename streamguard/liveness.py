@@ -23,10 +23,15 @@ Three detectors share the bookkeeping:
     The stream did not arrive incrementally: with at least ``burst_min_events`` events,
     either every event arrived in one body message, or every event arrived within
     ``burst_window_s`` of the first while the first took more than
-    ``burst_first_event_ratio`` windows to arrive. A proxy that collects an answer and
-    flushes it looks like that: a long silence, then everything at once. A fast healthy
-    provider (2,000 tokens/s spreads 200 events over 100 ms) and a short answer (fewer
-    events than the minimum) do not. Judged once, at a clean end.
+    ``burst_first_event_ratio`` windows to arrive *and* the events came in few body
+    messages (at most two, or ``burst_min_events_per_message`` events per message on
+    average). A proxy that collects an answer and flushes it looks like that: a long
+    silence, then everything at once, in one or a few writes. Timing alone cannot tell it
+    from a fast generator after a slow first token (33 events in 20 ms, each its own
+    ``send``), so the message count decides; ``burst_timing_only`` restores the
+    timing-only judgement for an app known to re-send a buffered answer event by event.
+    A fast healthy provider (2,000 tokens/s spreads 200 events over 100 ms) and a short
+    answer (fewer events than the minimum) are never a flush. Judged once, at a clean end.
 """
 
 from __future__ import annotations
@@ -48,6 +53,11 @@ class LivenessLimits:
     burst_window_s: float = 0.02
     burst_first_event_ratio: float = 20.0
     burst_min_events: int = 16
+    #: A burst in more than two body messages is a flush only with at least this many
+    #: events per message on average (a generator sends one per message).
+    burst_min_events_per_message: float = 8.0
+    #: Judge a burst by its timing alone, however many body messages carried it.
+    burst_timing_only: bool = False
 
 
 class Liveness:
@@ -55,6 +65,7 @@ class Liveness:
 
     __slots__ = (
         "_body_not_ended_reported",
+        "_event_messages",
         "_first_event_message",
         "_last_activity",
         "_last_event_message",
@@ -79,6 +90,8 @@ class Liveness:
         self._body_not_ended_reported = False
         self._first_event_message = 0
         self._last_event_message = 0
+        #: How many body messages completed at least one event.
+        self._event_messages = 0
         self.first_event_at: float | None = None
         self.last_event_at: float | None = None
         self.terminal_at: float | None = None
@@ -93,6 +106,9 @@ class Liveness:
         self._stalled = False
 
     def on_events(self, now: float, body_message: int) -> None:
+        """Events were completed by body message number ``body_message`` (once per message)."""
+        if body_message != self._last_event_message:
+            self._event_messages += 1
         last = self.last_event_at
         if last is None:
             self.first_event_at = now
@@ -172,11 +188,19 @@ class Liveness:
             )
         to_first = first - self._started_at
         span = last - first
-        if span <= limits.burst_window_s and to_first > limits.burst_first_event_ratio * (
-            limits.burst_window_s
+        if span > limits.burst_window_s or to_first <= (
+            limits.burst_first_event_ratio * limits.burst_window_s
         ):
-            return (
-                f"all {events} events arrived within {span * 1000:.0f} ms after "
-                f"{to_first:.2f} s of silence; the stream was buffered and flushed at once"
-            )
-        return None
+            return None
+        messages = self._event_messages
+        if not (
+            limits.burst_timing_only
+            or messages <= 2
+            or events >= limits.burst_min_events_per_message * messages
+        ):
+            return None  # one event or so per send: a fast generator, not a buffer
+        return (
+            f"all {events} events arrived within {span * 1000:.0f} ms in {messages} body "
+            f"messages after {to_first:.2f} s of silence; the stream was buffered and "
+            "flushed at once"
+        )

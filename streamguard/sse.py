@@ -15,6 +15,15 @@ The parser works on bytes and holds only what it must:
 * the fields of the current unfinished *event*: its ``data`` lines, its type;
 * ``_last_id`` and ``_retry``, which persist across events as the spec says.
 
+Memory is bounded by ``max_event_bytes`` whatever the chunks hold: between calls the parser
+holds about that much at most (the unfinished line, the event's data) plus the last event
+ID. An event's data lines are kept as separate ``bytes`` only while they are few: past
+``_MAX_HELD_DATA_LINES`` they are joined into one ``bytearray`` (amortised O(1) per line),
+since a ``bytes`` object per two-byte value costs twenty times the value. A chunk longer
+than ``_WINDOW`` is interpreted one window of whole lines at a time, so the line objects a
+call makes stay bounded too. The common one-line event never reaches either. Within a call,
+a line as long as the limit is copied a few times on its way to becoming the event's text.
+
 A chunk is searched for line endings with ``bytes.find``-class C calls; only whole lines
 reach the Python loop, and a data value is decoded from UTF-8 once, when its event is
 dispatched. Three things need care at chunk boundaries:
@@ -29,16 +38,27 @@ dispatched. Three things need care at chunk boundaries:
 Problems with the bytes themselves (invalid UTF-8, an event past ``max_event_bytes``, an
 unfinished event when the input ends) become ``Finding``s, collected by
 ``drain_findings`` and ``close``. Past the size limit the parser stops inspecting: it only
-counts bytes, so memory stays bounded whatever arrives.
+counts bytes, so memory stays bounded whatever arrives. A finding's message gives offsets
+and sizes only: a field name is shown as ``_wire.describe`` shows any wire value.
+
+Invalid UTF-8 follows one rule, whatever the cutting: clients decode the whole stream before
+they parse it, so every complete line must be UTF-8, kept or not (an ``event:`` line a later
+one overrides, a comment, an unknown field). The first bad line found is reported, once per
+stream: data lines when their event is dispatched (or when the body ends before that), since
+decoding them once is the hot path; every other line as it is read. Lines of an event are
+located at the event's start, other lines at their own. The unfinished line the body may end
+with is not checked: clients discard it, and ``unterminated_frame`` already reports it.
 """
 
 from __future__ import annotations
 
 import re
+from hashlib import blake2b
 from itertools import repeat
 from typing import NamedTuple
 
 from streamguard import rules
+from streamguard._wire import describe
 from streamguard.report import Finding
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "Event", "EventParser"]
@@ -51,6 +71,15 @@ _CR = 0x0D
 _COLON = 0x3A
 _MAX_CACHED_EVENT_NAMES = 64
 _MAX_CACHED_EVENT_NAME_BYTES = 64
+#: Past this many data lines in one event, they are joined into one ``bytearray``.
+_MAX_HELD_DATA_LINES = 32
+#: A chunk longer than this is interpreted a window of about this many bytes at a time.
+_WINDOW = 32 * 1024
+#: Unknown field names are remembered (to report each once) up to this many, and a name
+#: longer than ``_MAX_KEPT_NAME_BYTES`` only by a digest.
+_MAX_UNKNOWN_FIELDS = 8
+_MAX_KEPT_NAME_BYTES = 64
+_FIELD_NAMES = frozenset((b"data", b"event", b"id", b"retry"))
 
 
 class Event(NamedTuple):
@@ -89,8 +118,11 @@ class EventParser:
         self._bom_window: bytes | None = b""  # None once the BOM question is settled
         # The event being built.
         self._event_start: int | None = None
-        self._data: list[bytes] = []
-        self._event_type = b""
+        #: Its data lines; once there are many, the first element is a ``bytearray``
+        #: holding all but the last of them, joined (see ``_compact_data``).
+        self._data: list[bytes | bytearray] = []
+        #: Its type, decoded when its ``event:`` line is read ("message" when unset).
+        self._event_type = "message"
         # State the spec keeps across events.
         self._last_id: str | None = None
         self._retry: int | None = None
@@ -148,21 +180,22 @@ class EventParser:
             self._hold(data)
             return []
 
-        if self._partial:
-            head = bytes(self._partial)
-            self._partial.clear()
-        else:
-            head = b""
         if last_end == len(data) - 1:  # the usual case: the chunk ends on a line ending
-            whole = head + data if head else data
+            whole = data
             rest = b""
         else:
-            whole = head + data[: last_end + 1] if head else data[: last_end + 1]
+            whole = data[: last_end + 1]
             rest = data[last_end + 1 :]
+        if self._partial:
+            whole = b"".join((self._partial, whole))  # one copy, the held part included
+            self._partial.clear()
         if last_cr == last_end and not rest:
             self._skip_lf = True
 
-        events = self._consume_lines(whole, last_cr >= 0) if self.inspecting else []
+        if len(whole) <= _WINDOW:
+            events = self._consume_lines(whole, last_cr >= 0)
+        else:
+            events = self._consume_windows(whole, last_cr >= 0)
         if rest and self.inspecting:
             self._hold(rest)
         return events
@@ -182,6 +215,9 @@ class EventParser:
         if self.inspecting and (self._event_start is not None or self._partial):
             start = self._event_start if self._event_start is not None else self._offset
             pending = self._offset + len(self._partial) - start
+            if self._data:
+                # Its data lines were read whole but are decoded only at dispatch.
+                self._decode(b"\n".join(self._data), start)
             if self._data or self._partial.startswith(b"data"):
                 what = "clients discard the unfinished event"
             else:
@@ -214,11 +250,12 @@ class EventParser:
         return window
 
     def _hold(self, fragment: bytes) -> None:
-        """Keep part of an unfinished line, unless the event grows past the limit."""
-        self._partial += fragment
+        """Keep part of an unfinished line, unless the event would grow past the limit."""
         start = self._event_start if self._event_start is not None else self._offset
-        if self._offset + len(self._partial) - start > self.max_event_bytes:
-            self._too_large(start)
+        if self._offset + len(self._partial) + len(fragment) - start > self.max_event_bytes:
+            self._too_large(start)  # without copying a fragment that may be huge
+        else:
+            self._partial += fragment
 
     def _too_large(self, start: int) -> None:
         self.findings.append(
@@ -232,43 +269,57 @@ class EventParser:
         self.inspecting = False
         self._partial.clear()
         self._data.clear()
+        self._event_type = "message"
 
     def _single_event(self, data: bytes) -> Event | None:
         """The fast path for a chunk that is exactly one fresh event, as most servers send.
 
         Handles ``data: …`` and ``event: …`` + ``data: …`` with LF or CRLF endings; returns
         ``None`` (having changed nothing) for anything else, which the general path takes.
-        Byte scans dominate its cost, so it makes as few as it can: one for a CR, one split.
+        Byte scans dominate its cost, so it makes as few as it can: one for the CRs and
+        one for the LFs, which stops early in a chunk of many lines. It slices out only the
+        value (and the name), so a large event costs one copy before its decoding. (Spaces
+        and CRs are compared as constants: a module global costs a lookup here.)
         """
         if data[-2:] == b"\n\n":
             if b"\r" in data:
                 return None
-            lines = data.split(b"\n")
+            end = len(data) - 2  # where the data line's ending is
+            first = data.find(b"\n")
+            if first == end:
+                start = 0
+            elif data.find(b"\n", first + 1) == end:
+                start = first + 1
+            else:
+                return None
         elif data[-4:] == b"\r\n\r\n":
-            lines = data.split(b"\r\n")
-            # CRLF only: every CR and every LF is one of the CRLFs split on.
-            if data.count(b"\r") != len(lines) - 1 or data.count(b"\n") != len(lines) - 1:
+            end = len(data) - 4
+            first = data.find(b"\n") - 1  # where the first line's CRLF starts
+            if first == end:
+                start, crs = 0, 2
+            elif data[first] == 0x0D and data.find(b"\n", first + 2) == end + 1:
+                start, crs = first + 2, 3
+            else:
+                return None
+            # The LFs found are the only ones before the final CRLF, and each follows a
+            # CR; a CR anywhere else would end a line of its own.
+            if data.count(b"\r") != crs:
                 return None
         else:
             return None
-        # The chunk ends with a blank line, so ``lines`` ends with two empty strings.
-        if len(lines) == 3:
-            line = lines[0]
-            event_type = "message"
-        elif len(lines) == 4:
-            head, line = lines[0], lines[1]
-            if head[:6] != b"event:":
-                return None
-            name = head[7:] if head[6:7] == b" " else head[6:]
-            event_type = self._event_name(name, self._offset) if name else "message"
-        else:
-            return None
-        if line[:5] != b"data:":
+        if data[start : start + 5] != b"data:" or (start and data[:6] != b"event:"):
             return None
         try:
-            text = (line[6:] if line[5:6] == b" " else line[5:]).decode()
+            text = data[start + 6 if data[start + 5] == 0x20 else start + 5 : end].decode()
         except UnicodeDecodeError:
             return None  # the general path reports it
+        # Only now is the chunk known to be this event: the name is decoded (and, if it is
+        # not UTF-8, reported) as the general path would on reading its line.
+        event_type = (
+            self._event_name(data[7 if data[6] == 0x20 else 6 : first], self._offset)
+            if start
+            else "message"
+        )
         event = _new_event(Event, (event_type, text, self._last_id, self._retry, self._offset))
         self._offset += len(data)
         self.events_dispatched += 1
@@ -311,46 +362,98 @@ class EventParser:
                 if line[:5] == b"data:":
                     data.append(line[6:] if line[5:6] == b" " else line[5:])
                 elif line[:6] == b"event:":
-                    self._event_type = line[7:] if line[6:7] == b" " else line[6:]
+                    self._event_type = self._event_name(
+                        line[7:] if line[6:7] == b" " else line[6:], event_start
+                    )
                 elif line[0] == _COLON:
                     if not line.isascii():  # a comment: only its encoding matters
                         self._decode(line, offset)
                 else:
                     self._field(line, offset)
             elif data:
-                raw = data[0] if len(data) == 1 else b"\n".join(data)
+                if len(data) == 1:
+                    raw = data[0]
+                elif type(data[0]) is bytes:
+                    raw = b"\n".join(data)
+                else:
+                    raw = self._joined_data()
                 try:
                     text = raw.decode()
                 except UnicodeDecodeError:
                     text = self._decode(raw, event_start or 0)
-                event_type = self._event_type
                 events.append(
                     _new_event(
-                        Event,
-                        (
-                            self._event_name(event_type, event_start or 0)
-                            if event_type
-                            else "message",
-                            text,
-                            self._last_id,
-                            self._retry,
-                            event_start,
-                        ),
+                        Event, (self._event_type, text, self._last_id, self._retry, event_start)
                     )
                 )
                 self.events_dispatched += 1
                 data.clear()
-                self._event_type = b""
+                self._event_type = "message"
                 event_start = None
             else:  # a blank line ends a block with no data: nothing to dispatch
-                self._event_type = b""
+                self._event_type = "message"
                 event_start = None
             offset += len(line) + ending
         self._offset = offset
         self._event_start = event_start
+        if len(data) > _MAX_HELD_DATA_LINES:
+            self._compact_data()
         return events
 
+    def _consume_windows(self, whole: bytes, has_cr: bool) -> list[Event]:
+        """``_consume_lines`` over a long ``whole``, a window of whole lines at a time.
+
+        One call makes a ``bytes`` object per line, and a line of a few bytes costs ten
+        times its size as an object, so a large chunk is cut after the first line ending
+        past every ``_WINDOW`` bytes (a CRLF is never cut in two: the search from the cut
+        point matches the whole CRLF, or its LF when the CR came just before).
+        """
+        events: list[Event] = []
+        start, size = 0, len(whole)
+        while start < size and self.inspecting:
+            end = start + _WINDOW
+            if end >= size:
+                end = size
+            elif has_cr:
+                found = _LINE_ENDING.search(whole, end)
+                assert found is not None  # ``whole`` ends with a line ending
+                end = found.end()
+            else:
+                end = whole.find(b"\n", end) + 1
+            events += self._consume_lines(whole[start:end], has_cr)
+            start = end
+        return events
+
+    def _compact_data(self) -> None:
+        """Join all but the last data line into one ``bytearray`` at ``_data[0]``.
+
+        The last line stays a separate element, so the list holds at least two once
+        compacted (the single-line test on the dispatch path is unchanged) and stays
+        non-empty exactly while the event has data.
+        """
+        data = self._data
+        last = data.pop()
+        joined = data[0]
+        if type(joined) is not bytearray:
+            joined = bytearray(b"\n".join(data))
+        elif len(data) > 1:
+            joined += b"\n"
+            joined += b"\n".join(data[1:])
+        data.clear()
+        data += (joined, last)
+
+    def _joined_data(self) -> bytearray:
+        """The compacted data lines and the rest, joined in place of the compacted ones."""
+        data = self._data
+        joined = data[0]
+        assert type(joined) is bytearray
+        joined += b"\n"
+        joined += b"\n".join(data[1:])
+        return joined
+
     def _field(self, line: bytes, line_start: int) -> None:
+        if not line.isascii():  # kept or not, the line must be UTF-8
+            self._decode(line, line_start)
         colon = line.find(b":")
         if colon < 0:
             name, value = line, b""
@@ -358,34 +461,47 @@ class EventParser:
             name, value = line[:colon], line[colon + 1 :]
             if value[:1] == b" ":
                 value = value[1:]
-        if name == b"event":
-            self._event_type = value
+        if name == b"event":  # a bare "event" line: an empty value
+            self._event_type = "message"
         elif name == b"data":  # a bare "data" line: an empty value
             self._data.append(value)
         elif name == b"id":
-            if b"\0" not in value:
-                self._last_id = self._decode(value, line_start)
+            if b"\0" not in value:  # the line was checked above: no second report
+                self._last_id = value.decode("utf-8", "replace")
         elif name == b"retry":
             if value.isdigit():  # bytes.isdigit is ASCII-only, as the spec requires
                 self._retry = int(value)
         else:
-            if not line.isascii():
-                self._decode(line, line_start)
-            if name not in self._seen_unknown_fields and len(self._seen_unknown_fields) < 8:
-                self._seen_unknown_fields.add(name)
-                shown = name[:40].decode("utf-8", "backslashreplace")
-                self.findings.append(
-                    rules.UNKNOWN_FIELD.finding(
-                        f"unknown field {shown!r} at byte {line_start} is ignored by clients",
-                        self.events_dispatched,
-                        line_start,
-                    )
-                )
+            self._unknown_field(name, line_start)
+
+    def _unknown_field(self, name: bytes, line_start: int) -> None:
+        """Report a field name once; the first few names are remembered, long ones hashed."""
+        seen = self._seen_unknown_fields
+        key = name if len(name) <= _MAX_KEPT_NAME_BYTES else blake2b(name, digest_size=16).digest()
+        if key in seen or len(seen) >= _MAX_UNKNOWN_FIELDS:
+            return
+        seen.add(key)
+        # A known name in other letters or with spaces is the usual cause; saying so
+        # reveals only that the name is one of four.
+        hint = (
+            " (a known field name, spelled differently: names are exact)"
+            if name.strip().lower() in _FIELD_NAMES
+            else ""
+        )
+        self.findings.append(
+            rules.UNKNOWN_FIELD.finding(
+                f"unknown field {describe(name)} at byte {line_start} is ignored by clients{hint}",
+                self.events_dispatched,
+                line_start,
+            )
+        )
 
     def _event_name(self, raw: bytes, where: int) -> str:
         """Decode an event type; a stream uses a few names, so they are decoded once."""
         name = self._event_names.get(raw)
         if name is None:
+            if not raw:
+                return "message"  # an empty type is the default
             name = self._decode(raw, where)
             if (
                 len(self._event_names) < _MAX_CACHED_EVENT_NAMES
@@ -394,7 +510,7 @@ class EventParser:
                 self._event_names[raw] = name
         return name
 
-    def _decode(self, raw: bytes, where: int) -> str:
+    def _decode(self, raw: bytes | bytearray, where: int) -> str:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:

@@ -96,32 +96,57 @@ def app_with(held: Callable[[], Any]) -> Starlette:
     return Starlette(routes=[Route("/ready", ready), Route("/stream", stream)])
 
 
+def held_until(release: threading.Event, limit_s: float = 30.0) -> Callable[[], Any]:
+    """An awaitable factory that holds the body open until the test releases it.
+
+    The test releases it only after its assertion, so a finding it saw was made while the
+    stream was open (by the sweeper), never at the end. Bounded, so a failing run ends.
+    """
+
+    async def held() -> None:
+        deadline = time.monotonic() + limit_s
+        while not release.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    return held
+
+
 def test_asyncio_worker_reports_body_not_ended_while_open(done_protocol: str) -> None:
     """Under hypercorn's asyncio worker the sweeper counts body_not_ended before the end."""
     registry = CollectorRegistry()
     reports: list[StreamReport] = []
     labels = {"route": "/stream", "protocol": done_protocol, "rule": "body_not_ended"}
+    release = threading.Event()
     middleware = StreamGuardMiddleware(
-        app_with(lambda: asyncio.sleep(0.6)),
+        app_with(held_until(release)),
         protocol=done_protocol,
         metrics=registry,
         timers={"body_end_grace_s": 0.1},
         on_report=reports.append,
     )
-    seen_while_open: list[float | None] = []
-    with hypercorn_server(middleware, "asyncio") as url:
-        with httpx.stream("GET", f"{url}/stream", timeout=10) as response:
-            chunks = response.iter_raw()
-            assert next(chunks) == b"data: a\n\ndata: END\n\n"
-            wait_until(
-                lambda: registry.get_sample_value("streamguard_violations_total", labels) == 1
-            )
-            seen_while_open.append(
-                registry.get_sample_value("streamguard_violations_total", labels)
-            )
-            assert b"".join(chunks) == b""
-        wait_until(lambda: len(reports) == 1)
-    assert seen_while_open == [1.0]
+    seen_while_open: list[tuple[float | None, int]] = []
+    try:
+        with hypercorn_server(middleware, "asyncio") as url:
+            with httpx.stream("GET", f"{url}/stream", timeout=10) as response:
+                chunks = response.iter_raw()
+                assert next(chunks) == b"data: a\n\ndata: END\n\n"
+                wait_until(
+                    lambda: registry.get_sample_value("streamguard_violations_total", labels) == 1,
+                    timeout=5,
+                    what="body_not_ended counted while the body is held open",
+                )
+                seen_while_open.append(
+                    (
+                        registry.get_sample_value("streamguard_violations_total", labels),
+                        len(reports),
+                    )
+                )
+                release.set()
+                assert b"".join(chunks) == b""
+            wait_until(lambda: len(reports) == 1)
+    finally:
+        release.set()
+    assert seen_while_open == [(1.0, 0)]  # counted, and the stream not yet reported
     assert (reports[0].outcome, reports[0].rules()) == (Outcome.COMPLETED, ["body_not_ended"])
     assert middleware.in_flight == 0
 

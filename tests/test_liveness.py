@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from streamguard import Outcome, StreamEnd, StreamGuardMiddleware, StreamMonitor, StreamReport
-from streamguard.liveness import LivenessLimits
+from streamguard.liveness import Liveness, LivenessLimits
 
 from .asgi_driver import Recorder, body, http_scope, sse_start
 
@@ -31,9 +32,11 @@ class FakeClock:
         return self.now
 
 
-def timed_monitor(protocol: str = "sse") -> tuple[StreamMonitor, FakeClock]:
+def timed_monitor(
+    protocol: str = "sse", limits: LivenessLimits = LIMITS
+) -> tuple[StreamMonitor, FakeClock]:
     clock = FakeClock()
-    return StreamMonitor(protocol, clock=clock, liveness=LIMITS), clock
+    return StreamMonitor(protocol, clock=clock, liveness=limits), clock
 
 
 def feed_at(monitor: StreamMonitor, clock: FakeClock, at: float, data: bytes) -> None:
@@ -147,15 +150,68 @@ def test_whole_stream_in_one_body_message_is_buffered_flush() -> None:
     assert "all 40 events arrived in one body message" in report.findings[0].message
 
 
-def test_burst_after_long_silence_is_buffered_flush() -> None:
-    """A long wait, then every event within the window, is a flush even across messages."""
-    monitor, clock = timed_monitor()
+def test_burst_after_long_silence_is_buffered_flush_by_timing_alone_when_asked() -> None:
+    """With ``burst_timing_only``, a long wait then every event in the window is a flush."""
+    monitor, clock = timed_monitor(limits=replace(LIMITS, burst_timing_only=True))
     for i in range(20):
         feed_at(monitor, clock, 3.0 + i * 0.0005, b"data: t\n\n")
     feed_at(monitor, clock, 3.011, b"")
     report = monitor.finish(StreamEnd.BODY_ENDED)
     assert report.rules() == ["buffered_flush"]
-    assert "after 3.00 s of silence" in report.findings[0].message
+    assert "in 20 body messages after 3.00 s of silence" in report.findings[0].message
+
+
+def test_fast_generator_after_a_slow_first_token_is_not_a_flush() -> None:
+    """33 events within 20 ms after 0.6 s, each its own body message, is a fast generator."""
+    monitor, clock = timed_monitor()
+    for i in range(33):
+        feed_at(monitor, clock, 0.6 + i * 0.0006, b"data: t\n\n")
+    feed_at(monitor, clock, 0.621, b"")
+    assert monitor.finish(StreamEnd.BODY_ENDED).findings == ()
+
+
+@pytest.mark.parametrize(
+    ("messages", "per_message"), [(2, 10), (5, 8), (3, 40)], ids=["two", "5x8", "3x40"]
+)
+def test_burst_in_few_body_messages_after_long_silence_is_buffered_flush(
+    messages: int, per_message: int
+) -> None:
+    """A long wait, then the events in two messages or many to a message, is a flush."""
+    monitor, clock = timed_monitor()
+    for i in range(messages):
+        feed_at(monitor, clock, 3.0 + i * 0.001, events(per_message))
+    feed_at(monitor, clock, 3.011, b"")
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert report.rules() == ["buffered_flush"]
+    total = messages * per_message
+    assert f"all {total} events arrived within" in report.findings[0].message
+    assert f"in {messages} body messages after 3.00 s of silence" in report.findings[0].message
+
+
+def test_burst_of_a_few_events_per_message_is_not_a_flush() -> None:
+    """Three events per body message (a relay reading a fast upstream) is not a buffer."""
+    monitor, clock = timed_monitor()
+    for i in range(10):
+        feed_at(monitor, clock, 3.0 + i * 0.001, events(3))
+    feed_at(monitor, clock, 3.011, b"")
+    assert monitor.finish(StreamEnd.BODY_ENDED).findings == ()
+
+
+@pytest.mark.parametrize(
+    ("timing_only", "per_message", "flush"),
+    [(False, 1, False), (False, 20, True), (True, 1, True), (True, 20, True)],
+)
+def test_liveness_judges_a_burst_by_its_body_messages(
+    timing_only: bool, per_message: int, flush: bool
+) -> None:
+    """Liveness itself: 40 events in the window after a long wait, one or 20 per message."""
+    liveness = Liveness(replace(LIMITS, burst_timing_only=timing_only), 0.0, 0.0)
+    for message in range(1, 40 // per_message + 1):
+        now = 2.0 + message * 0.0004  # 40 messages within the 20 ms window
+        liveness.on_bytes(now)
+        liveness.on_events(now, message)
+    found = liveness.at_end(2.1, 40, 600, clean=True)
+    assert [f.rule for f in found] == (["buffered_flush"] if flush else [])
 
 
 def test_fast_healthy_provider_is_not_a_flush() -> None:
@@ -338,3 +394,36 @@ def test_silence_after_the_terminal_is_not_a_stall(done_protocol: str) -> None:
     feed_at(monitor, clock, 250.0, b": late keepalive\n\n")
     clock.now = 251.0
     assert monitor.finish(StreamEnd.BODY_ENDED).rules() == ["body_not_ended"]
+
+
+@pytest.mark.parametrize(("per_send", "flush"), [(1, False), (20, True)])
+def test_middleware_tells_a_fast_generator_from_a_buffered_flush(
+    per_send: int, flush: bool
+) -> None:
+    """Under the middleware: 40 quick events after a wait, one per send or 20 per send."""
+    reports: list[StreamReport] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(sse_start())
+        await asyncio.sleep(0.1)  # the slow first token
+        for start in range(0, 40, per_send):
+            await send(body(b"".join(b"data: %d\n\n" % i for i in range(start, start + per_send))))
+        await send(body(b"", more=False))
+
+    middleware = StreamGuardMiddleware(
+        app,
+        metrics=False,
+        logs={"enabled": False},
+        # Wide margins: the sends take microseconds, well inside a one-second window, and
+        # the first event comes after 0.1 s, well past 0.05 s.
+        timers={"burst_window_s": 1.0, "burst_first_event_ratio": 0.05},
+        on_report=reports.append,
+    )
+
+    async def main() -> None:
+        recorder = Recorder(incoming=[{"type": "http.request", "body": b""}])
+        await middleware(http_scope(), recorder.receive, recorder.send)
+
+    asyncio.run(main())
+    [report] = reports
+    assert report.rules() == (["buffered_flush"] if flush else [])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from streamguard import StreamReport, check_stream
@@ -23,6 +23,7 @@ from streamguard.report import Outcome
 from streamguard.rules import RULES
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES
 
+from .conftest import HYPOTHESIS_PROFILE
 from .sse_fixtures import FIXTURES
 
 SETTINGS = settings(
@@ -624,16 +625,38 @@ def mutated(draw: st.DrawFn) -> tuple[Generated, bytes]:
     return stream, body
 
 
+def as_case(protocol: str, body: bytes) -> tuple[Generated, bytes]:
+    return Generated(protocol, [body]), body
+
+
 @SETTINGS
-@given(case=mutated(), data=st.data(), auto=st.booleans())
+@given(
+    case=mutated(),
+    points=st.lists(st.integers(0, 1 << 20), max_size=40),
+    limit=st.sampled_from([DEFAULT_MAX_EVENT_BYTES, 256, 64]),
+    auto=st.booleans(),
+)
+# Cut-dependent once (issue 12): an overridden event name that is not UTF-8.
+@example(as_case("anthropic", b"event: \xff\nevent: \n\n"), [], DEFAULT_MAX_EVENT_BYTES, False)
+@example(as_case("openai_chat", b"event: \xff\n\n\n"), [], DEFAULT_MAX_EVENT_BYTES, True)
 def test_mutated_streams_give_the_same_findings_however_cut(
-    case: tuple[Generated, bytes], data: st.DataObject, auto: bool
+    case: tuple[Generated, bytes], points: list[int], limit: int, auto: bool
 ) -> None:
     """Dropped, duplicated, reordered or truncated events: same findings whole, bytewise, cut."""
     stream, body = case
     protocol = "auto" if auto else stream.protocol
-    limit = data.draw(st.sampled_from([DEFAULT_MAX_EVENT_BYTES, 256, 64]))
-    check_cuts(body, data.draw(cuttings(body)), protocol, stream.request, limit)
+    bounds = [0, *sorted(point % (len(body) + 1) for point in points), len(body)]
+    cut = [body[a:b] for a, b in pairwise(bounds)]
+    check_cuts(body, cut, protocol, stream.request, limit)
+
+
+@pytest.mark.skipif(HYPOTHESIS_PROFILE != "ci", reason="a profile chosen by hand")
+def test_property_tests_run_a_fixed_set_of_examples() -> None:
+    """The loaded profile derandomizes and keeps no database, and explicit settings inherit it."""
+    for current in (settings.default, SETTINGS):
+        assert current.derandomize is True
+        assert current.database is None
+        assert current.print_blob is True
 
 
 # -- (c) every fixture, re-cut at drawn points ---------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -125,14 +126,17 @@ def test_thousand_concurrent_streams_each_get_their_own_report() -> None:
 def test_live_body_not_ended_under_uvicorn(done_protocol: str) -> None:
     """Under uvicorn, a body held open after the terminal is counted before it closes."""
     registry = CollectorRegistry()
-    held = threading.Event()
+    reports: list[StreamReport] = []
+    release = threading.Event()
 
     async def endpoint(request: Request) -> Response:
         async def frames() -> AsyncIterator[bytes]:
             yield b"data: a\n\ndata: END\n\n"
-            for _ in range(100):  # hold the body open, as a buggy proxy does
-                if held.is_set():
-                    break
+            # Hold the body open, as a buggy proxy does, until the test has seen the
+            # finding: it can only have been counted while the stream was open. Bounded,
+            # so a failing run still ends.
+            deadline = time.monotonic() + 30
+            while not release.is_set() and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
 
         return StreamingResponse(frames(), media_type="text/event-stream")
@@ -142,18 +146,29 @@ def test_live_body_not_ended_under_uvicorn(done_protocol: str) -> None:
         protocol=done_protocol,
         metrics=registry,
         timers={"body_end_grace_s": 0.1},
+        on_report=reports.append,
     )
     labels = {"route": "/held", "protocol": done_protocol, "rule": "body_not_ended"}
-    with serve(middleware) as url, httpx.stream("GET", f"{url}/held", timeout=10) as response:
-        chunks = response.iter_raw()
-        assert next(chunks) == b"data: a\n\ndata: END\n\n"
-        wait_until(
-            lambda: registry.get_sample_value("streamguard_violations_total", labels) == 1,
-            timeout=5,
-        )
-        held.set()
-        assert b"".join(chunks) == b""
-    wait_until(lambda: middleware.in_flight == 0, timeout=5)
+    seen_while_open: list[tuple[float | None, int]] = []
+    try:
+        with serve(middleware) as url, httpx.stream("GET", f"{url}/held", timeout=10) as response:
+            chunks = response.iter_raw()
+            assert next(chunks) == b"data: a\n\ndata: END\n\n"
+            wait_until(
+                lambda: registry.get_sample_value("streamguard_violations_total", labels) == 1,
+                timeout=5,
+                what="body_not_ended counted while the body is held open",
+            )
+            seen_while_open.append(
+                (registry.get_sample_value("streamguard_violations_total", labels), len(reports))
+            )
+            release.set()
+            assert b"".join(chunks) == b""
+            wait_until(lambda: len(reports) == 1 and middleware.in_flight == 0, timeout=5)
+    finally:
+        release.set()
+    assert seen_while_open == [(1.0, 0)]  # counted, and the stream not yet reported
+    assert [report.rules() for report in reports] == [["body_not_ended"]]
 
 
 def test_runs_under_trio_with_end_of_stream_timing() -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+import tracemalloc
+from itertools import pairwise
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from streamguard import sse
+from streamguard._wire import describe
 from streamguard.report import Finding
 from streamguard.sse import Event, EventParser
 
@@ -311,43 +315,106 @@ def sse_bodies(draw: st.DrawFn) -> bytes:
     return body
 
 
-@st.composite
-def cuttings(draw: st.DrawFn, body: bytes) -> list[bytes]:
-    points = sorted(draw(st.lists(st.integers(0, len(body)), max_size=len(body) + 2)))
-    chunks = []
-    previous = 0
-    for point in points:
-        chunks.append(body[previous:point])  # repeated points give empty chunks
-        previous = point
-    chunks.append(body[previous:])
-    return chunks
+#: Cut points, taken modulo the body's length + 1 (repeated points give empty chunks).
+cut_points = st.lists(st.integers(0, 1 << 16), max_size=40)
+
+
+def cut_at(body: bytes, points: list[int]) -> list[bytes]:
+    bounds = [0, *sorted(point % (len(body) + 1) for point in points), len(body)]
+    return [body[a:b] for a, b in pairwise(bounds)]
+
+
+def bytewise(body: bytes) -> list[bytes]:
+    return [body[i : i + 1] for i in range(len(body))]
+
+
+#: Inputs once found to give different findings whole and cut (issue 12): the one-event fast
+#: path decoded the first ``event:`` line's name, which a later line replaces, so invalid
+#: UTF-8 in it was reported whole and not when the line path read it.
+CUT_DEPENDENT_ONCE = [
+    b"event: \xff\nevent: \n\n",
+    b"event: \xff\n\n\n",
+    b"event: ok\xc3\nretry: 10\n\n",
+    b"event: \xff\r\nData: x\r\n\r\n",
+]
+BYTEWISE = list(range(64))  # as cut points: every byte its own chunk, for these short bodies
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.data())
-def test_events_match_reference_for_any_chunking(data: st.DataObject) -> None:
+@given(body=sse_bodies(), points=cut_points)
+def test_events_match_reference_for_any_chunking(body: bytes, points: list[int]) -> None:
     """For any body and any cutting, the events equal the whole-input reference's."""
-    body = data.draw(sse_bodies())
-    chunks = data.draw(cuttings(body))
-    events, _ = parse_all(chunks)
+    events, _ = parse_all(cut_at(body, points))
     assert events == reference_events(body)
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.data())
-def test_findings_do_not_depend_on_chunking(data: st.DataObject) -> None:
+@given(body=sse_bodies(), points=cut_points, limit=st.sampled_from([8, 40, 1 << 20]))
+@example(body=CUT_DEPENDENT_ONCE[0], points=BYTEWISE, limit=1 << 20)
+@example(body=CUT_DEPENDENT_ONCE[1], points=BYTEWISE, limit=1 << 20)
+@example(body=CUT_DEPENDENT_ONCE[2], points=[8], limit=1 << 20)
+@example(body=CUT_DEPENDENT_ONCE[3], points=[3, 12], limit=40)
+def test_findings_do_not_depend_on_chunking(body: bytes, points: list[int], limit: int) -> None:
     """For any body, the findings of any cutting equal those of the whole body."""
-    body = data.draw(sse_bodies())
-    limit = data.draw(st.sampled_from([8, 40, 1 << 20]))
-    chunks = data.draw(cuttings(body))
-    assert parse_all(chunks, limit) == parse_all([body], limit)
+    assert parse_all(cut_at(body, points), limit) == parse_all([body], limit)
 
 
 @settings(max_examples=500, deadline=None)
 @given(sse_bodies())
+@example(CUT_DEPENDENT_ONCE[0])
+@example(CUT_DEPENDENT_ONCE[1])
+@example(CUT_DEPENDENT_ONCE[2])
+@example(CUT_DEPENDENT_ONCE[3])
 def test_one_byte_at_a_time_equals_whole(body: bytes) -> None:
     """Feeding one byte at a time gives the same events and findings as one chunk."""
-    assert parse_all([body[i : i + 1] for i in range(len(body))]) == parse_all([body])
+    assert parse_all(bytewise(body)) == parse_all([body])
+
+
+#: After each blank line: how servers cut a stream (one event per chunk), which is what
+#: takes the parser's one-event fast path.
+_FRAME_ENDS = re.compile(rb"(?<=\n\n)|(?<=\r\r)|(?<=\r\n\r\n)")
+
+
+@settings(max_examples=500, deadline=None)
+@given(sse_bodies())
+@example(CUT_DEPENDENT_ONCE[0])
+@example(CUT_DEPENDENT_ONCE[3])
+@example(b"event: x\r\ndata: a\rb\r\n\r\n")  # a lone CR inside what looks like one event
+@example(b"ev\rent: x\r\ndata: a\r\n\r\n")
+@example(b"event: x\ry\ndata: a\r\n\r\n")  # a stray CR, and an LF where a CRLF would be
+def test_one_event_per_chunk_equals_bytewise_and_reference(body: bytes) -> None:
+    """Cut after every blank line, as servers send, a body parses as bytewise and as the spec."""
+    framewise = parse_all(_FRAME_ENDS.split(body))
+    assert framewise == parse_all(bytewise(body))
+    assert framewise[0] == reference_events(body)
+
+
+@st.composite
+def data_heavy_bodies(draw: st.DrawFn) -> bytes:
+    """Events of several data lines each: what data-line compaction is for."""
+    events = []
+    for _ in range(draw(st.integers(1, 4))):
+        lines = [b"data: " + draw(_text) for _ in range(draw(st.integers(1, 12)))]
+        events.append(b"\n".join(lines) + draw(_line_ending) * 2)
+    return b"".join(events)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.one_of(sse_bodies(), data_heavy_bodies()),
+    points=cut_points,
+    limit=st.sampled_from([40, 1 << 20]),
+)
+def test_windows_and_compaction_change_nothing(body: bytes, points: list[int], limit: int) -> None:
+    """With tiny windows and eager compaction, events and findings are those of the reference."""
+    with pytest.MonkeyPatch.context() as small_buffers:
+        small_buffers.setattr(sse, "_WINDOW", 16)
+        small_buffers.setattr(sse, "_MAX_HELD_DATA_LINES", 1)
+        events, findings = parse_all(cut_at(body, points), limit)
+        whole = parse_all([body], limit)
+    if limit > len(body):
+        assert events == reference_events(body)
+    assert (events, findings) == whole == parse_all([body], limit)
 
 
 def test_fixed_chunkings_agree() -> None:
@@ -377,3 +444,141 @@ def test_invalid_utf8_in_an_event_name_is_located_at_the_event() -> None:
     whole = parse_all([body])
     assert whole == parse_all([body[i : i + 1] for i in range(len(body))])
     assert [(f.rule, f.byte_offset) for f in whole[1]] == [("invalid_utf8", 9)]
+
+
+# -- invalid UTF-8: one rule, whatever the cutting ----------------------------------------
+
+
+@pytest.mark.parametrize("body", CUT_DEPENDENT_ONCE)
+def test_invalid_utf8_in_an_overridden_event_line_is_reported_however_cut(body: bytes) -> None:
+    """Clients decode every line, so a bad name a later line replaces is still reported."""
+    for chunks in ([body], bytewise(body)):
+        _, findings = parse_all(chunks)
+        assert [f.byte_offset for f in findings if f.rule == "invalid_utf8"] == [0]
+
+
+@pytest.mark.parametrize(
+    ("line", "offset"),
+    [
+        (b"retry: 1\xff", 9),
+        (b"id: a\x00\xff", 9),
+        (b"event: \xfe", 9),  # a line of the event: located at the event's start
+        (b"x\xff: y", 9),
+    ],
+)
+def test_invalid_utf8_in_any_field_line_is_reported(line: bytes, offset: int) -> None:
+    """Lines whose value is ignored (a bad retry, an id with NUL, an unknown field) count too."""
+    _, findings = parse_all([b"data: a\n\n" + line + b"\ndata: b\n\n"])
+    assert ("invalid_utf8", offset) in [(f.rule, f.byte_offset) for f in findings]
+
+
+def test_invalid_utf8_in_the_data_of_an_unfinished_event_is_reported_at_close() -> None:
+    """Whole data lines of an event the body never ended were read, so they are checked."""
+    body = b"data: a\n\nid: 1\ndata: \xff\n"
+    for chunks in ([body], bytewise(body)):
+        _, findings = parse_all(chunks)
+        assert [(f.rule, f.byte_offset) for f in findings] == [
+            ("invalid_utf8", 9),
+            ("unterminated_frame", 9),
+        ]
+
+
+def test_an_unfinished_last_line_is_not_checked_for_utf8() -> None:
+    """A body cut inside a character is one unterminated frame, not also invalid UTF-8."""
+    _, findings = parse_all([b"data: a\n\ndata: \xe2\x82"])
+    assert [f.rule for f in findings] == ["unterminated_frame"]
+
+
+# -- privacy: no wire value in a finding message ------------------------------------------
+
+
+def test_unknown_field_message_describes_the_name_without_showing_it() -> None:
+    """The message gives the name's size and hash and the offset, never the name's bytes."""
+    name = b"SGCANARY_secret_field"
+    _, findings = parse_all([b"data: a\n\n" + name + b": value\n\n"])
+    [finding] = findings
+    assert "SGCANARY" not in finding.message
+    assert describe(name) in finding.message
+    assert "at byte 9" in finding.message
+
+
+@pytest.mark.parametrize("name", [b"Data", b"EVENT", b"data ", b" id"])
+def test_unknown_field_that_misspells_a_known_one_says_so(name: bytes) -> None:
+    """A known name in other letters or with spaces is named as such, the value unshown."""
+    _, findings = parse_all([name + b": x\n\n"])
+    assert "a known field name, spelled differently" in findings[0].message
+    _, findings = parse_all([b"datum: x\n\n"])
+    assert "spelled differently" not in findings[0].message
+
+
+# -- memory: bounded by max_event_bytes, with a small constant ----------------------------
+
+MIB = 1 << 20
+
+
+def peak_while_parsing(chunks: list[bytes], limit: int) -> tuple[int, list[Event]]:
+    """tracemalloc's peak over parsing ``chunks`` (allocated before), and the events."""
+    parser = EventParser(max_event_bytes=limit)
+    events: list[Event] = []
+    tracemalloc.start()
+    try:
+        for chunk in chunks:
+            events += parser.feed(chunk)
+        events += parser.feed(b"")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert parser.close() == []
+    return peak, events
+
+
+@pytest.mark.parametrize("chunk_size", [MIB, 64 * 1024, 997])
+@pytest.mark.parametrize("line", [b"data:xy\n", b"data\r\n"])
+def test_an_event_of_many_short_data_lines_is_held_compactly(chunk_size: int, line: bytes) -> None:
+    """A 1 MiB event of short data lines peaks well under 3x the limit, however it is cut."""
+    body = line * ((MIB - 16) // len(line)) + line[-1:]
+    chunks = [body[i : i + chunk_size] for i in range(0, len(body), chunk_size)]
+    peak, events = peak_while_parsing(chunks, MIB)
+    assert len(events) == 1
+    value = line.split(b":")[1].strip() if b":" in line else b""
+    assert events[0].data == "\n".join([value.decode()] * ((MIB - 16) // len(line)))
+    assert peak < 2 * MIB, peak
+
+
+def test_long_unknown_field_names_are_not_kept() -> None:
+    """Unknown field names are remembered to report each once, but not at their full size."""
+    chunks = [b"%d" % i + b"n" * (MIB // 2) + b": x\n\n" for i in range(8)]
+    parser = EventParser(max_event_bytes=MIB)
+    tracemalloc.start()
+    try:
+        for chunk in chunks:
+            parser.feed(chunk)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [f.rule for f in parser.drain_findings()] == ["unknown_field"] * 8
+    assert held < 64 * 1024, held
+
+
+def test_large_chunks_are_read_in_windows_without_cutting_a_crlf() -> None:
+    """A chunk far past the window, CRLFs on every boundary, gives the reference's events."""
+    frames = [b"event: e%d\r\ndata: %s\r\n\r\n" % (i, b"x" * (i % 50)) for i in range(5000)]
+    body = b"".join(frames) + b"data: lone\rdata: cr\r\r"
+    assert len(body) > 4 * sse._WINDOW
+    events, findings = parse_all([body])
+    assert events == reference_events(body)
+    assert findings == []
+
+
+def test_a_chunk_past_the_limit_without_a_line_ending_is_not_copied() -> None:
+    """A huge chunk with no line ending is judged too large before it is kept."""
+    chunk = b"data: " + b"x" * (8 * MIB)
+    parser = EventParser(max_event_bytes=MIB)
+    tracemalloc.start()
+    try:
+        parser.feed(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [f.rule for f in parser.drain_findings()] == ["event_too_large"]
+    assert peak < MIB, peak
