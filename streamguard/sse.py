@@ -192,7 +192,8 @@ class EventParser:
         if last_cr == last_end and not rest:
             self._skip_lf = True
 
-        if len(whole) <= _WINDOW:
+        # The chunk's lines decide: a held partial line adds one line at most.
+        if last_end < _WINDOW:
             events = self._consume_lines(whole, last_cr >= 0)
         else:
             events = self._consume_windows(whole, last_cr >= 0)
@@ -250,12 +251,11 @@ class EventParser:
         return window
 
     def _hold(self, fragment: bytes) -> None:
-        """Keep part of an unfinished line, unless the event would grow past the limit."""
+        """Keep part of an unfinished line, unless the event grows past the limit."""
+        self._partial += fragment
         start = self._event_start if self._event_start is not None else self._offset
-        if self._offset + len(self._partial) + len(fragment) - start > self.max_event_bytes:
-            self._too_large(start)  # without copying a fragment that may be huge
-        else:
-            self._partial += fragment
+        if self._offset + len(self._partial) - start > self.max_event_bytes:
+            self._too_large(start)
 
     def _too_large(self, start: int) -> None:
         self.findings.append(
