@@ -70,6 +70,9 @@ _LINE_ENDING = re.compile(rb"\r\n|\r|\n")
 _CR = 0x0D
 _COLON = 0x3A
 _MAX_CACHED_EVENT_NAMES = 64
+#: Event names shared by every stream of the process (the protocols use a few dozen).
+_MAX_SHARED_EVENT_NAMES = 256
+_SHARED_EVENT_NAMES: dict[bytes, str] = {}
 _MAX_CACHED_EVENT_NAME_BYTES = 64
 #: Past this many data lines in one event, they are joined into one ``bytearray``.
 _MAX_HELD_DATA_LINES = 32
@@ -107,6 +110,28 @@ _new_event = tuple.__new__
 class EventParser:
     """Turns body bytes into ``Event``s, one chunk at a time."""
 
+    # Slots, and nothing made before it is needed: one parser lives per open stream.
+    __slots__ = (
+        "_bom_window",
+        "_closed",
+        "_data",
+        "_event_names",
+        "_event_start",
+        "_event_type",
+        "_last_id",
+        "_offset",
+        "_partial",
+        "_retry",
+        "_seen_invalid_utf8",
+        "_seen_unknown_fields",
+        "_skip_lf",
+        "bytes_seen",
+        "events_dispatched",
+        "findings",
+        "inspecting",
+        "max_event_bytes",
+    )
+
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         if max_event_bytes < 1:
             raise ValueError(f"max_event_bytes must be at least 1, got {max_event_bytes!r}")
@@ -129,19 +154,21 @@ class EventParser:
         # Bookkeeping.
         #: How many events ``feed`` has returned so far.
         self.events_dispatched = 0
-        #: Findings not yet taken by ``drain_findings`` (checked cheaply before draining).
-        self.findings: list[Finding] = []
+        #: Findings not yet taken by ``drain_findings`` (checked cheaply before draining);
+        #: ``None`` while there are none.
+        self.findings: list[Finding] | None = None
         self._seen_invalid_utf8 = False
-        self._seen_unknown_fields: set[bytes] = set()
+        self._seen_unknown_fields: set[bytes] | None = None  # made by the first one
         self._closed = False
-        self._event_names: dict[bytes, str] = {}
+        #: Event names this stream uses beyond the process-wide cache, decoded once.
+        self._event_names: dict[bytes, str] | None = None
         self.inspecting = True
         self.bytes_seen = 0
 
     def drain_findings(self) -> list[Finding]:
         """The findings made since the last call, oldest first."""
-        found, self.findings = self.findings, []
-        return found
+        found, self.findings = self.findings, None
+        return found or []
 
     def feed(self, data: bytes) -> list[Event]:
         """Consume the next chunk of the body and return the events it completed."""
@@ -223,7 +250,7 @@ class EventParser:
                 what = "clients discard the unfinished event"
             else:
                 what = "it holds no data, but the frame is cut"
-            self.findings.append(
+            self._found(
                 rules.UNTERMINATED_FRAME.finding(
                     f"{pending} byte(s) after the last blank line at the end of the body "
                     f"(starting at byte {start}); {what}",
@@ -258,7 +285,7 @@ class EventParser:
             self._too_large(start)
 
     def _too_large(self, start: int) -> None:
-        self.findings.append(
+        self._found(
             rules.EVENT_TOO_LARGE.finding(
                 f"the event starting at byte {start} grew past max_event_bytes="
                 f"{self.max_event_bytes}; the rest of the stream is passed through unchecked",
@@ -477,6 +504,8 @@ class EventParser:
     def _unknown_field(self, name: bytes, line_start: int) -> None:
         """Report a field name once; the first few names are remembered, long ones hashed."""
         seen = self._seen_unknown_fields
+        if seen is None:
+            seen = self._seen_unknown_fields = set()
         key = name if len(name) <= _MAX_KEPT_NAME_BYTES else blake2b(name, digest_size=16).digest()
         if key in seen or len(seen) >= _MAX_UNKNOWN_FIELDS:
             return
@@ -488,7 +517,7 @@ class EventParser:
             if name.strip().lower() in _FIELD_NAMES
             else ""
         )
-        self.findings.append(
+        self._found(
             rules.UNKNOWN_FIELD.finding(
                 f"unknown field {describe(name)} at byte {line_start} is ignored by clients{hint}",
                 self.events_dispatched,
@@ -496,18 +525,39 @@ class EventParser:
             )
         )
 
+    def _found(self, finding: Finding) -> None:
+        if self.findings is None:
+            self.findings = []
+        self.findings.append(finding)
+
     def _event_name(self, raw: bytes, where: int) -> str:
-        """Decode an event type; a stream uses a few names, so they are decoded once."""
-        name = self._event_names.get(raw)
-        if name is None:
-            if not raw:
-                return "message"  # an empty type is the default
-            name = self._decode(raw, where)
-            if (
-                len(self._event_names) < _MAX_CACHED_EVENT_NAMES
-                and len(raw) <= _MAX_CACHED_EVENT_NAME_BYTES
-            ):
-                self._event_names[raw] = name
+        """Decode an event type; streams use a few names, so they are decoded once.
+
+        Names that decode cleanly go to a process-wide cache (bounded: past it, a name is
+        cached for its own stream only), so an idle stream carries no cache of its own.
+        """
+        name = _SHARED_EVENT_NAMES.get(raw)
+        if name is not None:
+            return name
+        names = self._event_names
+        if names is not None:
+            name = names.get(raw)
+            if name is not None:
+                return name
+        if not raw:
+            return "message"  # an empty type is the default
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._decode(raw, where)  # reported (once per stream); not cached
+        if len(raw) <= _MAX_CACHED_EVENT_NAME_BYTES:
+            if len(_SHARED_EVENT_NAMES) < _MAX_SHARED_EVENT_NAMES:
+                _SHARED_EVENT_NAMES[raw] = name
+            else:
+                if names is None:
+                    names = self._event_names = {}
+                if len(names) < _MAX_CACHED_EVENT_NAMES:
+                    names[raw] = name
         return name
 
     def _decode(self, raw: bytes | bytearray, where: int) -> str:
@@ -520,7 +570,7 @@ class EventParser:
     def _invalid_utf8(self, where: int) -> None:
         if not self._seen_invalid_utf8:
             self._seen_invalid_utf8 = True
-            self.findings.append(
+            self._found(
                 rules.INVALID_UTF8.finding(
                     f"invalid UTF-8 in the event starting at byte {where}; clients decode it "
                     "as U+FFFD (reported once per stream)",

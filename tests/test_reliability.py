@@ -27,6 +27,7 @@ from streamguard import (
     StreamMonitor,
     StreamReport,
     check_stream,
+    sse,
 )
 from streamguard.logs import StreamLog
 from streamguard.metrics import StreamMetrics
@@ -228,7 +229,8 @@ def test_megabyte_event_name() -> None:
     parser = EventParser(max_event_bytes=4 << 20)
     [event] = parser.feed(b"event: " + name + b"\ndata: x\n\n")
     assert len(event.event) == 1 << 20
-    assert parser._event_names == {}
+    assert parser._event_names is None
+    assert name not in sse._SHARED_EVENT_NAMES
 
 
 def test_very_long_line_split_in_tiny_chunks_is_linear() -> None:
