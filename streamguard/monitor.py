@@ -17,7 +17,7 @@ from typing import Any
 from streamguard import rules
 from streamguard._wire import describe, token
 from streamguard.liveness import Liveness, LivenessLimits
-from streamguard.protocols import AUTO, make_checker
+from streamguard.protocols import AUTO, AutoChecker, make_checker
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.request import RequestFacts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, EventParser
@@ -76,6 +76,9 @@ OUTCOMES: dict[StreamEnd, tuple[Outcome, Outcome, Outcome, Outcome]] = {
     StreamEnd.APP_ERROR:          (Outcome.APP_ERROR,) * 4,
     StreamEnd.CANCELLED:          (Outcome.CANCELLED,) * 4,
 }  # fmt: skip
+
+#: How much of an event never ended by a blank line auto-detection reads at the body's end.
+_PENDING_DETECTION_BYTES = 64 * 1024
 
 #: Ends at which the app did not finish sending: the end-of-stream rules would only
 #: restate the outcome, so they are not run.
@@ -367,6 +370,10 @@ class StreamMonitor:
         events, offset = parser.events_dispatched, parser.bytes_seen
         found: list[Finding] = []
         if end not in _ABORTS and self._inspecting:
+            if isinstance(checker, AutoChecker) and not checker.decided:
+                pending = parser.pending_event(_PENDING_DETECTION_BYTES)
+                if pending is not None:
+                    found.extend(checker.decide_from_pending(pending))
             found.extend(parser.close())
             if parser.inspecting:  # close() can still find the last event too large
                 found.extend(checker.on_end(events, offset))

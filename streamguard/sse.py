@@ -228,6 +228,22 @@ class EventParser:
             self._hold(rest)
         return events
 
+    def pending_event(self, limit: int) -> Event | None:
+        """The event being built when the input ends, judged by its first data line (at
+        most ``limit`` bytes of it): for a body whose frames were never ended by a blank
+        line. ``None`` when no data line is pending."""
+        if self._data:
+            first = self._data[0][:limit]
+        elif self._partial.startswith(b"data:"):
+            first = self._partial[5:limit]
+            if first[:1] == b" ":
+                first = first[1:]
+        else:
+            return None
+        line = bytes(first).partition(b"\n")[0]
+        start = self._event_start if self._event_start is not None else self._offset
+        return Event(self._event_type, line.decode("utf-8", "replace"), None, None, start)
+
     def close(self) -> list[Finding]:
         """End of input: report what never completed, then return the last findings.
 

@@ -431,3 +431,16 @@ def test_a_lone_non_json_line_decides_nothing() -> None:
     """Data that is not JSON on its first line either stays undecided."""
     report = check_stream(b"data: hello\ndata: {}\n\n")
     assert (report.protocol, report.protocol_source) == ("sse", "default")
+
+
+def test_a_body_without_any_blank_line_is_detected_from_its_first_data_line() -> None:
+    """Frames never ended by a blank line dispatch nothing; the pending first line decides."""
+    chunk = (
+        '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+        '"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}'
+    )
+    body = f"data: {chunk}\ndata: {chunk}\ndata: [DONE]\n".encode()
+    for chunks in ([body], [bytes([b]) for b in body]):
+        report = check_stream(chunks)
+        assert (report.protocol, report.protocol_source) == ("openai_chat", "event")
+        assert report.rules() == ["unterminated_frame", "missing_terminal"]

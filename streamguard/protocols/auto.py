@@ -262,6 +262,17 @@ class AutoChecker(Checker):
     def check_end(self, events: int, offset: int) -> Sequence[Finding]:
         return self.on_end(events, offset)
 
+    def decide_from_pending(self, event: Event) -> Sequence[Finding]:
+        """At the end of a body whose last event was never dispatched (its frames run
+        together without blank lines): let that event's first data line decide, if it
+        can. Returns what replaying the held events found."""
+        if self._delegate is not None:
+            return NO_FINDINGS
+        protocol = protocol_for_event(event)
+        if protocol is None or protocol not in self._checkers:
+            return NO_FINDINGS
+        return self._decide(protocol, "event")
+
     # -- the decision ---------------------------------------------------------------------
 
     def _decide(self, protocol: str, source: str) -> Sequence[Finding]:
