@@ -100,7 +100,7 @@ async def _keepalive(request: Request) -> Response:
 
 
 async def _cut_frame(request: Request) -> Response:
-    return _sse([*_events(2), b"data: [DONE]"])
+    return _sse([*_events(2), b"data: bye"])
 
 
 async def _invalid_utf8(request: Request) -> Response:

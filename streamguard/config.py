@@ -89,8 +89,14 @@ class TimerConfig(_Model):
     burst_window_s: float = Field(default=0.02, gt=0)
     #: ... when the first event took this many windows to arrive ...
     burst_first_event_ratio: float = Field(default=20.0, gt=0)
-    #: ... and the stream has at least this many events.
+    #: ... and the stream has at least this many events ...
     burst_min_events: int = Field(default=16, ge=1)
+    #: ... carried by at most two body messages or by at least this many events per
+    #: message on average (a fast generator sending one event per message is no buffer).
+    burst_min_events_per_message: float = Field(default=8.0, gt=0)
+    #: Judge bursts by timing alone, as before body messages were counted (for an app
+    #: known to replay a buffered answer one event per message).
+    burst_timing_only: bool = False
 
 
 class LogConfig(_Model):

@@ -383,7 +383,10 @@ _doc(
         events (default 16), either every event came in one body message, or every event
         came within `timers.burst_window_s` (default 0.02 s) of the first while the first
         took more than `timers.burst_first_event_ratio` windows (default 20, so 0.4 s) to
-        arrive: a long silence, then everything at once. Judged once, at a clean end, by
+        arrive: a long silence, then everything at once, carried by at most two body
+        messages or by at least `timers.burst_min_events_per_message` events per message
+        (default 8). A fast generator that sends one event per message after a slow first
+        token is not a flush, unless `timers.burst_timing_only` is on. Judged once, at a clean end, by
         the middleware only. It sees what the app sends, so it catches buffering inside
         the app and the middleware placed inside streamguard, not a proxy in front of
         it.""",
