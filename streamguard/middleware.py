@@ -199,7 +199,7 @@ class _StreamWatch:
     __slots__ = (
         "__weakref__",
         "_guard",
-        "_late_body_reported",
+        "_late_body_is_a_bug",
         "_log",
         "_metrics",
         "_receive",
@@ -234,7 +234,9 @@ class _StreamWatch:
         self._log: StreamLog | None = None
         self._sweeper: _Sweeper | None = None
         self._sink_failed = False
-        self._late_body_reported = False
+        #: Whether a body message now would be the app's bug (``body_after_end``): only
+        #: after the app ended the body itself, and reported once.
+        self._late_body_is_a_bug = False
         #: The request body as the app reads it, up to ``request_peek_bytes``; dropped at
         #: the response start, when it has been reduced to its few facts.
         self._request_body: bytearray | None = (
@@ -258,7 +260,8 @@ class _StreamWatch:
         if monitor is not None:
             if message["type"] == "http.response.body":
                 if monitor.report is not None:
-                    self._after_end(monitor, message)
+                    if self._late_body_is_a_bug:
+                        self._after_end(monitor, message)
                 else:
                     body_ended = not message.get("more_body", False)
                     if monitor.internal_error is None:
@@ -298,9 +301,15 @@ class _StreamWatch:
                 self._finish(StreamEnd.BODY_ENDED)
             raise
         if monitor is not None:
-            monitor.handed_over()
+            # A server may drop sends after a disconnect without raising (uvicorn does):
+            # what was sent after the client left did not reach it.
+            if not self.disconnected:
+                monitor.handed_over()
             if body_ended:
-                self._finish(StreamEnd.BODY_ENDED)
+                self._late_body_is_a_bug = True
+                self._finish(
+                    StreamEnd.CLIENT_DISCONNECT if self.disconnected else StreamEnd.BODY_ENDED
+                )
 
     def app_returned(self) -> None:
         self._finish(StreamEnd.CLIENT_DISCONNECT if self.disconnected else StreamEnd.APP_RETURNED)
@@ -478,9 +487,7 @@ class _StreamWatch:
 
     def _after_end(self, monitor: StreamMonitor, message: Message) -> None:
         """A body message after the body ended: the app's bug, reported once per stream."""
-        if self._late_body_reported:
-            return
-        self._late_body_reported = True
+        self._late_body_is_a_bug = False
         try:
             data = message.get("body", b"")
             self._emit((monitor.after_end(data),))

@@ -263,3 +263,27 @@ def test_lifespan_shutdown_reports_open_streams() -> None:
 
     asyncio.run(main())
     assert len(reports) == 1  # the stream's own end, later, reports nothing twice
+
+
+def test_a_stream_reported_at_shutdown_may_go_on_sending() -> None:
+    """After a shutdown report, the app's further body is not ``body_after_end``."""
+    logged: list[str] = []
+    reports: list[StreamReport] = []
+    sent = [sse_start(), body(b"data: one\n\n")]
+    middleware = StreamGuardMiddleware(ScriptedApp([]), on_report=reports.append)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        for message in sent:
+            await send(message)
+        middleware.report_open_streams()
+        await send(body(b"data: two\n\n"))
+        await send(body(b"", more=False))
+
+    middleware.app = app
+    with capture_logs() as logs:
+        recorder, raised = run(middleware)
+    logged = [entry.get("rule") for entry in logs if entry["event"] == "stream_violation"]
+    assert raised is None
+    assert len(recorder.sent) == 4
+    assert [r.outcome for r in reports] == [Outcome.CANCELLED]
+    assert "body_after_end" not in logged

@@ -169,3 +169,17 @@ def test_body_after_the_end_is_the_apps_bug(monkeypatch: pytest.MonkeyPatch) -> 
     assert logged == ["body_after_end"]  # once per stream
     [report] = reports
     assert report.outcome is Outcome.COMPLETED
+
+
+@pytest.mark.parametrize(("last", "outcome"), [(b"", D), (DONE, D)])
+def test_a_disconnect_seen_before_the_end_wins(last: bytes, outcome: Outcome) -> None:
+    """uvicorn drops sends after a disconnect: an app that saw it and ended the body was cut."""
+    steps = [sse_start(), body(CHUNK), "receive", body(last, more=False)]
+    recorder = Recorder(
+        incoming=[{"type": "http.request", "body": b""}, {"type": "http.disconnect"}]
+    )
+    middleware, reports = _guarded(ScriptedApp(["receive", *steps]))
+    run(middleware, recorder=recorder)
+    [report] = reports
+    assert (report.outcome, report.client_closed_after_end) == (outcome, False)
+    assert "missing_terminal" not in report.rules()
