@@ -97,7 +97,7 @@ class ReportQueue:
             assert isinstance(item, StreamReport)
             try:
                 self.callback(item)
-            except Exception as exc:
+            except BaseException as exc:  # even SystemExit must not end the worker
                 self.failed += 1
                 _logger.error(
                     "streamguard_report_callback_failed",

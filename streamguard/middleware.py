@@ -418,11 +418,13 @@ class _StreamWatch:
     def _keep_request_body(self, message: Message) -> None:
         kept = self._request_body
         assert kept is not None
-        kept += message.get("body", b"")
-        if len(kept) > self._guard.config.request_peek_bytes:
+        chunk = message.get("body", b"")
+        if len(kept) + len(chunk) > self._guard.config.request_peek_bytes:
             self._request_body = None  # too large: request-aware checks are skipped
             self._request_complete = True
-        elif not message.get("more_body", False):
+            return
+        kept += chunk
+        if not message.get("more_body", False):
             self._request_complete = True
 
     def _request_facts(self) -> tuple[RequestFacts | None, str | None]:

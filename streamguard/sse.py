@@ -70,9 +70,29 @@ _LINE_ENDING = re.compile(rb"\r\n|\r|\n")
 _CR = 0x0D
 _COLON = 0x3A
 _MAX_CACHED_EVENT_NAMES = 64
-#: Event names shared by every stream of the process (the protocols use a few dozen).
-_MAX_SHARED_EVENT_NAMES = 256
-_SHARED_EVENT_NAMES: dict[bytes, str] = {}
+#: Event names the LLM protocols send, decoded once for every stream of the process. It
+#: is fixed: a name a stream sends is cached for that stream only, so no upstream can fill
+#: a process-wide table (and push every later stream's names into its own).
+_SHARED_EVENT_NAMES: dict[bytes, str] = {
+    name.encode(): name
+    for name in (
+        "message", "error", "ping",
+        "message_start", "content_block_start", "content_block_delta",
+        "content_block_stop", "message_delta", "message_stop",
+        "response.created", "response.queued", "response.in_progress",
+        "response.completed", "response.incomplete", "response.failed",
+        "response.output_item.added", "response.output_item.done",
+        "response.content_part.added", "response.content_part.done",
+        "response.output_text.delta", "response.output_text.done",
+        "response.output_text.annotation.added",
+        "response.refusal.delta", "response.refusal.done",
+        "response.function_call_arguments.delta", "response.function_call_arguments.done",
+        "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
+        "response.reasoning_text.delta", "response.reasoning_text.done",
+        "keepalive",
+    )
+}  # fmt: skip
 _MAX_CACHED_EVENT_NAME_BYTES = 64
 #: Past this many data lines in one event, they are joined into one ``bytearray``.
 _MAX_HELD_DATA_LINES = 32
@@ -549,8 +569,8 @@ class EventParser:
     def _event_name(self, raw: bytes, where: int) -> str:
         """Decode an event type; streams use a few names, so they are decoded once.
 
-        Names that decode cleanly go to a process-wide cache (bounded: past it, a name is
-        cached for its own stream only), so an idle stream carries no cache of its own.
+        The protocols' own names come from a fixed process-wide table, so an idle stream of
+        a known protocol carries no cache of its own; other names are cached per stream.
         """
         name = _SHARED_EVENT_NAMES.get(raw)
         if name is not None:
@@ -567,13 +587,10 @@ class EventParser:
         except UnicodeDecodeError:
             return self._decode(raw, where)  # reported (once per stream); not cached
         if len(raw) <= _MAX_CACHED_EVENT_NAME_BYTES:
-            if len(_SHARED_EVENT_NAMES) < _MAX_SHARED_EVENT_NAMES:
-                _SHARED_EVENT_NAMES[raw] = name
-            else:
-                if names is None:
-                    names = self._event_names = {}
-                if len(names) < _MAX_CACHED_EVENT_NAMES:
-                    names[raw] = name
+            if names is None:
+                names = self._event_names = {}
+            if len(names) < _MAX_CACHED_EVENT_NAMES:
+                names[raw] = name
         return name
 
     def _decode(self, raw: bytes | bytearray, where: int) -> str:

@@ -15,7 +15,6 @@ from streamguard.protocols.auto import (
     AutoChecker,
     protocol_for_event,
     protocol_for_path,
-    protocol_for_pending_data,
 )
 from streamguard.sse import Event
 from tests.chunking import chunkings
@@ -372,29 +371,6 @@ def test_chunks_without_a_delta_object_decide_nothing(payload: dict[str, object]
     assert protocol_for_event(Event("message", json.dumps(payload))) is None
 
 
-@pytest.mark.parametrize(
-    ("text", "protocol"),
-    [
-        ('data: {"object":"chat.completion.chunk","choices":[]}\ndata: {"x":1}\n', "openai_chat"),
-        ('data:{"choices":[{"index":0,"delta":{"content":"Hi"}}]}\r\ndata: [DONE]', "openai_chat"),
-        ("\ufeff: keep-alive\nid: 7\nretry: 10\ndata: [DONE]\n", "openai_chat"),
-        ('event: message_start\ndata: {"type":"message_start","mess', "anthropic"),
-        ('data: {"type":"message_start","message":{}}\rdata: {"type":"ping"}\r', "anthropic"),
-        ('data: {"type":"response.created","sequence_number":0}\n', "openai_responses"),
-        ('data: {"candidates":[]}', "gemini"),
-        ("data:\ndata: [DONE]\n", "openai_chat"),  # the first non-empty data line decides
-        ('data: {"object":"chat.completion.chunk"', None),  # not complete yet
-        ("data: tick 1\ndata: [DONE]\n", None),  # the first data line decides alone
-        ("event: message_start\n\ndata: [DONE]\n", "openai_chat"),  # the name did not carry
-        (": only a comment\nid: 1\n", None),
-        ("", None),
-    ],
-)
-def test_protocol_for_pending_data(text: str, protocol: str | None) -> None:
-    """A body run together without blank lines is detected from its first data line."""
-    assert protocol_for_pending_data(text) == protocol
-
-
 def test_held_event_data_is_bounded() -> None:
     """Past MAX_UNDECIDED_CHARS of held data the checker settles on plain SSE at once."""
     checker = AutoChecker(path="/stream", checkers=CHECKERS)
@@ -444,3 +420,23 @@ def test_a_body_without_any_blank_line_is_detected_from_its_first_data_line() ->
         report = check_stream(chunks)
         assert (report.protocol, report.protocol_source) == ("openai_chat", "event")
         assert report.rules() == ["unterminated_frame", "missing_terminal"]
+
+
+def test_an_anthropic_error_first_decides_anthropic() -> None:
+    """An overloaded error before message_start, on a gateway path, is Anthropic's error."""
+    body = (
+        b"event: error\ndata: "
+        b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+    )
+    report = check_stream(body, path="/gateway/stream")
+    assert (report.protocol, report.protocol_source, report.outcome.value) == (
+        "anthropic",
+        "event",
+        "error_event",
+    )
+
+
+def test_a_responses_error_first_is_not_anthropic() -> None:
+    """The Responses error event carries code and message at the top level: not decisive."""
+    body = b'data: {"type":"error","code":"server_error","message":"x","sequence_number":0}\n\n'
+    assert check_stream(body, path="/gateway/stream").protocol != "anthropic"

@@ -34,14 +34,14 @@ last two read the chosen checker's indices.
 A protocol named by a signal but missing from the registry (a checker not installed)
 decides nothing: the stream is then judged by the signals that remain.
 
-A body whose frames are run together without blank lines dispatches no event at all, so
-nothing above can decide it; ``protocol_for_pending_data`` reads the first ``data:`` line of
-such undispatched text for the monitor.
+Frames run together with single line endings reach the checker as one event whose data
+holds several payloads: its first line decides. A body never ended by a blank line
+dispatches nothing at all; at its end the monitor hands the pending event to
+``decide_from_pending``, which judges its first data line the same way.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,7 +57,6 @@ __all__ = [
     "AutoChecker",
     "protocol_for_event",
     "protocol_for_path",
-    "protocol_for_pending_data",
 ]
 
 #: How many events a stream may send before its protocol is known; then it is plain SSE.
@@ -123,6 +122,10 @@ def protocol_for_event(event: Event) -> str | None:
     kind = payload.get("type")
     if kind == "message_start":
         return "anthropic"
+    if kind == "error" and type(payload.get("error")) is dict:
+        # Anthropic's error event (an overloaded error before message_start); the
+        # Responses error event carries its code and message at the top level instead.
+        return "anthropic"
     if isinstance(kind, str) and kind.startswith("response."):
         return "openai_responses"
     if payload.get("object") == "chat.completion.chunk":
@@ -134,41 +137,6 @@ def protocol_for_event(event: Event) -> str | None:
         return "openai_chat"
     if any(key in payload for key in _GEMINI_KEYS):
         return "gemini"
-    return None
-
-
-#: The end of one line: CRLF, LF or CR, as the event-stream format allows.
-_LINE_END = re.compile(r"\r\n|[\r\n]")
-
-
-def protocol_for_pending_data(text: str) -> str | None:
-    """The protocol the first ``data:`` line of undispatched body text proves, or ``None``.
-
-    For a body whose frames are run together without the blank lines that end events (the
-    parser then dispatches nothing): ``text`` is the body decoded so far. The lines before
-    the first non-empty ``data:`` line are read as the parser would (comments, ``id``,
-    ``retry`` and unknown fields skipped, the last ``event:`` name kept), and that one line
-    is judged as ``protocol_for_event`` judges an event, so a JSON payload must be
-    complete on it. The cost is linear in the text up to the end of that line.
-    """
-    name = "message"
-    position = 1 if text.startswith("\ufeff") else 0
-    while position < len(text):
-        end = _LINE_END.search(text, position)
-        stop = end.start() if end is not None else len(text)
-        line = text[position:stop]
-        field, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if field == "data" and value:
-            return protocol_for_event(Event(name, value))
-        if field == "event":
-            name = value or "message"
-        elif not line:
-            name = "message"  # a blank line ends an event: its name does not carry over
-        if end is None:
-            break
-        position = end.end()
     return None
 
 
