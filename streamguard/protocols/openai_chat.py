@@ -465,6 +465,11 @@ class OpenAIChatChecker(Checker):
             return found
         if parsed.get("error"):  # as the SDK: any truthy top-level error is an error
             return [*found, *self._on_error(parsed["error"], event, index)]
+        choices = parsed.get("choices")
+        if type(choices) is list and len(choices) > MAX_TRACKED_CHOICES:
+            # Choices past the tracked bound go unchecked anyway; validating (and, when
+            # invalid, describing) hundreds of thousands of them would hold the loop.
+            parsed = {**parsed, "choices": choices[:MAX_TRACKED_CHOICES]}
         strict = True
         try:
             chunk: _Chunk = _validate_chunk(parsed)
