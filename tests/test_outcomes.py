@@ -33,7 +33,7 @@ C, E, U, D = (
     Outcome.UNCLOSED,
     Outcome.CLIENT_DISCONNECT,
 )
-#: The table as documented in docs/outcomes.md, written out independently of the code.
+#: The table as documented in docs/index.md, written out independently of the code.
 EXPECTED = {
     StreamEnd.BODY_ENDED: {"error": E, "terminal": C, "neither": U, "unjudged": C},
     StreamEnd.CLIENT_DISCONNECT: {"error": E, "terminal": C, "neither": D, "unjudged": D},
