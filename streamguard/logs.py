@@ -142,6 +142,10 @@ class StreamLog:
             fields["rules"] = sorted({finding.rule for finding in report.findings})
         if self._not_logged:
             fields["violations_not_logged"] = self._not_logged
+        if report.findings_dropped:
+            fields["findings_dropped"] = sum(count for _rule, count in report.findings_dropped)
+        if report.client_closed_after_end:
+            fields["client_closed_after_end"] = True
         if not report.inspected:
             fields["inspected"] = False
         if report.internal_error is not None:

@@ -570,7 +570,9 @@ class _Sweeper:
     @property
     def watches(self) -> list[_StreamWatch]:
         """The open streams this sweeper polls."""
-        return [watch for watch in self._open_streams if watch._sweeper is self]
+        # list() copies the set in one step under the GIL: another loop's thread may be
+        # adding to it meanwhile.
+        return [watch for watch in list(self._open_streams) if watch._sweeper is self]
 
     def add(self, watch: _StreamWatch) -> None:
         self.count += 1
