@@ -86,10 +86,22 @@ async def raw_endless(scope: Scope, receive: Receive, send: Send) -> None:
     """A raw ASGI app that never calls receive(): it cannot learn that the client left."""
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream")]})  # fmt: skip
+    # OpenAI chat chunks: a protocol whose outcome depends on what was handed over, so
+    # "completed" below says the [DONE] that uvicorn dropped was counted as delivered.
     for _ in range(100):
-        await send({"type": "http.response.body", "body": b"data: tick\n\n", "more_body": True})
+        await send({"type": "http.response.body", "body": RAW_CHUNK, "more_body": True})
         await asyncio.sleep(0.005)
-    await send({"type": "http.response.body", "body": b"data: bye\n\n", "more_body": False})
+    await send({"type": "http.response.body", "body": RAW_LAST, "more_body": False})
+
+
+RAW_CHUNK = (
+    b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"content":"tick"},"finish_reason":null}]}\n\n'
+)
+RAW_LAST = (
+    b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+)
 
 
 async def json_endpoint(request: Request) -> Response:
@@ -122,6 +134,14 @@ def guarded_server() -> Iterator[tuple[str, StreamGuardMiddleware, list[StreamRe
 def plain_server() -> Iterator[str]:
     with serve(make_app()) as url:
         yield url
+
+
+def leave_after_first_bytes(url: str) -> None:
+    """Read a stream until its first bytes arrive, then hang up."""
+    with httpx.stream("GET", url, timeout=30) as response:
+        for chunk in response.iter_raw():
+            if chunk:
+                return
 
 
 def raw_body(url: str) -> bytes:
@@ -173,10 +193,7 @@ def test_client_closing_mid_stream_is_client_disconnect(
     """A client that hangs up mid-stream gives ``client_disconnect``, not ``unclosed``."""
     url, middleware, reports = guarded_server
     before = len(reports)
-    with httpx.stream("GET", f"{url}/endless", timeout=30) as response:
-        for chunk in response.iter_raw():
-            if chunk:
-                break
+    leave_after_first_bytes(f"{url}/endless")
     wait_until(lambda: len(reports) > before)
     report = reports[-1]
     assert report.path == "/endless"
@@ -191,10 +208,7 @@ def test_sse_starlette_client_closing_is_client_disconnect(
     """sse-starlette listens for the disconnect too, so its cut streams are not completed."""
     url, middleware, reports = guarded_server
     before = len(reports)
-    with httpx.stream("GET", f"{url}/sse-starlette", timeout=30) as response:
-        for chunk in response.iter_raw():
-            if chunk:
-                break
+    leave_after_first_bytes(f"{url}/sse-starlette")
     wait_until(lambda: len(reports) > before)
     assert (reports[-1].path, reports[-1].outcome) == ("/sse-starlette", Outcome.CLIENT_DISCONNECT)
     wait_until(lambda: middleware.in_flight == 0)
@@ -206,12 +220,14 @@ def test_raw_app_that_never_receives_looks_completed(
     """The documented limit: uvicorn drops the sends of an app that never reads receive()."""
     url, _middleware, reports = guarded_server
     before = len(reports)
-    with httpx.stream("GET", f"{url}/raw/", timeout=30) as response:
-        for chunk in response.iter_raw():
-            if chunk:
-                break
+    leave_after_first_bytes(f"{url}/raw/")
     wait_until(lambda: len(reports) > before, timeout=30)
-    assert (reports[-1].path, reports[-1].outcome) == ("/raw/", Outcome.COMPLETED)
+    report = reports[-1]
+    assert (report.path, report.protocol, report.outcome) == (
+        "/raw/",
+        "openai_chat",
+        Outcome.COMPLETED,
+    )
 
 
 def test_app_raising_mid_stream_is_app_error(
