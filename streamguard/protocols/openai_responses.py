@@ -794,14 +794,7 @@ class OpenAIResponsesChecker(Checker):
         elif item.untracked_parts:  # presumably a part past the bound
             item.untracked_parts -= 1
         elif not item.adopted:
-            label = "content part" if content else "summary part"
-            found.append(
-                rules.ITEM_NOT_OPEN.finding(
-                    f"{_where(kind, index)}: {label} {number(part)} is not open",
-                    index,
-                    event.offset,
-                )
-            )
+            found.append(_part_not_open(kind, index, event, content, part))
 
     def _open_part(
         self, item: _OpenItem, parts: dict[int, _Text], part: int, compare: bool
@@ -844,14 +837,7 @@ class OpenAIResponsesChecker(Checker):
                 if item.adopted:  # opened before a resumed stream's first event
                     found_text = self._open_part(item, parts, part, compare=False)
                 elif not item.untracked_parts:
-                    label = "content part" if content else "summary part"
-                    found.append(
-                        rules.ITEM_NOT_OPEN.finding(
-                            f"{_where(kind, index)}: {label} {number(part)} is not open",
-                            index,
-                            event.offset,
-                        )
-                    )
+                    found.append(_part_not_open(kind, index, event, content, part))
                 if found_text is None:
                     return
             text = found_text
@@ -1074,3 +1060,11 @@ def _starting_after(request: Mapping[str, Any] | None, path: str | None) -> int 
     ):
         value = int(value)
     return value if type(value) is int and value >= 0 else None
+
+
+def _part_not_open(kind: str, index: int, event: Event, content: bool, part: int) -> Finding:
+    """``item_not_open`` for an event naming a content or summary part that is not open."""
+    label = "content part" if content else "summary part"
+    return rules.ITEM_NOT_OPEN.finding(
+        f"{_where(kind, index)}: {label} {number(part)} is not open", index, event.offset
+    )
