@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from streamguard.protocols import Checker
+from streamguard.protocols._base import terminated_lifecycle
+from streamguard.protocols._lifecycle import ERROR, OTHER, TERMINAL
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -13,13 +15,12 @@ class DoneChecker(Checker):
     """``data: END`` is the terminal signal and ``data: ERR`` an in-band error."""
 
     name = "test_done"
+    LIFECYCLE = terminated_lifecycle()
 
     def is_terminal(self, event: Event) -> bool:
         return event.data == "END"
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        if event.data == "END":
-            self.terminal_index = index
-        elif event.data == "ERR":
-            self.error_index = index
-        return ()
+        kind = {"END": TERMINAL, "ERR": ERROR}.get(event.data, OTHER)
+        finding = self.advance(kind, event, index)
+        return () if finding is None else (finding,)

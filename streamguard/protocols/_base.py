@@ -1,22 +1,62 @@
-"""The interface every protocol checker implements, and the lifecycle rules they share.
+"""The protocol engine: the base every checker runs on, and the helpers they share.
 
 A checker is a small sans-I/O state machine: the monitor hands it each dispatched
 ``Event`` with its index, then tells it how the stream ended. It returns findings and
 exposes two facts the monitor needs to classify the end: whether the protocol's terminal
 signal arrived, and whether the stream ended with an in-band error the protocol defines.
 It knows nothing of ASGI, clocks, metrics or logging.
+
+Theory of operation
+-------------------
+
+A protocol declares its lifecycle as a table (``LIFECYCLE``, see ``_lifecycle``) and the
+rules its payload handlers can raise (``RAISES``). The engine here owns the phase: a
+checker classifies an event into a kind and calls ``advance``, which looks the step up,
+makes the lifecycle finding when the event breaks one, and records the terminal and the
+error. Events in a sealed phase (after the terminal, say) never reach the protocol's
+code: ``on_event`` classifies them with ``is_terminal`` and advances. At the body's end,
+``on_end`` advances with ``END`` (a missing terminal) and then runs the protocol's own
+end-of-stream rules (``check_end``).
+
+The rest is shared so that protocols read the same: ``finding`` builds a finding for an
+event (the ``event N`` prefix and the byte offset), honouring ``Rule.once_per_stream``;
+``parse_object`` parses a payload or makes the ``invalid_json`` finding; ``KeptText``
+holds text for a later check within the stream's budget; ``Slots`` tracks numbered
+things that open and close.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 from streamguard import _wire, rules
+from streamguard.protocols._lifecycle import (
+    ANY,
+    END,
+    ERROR,
+    OTHER,
+    STAY,
+    TERMINAL,
+    Lifecycle,
+    broken,
+    go,
+)
+from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
+from streamguard.rules import Rule
 from streamguard.sse import Event
 
-__all__ = ["KNOWN_EVENT_NAMES", "MAX_KEPT_TEXT_CHARS", "NO_FINDINGS", "Checker", "event_name"]
+__all__ = [
+    "KNOWN_EVENT_NAMES",
+    "MAX_KEPT_TEXT_CHARS",
+    "NO_FINDINGS",
+    "Checker",
+    "KeptText",
+    "Slots",
+    "event_name",
+    "terminated_lifecycle",
+]
 
 NO_FINDINGS: Sequence[Finding] = ()
 
@@ -48,38 +88,238 @@ def event_name(name: str) -> str:
     return _wire.token(name, KNOWN_EVENT_NAMES)
 
 
-class Checker:
-    """Base class: terminal bookkeeping common to every protocol.
+def terminated_lifecycle(
+    *,
+    terminal: str = "the terminal signal",
+    after_error: str = "follows the in-band error sent as event {error}",
+    duplicate: str = "repeats the terminal signal first sent as event {terminal}",
+    after_terminal: str = "follows the terminal signal sent as event {terminal}",
+) -> Lifecycle:
+    """The lifecycle of a protocol with a terminal signal and an in-band error that both
+    end the stream; the message texts may be reworded per protocol."""
+    streaming, ended, errored = "streaming", "ended", "errored"
+    name_prefix = "event {index} ({name}) "
+    return Lifecycle(
+        phases={
+            streaming: "events arrive",
+            ended: f"{terminal} arrived",
+            errored: "an in-band error arrived",
+        },
+        kinds={},
+        initial=streaming,
+        table={
+            (streaming, TERMINAL): go(ended),
+            (streaming, ERROR): go(errored),
+            (streaming, OTHER): STAY,
+            (streaming, END): broken(
+                rules.MISSING_TERMINAL,
+                "the body ended after {index} event(s) and {offset} byte(s) without the "
+                "{protocol} terminal signal",
+            ),
+            (ended, TERMINAL): broken(
+                rules.DUPLICATE_TERMINAL, "event {index} " + duplicate, checked=False
+            ),
+            (ended, ANY): broken(
+                rules.EVENT_AFTER_TERMINAL, name_prefix + after_terminal, checked=False
+            ),
+            (ended, END): STAY,
+            (errored, ANY): broken(
+                rules.EVENT_AFTER_TERMINAL, name_prefix + after_error, checked=False
+            ),
+            (errored, END): STAY,
+        },
+        ended=frozenset({ended}),
+        errored=frozenset({errored}),
+        sealed=frozenset({ended, errored}),
+    )
 
-    Subclasses set ``name`` and ``has_terminal`` and implement ``is_terminal`` and
-    ``check_event``; those with end-of-stream rules extend ``check_end``.
+
+#: A protocol without a terminal signal: the end of the body is the end of the stream.
+UNTERMINATED = Lifecycle(
+    phases={"streaming": "events arrive; the body's end ends the stream"},
+    kinds={},
+    initial="streaming",
+    table={("streaming", ANY): STAY},
+    ended=frozenset(),
+    errored=frozenset(),
+    sealed=frozenset(),
+)
+
+T = TypeVar("T")
+
+
+class Checker:
+    """The engine every protocol checker runs on; see the module docstring.
+
+    A protocol sets ``name``, ``has_terminal``, ``LIFECYCLE`` and ``RAISES``, implements
+    ``check_event`` (and ``is_terminal`` when it has a terminal signal) and, for rules of
+    its own at the body's end, ``check_end``.
     """
 
     # Slots: one checker lives per open stream, and an idle stream must stay small.
     __slots__ = (
         "_kept_text_left",
+        "_reported_once",
         "error_index",
         "path",
+        "phase",
         "protocol_source",
         "request",
         "terminal_index",
     )
 
-    #: The protocol's name, as reported and used in metric labels. Plain class attributes
-    #: rather than constants, so a checker that decides late (auto-detection) can set them.
-    name: str = "sse"
+    #: The protocol's name, as reported and used in metric labels.
+    name: ClassVar[str] = "sse"
     #: Whether the protocol defines a terminal signal. Without one, the end of the body
     #: is the end of the stream and a clean end counts as ``completed``.
-    has_terminal: bool = True
+    has_terminal: ClassVar[bool] = True
+    #: The protocol's lifecycle table.
+    LIFECYCLE: ClassVar[Lifecycle] = UNTERMINATED
+    #: The rules the protocol's payload handlers can raise (the lifecycle table's rules
+    #: are added to them): what the catalog, the docs and the metrics list for it.
+    RAISES: ClassVar[frozenset[Rule]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            rules.declare_raised(cls.name, cls.RAISES | cls.LIFECYCLE.rules)
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         self.request = request
         self.path = path
+        self.phase = self.LIFECYCLE.initial
         self.terminal_index: int | None = None
         self.error_index: int | None = None
         self._kept_text_left = MAX_KEPT_TEXT_CHARS
+        self._reported_once: frozenset[str] = _NOTHING_REPORTED
         #: How the protocol was chosen: ``configured``, or how auto-detection decided.
         self.protocol_source = "configured"
+
+    # -- what the monitor reads -----------------------------------------------------------
+
+    @property
+    def terminal_seen(self) -> bool:
+        return self.terminal_index is not None
+
+    @property
+    def error_seen(self) -> bool:
+        return self.error_index is not None
+
+    # -- the engine ------------------------------------------------------------------------
+
+    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
+        """Check one event: in a sealed phase only the lifecycle, else the protocol."""
+        if self.phase in self.LIFECYCLE.sealed:
+            kind = TERMINAL if self.is_terminal(event) else OTHER
+            finding = self.advance(kind, event, index)
+            return NO_FINDINGS if finding is None else (finding,)
+        return self.check_event(event, index)
+
+    def on_end(self, events: int, offset: int) -> Sequence[Finding]:
+        """The app finished sending: the lifecycle's end step, then the protocol's own
+        end-of-stream rules.
+
+        The monitor does not call this when the client left, the app failed or the task
+        was cancelled: the missing end is then explained by the outcome.
+        """
+        step = self.LIFECYCLE.step(self.phase, END)
+        found = list(self.check_end(events, offset))
+        if step.rule is not None:
+            found.insert(
+                0,
+                step.rule.finding(self._message(step.message, events, "", offset), events, offset),
+            )
+        if step.then is not None:
+            self.phase = step.then
+        return found
+
+    def advance(
+        self, kind: str, event: Event, index: int, name: str | None = None
+    ) -> Finding | None:
+        """Take the lifecycle step for an event of ``kind``; the lifecycle finding, if the
+        event breaks a rule. ``name`` is the event as the message shows it (by default
+        its SSE name, as ``event_name`` shows it)."""
+        step = self.LIFECYCLE.step(self.phase, kind)
+        finding = None
+        if step.rule is not None:
+            shown = event_name(event.event) if name is None else name
+            finding = step.rule.finding(
+                self._message(step.message, index, shown, event.offset), index, event.offset
+            )
+        then = step.then
+        if then is not None and then != self.phase:
+            self.phase = then
+            lifecycle = self.LIFECYCLE
+            if then in lifecycle.ended and self.terminal_index is None:
+                self.terminal_index = index
+            if then in lifecycle.errored and self.error_index is None:
+                self.error_index = index
+        return finding
+
+    def checked_after(self, kind: str) -> bool:
+        """Whether an event of ``kind`` in the current phase still has its payload checked
+        (ask before ``advance``)."""
+        return self.LIFECYCLE.step(self.phase, kind).checked
+
+    def _message(self, template: str, index: int, name: str, offset: int) -> str:
+        return template.format(
+            index=index,
+            name=name,
+            terminal=self.terminal_index,
+            error=self.error_index,
+            offset=offset,
+            protocol=self.name,
+        )
+
+    # -- helpers for protocols ----------------------------------------------------------
+
+    def finding(self, rule: Rule, event: Event, index: int, detail: str) -> Finding:
+        """A finding on event ``index``: ``detail`` follows ``event N`` directly (start it
+        with a space or a colon)."""
+        return rule.finding(f"event {index}{detail}", index, event.offset)
+
+    def report(
+        self, found: list[Finding], rule: Rule, event: Event, index: int, detail: str
+    ) -> None:
+        """Append a finding on event ``index`` to ``found``; a once-per-stream rule only
+        the first time, with a note that later ones are not reported."""
+        if rule.once_per_stream:
+            if rule.name in self._reported_once:
+                return
+            self._reported_once = self._reported_once | {rule.name}
+            detail += " (reported once per stream)"
+        found.append(rule.finding(f"event {index}{detail}", index, event.offset))
+
+    def parse_object(
+        self, event: Event, index: int, found: list[Finding], where: str = ""
+    ) -> dict[str, Any] | None:
+        """The event's data as a JSON object, or None with the ``invalid_json`` finding in
+        ``found``. ``where`` follows ``event N`` in the message (`` (name)``, say)."""
+        try:
+            value = parse_json(event.data)
+        except ValueError as exc:
+            # ``exc`` is pydantic-core's description: a fixed text and a position, never
+            # the data; the data itself is shown by size only.
+            found.append(
+                self.finding(
+                    rules.INVALID_JSON,
+                    event,
+                    index,
+                    f"{where}: data is not JSON ({exc}): {preview(event.data)}",
+                )
+            )
+            return None
+        if type(value) is not dict:
+            found.append(
+                self.finding(
+                    rules.INVALID_JSON,
+                    event,
+                    index,
+                    f"{where}: data is a JSON {type_name(value)}, not an object",
+                )
+            )
+            return None
+        return value
 
     def keep_text(self, chars: int) -> bool:
         """Reserve room for ``chars`` more kept characters; False when the stream's budget
@@ -94,20 +334,104 @@ class Checker:
         """Give back the room of kept text that was checked or dropped."""
         self._kept_text_left += chars
 
-    @property
-    def terminal_seen(self) -> bool:
-        return self.terminal_index is not None
+    # -- for subclasses ---------------------------------------------------------------
 
-    @property
-    def error_seen(self) -> bool:
-        return self.error_index is not None
+    def is_terminal(self, event: Event) -> bool:
+        """Whether an event in a sealed phase is the terminal signal (sent again)."""
+        return False
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        raise NotImplementedError
+
+    def check_end(self, events: int, offset: int) -> Sequence[Finding]:
+        """The protocol's own rules at the body's end (after the lifecycle's)."""
+        return NO_FINDINGS
+
+
+#: Shared by every stream that has reported no once-per-stream rule (most of them).
+_NOTHING_REPORTED: frozenset[str] = frozenset()
+
+
+def type_name(value: object) -> str:
+    """A JSON value's type as a message names it: ``null``, ``list``, ``str``, ..."""
+    return "null" if value is None else type(value).__name__
+
+
+class KeptText:
+    """Text kept for a check later in the stream (a tool call's argument fragments, say),
+    within the stream's kept-text budget: once the budget refuses a piece, everything
+    kept is dropped and ``text()`` is None, so the check is skipped, never the bound."""
+
+    __slots__ = ("_chars", "_pieces")
+
+    def __init__(self) -> None:
+        self._pieces: list[str] | None = []
+        self._chars = 0
+
+    def add(self, checker: Checker, piece: str) -> None:
+        if self._pieces is None:
+            return
+        if checker.keep_text(len(piece)):
+            self._pieces.append(piece)
+            self._chars += len(piece)
+        else:
+            self.release(checker)
+
+    def text(self) -> str | None:
+        """What was kept, joined; None once the budget ran out (or after ``release``)."""
+        return None if self._pieces is None else "".join(self._pieces)
+
+    def release(self, checker: Checker) -> None:
+        """Drop what was kept and give its room back to the stream's budget."""
+        if self._chars:
+            checker.free_text(self._chars)
+        self._pieces = None
+        self._chars = 0
+
+
+class Slots(Generic[T]):
+    """Numbered things that open in order and close: Anthropic content blocks, Responses
+    output items and content parts, chat tool calls.
+
+    ``opened`` counts how many numbers were ever opened in order (the next expected one);
+    ``open`` holds at most ``limit`` open entries, so a stream cannot grow it.
+    """
+
+    __slots__ = ("limit", "open", "opened")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.opened = 0
+        self.open: dict[int, T] = {}
+
+    def add(self, number: int, entry: T) -> bool:
+        """Open ``number``; False (and nothing kept) when ``limit`` entries are open."""
+        if number >= self.opened:
+            self.opened = number + 1
+        if len(self.open) >= self.limit and number not in self.open:
+            return False
+        self.open[number] = entry
+        return True
+
+    def get(self, number: int) -> T | None:
+        return self.open.get(number)
+
+    def close(self, number: int) -> T | None:
+        """Close ``number``; the entry, or None when it was not open."""
+        return self.open.pop(number, None)
+
+    def was_opened(self, number: int) -> bool:
+        """Whether ``number`` was opened (and may since have closed)."""
+        return number < self.opened
+
+
+class LegacyChecker(Checker):
+    """Transitional: the lifecycle written by hand, as before the engine, for checkers
+    not yet moved onto a ``LIFECYCLE`` table. Removed once every protocol is ported."""
+
+    __slots__ = ()
 
     def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        """Check one event; after the terminal signal only lifecycle rules apply.
-
-        An in-band error ends the stream as surely as the terminal does; a protocol that
-        lets something follow its error (OpenAI's ``[DONE]``) overrides this.
-        """
         if self.terminal_index is None:
             if self.error_index is None:
                 return self.check_event(event, index)
@@ -138,11 +462,6 @@ class Checker:
         )
 
     def on_end(self, events: int, offset: int) -> Sequence[Finding]:
-        """The app finished sending: run the end-of-stream rules.
-
-        The monitor does not call this when the client left, the app failed or the task
-        was cancelled: the missing end is then explained by the outcome.
-        """
         return self.check_end(events, offset)
 
     def check_end(self, events: int, offset: int) -> Sequence[Finding]:
@@ -157,10 +476,8 @@ class Checker:
             )
         return NO_FINDINGS
 
-    # -- for subclasses ---------------------------------------------------------------
 
-    def is_terminal(self, event: Event) -> bool:
-        return False
-
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        raise NotImplementedError
+#: The lifecycle rules a hand-written (legacy) lifecycle can raise.
+LEGACY_LIFECYCLE_RULES = frozenset(
+    {rules.MISSING_TERMINAL, rules.DUPLICATE_TERMINAL, rules.EVENT_AFTER_TERMINAL}
+)

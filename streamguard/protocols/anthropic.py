@@ -66,7 +66,7 @@ from typing import Any
 
 from streamguard import rules
 from streamguard._wire import describe, number, token
-from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols._base import LEGACY_LIFECYCLE_RULES, NO_FINDINGS, LegacyChecker
 from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -231,10 +231,33 @@ def _listing(shown: Iterable[str], total: int) -> str:
 Handler = Callable[["AnthropicChecker", dict[str, Any], Event, int], Sequence[Finding]]
 
 
-class AnthropicChecker(Checker):
+class AnthropicChecker(LegacyChecker):
     """Checks an Anthropic Messages event stream; see the module docstring."""
 
     name = "anthropic"
+    RAISES = LEGACY_LIFECYCLE_RULES | frozenset(
+        {
+            rules.BLOCK_AFTER_MESSAGE_DELTA,
+            rules.BLOCK_INDEX_OUT_OF_ORDER,
+            rules.BLOCK_NOT_STARTED,
+            rules.BLOCK_NOT_STOPPED,
+            rules.BLOCK_OPEN_AT_LIMIT,
+            rules.BLOCK_OVERLAP,
+            rules.DELTA_TYPE_MISMATCH,
+            rules.DUPLICATE_MESSAGE_START,
+            rules.EVENT_NAME_MISMATCH,
+            rules.INVALID_JSON,
+            rules.MISSING_MESSAGE_DELTA,
+            rules.MISSING_MESSAGE_START,
+            rules.PREPOPULATED_MESSAGE_START,
+            rules.SCHEMA_MISMATCH,
+            rules.SIGNATURE_NOT_LAST,
+            rules.TOOL_INPUT_INVALID,
+            rules.UNKNOWN_EVENT_TYPE,
+            rules.UNKNOWN_STOP_REASON,
+            rules.USAGE_DECREASED,
+        }
+    )
     has_terminal = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -67,7 +67,7 @@ from typing import Any
 
 from streamguard import rules
 from streamguard._wire import number, token
-from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols._base import NO_FINDINGS, LegacyChecker
 from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -190,10 +190,22 @@ def _has_content(candidate: dict[str, Any]) -> bool:
     return False
 
 
-class GeminiChecker(Checker):
+class GeminiChecker(LegacyChecker):
     """Checks a Gemini ``streamGenerateContent?alt=sse`` stream; see the module docstring."""
 
     name = "gemini"
+    RAISES = frozenset(
+        {
+            rules.CONTENT_AFTER_FINISH,
+            rules.EVENT_AFTER_TERMINAL,
+            rules.FINISH_REASON_NOT_LAST,
+            rules.INVALID_JSON,
+            rules.MISSING_FINISH_REASON,
+            rules.SCHEMA_MISMATCH,
+            rules.SDK_INCOMPATIBLE_FRAMING,
+            rules.USAGE_DECREASED,
+        }
+    )
     # The terminal is "every candidate finished" at the end of the body: check_end sets
     # terminal_index when it holds, so a truncated stream is unclosed, a finished one
     # completed.

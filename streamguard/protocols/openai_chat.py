@@ -56,7 +56,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from streamguard import _wire, rules
-from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols._base import LEGACY_LIFECYCLE_RULES, NO_FINDINGS, LegacyChecker
 from streamguard.protocols._payload import parse_json, preview, validation_finding
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -335,10 +335,37 @@ class _ChoiceState:
         self.legacy_function: _ToolCall | None = None  # the deprecated function_call delta
 
 
-class OpenAIChatChecker(Checker):
+class OpenAIChatChecker(LegacyChecker):
     """Checks an OpenAI Chat Completions stream chunk by chunk (reference §1)."""
 
     name = "openai_chat"
+    RAISES = LEGACY_LIFECYCLE_RULES | frozenset(
+        {
+            rules.CHOICE_INDEX_INVALID,
+            rules.CHOICE_OUT_OF_ORDER,
+            rules.CONTENT_AFTER_FINISH,
+            rules.FUNCTION_CALL_MIXED,
+            rules.INCONSISTENT_ID,
+            rules.INVALID_JSON,
+            rules.MISSING_FINISH_REASON,
+            rules.MULTIPLE_FINISH_REASON,
+            rules.ROLE_NOT_FIRST,
+            rules.ROLE_REPEATED,
+            rules.SCHEMA_MISMATCH,
+            rules.TOOL_CALL_ARGUMENTS_INVALID,
+            rules.TOOL_CALL_HEADER_MISSING,
+            rules.TOOL_CALL_HEADER_REPEATED,
+            rules.TOOL_CALL_INDEX_INVALID,
+            rules.UNEXPECTED_EVENT_FIELD,
+            rules.UNKNOWN_FINISH_REASON,
+            rules.USAGE_MISSING,
+            rules.USAGE_NONSTANDARD,
+            rules.USAGE_NOT_LAST,
+            rules.USAGE_REPEATED,
+            rules.USAGE_TOTAL_MISMATCH,
+            rules.USAGE_UNREQUESTED,
+        }
+    )
 
     __slots__ = (
         "_choice0",

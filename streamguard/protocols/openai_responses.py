@@ -63,7 +63,7 @@ from typing_extensions import TypedDict
 
 from streamguard import rules
 from streamguard._wire import describe, number, token
-from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols._base import LEGACY_LIFECYCLE_RULES, NO_FINDINGS, LegacyChecker
 from streamguard.protocols._payload import parse_json, preview, validation_finding
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -285,10 +285,28 @@ class _OpenItem:
         self.untracked_parts = 0  # open parts past MAX_OPEN_PARTS, counted, not followed
 
 
-class OpenAIResponsesChecker(Checker):
+class OpenAIResponsesChecker(LegacyChecker):
     """Checks an OpenAI Responses API stream event by event (reference §2)."""
 
     name = "openai_responses"
+    RAISES = LEGACY_LIFECYCLE_RULES | frozenset(
+        {
+            rules.DONE_TEXT_MISMATCH,
+            rules.DUPLICATE_RESPONSE_CREATED,
+            rules.EVENT_TYPE_MISMATCH,
+            rules.INVALID_JSON,
+            rules.ITEM_NOT_CLOSED,
+            rules.ITEM_NOT_OPEN,
+            rules.ITEM_OUT_OF_ORDER,
+            rules.ITEM_OVERLAP,
+            rules.ITEM_STATUS_UNEXPECTED,
+            rules.MISSING_RESPONSE_CREATED,
+            rules.RESPONSE_ID_CHANGED,
+            rules.SCHEMA_MISMATCH,
+            rules.SEQUENCE_GAP,
+            rules.STATUS_MISMATCH,
+        }
+    )
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)

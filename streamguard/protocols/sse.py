@@ -6,6 +6,11 @@ event's data must parse as JSON, any JSON value, and data that does not (a Pytho
 of a dict, ``{'a': 1}``, is the classic, from ``str(payload)`` instead of
 ``json.dumps(payload)``) is ``invalid_json``, once per event. The ``[DONE]`` sentinel is
 allowed, as the one non-JSON end marker LLM-style streams share.
+
+Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
+
+    streaming [initial]: events arrive; the body's end ends the stream
+        any other      stays
 """
 
 from __future__ import annotations
@@ -29,8 +34,11 @@ class PlainSSEChecker(Checker):
     """Accepts every event (or, with ``json_data``, every event whose data is JSON); the
     end of the body is the end of the stream."""
 
+    __slots__ = ("json_data",)
+
     name = "sse"
     has_terminal = False
+    RAISES = frozenset({rules.INVALID_JSON})
 
     def __init__(
         self,
@@ -51,10 +59,11 @@ class PlainSSEChecker(Checker):
             # ``exc`` is pydantic-core's description: a fixed text and a position, never
             # the data; the data itself is shown by size only.
             return (
-                rules.INVALID_JSON.finding(
-                    f"event {index}: data is not JSON ({exc}): {preview(event.data)}",
+                self.finding(
+                    rules.INVALID_JSON,
+                    event,
                     index,
-                    event.offset,
+                    f": data is not JSON ({exc}): {preview(event.data)}",
                 ),
             )
         return NO_FINDINGS

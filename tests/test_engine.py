@@ -1,0 +1,130 @@
+"""The protocol engine: lifecycle tables, the steps they take, and what checkers declare."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from streamguard import rules
+from streamguard.monitor import check_stream
+from streamguard.protocols import CHECKERS, Checker
+from streamguard.protocols._base import LegacyChecker, terminated_lifecycle
+from streamguard.protocols._lifecycle import ANY, END, ERROR, OTHER, STAY, TERMINAL, Lifecycle
+from streamguard.sse import Event
+from tests.toy_protocol import DoneChecker
+
+FIXTURES = sorted(Path(__file__).parent.joinpath("fixtures").rglob("*.sse"))
+PORTED = sorted(name for name, cls in CHECKERS.items() if not issubclass(cls, LegacyChecker))
+
+
+def _events(checker: Checker, *data: str) -> list[tuple[str, int | None]]:
+    found = []
+    for index, text in enumerate(data):
+        found += [(f.rule, f.event_index) for f in checker.on_event(Event("message", text), index)]
+    return found
+
+
+def test_a_table_without_a_step_is_refused() -> None:
+    """A lifecycle that forgets a (phase, kind) pair fails when it is declared, not mid-stream."""
+    with pytest.raises(ValueError, match="no step for"):
+        Lifecycle(
+            phases={"a": "only phase"},
+            kinds={},
+            initial="a",
+            table={("a", TERMINAL): STAY, ("a", ERROR): STAY, ("a", OTHER): STAY},
+            ended=frozenset(),
+            errored=frozenset(),
+            sealed=frozenset(),
+        )
+
+
+def test_a_table_naming_an_unknown_phase_is_refused() -> None:
+    """A step into a phase the lifecycle does not declare is a declaration error."""
+    with pytest.raises(ValueError, match="unknown phases"):
+        Lifecycle(
+            phases={"a": "only phase"},
+            kinds={},
+            initial="a",
+            table={
+                ("a", ANY): STAY,
+                ("a", TERMINAL): terminated_lifecycle().table["streaming", TERMINAL],
+            },
+            ended=frozenset(),
+            errored=frozenset(),
+            sealed=frozenset(),
+        )
+
+
+def test_the_terminal_is_recorded_by_the_step_into_an_ended_phase() -> None:
+    """advance() is what sets terminal_index; a second terminal is duplicate_terminal."""
+    checker = DoneChecker()
+    assert _events(checker, "a", "END", "END", "b") == [
+        ("duplicate_terminal", 2),
+        ("event_after_terminal", 3),
+    ]
+    assert (checker.terminal_index, checker.error_index, checker.phase) == (1, None, "ended")
+
+
+def test_an_error_seals_the_stream() -> None:
+    """After an in-band error every event, the terminal included, is event_after_terminal."""
+    checker = DoneChecker()
+    assert _events(checker, "ERR", "END") == [("event_after_terminal", 1)]
+    assert (checker.terminal_index, checker.error_index) == (None, 0)
+    assert checker.on_end(2, 10) == []
+
+
+def test_the_end_step_reports_a_missing_terminal() -> None:
+    """The END row of the table, not the protocol's code, reports missing_terminal."""
+    checker = DoneChecker()
+    _events(checker, "a")
+    (finding,) = checker.on_end(1, 9)
+    assert (finding.rule, finding.event_index, finding.byte_offset) == ("missing_terminal", 1, 9)
+    assert finding.message == (
+        "the body ended after 1 event(s) and 9 byte(s) without the test_done terminal signal"
+    )
+
+
+def test_once_per_stream_rules_are_reported_once() -> None:
+    """Checker.report() drops a once-per-stream rule's later occurrences and says so."""
+    rule = rules.Rule("test_once", rules.Severity.WARNING, "test", once_per_stream=True)
+    checker = DoneChecker()
+    found: list[rules.Finding] = []
+    for index in range(3):
+        checker.report(found, rule, Event("message", "x"), index, " is odd")
+    assert [f.message for f in found] == ["event 0 is odd (reported once per stream)"]
+
+
+@pytest.mark.parametrize("protocol", PORTED)
+def test_the_docstring_shows_the_lifecycle_table(protocol: str) -> None:
+    """Each ported protocol's theory of operation carries its table, so the two cannot drift."""
+    checker = CHECKERS[protocol]
+    doc = sys.modules[checker.__module__].__doc__ or ""
+    assert textwrap.indent(checker.LIFECYCLE.describe(), "    ") in doc
+
+
+@pytest.mark.parametrize("protocol", sorted(CHECKERS))
+def test_rules_for_lists_only_what_the_protocol_raises(protocol: str) -> None:
+    """Every finding on every fixture, checked as any protocol, is a rule rules_for lists."""
+    allowed = {rule.name for rule in rules.rules_for(protocol)}
+    for path in FIXTURES:
+        report = check_stream(path.read_bytes(), protocol=protocol)
+        undeclared = {f.rule for f in report.findings} - allowed
+        assert not undeclared, (path.name, undeclared)
+
+
+def test_plain_sse_lists_no_lifecycle_rule() -> None:
+    """Plain SSE has no terminal signal, so no rule about one is pre-created for it."""
+    names = {rule.name for rule in rules.rules_for("sse")}
+    assert not names & {"missing_terminal", "duplicate_terminal", "event_after_terminal"}
+    assert "schema_mismatch" not in names
+    assert "invalid_json" in names
+
+
+def test_the_end_kind_is_not_an_event() -> None:
+    """END is only ever taken by on_end (a table's END row never fires on an event)."""
+    lifecycle = terminated_lifecycle()
+    assert lifecycle.step("streaming", END).rule is rules.MISSING_TERMINAL
+    assert lifecycle.step("streaming", OTHER) is STAY
