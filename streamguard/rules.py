@@ -12,8 +12,8 @@ the metrics a route pre-creates cannot list a rule its protocol never raises.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Final, Literal
 
 from streamguard.report import Finding, Severity
@@ -24,7 +24,6 @@ __all__ = [
     "RULES",
     "STREAM",
     "Rule",
-    "declare_raised",
     "get_rule",
     "rules_for",
 ]
@@ -37,9 +36,6 @@ Scope = Literal["stream", "protocol"]
 STREAM: Final = "stream"
 #: Raised by the checkers that declare it.
 PROTOCOL: Final = "protocol"
-
-#: Rule name -> the protocols whose checkers declared they raise it.
-_RAISED_BY: dict[str, set[str]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +60,7 @@ class Rule:
         stream layer."""
         if self.scope == STREAM:
             return (ALL_PROTOCOLS,)
-        _load_checkers()
-        return tuple(sorted(_RAISED_BY.get(self.name, ())))
+        return tuple(sorted(_raised_by().get(self.name, ())))
 
     def finding(
         self, message: str, event_index: int | None = None, byte_offset: int | None = None
@@ -92,16 +87,17 @@ def _rule(
     return rule
 
 
-def declare_raised(protocol: str, raised: Iterable[Rule]) -> None:
-    """Record that ``protocol``'s checker can raise ``raised`` (called as each checker
-    class is defined)."""
-    for rule in raised:
-        _RAISED_BY.setdefault(rule.name, set()).add(protocol)
+@cache
+def _raised_by() -> dict[str, frozenset[str]]:
+    """Rule name -> the built-in protocols whose checkers can raise it."""
+    # The checkers import this module, so they are read on first use, not at import.
+    from streamguard.protocols import CHECKERS
 
-
-def _load_checkers() -> None:
-    # The checkers import this module; they declare what they raise when imported.
-    import streamguard.protocols  # noqa: F401
+    raised: dict[str, set[str]] = {}
+    for protocol, checker in CHECKERS.items():
+        for rule in checker.RAISES | checker.LIFECYCLE.rules:
+            raised.setdefault(rule.name, set()).add(protocol)
+    return {name: frozenset(protocols) for name, protocols in raised.items()}
 
 
 def get_rule(name: str) -> Rule:
@@ -114,11 +110,11 @@ def get_rule(name: str) -> Rule:
 
 def rules_for(protocol: str) -> list[Rule]:
     """The rules that can fire on a stream of ``protocol``."""
-    _load_checkers()
+    raised = _raised_by()
     return [
         rule
         for rule in RULES.values()
-        if rule.scope == STREAM or protocol in _RAISED_BY.get(rule.name, ())
+        if rule.scope == STREAM or protocol in raised.get(rule.name, ())
     ]
 
 

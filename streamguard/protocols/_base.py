@@ -179,11 +179,6 @@ class Checker:
     #: are added to them): what the catalog, the docs and the metrics list for it.
     RAISES: ClassVar[frozenset[Rule]] = frozenset()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:
-            rules.declare_raised(cls.name, cls.RAISES | cls.LIFECYCLE.rules)
-
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         self.request = request
         self.path = path
