@@ -1,9 +1,8 @@
-"""The Anthropic Messages checker: every fixture, every chunking, every rule and its look-alike."""
+"""The Anthropic Messages checker: streams built here (its fixtures: tests/test_fixtures.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,140 +10,9 @@ from streamguard import Severity, check_stream
 from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
 from streamguard.protocols.anthropic import AnthropicChecker
 from streamguard.report import Finding
-from streamguard.rules import RULES, rules_for
+from streamguard.rules import RULES
 from streamguard.sse import Event, EventParser
-from tests.chunking import chunkings
 from tests.conftest import CANARY_MARKER
-
-FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
-
-#: fixture name -> (outcome, [(rule, event_index), ...]) for ``protocol="anthropic"``.
-EXPECTED: dict[str, tuple[str, list[tuple[str, int]]]] = {
-    # Healthy, including every legitimate oddity of protocols.md §3.5.
-    "ok_text_end_turn": ("completed", []),
-    "ok_ping_before_message_start": ("completed", []),
-    "ok_refusal_zero_blocks": ("completed", []),
-    "ok_tool_use_empty_first_json_delta": ("completed", []),
-    "ok_thinking_then_text": ("completed", []),
-    "ok_redacted_thinking_no_deltas": ("completed", []),
-    "ok_web_search_server_tool": ("completed", []),
-    "ok_stop_max_tokens": ("completed", []),
-    "ok_stop_pause_turn": ("completed", []),
-    "ok_stop_model_context_window_exceeded": ("completed", []),
-    "ok_error_overloaded_mid_block": ("error_event", []),
-    "ok_error_before_any_block": ("error_event", []),
-    "ok_unknown_event_block_and_delta_types": ("completed", [("unknown_event_type", 1)]),
-    # Real but irregular: warnings only.
-    "warn_tool_use_open_at_max_tokens": ("completed", [("block_open_at_limit", 8)]),
-    "warn_prepopulated_message_start": ("completed", [("prepopulated_message_start", 0)]),
-    "warn_prepopulated_message_start_then_block": (
-        "completed",
-        [("prepopulated_message_start", 0)],
-    ),
-    # Broken: one per rule.
-    "event_name_mismatch_unnamed_message_start": ("completed", [("event_name_mismatch", 0)]),
-    "event_name_mismatch_wrong_name": ("completed", [("event_name_mismatch", 2)]),
-    "missing_message_start": ("completed", [("missing_message_start", 0)]),
-    "duplicate_message_start": ("completed", [("duplicate_message_start", 7)]),
-    "block_index_out_of_order": ("completed", [("block_index_out_of_order", 1)]),
-    "block_not_started": ("completed", [("block_not_started", 7)]),
-    "block_not_started_after_stop": ("completed", [("block_not_started", 7)]),
-    "block_overlap": ("completed", [("block_overlap", 3)]),
-    "block_not_stopped": ("completed", [("block_not_stopped", 3)]),
-    "block_after_message_delta": ("completed", [("block_after_message_delta", 2)]),
-    "delta_type_mismatch": ("completed", [("delta_type_mismatch", 2)]),
-    "signature_not_last": ("completed", [("signature_not_last", 3)]),
-    "tool_input_invalid": ("completed", [("tool_input_invalid", 9)]),
-    "missing_message_delta": ("completed", [("missing_message_delta", 7)]),
-    "missing_message_delta_null_stop_reason": ("completed", [("missing_message_delta", 8)]),
-    "unknown_stop_reason": ("completed", [("unknown_stop_reason", 7)]),
-    "usage_decreased": ("completed", [("usage_decreased", 7)]),
-    "missing_terminal_truncated_mid_block": ("unclosed", [("missing_terminal", 3)]),
-    "duplicate_terminal": ("completed", [("duplicate_terminal", 9)]),
-    "event_after_terminal_done_sentinel": ("completed", [("event_after_terminal", 9)]),
-    "event_after_terminal_after_error": ("error_event", [("event_after_terminal", 8)]),
-    "schema_mismatch_done_sentinel_before_stop": (
-        "unclosed",
-        [("schema_mismatch", 8), ("missing_terminal", 9)],
-    ),
-    "schema_mismatch_message_delta_without_usage": ("completed", [("schema_mismatch", 7)]),
-    "invalid_json": ("completed", [("invalid_json", 2)]),
-    "invalid_json_deeply_nested": ("completed", [("invalid_json", 2)]),
-}
-
-#: rule -> (a fixture that breaks it, a legitimate look-alike that must not trigger it).
-PAIRS: dict[str, tuple[str, str]] = {
-    "event_name_mismatch": ("event_name_mismatch_unnamed_message_start", "ok_text_end_turn"),
-    "missing_message_start": ("missing_message_start", "ok_ping_before_message_start"),
-    "duplicate_message_start": ("duplicate_message_start", "ok_error_before_any_block"),
-    "prepopulated_message_start": ("warn_prepopulated_message_start", "ok_refusal_zero_blocks"),
-    "block_index_out_of_order": (
-        "block_index_out_of_order",
-        "warn_prepopulated_message_start_then_block",
-    ),
-    "block_not_started": ("block_not_started", "ok_redacted_thinking_no_deltas"),
-    "block_overlap": ("block_overlap", "ok_thinking_then_text"),
-    "block_not_stopped": ("block_not_stopped", "warn_tool_use_open_at_max_tokens"),
-    "block_open_at_limit": ("warn_tool_use_open_at_max_tokens", "ok_stop_max_tokens"),
-    "block_after_message_delta": ("block_after_message_delta", "ok_refusal_zero_blocks"),
-    "delta_type_mismatch": ("delta_type_mismatch", "ok_web_search_server_tool"),
-    "signature_not_last": ("signature_not_last", "ok_thinking_then_text"),
-    "tool_input_invalid": ("tool_input_invalid", "ok_tool_use_empty_first_json_delta"),
-    "missing_message_delta": ("missing_message_delta", "warn_prepopulated_message_start"),
-    "unknown_stop_reason": ("unknown_stop_reason", "ok_stop_model_context_window_exceeded"),
-    "unknown_event_type": ("ok_unknown_event_block_and_delta_types", "ok_text_end_turn"),
-    "usage_decreased": ("usage_decreased", "ok_refusal_zero_blocks"),
-    "missing_terminal": ("missing_terminal_truncated_mid_block", "ok_error_overloaded_mid_block"),
-    "duplicate_terminal": ("duplicate_terminal", "ok_stop_pause_turn"),
-    "event_after_terminal": ("event_after_terminal_done_sentinel", "ok_error_before_any_block"),
-    "schema_mismatch": (
-        "schema_mismatch_message_delta_without_usage",
-        "ok_tool_use_empty_first_json_delta",
-    ),
-    "invalid_json": ("invalid_json", "ok_unknown_event_block_and_delta_types"),
-}
-
-
-def _fixture(name: str) -> bytes:
-    return (FIXTURES / f"{name}.sse").read_bytes()
-
-
-def _cases() -> list[tuple[str, str]]:
-    return [
-        (path.stem, chunking)
-        for path in sorted(FIXTURES.glob("*.sse"))
-        for chunking, _ in chunkings(path.read_bytes())
-    ]
-
-
-def test_every_fixture_has_an_expectation() -> None:
-    """Every fixture file is listed in EXPECTED, and every listed fixture exists."""
-    assert {path.stem for path in FIXTURES.glob("*.sse")} == set(EXPECTED)
-
-
-@pytest.mark.parametrize(("name", "chunking"), _cases())
-def test_fixture(name: str, chunking: str) -> None:
-    """Each fixture gives its expected outcome and findings, however its bytes are cut."""
-    chunks = dict(chunkings(_fixture(name)))[chunking]
-    report = check_stream(chunks, protocol="anthropic")
-    outcome, findings = EXPECTED[name]
-    assert report.protocol == "anthropic"
-    assert report.outcome.value == outcome
-    assert [(f.rule, f.event_index) for f in report.findings] == findings
-
-
-@pytest.mark.parametrize("rule", sorted(PAIRS))
-def test_rule_fires_on_its_fixture_and_not_on_the_look_alike(rule: str) -> None:
-    """Each rule fires on the fixture that breaks it and stays silent on its look-alike."""
-    broken, look_alike = PAIRS[rule]
-    assert rule in check_stream(_fixture(broken), protocol="anthropic").rules()
-    assert rule not in check_stream(_fixture(look_alike), protocol="anthropic").rules()
-
-
-def test_every_anthropic_rule_has_a_pair() -> None:
-    """Every rule specific to the anthropic protocol is exercised by PAIRS."""
-    specific = {rule.name for rule in rules_for("anthropic") if "anthropic" in rule.protocols}
-    assert specific <= set(PAIRS)
 
 
 @pytest.mark.parametrize(
@@ -166,13 +34,6 @@ def test_every_anthropic_rule_has_a_pair() -> None:
 def test_should_level_rules_are_warnings(rule: str, severity: Severity) -> None:
     """Observed conventions are warnings (or info); documented guarantees are errors."""
     assert RULES[rule].severity is severity
-
-
-def test_healthy_fixtures_are_not_malformed() -> None:
-    """No healthy or warning-only fixture carries an error-severity finding."""
-    for path in FIXTURES.glob("*.sse"):
-        if path.stem.startswith(("ok_", "warn_")):
-            assert not check_stream(path.read_bytes(), protocol="anthropic").malformed, path.stem
 
 
 def _stream(*events: tuple[str, str]) -> bytes:

@@ -1,9 +1,8 @@
-"""The Gemini checker: every fixture, every chunking, every rule and its look-alike."""
+"""The Gemini checker: streams built here (its fixtures: tests/test_fixtures.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,123 +10,9 @@ import pytest
 from streamguard import Severity, check_stream
 from streamguard.protocols.gemini import GeminiChecker
 from streamguard.rule_docs import get_rule_doc
-from streamguard.rules import RULES, rules_for
+from streamguard.rules import RULES
 from streamguard.sse import Event
-from tests.chunking import chunkings
 from tests.conftest import CANARY_MARKER
-
-FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
-
-#: fixture name -> (outcome, [(rule, event_index), ...]) for ``protocol="gemini"``.
-EXPECTED: dict[str, tuple[str, list[tuple[str, int]]]] = {
-    # Healthy, including every legitimate oddity of protocols.md §4.5.
-    "ok_text_stop": ("completed", []),
-    "ok_final_thought_signature_only": ("completed", []),
-    "ok_max_tokens": ("completed", []),
-    "ok_safety_finish_without_content": ("completed", []),
-    "ok_usage_only_chunk_after_final": ("completed", []),
-    "ok_missing_index_and_zero_counters": ("completed", []),
-    "ok_crlf_vertex": ("completed", []),
-    "ok_tool_call": ("completed", []),
-    "ok_prompt_blocked": ("completed", []),
-    "ok_two_candidates": ("completed", []),
-    "ok_error_unavailable": ("error_event", []),
-    "ok_error_without_status": ("error_event", []),
-    # Legacy or translated streams the SDK reads but relays trip on: warnings only.
-    "warn_legacy_stop_on_every_chunk": ("completed", [("finish_reason_not_last", 1)]),
-    "warn_empty_stop_before_content": ("completed", [("finish_reason_not_last", 1)]),
-    "warn_translator_stop_on_contentless_chunks": ("completed", [("finish_reason_not_last", 2)]),
-    # Broken.
-    "missing_finish_reason_truncated": ("unclosed", [("missing_finish_reason", 2)]),
-    "missing_finish_reason_one_of_two_candidates": ("unclosed", [("missing_finish_reason", 2)]),
-    "missing_finish_reason_usage_only": ("unclosed", [("missing_finish_reason", 1)]),
-    "missing_finish_reason_unterminated_frame": (
-        "unclosed",
-        [("unterminated_frame", 2), ("missing_finish_reason", 2)],
-    ),
-    "content_after_finish": ("completed", [("content_after_finish", 1)]),
-    "usage_decreased": ("completed", [("usage_decreased", 1)]),
-    "event_after_terminal_after_block": ("completed", [("event_after_terminal", 1)]),
-    "event_after_terminal_after_error": ("error_event", [("event_after_terminal", 1)]),
-    "invalid_json": ("completed", [("invalid_json", 1)]),
-    "invalid_json_done_sentinel": ("completed", [("invalid_json", 3)]),
-    "schema_mismatch_candidates_not_a_list": ("completed", [("schema_mismatch", 0)]),
-    "schema_mismatch_error_without_message": ("error_event", [("schema_mismatch", 1)]),
-    "schema_mismatch_error_code_not_an_integer": ("error_event", [("schema_mismatch", 1)]),
-    "schema_mismatch_index_a_string": (
-        "completed",
-        [("schema_mismatch", 0), ("schema_mismatch", 1)],
-    ),
-    "sdk_incompatible_framing_keepalive_comment": (
-        "completed",
-        [("sdk_incompatible_framing", 1)],
-    ),
-    "sdk_incompatible_framing_leading_comment": ("completed", [("sdk_incompatible_framing", 0)]),
-    "sdk_incompatible_framing_bom": ("completed", [("sdk_incompatible_framing", 0)]),
-    "sdk_incompatible_framing_event_line": ("completed", [("sdk_incompatible_framing", 1)]),
-    "sdk_incompatible_framing_no_space_after_colon": (
-        "completed",
-        [("sdk_incompatible_framing", 2)],
-    ),
-    "sdk_incompatible_framing_no_space_mid_stream": (
-        "completed",
-        [("sdk_incompatible_framing", 2)],
-    ),
-}
-
-#: rule -> (a fixture that breaks it, a legitimate look-alike that must not trigger it).
-PAIRS: dict[str, tuple[str, str]] = {
-    "missing_finish_reason": ("missing_finish_reason_truncated", "ok_prompt_blocked"),
-    "content_after_finish": ("content_after_finish", "warn_legacy_stop_on_every_chunk"),
-    "finish_reason_not_last": ("warn_empty_stop_before_content", "content_after_finish"),
-    "usage_decreased": ("usage_decreased", "ok_missing_index_and_zero_counters"),
-    "sdk_incompatible_framing": ("sdk_incompatible_framing_keepalive_comment", "ok_crlf_vertex"),
-    "event_after_terminal": ("event_after_terminal_after_block", "ok_usage_only_chunk_after_final"),
-    "invalid_json": ("invalid_json", "ok_final_thought_signature_only"),
-    "schema_mismatch": ("schema_mismatch_candidates_not_a_list", "ok_tool_call"),
-}
-
-
-def _fixture(name: str) -> bytes:
-    return (FIXTURES / f"{name}.sse").read_bytes()
-
-
-def _cases() -> list[tuple[str, str]]:
-    return [
-        (path.stem, chunking)
-        for path in sorted(FIXTURES.glob("*.sse"))
-        for chunking, _ in chunkings(path.read_bytes())
-    ]
-
-
-def test_every_fixture_has_an_expectation() -> None:
-    """Every fixture file is listed in EXPECTED, and every listed fixture exists."""
-    assert {path.stem for path in FIXTURES.glob("*.sse")} == set(EXPECTED)
-
-
-@pytest.mark.parametrize(("name", "chunking"), _cases())
-def test_fixture(name: str, chunking: str) -> None:
-    """Each fixture gives its expected outcome and findings, however its bytes are cut."""
-    chunks = dict(chunkings(_fixture(name)))[chunking]
-    report = check_stream(chunks, protocol="gemini")
-    outcome, findings = EXPECTED[name]
-    assert report.protocol == "gemini"
-    assert report.outcome.value == outcome
-    assert [(f.rule, f.event_index) for f in report.findings] == findings
-
-
-@pytest.mark.parametrize("rule", sorted(PAIRS))
-def test_rule_fires_on_its_fixture_and_not_on_the_look_alike(rule: str) -> None:
-    """Each rule fires on the fixture that breaks it and stays silent on its look-alike."""
-    broken, look_alike = PAIRS[rule]
-    assert rule in check_stream(_fixture(broken), protocol="gemini").rules()
-    assert rule not in check_stream(_fixture(look_alike), protocol="gemini").rules()
-
-
-def test_every_gemini_rule_has_a_pair() -> None:
-    """Every rule that names the gemini protocol is exercised by PAIRS."""
-    specific = {rule.name for rule in rules_for("gemini") if "gemini" in rule.protocols}
-    assert specific <= set(PAIRS)
 
 
 def test_sdk_framing_and_usage_are_warnings() -> None:
@@ -160,13 +45,6 @@ def test_non_ascii_text_does_not_look_like_a_framing_problem() -> None:
     final = b'data: {"candidates":[{"finishReason":"STOP"}]}\n\n'
     report = check_stream(chunk + chunk + final, protocol="gemini")
     assert (report.outcome.value, report.rules()) == ("completed", [])
-
-
-def test_healthy_fixtures_are_not_malformed() -> None:
-    """No healthy or warning-only fixture carries an error-severity finding."""
-    for path in FIXTURES.glob("*.sse"):
-        if path.stem.startswith(("ok_", "warn_")):
-            assert not check_stream(path.read_bytes(), protocol="gemini").malformed, path.stem
 
 
 def _chunk(*candidates: dict[str, Any], **fields: Any) -> bytes:

@@ -1,10 +1,9 @@
-"""OpenAI Chat Completions checker: fixtures, one per rule and per legitimate oddity."""
+"""OpenAI Chat Completions checker: streams built here (its fixtures: tests/test_fixtures.py)."""
 
 from __future__ import annotations
 
 import json
 import tracemalloc
-from pathlib import Path
 
 import pytest
 
@@ -18,54 +17,9 @@ from streamguard.protocols.openai_chat import (
 )
 from streamguard.report import Outcome, Severity
 from streamguard.sse import Event
-from tests.chunking import chunkings
 from tests.conftest import CANARY_MARKER
-from tests.sse_fixtures import fixture_paths, load
 
 PROTOCOL = "openai_chat"
-PATHS = fixture_paths(PROTOCOL)
-
-#: Every rule this checker can raise, with the healthy fixture that looks most like its
-#: broken one and must stay clean.
-LOOKALIKES = {
-    "invalid_json": "clean-text-include-usage",
-    "schema_mismatch": "clean-empty-content-and-unknown-keys",
-    "missing_terminal": "clean-done-without-space",
-    "duplicate_terminal": "clean-done-with-suffix",
-    "event_after_terminal": "clean-keepalive-comments",
-    "missing_finish_reason": "clean-finish-length",
-    "content_after_finish": "clean-azure-prompt-filter-and-async-annotations",
-    "multiple_finish_reason": "clean-delta-empty-after-finish",
-    "unknown_finish_reason": "clean-finish-content-filter",
-    "inconsistent_id": "clean-azure-prompt-filter-and-async-annotations",
-    "choice_index_invalid": "clean-n3-interleaved",
-    "choice_out_of_order": "clean-n3-interleaved",
-    "role_not_first": "clean-refusal",
-    "role_repeated": "clean-n3-interleaved",
-    "tool_call_index_invalid": "clean-parallel-tool-calls",
-    "tool_call_header_missing": "clean-parallel-tool-calls",
-    "tool_call_header_repeated": "clean-forced-tool-choice-stop",
-    "tool_call_arguments_invalid": "clean-forced-tool-choice-stop",
-    "function_call_mixed": "clean-legacy-function-call",
-    "usage_not_last": "clean-text-include-usage",
-    "usage_repeated": "clean-text-include-usage",
-    "usage_missing": "clean-forced-tool-choice-stop",
-    "usage_unrequested": "clean-2024-no-usage-field",
-    "usage_nonstandard": "clean-text-include-usage",
-    "usage_total_mismatch": "clean-text-include-usage",
-    "unexpected_event_field": "clean-text-include-usage",
-}
-
-#: Rules of the shared catalog this checker raises; the framing ones come from the parser.
-SHARED = {
-    "invalid_json",
-    "schema_mismatch",
-    "missing_terminal",
-    "duplicate_terminal",
-    "event_after_terminal",
-    "missing_finish_reason",
-    "content_after_finish",
-}
 
 
 def check(body: bytes, request: dict[str, object] | None = None) -> list[tuple[str, int | None]]:
@@ -87,29 +41,6 @@ def chunk(**fields: object) -> bytes:
 
 FINISH = chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
 DONE = b"data: [DONE]\n\n"
-
-
-@pytest.mark.parametrize("path", PATHS, ids=[path.stem for path in PATHS])
-def test_fixture(path: Path) -> None:
-    """Each fixture gives exactly its expected outcome and findings, however it is cut."""
-    fixture = load(path)
-    for how, chunks in chunkings(fixture.body):
-        report = check_stream(chunks, protocol=PROTOCOL, request=fixture.request)
-        found = [(finding.rule, finding.event_index) for finding in report.findings]
-        assert (report.outcome.value, found) == (fixture.outcome, fixture.findings), how
-
-
-def test_every_rule_has_a_broken_fixture_and_a_clean_lookalike() -> None:
-    """Every chat rule fires in a fixture named after it and has a clean look-alike."""
-    fixtures = {path.stem: load(path) for path in PATHS}
-    chat_rules = {rule.name for rule in rules.RULES.values() if rule.protocols == (PROTOCOL,)}
-    assert chat_rules | SHARED == set(LOOKALIKES)
-    for rule, clean in LOOKALIKES.items():
-        broken = [f for name, f in fixtures.items() if name.split("-")[0] == rule]
-        assert broken, f"no fixture named {rule}*.sse"
-        assert all(rule in [found for found, _ in f.findings] for f in broken)
-        assert fixtures[clean].findings == []
-        assert fixtures[clean].outcome == "completed"
 
 
 def test_schema_mismatch_names_the_field_path_and_event() -> None:

@@ -1,11 +1,10 @@
-"""OpenAI Responses checker: fixtures, one per rule and per legitimate oddity."""
+"""OpenAI Responses checker: streams built here (its fixtures: tests/test_fixtures.py)."""
 
 from __future__ import annotations
 
 import gc
 import json
 import tracemalloc
-from pathlib import Path
 
 import pytest
 
@@ -15,41 +14,9 @@ from streamguard.protocols.openai_responses import MAX_OPEN_PARTS, OpenAIRespons
 from streamguard.report import Finding, Outcome, Severity
 from streamguard.rule_docs import get_rule_doc
 from streamguard.sse import Event
-from tests.chunking import chunkings
 from tests.conftest import CANARY_MARKER
-from tests.sse_fixtures import fixture_paths, load
 
 PROTOCOL = "openai_responses"
-PATHS = fixture_paths(PROTOCOL)
-
-#: Every rule this checker can raise, with the healthy fixture that looks most like its
-#: broken one and must stay clean.
-LOOKALIKES = {
-    "invalid_json": "clean-gateway-done",
-    "schema_mismatch": "clean-keepalive-and-unknown-events",
-    "missing_terminal": "clean-incomplete",
-    "duplicate_terminal": "clean-gateway-done",
-    "event_after_terminal": "clean-gateway-done",
-    "missing_response_created": "clean-resumed",
-    "duplicate_response_created": "clean-queued-background",
-    "sequence_gap": "clean-keepalive-and-unknown-events",
-    "item_out_of_order": "clean-reasoning-then-text",
-    "item_overlap": "clean-keepalive-and-unknown-events",
-    "item_not_open": "clean-resumed",
-    "item_not_closed": "clean-reasoning-then-text",
-    "item_status_unexpected": "clean-incomplete",
-    "done_text_mismatch": "clean-text",
-    "status_mismatch": "clean-queued-background",
-    "response_id_changed": "clean-text",
-    "event_type_mismatch": "clean-function-call",
-}
-SHARED = {
-    "invalid_json",
-    "schema_mismatch",
-    "missing_terminal",
-    "duplicate_terminal",
-    "event_after_terminal",
-}
 
 
 def event(kind: str, sequence: int, **fields: object) -> bytes:
@@ -64,29 +31,6 @@ def lifecycle(kind: str, sequence: int, status: str, **fields: object) -> bytes:
 
 CREATED = lifecycle("response.created", 0, "in_progress")
 COMPLETED = lifecycle("response.completed", 1, "completed", usage={"total_tokens": 1})
-
-
-@pytest.mark.parametrize("path", PATHS, ids=[path.stem for path in PATHS])
-def test_fixture(path: Path) -> None:
-    """Each fixture gives exactly its expected outcome and findings, however it is cut."""
-    fixture = load(path)
-    for how, chunks in chunkings(fixture.body):
-        report = check_stream(chunks, protocol=PROTOCOL, request=fixture.request)
-        found = [(finding.rule, finding.event_index) for finding in report.findings]
-        assert (report.outcome.value, found) == (fixture.outcome, fixture.findings), how
-
-
-def test_every_rule_has_a_broken_fixture_and_a_clean_lookalike() -> None:
-    """Every Responses rule fires in a fixture named after it and has a clean look-alike."""
-    fixtures = {path.stem: load(path) for path in PATHS}
-    own = {rule.name for rule in rules.RULES.values() if rule.protocols == (PROTOCOL,)}
-    assert own | SHARED == set(LOOKALIKES)
-    for rule, clean in LOOKALIKES.items():
-        broken = [f for name, f in fixtures.items() if name.split("-")[0] == rule]
-        assert broken, f"no fixture named {rule}*.sse"
-        assert all(rule in [found for found, _ in f.findings] for f in broken)
-        assert fixtures[clean].findings == []
-        assert fixtures[clean].outcome == "completed"
 
 
 def test_minimal_stream_is_clean() -> None:

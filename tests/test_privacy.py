@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from streamguard import StreamGuardMiddleware, StreamReport, check_stream
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 from .conftest import CANARY_MARKER
+from .sse_fixtures import protocol_fixtures, realworld_fixtures
 
 CANARY = f"{CANARY_MARKER}-5e1f"
 CONTENT = f"{CANARY_MARKER}-content"
@@ -265,8 +265,6 @@ def test_findings_that_quote_the_payload_leak_no_content(case: str) -> None:
 
 # -- every rule's message, canaries in every field --------------------------------------------
 
-FIXTURES = Path(__file__).parent / "fixtures"
-
 
 def _canaried(value: Any, key: str | None, only: str | None) -> Any:
     """``value`` with every string (of ``only``'s key, or all) replaced by a canary."""
@@ -305,13 +303,10 @@ def _plant(body: bytes, only: str | None) -> bytes:
 
 
 def _corpus() -> list[tuple[str, str, bytes]]:
-    corpus = []
-    for path in sorted(FIXTURES.glob("*/*.sse")) + sorted(FIXTURES.glob("realworld/*/*.sse")):
-        protocol = path.parent.name
-        if protocol not in PATHS and protocol != "sse":
-            protocol = json.loads(path.with_suffix(".json").read_text()).get("protocol", "auto")
-        corpus.append((f"{path.parent.name}/{path.stem}", protocol, path.read_bytes()))
-    return corpus
+    return [
+        (f"{fixture.path.parent.name}/{fixture.name}", fixture.protocol, fixture.body)
+        for fixture in protocol_fixtures() + realworld_fixtures()
+    ]
 
 
 CORPUS = _corpus()
