@@ -89,7 +89,7 @@ def frame(data: object, event: str | None = None) -> bytes:
 
 def anthropic_stream(*events: tuple[str, str]) -> bytes:
     """Named events, each ``(name, data)``, as Anthropic sends them."""
-    return b"".join(frame(data, name) for name, data in events)
+    return b"".join(f"event: {name}\ndata: {data}\n\n".encode() for name, data in events)
 
 
 def parse(body: bytes) -> list[Event]:

@@ -9,10 +9,10 @@ import pytest
 from streamguard import Severity, check_stream
 from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
 from streamguard.protocols.anthropic import AnthropicChecker
-from streamguard.report import Finding
 from streamguard.rules import RULES
-from streamguard.sse import Event, EventParser
+from streamguard.sse import Event
 from tests.conftest import CANARY_MARKER
+from tests.helpers import anthropic_stream, run_checker
 
 
 @pytest.mark.parametrize(
@@ -36,10 +36,6 @@ def test_should_level_rules_are_warnings(rule: str, severity: Severity) -> None:
     assert RULES[rule].severity is severity
 
 
-def _stream(*events: tuple[str, str]) -> bytes:
-    return b"".join(f"event: {name}\ndata: {data}\n\n".encode() for name, data in events)
-
-
 _START = (
     "message_start",
     '{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant",'
@@ -56,14 +52,16 @@ _STOP = ("message_stop", '{"type":"message_stop"}')
 def test_ping_with_non_json_data_is_ignored() -> None:
     """A ping is skipped by name, as the SDK does, even when its data is not JSON."""
     report = check_stream(
-        _stream(_START, ("ping", "keepalive"), _DELTA, _STOP), protocol="anthropic"
+        anthropic_stream(_START, ("ping", "keepalive"), _DELTA, _STOP), protocol="anthropic"
     )
     assert (report.outcome.value, report.rules()) == ("completed", [])
 
 
 def test_error_event_with_non_json_data_still_ends_the_stream() -> None:
     """An ``event: error`` whose data is not JSON is an error_event with invalid_json at it."""
-    report = check_stream(_stream(_START, ("error", "upstream overloaded")), protocol="anthropic")
+    report = check_stream(
+        anthropic_stream(_START, ("error", "upstream overloaded")), protocol="anthropic"
+    )
     assert report.outcome.value == "error_event"
     assert [(f.rule, f.event_index) for f in report.findings] == [("invalid_json", 1)]
 
@@ -71,7 +69,7 @@ def test_error_event_with_non_json_data_still_ends_the_stream() -> None:
 def test_json_that_is_not_an_object_is_invalid_json() -> None:
     """A JSON array where an event object belongs is invalid_json at that event."""
     report = check_stream(
-        _stream(_START, ("message_delta", "[1, 2]"), _DELTA, _STOP), protocol="anthropic"
+        anthropic_stream(_START, ("message_delta", "[1, 2]"), _DELTA, _STOP), protocol="anthropic"
     )
     assert [(f.rule, f.event_index) for f in report.findings] == [("invalid_json", 1)]
 
@@ -82,14 +80,16 @@ def test_boolean_block_index_is_a_schema_mismatch() -> None:
         "content_block_start",
         '{"type":"content_block_start","index":true,"content_block":{"type":"text","text":""}}',
     )
-    report = check_stream(_stream(_START, block_start, _DELTA, _STOP), protocol="anthropic")
+    report = check_stream(
+        anthropic_stream(_START, block_start, _DELTA, _STOP), protocol="anthropic"
+    )
     assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
 
 
 def test_unknown_event_types_are_reported_once_each() -> None:
     """Repeated undocumented event types give one info finding per distinct name."""
     hint = ("hint", '{"type":"hint"}')
-    report = check_stream(_stream(_START, hint, hint, _DELTA, _STOP), protocol="anthropic")
+    report = check_stream(anthropic_stream(_START, hint, hint, _DELTA, _STOP), protocol="anthropic")
     assert [(f.rule, f.event_index, f.severity) for f in report.findings] == [
         ("unknown_event_type", 1, Severity.INFO)
     ]
@@ -104,7 +104,7 @@ def test_many_overlapping_blocks_keep_the_checker_bounded() -> None:
         )
         for i in range(100)
     ]
-    report = check_stream(_stream(_START, *starts, _DELTA, _STOP), protocol="anthropic")
+    report = check_stream(anthropic_stream(_START, *starts, _DELTA, _STOP), protocol="anthropic")
     assert report.rules() == ["block_overlap"] * 99 + ["block_not_stopped"]
     assert report.findings[-1].event_index == 101
 
@@ -118,37 +118,25 @@ _TEXT_START = (
 )
 
 
-def _events(body: bytes) -> list[Event]:
-    parser = EventParser()
-    return [*parser.feed(body), *parser.feed(b"")]
-
-
-def _run(checker: AnthropicChecker, body: bytes) -> list[Finding]:
-    found: list[Finding] = []
-    for index, event in enumerate(_events(body)):
-        found.extend(checker.on_event(event, index))
-    return found
-
-
 #: Streams that put a canary in every wire field a message used to quote.
 CANARY_STREAMS: dict[str, tuple[bytes, str]] = {
     "unknown event name": (
-        _stream(_START, (CANARY, f'{{"type":"{CANARY}"}}')),
+        anthropic_stream(_START, (CANARY, f'{{"type":"{CANARY}"}}')),
         "unknown_event_type",
     ),
     "name differs from type": (
-        _stream(_START, ("content_block_delta", f'{{"type":"{CANARY}"}}')),
+        anthropic_stream(_START, ("content_block_delta", f'{{"type":"{CANARY}"}}')),
         "event_name_mismatch",
     ),
     "unnamed event": (
-        _stream(_START) + f'data: {{"type":"{CANARY}"}}\n\n'.encode(),
+        anthropic_stream(_START) + f'data: {{"type":"{CANARY}"}}\n\n'.encode(),
         "event_name_mismatch",
     ),
-    "type missing, odd name": (_stream(_START, (CANARY, "{}")), "schema_mismatch"),
-    "not JSON, odd name": (_stream(_START, (CANARY, CANARY)), "invalid_json"),
-    "not an object, odd name": (_stream(_START, (CANARY, "[1]")), "invalid_json"),
+    "type missing, odd name": (anthropic_stream(_START, (CANARY, "{}")), "schema_mismatch"),
+    "not JSON, odd name": (anthropic_stream(_START, (CANARY, CANARY)), "invalid_json"),
+    "not an object, odd name": (anthropic_stream(_START, (CANARY, "[1]")), "invalid_json"),
     "unknown stop reason": (
-        _stream(
+        anthropic_stream(
             _START,
             (
                 "message_delta",
@@ -160,7 +148,7 @@ CANARY_STREAMS: dict[str, tuple[bytes, str]] = {
         "unknown_stop_reason",
     ),
     "prepopulated stop reason": (
-        _stream(
+        anthropic_stream(
             (
                 "message_start",
                 '{"type":"message_start","message":{"id":"m","type":"message","role":'
@@ -172,7 +160,7 @@ CANARY_STREAMS: dict[str, tuple[bytes, str]] = {
         "prepopulated_message_start",
     ),
     "block type of an unstopped block": (
-        _stream(
+        anthropic_stream(
             _START,
             (
                 "content_block_start",
@@ -210,7 +198,9 @@ def test_documented_tokens_are_still_named() -> None:
         "message_delta",
         '{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":2}}',
     )
-    [finding] = check_stream(_stream(_START, start, limit, _STOP), protocol="anthropic").findings
+    [finding] = check_stream(
+        anthropic_stream(_START, start, limit, _STOP), protocol="anthropic"
+    ).findings
     assert finding.rule == "block_open_at_limit"
     assert "stop_reason 'max_tokens'" in finding.message
     assert "0 ('tool_use')" in finding.message
@@ -231,7 +221,9 @@ def test_huge_wire_integers_are_shown_by_size() -> None:
         "message_delta",
         '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}',
     )
-    report = check_stream(_stream(_START, start, delta, lower, _STOP), protocol="anthropic")
+    report = check_stream(
+        anthropic_stream(_START, start, delta, lower, _STOP), protocol="anthropic"
+    )
     assert {"block_index_out_of_order", "usage_decreased"} <= set(report.rules())
     for finding in report.findings:
         assert str(huge) not in finding.message, finding
@@ -246,7 +238,7 @@ def test_long_lists_in_messages_are_cut_short() -> None:
         )
         for i in range(100)
     ]
-    report = check_stream(_stream(_START, *starts, _DELTA, _STOP), protocol="anthropic")
+    report = check_stream(anthropic_stream(_START, *starts, _DELTA, _STOP), protocol="anthropic")
     unstopped = report.findings[-1]
     assert unstopped.rule == "block_not_stopped"
     assert "and 61 more" in unstopped.message
@@ -258,7 +250,7 @@ def test_names_the_stream_chose_are_kept_as_short_digests() -> None:
     their length."""
     checker = AnthropicChecker()
     long_name = "x" * 100_000
-    body = _stream(
+    body = anthropic_stream(
         _START,
         *((f"{long_name}{i}", f'{{"type":"{long_name}{i}"}}') for i in range(20)),
         (
@@ -266,7 +258,7 @@ def test_names_the_stream_chose_are_kept_as_short_digests() -> None:
             '{"type":"content_block_start","index":0,"content_block":{"type":"' + long_name + '"}}',
         ),
     )
-    found = _run(checker, body)
+    found = run_checker(checker, body)
     assert [f.rule for f in found] == ["unknown_event_type"] * 8
     assert sum(map(len, checker._unknown_reported)) < 8 * 40
     [block] = checker._open.values()
@@ -373,7 +365,7 @@ def test_shape_problems_come_with_the_lifecycle_rules(case: str) -> None:
     """An event of the wrong shape is reported as such and still checked for its place in
     the stream, on the fields it carries with the right type."""
     events, outcome, expected = SHAPE_AND_LIFECYCLE[case]
-    report = check_stream(_stream(*events), protocol="anthropic")
+    report = check_stream(anthropic_stream(*events), protocol="anthropic")
     assert report.outcome.value == outcome
     assert [(f.rule, f.event_index) for f in report.findings] == expected
 
@@ -382,7 +374,7 @@ def test_error_event_with_the_wrong_field_types_is_a_schema_mismatch() -> None:
     """An error object whose message is a number is reported; the stream still ends in
     error_event."""
     error = ("error", '{"type":"error","error":{"type":"overloaded_error","message":529}}')
-    report = check_stream(_stream(_START, error), protocol="anthropic")
+    report = check_stream(anthropic_stream(_START, error), protocol="anthropic")
     assert report.outcome.value == "error_event"
     assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
 
@@ -417,7 +409,7 @@ def _block_stop(index: int) -> tuple[str, str]:
 def test_tool_input_must_join_into_an_object(fragments: list[str], rules: list[str]) -> None:
     """The fragments of a stopped tool block are one JSON object (none at all is {}); the
     message gives their size, never their text."""
-    body = _stream(
+    body = anthropic_stream(
         _START,
         _tool_start(0),
         *(_json_delta(0, f) for f in fragments),
@@ -445,7 +437,7 @@ def test_kept_tool_input_is_given_back_to_the_budget() -> None:
     limit = (
         '{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}'
     )
-    found = _run(checker, _stream(*events, ("message_delta", limit)))
+    found = run_checker(checker, anthropic_stream(*events, ("message_delta", limit)))
     assert "tool_input_invalid" not in {f.rule for f in found}
     assert checker._kept_text_left == MAX_KEPT_TEXT_CHARS
 
@@ -456,7 +448,7 @@ def test_past_the_budget_a_tool_input_is_not_checked() -> None:
     checker = AnthropicChecker()
     half = "x" * (MAX_KEPT_TEXT_CHARS // 2 + 1)
     events = [_START, _tool_start(0), _json_delta(0, "{" + half), _json_delta(0, half)]
-    assert _run(checker, _stream(*events)) == []
+    assert run_checker(checker, anthropic_stream(*events)) == []
     assert checker._open[0].input_json is None
     assert checker._kept_text_left == MAX_KEPT_TEXT_CHARS
-    assert _run(checker, _stream(_block_stop(0))) == []
+    assert run_checker(checker, anthropic_stream(_block_stop(0))) == []

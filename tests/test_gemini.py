@@ -13,6 +13,7 @@ from streamguard.rule_docs import get_rule_doc
 from streamguard.rules import RULES
 from streamguard.sse import Event
 from tests.conftest import CANARY_MARKER
+from tests.helpers import frame
 
 
 def test_sdk_framing_and_usage_are_warnings() -> None:
@@ -48,7 +49,7 @@ def test_non_ascii_text_does_not_look_like_a_framing_problem() -> None:
 
 
 def _chunk(*candidates: dict[str, Any], **fields: Any) -> bytes:
-    return f"data: {json.dumps({'candidates': list(candidates), **fields})}\n\n".encode()
+    return frame({"candidates": list(candidates), **fields})
 
 
 def _text(text: str, index: object = 0, **fields: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from streamguard.request import (
 from streamguard.rules import RULES
 
 from .asgi_driver import Recorder, body, http_scope, run, sse_start
+from .helpers import peak_memory
 
 CHUNK = (
     '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
@@ -57,12 +58,9 @@ def test_an_unbelievable_n_is_unknown(n: object) -> None:
 def test_a_client_sized_n_does_not_size_the_checks() -> None:
     """``n=10,000,000`` on a route that ignores it: checked like an unknown n, at once."""
     stream = f"data: {CHUNK}\n\n".encode() + b"data: [DONE]\n\n"
-    tracemalloc.start()
-    try:
-        report = check_stream(stream, protocol="openai_chat", request={"n": 10_000_000})
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak = peak_memory(
+        lambda: check_stream(stream, protocol="openai_chat", request={"n": 10_000_000})
+    )
     assert peak < 256 * 1024
     assert all(len(finding.message) < 500 for finding in report.findings)
 
@@ -131,12 +129,7 @@ def test_findings_kept_per_stream_are_bounded_and_the_rest_counted() -> None:
     extra = 100_000
     stream = b"data: [DONE]\n\n" + b"data: x\n\n" * extra
     chunks = [stream[i : i + 16384] for i in range(0, len(stream), 16384)]
-    tracemalloc.start()
-    try:
-        report = check_stream(chunks, protocol="openai_chat")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak = peak_memory(lambda: check_stream(chunks, protocol="openai_chat"))
     assert len(report.findings) <= MAX_KEPT_FINDINGS + len(RULES)
     dropped = dict(report.findings_dropped)
     kept = report.rules().count("event_after_terminal")
@@ -217,11 +210,6 @@ def test_one_stream_stays_under_the_documented_ceiling(name: str) -> None:
     stream = make()
     chunks = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
     del stream
-    tracemalloc.start()
-    try:
-        report = check_stream(iter(chunks), protocol=protocol)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak = peak_memory(lambda: check_stream(iter(chunks), protocol=protocol))
     assert report.bytes == sum(map(len, chunks))
     assert peak < PER_STREAM_CEILING, f"{name}: {peak / 2**20:.1f} MiB"

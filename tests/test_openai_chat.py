@@ -18,6 +18,7 @@ from streamguard.protocols.openai_chat import (
 from streamguard.report import Outcome, Severity
 from streamguard.sse import Event
 from tests.conftest import CANARY_MARKER
+from tests.helpers import frame
 
 PROTOCOL = "openai_chat"
 
@@ -36,7 +37,7 @@ def chunk(**fields: object) -> bytes:
         "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}],
     }
     base.update(fields)
-    return b"data: " + json.dumps(base).encode() + b"\n\n"
+    return frame(base)
 
 
 FINISH = chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
@@ -388,7 +389,7 @@ NO_CREATED = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m
 
 def loose(**fields: object) -> bytes:
     """A chunk without ``created`` (a required field), with ``fields`` added."""
-    return b"data: " + json.dumps({**NO_CREATED, **fields}).encode() + b"\n\n"
+    return frame({**NO_CREATED, **fields})
 
 
 def test_chunks_without_created_are_still_checked_for_repeated_roles() -> None:

@@ -15,13 +15,13 @@ from streamguard.report import Finding, Outcome, Severity
 from streamguard.rule_docs import get_rule_doc
 from streamguard.sse import Event
 from tests.conftest import CANARY_MARKER
+from tests.helpers import frame
 
 PROTOCOL = "openai_responses"
 
 
 def event(kind: str, sequence: int, **fields: object) -> bytes:
-    data = json.dumps({"type": kind, "sequence_number": sequence, **fields})
-    return f"event: {kind}\ndata: {data}\n\n".encode()
+    return frame({"type": kind, "sequence_number": sequence, **fields}, kind)
 
 
 def lifecycle(kind: str, sequence: int, status: str, **fields: object) -> bytes:
@@ -447,8 +447,7 @@ def canary_streams() -> list[bytes]:
     """Broken streams with a canary in every wire value a message could show."""
 
     def raw(kind: str, sequence: object, name: str | None = None, **fields: object) -> bytes:
-        data = json.dumps({"type": kind, "sequence_number": sequence, **fields})
-        return f"event: {name or kind}\ndata: {data}\n\n".encode()
+        return frame({"type": kind, "sequence_number": sequence, **fields}, name or kind)
 
     def response(status: str, **fields: object) -> dict[str, object]:
         return {"id": f"resp_{SECRET}", "status": status, **fields}

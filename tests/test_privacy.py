@@ -22,6 +22,7 @@ from streamguard import StreamGuardMiddleware, StreamReport, check_stream
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 from .conftest import CANARY_MARKER
+from .helpers import frame
 from .sse_fixtures import protocol_fixtures, realworld_fixtures
 
 CANARY = f"{CANARY_MARKER}-5e1f"
@@ -37,11 +38,6 @@ PATHS = {
 }
 
 
-def sse(data: Any, name: str | None = None) -> bytes:
-    text = data if isinstance(data, str) else json.dumps(data)
-    return (f"event: {name}\n" if name else "").encode() + f"data: {text}\n\n".encode()
-
-
 def _chat(i: int = 0, **delta: Any) -> dict[str, Any]:
     reason = delta.pop("finish_reason", None)
     choice = {"index": i, "delta": delta, "finish_reason": reason}
@@ -53,16 +49,16 @@ def openai_chat(ending: str) -> list[bytes]:
     call = {"index": 0, "id": "call_1", "type": "function",
             "function": {"name": "f", "arguments": ARGUMENTS}}  # fmt: skip
     frames = [
-        sse(_chat(role="assistant", content="")),
-        sse(_chat(content=CONTENT)),
-        sse(_chat(tool_calls=[call])),
+        frame(_chat(role="assistant", content="")),
+        frame(_chat(content=CONTENT)),
+        frame(_chat(tool_calls=[call])),
     ]
     if ending == "error":
-        return [*frames, sse({"error": {"message": ERROR, "type": "server_error"}})]
-    frames.append(sse(_chat(finish_reason="tool_calls")))
+        return [*frames, frame({"error": {"message": ERROR, "type": "server_error"}})]
+    frames.append(frame(_chat(finish_reason="tool_calls")))
     if ending == "broken":  # content after the finish, then no [DONE]
-        return [*frames, sse(_chat(content=CONTENT)), sse(_chat(content=CONTENT))]
-    return [*frames, sse("[DONE]")]
+        return [*frames, frame(_chat(content=CONTENT)), frame(_chat(content=CONTENT))]
+    return [*frames, frame("[DONE]")]
 
 
 def openai_responses(ending: str) -> list[bytes]:
@@ -97,14 +93,14 @@ def openai_responses(ending: str) -> list[bytes]:
         events.append({**events[1], "sequence_number": 99})
     else:
         emit("response.completed", response=response("completed", usage={"total_tokens": 1}))
-    return [sse(event, event["type"]) for event in events]
+    return [frame(event, event["type"]) for event in events]
 
 
 def anthropic(ending: str) -> list[bytes]:
     frames: list[bytes] = []
 
     def emit(kind: str, **fields: Any) -> None:
-        frames.append(sse({"type": kind, **fields}, kind))
+        frames.append(frame({"type": kind, **fields}, kind))
 
     message = {"id": "m1", "type": "message", "role": "assistant", "content": [], "model": "c",
                "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 1}}  # fmt: skip
@@ -132,14 +128,14 @@ def anthropic(ending: str) -> list[bytes]:
 def gemini(ending: str) -> list[bytes]:
     def chunk(*parts: dict[str, Any], **candidate: Any) -> bytes:
         content = {"role": "model", "parts": list(parts)}
-        return sse({"candidates": [{"content": content, **candidate}], "modelVersion": "g"})
+        return frame({"candidates": [{"content": content, **candidate}], "modelVersion": "g"})
 
     frames = [
         chunk({"text": CONTENT}),
         chunk({"functionCall": {"name": "f", "args": json.loads(ARGUMENTS)}}),
     ]
     if ending == "error":
-        return [*frames, sse({"error": {"code": 503, "message": ERROR, "status": "UNAVAILABLE"}})]
+        return [*frames, frame({"error": {"code": 503, "message": ERROR, "status": "UNAVAILABLE"}})]
     if ending == "broken":  # a content-bearing finish, then more content, never finished
         return [*frames, chunk({"text": CONTENT}, finishReason="STOP"), chunk({"text": CONTENT})]
     return [*frames, chunk({"text": CONTENT}, finishReason="STOP")]
@@ -169,7 +165,7 @@ def watch(frames: list[bytes], path: str) -> tuple[list[dict[str, Any]], str, St
     steps = [
         "receive",
         sse_start((b"x-request-id", CANARY.encode()), (b"set-cookie", CANARY.encode())),
-        *(body(frame) for frame in frames),
+        *(body(part) for part in frames),
         body(b"", more=False),
     ]
     reports: list[StreamReport] = []
@@ -217,23 +213,23 @@ TOOL_CALL = {"index": 0, "id": "c", "function": {"name": "f", "arguments": CANAR
 
 #: Streams whose findings quote the offending payload in their message.
 QUOTING = {
-    "openai_chat:invalid_json": ("openai_chat", [sse('{"content": "' + CANARY + '"')]),
+    "openai_chat:invalid_json": ("openai_chat", [frame('{"content": "' + CANARY + '"')]),
     "openai_chat:tool_call_arguments_invalid": (
         "openai_chat",
         [
-            sse(_chat(role="assistant", content=None)),
-            sse(_chat(tool_calls=[TOOL_CALL])),
-            sse(_chat(finish_reason="tool_calls")),
-            sse("[DONE]"),
+            frame(_chat(role="assistant", content=None)),
+            frame(_chat(tool_calls=[TOOL_CALL])),
+            frame(_chat(finish_reason="tool_calls")),
+            frame("[DONE]"),
         ],
     ),
     "openai_responses:done_text_mismatch": (
         "openai_responses",
         [
-            sse(
+            frame(
                 {"type": "response.created", "sequence_number": 0, "response": {"status": "queued"}}
             ),
-            sse(
+            frame(
                 {
                     "type": "response.output_item.added",
                     "sequence_number": 1,
@@ -241,15 +237,19 @@ QUOTING = {
                     "item": {"id": "i", "type": "message"},
                 }
             ),
-            sse({"type": "response.content_part.added", "sequence_number": 2, **PART, "part": {}}),
-            sse({"type": "response.output_text.delta", "sequence_number": 3, **PART, "delta": "x"}),
-            sse(
+            frame(
+                {"type": "response.content_part.added", "sequence_number": 2, **PART, "part": {}}
+            ),
+            frame(
+                {"type": "response.output_text.delta", "sequence_number": 3, **PART, "delta": "x"}
+            ),
+            frame(
                 {"type": "response.output_text.done", "sequence_number": 4, **PART, "text": CANARY}
             ),
         ],
     ),
-    "anthropic:invalid_json": ("anthropic", [sse(CANARY, "message_start")]),
-    "gemini:invalid_json": ("gemini", [sse(CANARY)]),
+    "anthropic:invalid_json": ("anthropic", [frame(CANARY, "message_start")]),
+    "gemini:invalid_json": ("gemini", [frame(CANARY)]),
 }
 
 

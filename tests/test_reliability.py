@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import tracemalloc
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -35,6 +34,7 @@ from streamguard.protocols import CHECKERS
 from streamguard.testing import serve
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+from .helpers import peak_memory
 
 PROTOCOLS = sorted(["auto", *CHECKERS])
 
@@ -150,15 +150,6 @@ def test_app_exceptions_propagate_as_the_same_object_under_faults(
 
 
 # -- hostile streams -----------------------------------------------------------------------
-
-
-def peak_memory(work: Callable[[], Any]) -> tuple[Any, int]:
-    tracemalloc.start()
-    try:
-        result = work()
-        return result, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def feed_all(chunks: Iterator[bytes], protocol: str = "sse", limit: int = 1 << 20) -> StreamReport:
