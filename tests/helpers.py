@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from streamguard.protocols.openai_chat import OpenAIChatChecker
+from streamguard.protocols.openai_responses import OpenAIResponsesChecker
 from streamguard.report import Finding
 from streamguard.sse import Event, EventParser
 
@@ -23,12 +25,25 @@ from .chunking import cut
 from .sse_fixtures import FIXTURES
 
 __all__ = [
+    "ANTHROPIC_DELTA",
+    "ANTHROPIC_START",
+    "ANTHROPIC_STOP",
+    "HOSTILE_DELTA",
+    "HOSTILE_ITEMS",
     "SDK_CUTS",
     "FakeClock",
+    "ResponsesFeeder",
     "anthropic_stream",
+    "chat_call",
+    "chat_choice",
+    "chat_chunk",
+    "chat_event",
+    "chat_tool_calls_of_60_kb",
     "fixture_endpoint",
     "frame",
     "free_port",
+    "gemini_chunk",
+    "gemini_text",
     "held_memory",
     "parse",
     "peak_memory",
@@ -122,3 +137,132 @@ def fixture_endpoint(
         return StreamingResponse(chunks(), media_type="text/event-stream", headers=headers)
 
     return endpoint
+
+
+# -- OpenAI Chat Completions --------------------------------------------------------------
+
+
+def chat_chunk(**fields: object) -> bytes:
+    """A ``chat.completion.chunk`` frame (choice 0 with content "x"), ``fields`` replacing keys."""
+    base: dict[str, object] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}],
+    }
+    base.update(fields)
+    return frame(base)
+
+
+def chat_choice(index: int, **delta: object) -> dict[str, object]:
+    """A choice with ``delta`` (``finish_reason`` taken out of it)."""
+    reason = delta.pop("finish_reason", None)
+    return {"index": index, "delta": delta, "finish_reason": reason}
+
+
+def chat_call(position: object, arguments: str, header: bool = True) -> dict[str, object]:
+    """A tool call delta at ``position``; with ``header``, its id, type and name."""
+    call: dict[str, object] = {"index": position, "function": {"arguments": arguments}}
+    if header:
+        call["id"] = f"call_{position}"
+        call["type"] = "function"
+        call["function"] = {"name": "f", "arguments": arguments}
+    return call
+
+
+def chat_tool_calls_of_60_kb() -> tuple[OpenAIChatChecker, list[Finding]]:
+    """300 tool calls of 60 KB arguments and a small one (``"{"``, call 300) into one choice,
+    fed straight to a checker: the checker, and what the calls' events gave."""
+    checker = OpenAIChatChecker()
+    role = chat_chunk(choices=[chat_choice(0, role="assistant")])
+    checker.on_event(chat_event(role), 0)
+    big = json.dumps({"pad": "x" * 60_000})
+    found: list[Finding] = []
+    for position in range(300):
+        delta = chat_chunk(choices=[chat_choice(0, tool_calls=[chat_call(position, big)])])
+        found += checker.on_event(chat_event(delta), position + 1)
+    small = chat_chunk(choices=[chat_choice(0, tool_calls=[chat_call(300, "{")])])
+    found += checker.on_event(chat_event(small), 301)
+    return checker, found
+
+
+def chat_event(data: bytes) -> Event:
+    """The event a ``data:`` frame is, as the parser gives it to a checker."""
+    return Event("message", data.removeprefix(b"data: ").strip().decode())
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------
+
+#: Items a hostile stream opens at once, and the size of each one's text delta.
+HOSTILE_ITEMS, HOSTILE_DELTA = 300, 60_000
+
+
+class ResponsesFeeder:
+    """Feeds events straight to one checker, numbered in order; only the checker keeps them."""
+
+    def __init__(self) -> None:
+        self.checker = OpenAIResponsesChecker()
+        self.sequence = 0
+        self.findings: list[Finding] = []
+
+    def __call__(self, kind: str, **fields: object) -> None:
+        data = json.dumps({"type": kind, "sequence_number": self.sequence, **fields})
+        self.findings += self.checker.on_event(Event(kind, data), self.sequence)
+        self.sequence += 1
+
+    def text_item(self, index: int, deltas: list[str], final: str) -> None:
+        where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
+        self("response.content_part.added", **where, part={"type": "output_text", "text": ""})
+        for delta in deltas:
+            self("response.output_text.delta", **where, delta=delta)
+        self.finish_text_item(index, final)
+
+    def open_item(self, index: int) -> None:
+        item = {"id": f"msg_{index}", "type": "message", "status": "in_progress"}
+        self("response.output_item.added", output_index=index, item=item)
+
+    def finish_text_item(self, index: int, final: str) -> None:
+        where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
+        self("response.output_text.done", **where, text=final)
+        self("response.content_part.done", **where, part={"type": "output_text", "text": final})
+        item = {"id": f"msg_{index}", "type": "message", "status": "completed"}
+        self("response.output_item.done", output_index=index, item=item)
+
+    def open_hostile_items(self, first: int) -> None:
+        """HOSTILE_ITEMS items open at once, each with one large delta."""
+        for index in range(first, first + HOSTILE_ITEMS):
+            self.open_item(index)
+            where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
+            self("response.content_part.added", **where, part={"type": "output_text", "text": ""})
+        for index in range(first, first + HOSTILE_ITEMS):
+            where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
+            self("response.output_text.delta", **where, delta="x" * HOSTILE_DELTA)
+
+
+# -- Anthropic ----------------------------------------------------------------------------
+
+ANTHROPIC_START = (
+    "message_start",
+    '{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant",'
+    '"model":"claude-x","content":[],"stop_reason":null,"stop_sequence":null,'
+    '"usage":{"input_tokens":3,"output_tokens":1}}}',
+)
+ANTHROPIC_DELTA = (
+    "message_delta",
+    '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}',
+)
+ANTHROPIC_STOP = ("message_stop", '{"type":"message_stop"}')
+
+
+# -- Gemini -------------------------------------------------------------------------------
+
+
+def gemini_chunk(*candidates: dict[str, Any], **fields: Any) -> bytes:
+    """A ``data:`` frame of ``candidates`` and any other top-level ``fields``."""
+    return frame({"candidates": list(candidates), **fields})
+
+
+def gemini_text(text: str, index: object = 0, **fields: Any) -> dict[str, Any]:
+    """A candidate whose content is one text part."""
+    return {"content": {"parts": [{"text": text}], "role": "model"}, "index": index, **fields}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
@@ -12,8 +11,7 @@ from streamguard.protocols.gemini import GeminiChecker
 from streamguard.rule_docs import get_rule_doc
 from streamguard.rules import RULES
 from streamguard.sse import Event
-from tests.conftest import CANARY_MARKER
-from tests.helpers import frame
+from tests.helpers import gemini_chunk, gemini_text
 
 
 def test_sdk_framing_and_usage_are_warnings() -> None:
@@ -48,14 +46,6 @@ def test_non_ascii_text_does_not_look_like_a_framing_problem() -> None:
     assert (report.outcome.value, report.rules()) == ("completed", [])
 
 
-def _chunk(*candidates: dict[str, Any], **fields: Any) -> bytes:
-    return frame({"candidates": list(candidates), **fields})
-
-
-def _text(text: str, index: object = 0, **fields: Any) -> dict[str, Any]:
-    return {"content": {"parts": [{"text": text}], "role": "model"}, "index": index, **fields}
-
-
 # -- a finish marker before the end (issue #12) ----------------------------------------------
 
 
@@ -67,7 +57,10 @@ def test_finish_reason_not_last_is_a_warning() -> None:
 def test_finish_reason_not_last_is_reported_once_per_candidate() -> None:
     """A legacy stream of two candidates with a finish on every chunk: one warning each."""
     body = b"".join(
-        _chunk(_text(f"{word}a", 0, finishReason="STOP"), _text(f"{word}b", 1, finishReason="STOP"))
+        gemini_chunk(
+            gemini_text(f"{word}a", 0, finishReason="STOP"),
+            gemini_text(f"{word}b", 1, finishReason="STOP"),
+        )
         for word in ("one", "two", "three")
     )
     report = check_stream(body, protocol="gemini")
@@ -81,7 +74,7 @@ def test_finish_reason_not_last_is_reported_once_per_candidate() -> None:
 def test_a_repeated_finish_without_content_is_not_judged() -> None:
     """A finish with content, then a contentless chunk finishing again, stays clean."""
     signature = {"content": {"parts": [{"text": "", "thoughtSignature": "Eq"}]}}
-    body = _chunk(_text("Hello.", finishReason="STOP")) + _chunk(
+    body = gemini_chunk(gemini_text("Hello.", finishReason="STOP")) + gemini_chunk(
         {**signature, "finishReason": "STOP", "index": 0}
     )
     report = check_stream(body, protocol="gemini")
@@ -90,7 +83,7 @@ def test_a_repeated_finish_without_content_is_not_judged() -> None:
 
 def test_a_different_finish_on_a_contentless_chunk_is_finish_reason_not_last() -> None:
     """STOP with the text, then MAX_TOKENS alone: two finishes that disagree, a warning."""
-    body = _chunk(_text("Hello.", finishReason="STOP")) + _chunk(
+    body = gemini_chunk(gemini_text("Hello.", finishReason="STOP")) + gemini_chunk(
         {"finishReason": "MAX_TOKENS", "index": 0}
     )
     report = check_stream(body, protocol="gemini")
@@ -104,9 +97,9 @@ def test_content_without_a_finish_after_a_legacy_finish_is_content_after_finish(
     """The finish that carried content said the candidate was done: content after it, with
     no finish of its own, is still the error."""
     body = (
-        _chunk(_text("Once", finishReason="STOP"))
-        + _chunk(_text(" upon", finishReason="STOP"))
-        + _chunk(_text(" a time."))
+        gemini_chunk(gemini_text("Once", finishReason="STOP"))
+        + gemini_chunk(gemini_text(" upon", finishReason="STOP"))
+        + gemini_chunk(gemini_text(" a time."))
     )
     report = check_stream(body, protocol="gemini")
     assert [(f.rule, f.event_index) for f in report.findings] == [
@@ -129,10 +122,10 @@ def test_the_rule_docs_example_fires_the_rule() -> None:
 def test_a_candidate_with_an_unusable_index_is_judged_by_position() -> None:
     """A string index is a schema_mismatch, and the candidate still counts: its finish
     completes the stream, and a missing one is still missing."""
-    finished = _chunk(_text("Hello.", "0", finishReason="STOP"))
+    finished = gemini_chunk(gemini_text("Hello.", "0", finishReason="STOP"))
     report = check_stream(finished, protocol="gemini")
     assert (report.outcome.value, report.rules()) == ("completed", ["schema_mismatch"])
-    truncated = _chunk(_text("Hello", -1))
+    truncated = gemini_chunk(gemini_text("Hello", -1))
     report = check_stream(truncated, protocol="gemini")
     assert report.outcome.value == "unclosed"
     assert report.rules() == ["schema_mismatch", "missing_finish_reason"]
@@ -140,7 +133,9 @@ def test_a_candidate_with_an_unusable_index_is_judged_by_position() -> None:
 
 def test_a_null_index_is_the_default_zero() -> None:
     """proto3 JSON reads null as the default value, so ``"index": null`` is candidate 0."""
-    body = _chunk(_text("Hi", None)) + _chunk(_text(".", 0, finishReason="STOP"))
+    body = gemini_chunk(gemini_text("Hi", None)) + gemini_chunk(
+        gemini_text(".", 0, finishReason="STOP")
+    )
     report = check_stream(body, protocol="gemini")
     assert (report.outcome.value, report.rules()) == ("completed", [])
 
@@ -148,8 +143,8 @@ def test_a_null_index_is_the_default_zero() -> None:
 def test_a_wrong_usage_counter_does_not_hide_the_content_rules() -> None:
     """A chunk with a string counter is a schema_mismatch and is still checked for content
     after the finish."""
-    body = _chunk(_text("Done.", finishReason="STOP")) + _chunk(
-        _text(" More."), usageMetadata={"totalTokenCount": "12"}
+    body = gemini_chunk(gemini_text("Done.", finishReason="STOP")) + gemini_chunk(
+        gemini_text(" More."), usageMetadata={"totalTokenCount": "12"}
     )
     report = check_stream(body, protocol="gemini")
     assert [(f.rule, f.event_index) for f in report.findings] == [
@@ -177,7 +172,7 @@ def test_a_wrong_usage_counter_does_not_hide_the_content_rules() -> None:
 def test_an_error_of_the_wrong_shape_is_a_schema_mismatch(error: object, problem: str) -> None:
     """An error google-genai cannot turn into its APIError is reported; the outcome stays
     error_event."""
-    body = _chunk(_text("Hi")) + f"data: {json.dumps({'error': error})}\n\n".encode()
+    body = gemini_chunk(gemini_text("Hi")) + f"data: {json.dumps({'error': error})}\n\n".encode()
     report = check_stream(body, protocol="gemini")
     assert report.outcome.value == "error_event"
     [finding] = report.findings
@@ -185,48 +180,14 @@ def test_an_error_of_the_wrong_shape_is_a_schema_mismatch(error: object, problem
     assert problem in finding.message
 
 
-# -- no wire value in a message, bounded state (issue #13) ----------------------------------
-
-CANARY = f"{CANARY_MARKER}-gemini"
-
-
-@pytest.mark.parametrize(
-    ("body", "rule"),
-    [
-        (f"event: {CANARY}\ndata: {{}}\n\n".encode(), "sdk_incompatible_framing"),
-        (_chunk(_text("x", CANARY)), "schema_mismatch"),
-        (_chunk({"index": 0, "finishReason": CANARY}), None),
-        (f"data: {{'text': '{CANARY}'}}\n\n".encode(), "invalid_json"),
-        (f'data: {{"error": {{"code": "{CANARY}"}}}}\n\n'.encode(), "schema_mismatch"),
-    ],
-)
-def test_messages_quote_no_wire_value(body: bytes, rule: str | None) -> None:
-    """An event name, an index, a finishReason or an error field from the wire never
-    reaches a finding message."""
-    report = check_stream(body, protocol="gemini")
-    if rule is not None:
-        assert rule in report.rules()
-    for finding in report.findings:
-        assert CANARY_MARKER not in finding.message, finding
-
-
-def test_huge_wire_integers_are_shown_by_size() -> None:
-    """Usage counts of forty digits are named by their size, not written out."""
-    huge = 10**40
-    body = _chunk(_text("a"), usageMetadata={"totalTokenCount": huge}) + _chunk(
-        _text("b", finishReason="STOP"), usageMetadata={"totalTokenCount": huge - 1}
-    )
-    report = check_stream(body, protocol="gemini")
-    assert "usage_decreased" in report.rules()
-    for finding in report.findings:
-        assert str(huge - 1) not in finding.message, finding
+# -- short messages, bounded state (issue #13); no wire value: tests/test_privacy.py -------
 
 
 def test_long_lists_in_messages_are_cut_short() -> None:
     """A chunk with a thousand bad candidates, and sixty-four unfinished ones, make short
     messages that end with a count."""
-    bad = _chunk(*(["x"] * 1000))
-    unfinished = _chunk(*(_text("x", i) for i in range(64)))
+    bad = gemini_chunk(*(["x"] * 1000))
+    unfinished = gemini_chunk(*(gemini_text("x", i) for i in range(64)))
     for body, count in ((bad, "and 997 more"), (unfinished, "and 61 more")):
         report = check_stream(body, protocol="gemini")
         assert any(count in f.message for f in report.findings), report.findings
@@ -237,6 +198,6 @@ def test_a_hundred_thousand_candidate_indices_keep_the_state_bounded() -> None:
     """A hostile stream naming 100,000 candidate indices leaves at most 64 tracked."""
     checker = GeminiChecker()
     for i in range(100_000):
-        data = json.dumps({"candidates": [_text("x", i)]})
+        data = json.dumps({"candidates": [gemini_text("x", i)]})
         checker.on_event(Event("message", data, offset=i), i)
     assert len(checker._candidates) <= 64

@@ -11,6 +11,7 @@ import pytest
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport, check_stream
 from streamguard.monitor import MAX_KEPT_FINDINGS
+from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
 from streamguard.request import (
     MAX_REQUEST_CONTAINERS,
     MAX_REQUESTED_CHOICES,
@@ -20,7 +21,12 @@ from streamguard.request import (
 from streamguard.rules import RULES
 
 from .asgi_driver import Recorder, body, http_scope, run, sse_start
-from .helpers import peak_memory
+from .helpers import (
+    ResponsesFeeder,
+    chat_tool_calls_of_60_kb,
+    held_memory,
+    peak_memory,
+)
 
 CHUNK = (
     '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
@@ -144,6 +150,32 @@ def test_a_rule_first_broken_past_the_cap_is_still_kept() -> None:
     report = check_stream(stream, protocol="openai_chat")
     assert "unterminated_frame" in report.rules()
     assert report.findings_dropped == (("event_after_terminal", 50),)
+
+
+# -- text a checker keeps to compare ----------------------------------------------------------
+
+
+def _responses_open_items_of_60_kb() -> ResponsesFeeder:
+    feed = ResponsesFeeder()
+    feed("response.created", response={"id": "resp_1", "status": "in_progress"})
+    feed.open_hostile_items(0)
+    return feed
+
+
+#: protocol -> (300 pieces of 60 KB fed straight to its checker, the memory allowed past the
+#: stream's kept-text budget).
+KEPT_TEXT: dict[str, tuple[Callable[[], object], int]] = {
+    "openai_chat": (chat_tool_calls_of_60_kb, 1024 * 1024),
+    "openai_responses": (_responses_open_items_of_60_kb, 256 * 1024),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(KEPT_TEXT))
+def test_300_texts_of_60_kb_hold_at_most_the_kept_text_budget(protocol: str) -> None:
+    """300 tool calls or open items of 60 KB each hold the stream's budget, not 18 MB."""
+    feed, slack = KEPT_TEXT[protocol]
+    _, held = held_memory(feed)
+    assert held < MAX_KEPT_TEXT_CHARS + slack, f"{held} bytes held"
 
 
 # -- the per-stream ceiling ---------------------------------------------------------------------

@@ -159,6 +159,7 @@ def feed_all(chunks: Iterator[bytes], protocol: str = "sse", limit: int = 1 << 2
     return monitor.finish(__import__("streamguard").StreamEnd.BODY_ENDED)
 
 
+@pytest.mark.slow
 def test_hundred_megabytes_without_a_line_ending_is_bounded() -> None:
     """100 MB with no line ending: one finding, memory bounded by the event limit."""
     chunk = b"x" * 65536
@@ -172,6 +173,7 @@ def test_hundred_megabytes_without_a_line_ending_is_bounded() -> None:
     assert peak < 4 << 20
 
 
+@pytest.mark.slow
 def test_a_million_tiny_events() -> None:
     """A million minimal events are all dispatched, with memory independent of the count."""
     chunk = b"data:\n\n" * 10_000
