@@ -1,4 +1,6 @@
-"""What several test modules need alike: a settable clock, memory probes, frame builders.
+"""What several test modules need alike, so that none keeps its own copy: a settable clock, a
+free port, memory probes, SSE frames and each protocol's stream builders, and the endpoint
+that serves fixtures to the official SDKs.
 
 Fixture files are read through ``tests.sse_fixtures``; ways to cut bytes into chunks are in
 ``tests.chunking``.
