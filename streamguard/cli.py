@@ -234,7 +234,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         print(f"streamguard probe: error: probing needs httpx: {_INSTALL_HINT}", file=err)
         return EXIT_USAGE
     from streamguard.liveness import LivenessLimits
-    from streamguard.testing._collect import collect
+    from streamguard.testing import collect
 
     threshold = Severity(args.fail_on)
     headers: dict[str, str] = {"accept": "text/event-stream"}

@@ -18,6 +18,7 @@ from streamguard.cli import main, rules_markdown
 from streamguard.testing import serve
 from tests.stream_apps import FIXTURES, build_fixture_app, fixture_bytes
 
+ROOT = Path(__file__).resolve().parent.parent
 ROLE = fixture_bytes("openai_chat", "role_repeated")
 CUT = b"data: one\n\ndata: tw"
 DONE = b"data: [DONE]\n\n"
@@ -495,6 +496,18 @@ def test_version_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None
     code, _, err = run(capsys)
     assert code == 2
     assert "the following arguments are required: COMMAND" in err
+
+
+def test_the_cli_does_not_import_the_test_helpers() -> None:
+    """Importing the command line loads none of streamguard.testing (it formats with _format)."""
+    code = (
+        "import sys, streamguard.cli; "
+        "print(sorted(m for m in sys.modules if m.startswith('streamguard.testing')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert result.stdout == "[]\n"
 
 
 def test_console_script_runs_check(files: Path) -> None:

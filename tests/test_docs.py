@@ -3,7 +3,7 @@
 Two pages are generated and committed:
 
 * ``docs/rules.md`` from ``streamguard rules --format markdown`` (``streamguard/rules.py``
-  and ``streamguard/rule_docs.py``);
+  and the ``streamguard/rule_docs/`` package);
 * ``docs/configuration.md`` from the pydantic models in ``streamguard/config.py``, by
   ``configuration_markdown`` below (field descriptions are the ``#:`` comments above each
   field in the source, or ``_EXTRA_DESCRIPTIONS`` here for fields without one).

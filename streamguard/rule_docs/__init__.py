@@ -5,9 +5,10 @@ summary); this package holds what a person needs when a rule fires: the meaning 
 the official clients (openai-python, anthropic-python, google-genai, browsers'
 ``EventSource``) do with such a stream, an example of an offending frame as it appears on
 the wire, and how to fix the sender. Its modules mirror ``streamguard.protocols``:
-``common`` (framing, lifecycle and HTTP rules every protocol shares, and the finish-reason
-rules of OpenAI Chat and Gemini), then one module per protocol. ``markdown`` renders the
-catalog and these docs into ``docs/rules.md`` (``streamguard rules --format markdown``).
+``common`` holds the framing, lifecycle and HTTP rules every protocol shares, and each
+protocol's module the rules whose first protocol it is (a rule Gemini shares with OpenAI
+Chat is documented with OpenAI Chat). ``markdown`` renders the catalog and these docs into
+``docs/rules.md`` (``streamguard rules --format markdown``).
 
 The client behaviour cited here comes from the SDK sources and captures summarised in the
 project's protocol reference; where a client is not named, the statement is about the

@@ -1,5 +1,9 @@
 # ruff: noqa: E501 -- the wire examples are single long lines, as they are on the wire
-"""The long form of the Anthropic Messages rules (``protocols/anthropic.py``)."""
+"""The long form of the Anthropic Messages rules (``protocols/anthropic.py``).
+
+``usage_decreased`` comes last: Gemini reports it too, and it is documented here, with its
+first protocol.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ __all__ = ["DOCS"]
 
 #: The documentation of each rule, in catalog order.
 DOCS: tuple[RuleDoc, ...] = (
+    # -- Anthropic only --------------------------------------------------------------------
     rule_doc(
         "event_name_mismatch",
         meaning="""
@@ -342,6 +347,7 @@ DOCS: tuple[RuleDoc, ...] = (
             Nothing, if the event is a new API feature. If your code generates the stream, use
             the documented event types.""",
     ),
+    # -- Shared with Gemini ----------------------------------------------------------------
     rule_doc(
         "usage_decreased",
         meaning="""

@@ -1,10 +1,9 @@
 # ruff: noqa: E501 -- the wire examples are single long lines, as they are on the wire
-"""The long form of the rules more than one protocol reports.
+"""The long form of the rules every protocol shares (protocols ``all`` in the catalog).
 
-SSE framing and the stream's lifecycle (every protocol, plain SSE included), the HTTP
-hygiene of the response head, and the finish-reason rules OpenAI Chat and Gemini share.
-The protocol-specific rules live beside this module, one module per ``streamguard.protocols``
-checker.
+SSE framing (``streamguard/sse.py``), the stream's lifecycle (the engine in
+``protocols/_base.py`` and the monitor) and the HTTP hygiene of the response head. A rule of
+one or a few protocols is documented beside them, in the module of its first protocol.
 """
 
 from __future__ import annotations
@@ -459,69 +458,5 @@ DOCS: tuple[RuleDoc, ...] = (
             Exclude `text/event-stream` from compression (in Starlette, a version whose
             `GZipMiddleware` skips it, or no compression on streaming routes; in nginx,
             `gzip off` for the location).""",
-    ),
-    # -- Shared by OpenAI Chat and Gemini -------------------------------------------------
-    rule_doc(
-        "missing_finish_reason",
-        meaning="""
-            A choice (OpenAI Chat) or candidate (Gemini) never received its finish reason. In
-            OpenAI Chat it is judged at `[DONE]`, or at the end of the body if `[DONE]` never
-            came; with the request known, every index below `n` is expected, so a choice that
-            never appeared is reported too. In Gemini, which has no terminal event, a
-            `finishReason` on each candidate's last chunk is the only sign that the model
-            stopped: at the end of the body, a candidate without one (or a stream in which no
-            candidate ever got one) means the response is truncated, and the outcome is
-            `unclosed`. A blocked prompt or an error chunk ends a Gemini stream without it.""",
-        clients="""
-            Clients decide what to do next from the finish reason: run the tool calls on
-            `tool_calls`, tell the user the answer was cut on `length`, accept it on `stop`.
-            Without one, agent loops stall or guess, and a chat UI cannot tell a cut answer from
-            a finished one. google-genai raises nothing when a stream ends without a
-            `finishReason`, so the truncation goes unnoticed.""",
-        example="""
-            data: {"candidates":[{"content":{"parts":[{"text":"There are **3**"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-flash","responseId":"bH6L"}
-
-            """,
-        note="The body ends after this chunk: candidate 0 never received a `finishReason`.",
-        fix="""
-            Send a final chunk with the finish reason for every choice or candidate before the
-            stream ends, also when the upstream stopped early (use `length` / `MAX_TOKENS` or
-            an in-band error, not silence). A translating proxy must map the upstream's stop
-            reason rather than drop it.""",
-    ),
-    rule_doc(
-        "content_after_finish",
-        meaning="""
-            Content arrived for a choice or candidate after its finish reason. In OpenAI Chat,
-            a delta with non-empty `content`, `refusal`, `tool_calls` or `function_call` for a
-            choice that already finished; empty deltas are fine. In Gemini, a chunk that brings
-            content without a `finishReason` after a finish that itself carried content
-            (reported once per candidate). Legacy Gemini streams that repeat
-            `finishReason: "STOP"` on every chunk, and translators that send an empty `STOP`
-            chunk before the content, are `finish_reason_not_last` (a warning) instead. In
-            OpenAI Chat the same two patterns are errors: a `finish_reason` repeated on every
-            chunk (each repeat with text is reported here, and each repeat is also
-            `multiple_finish_reason`), and a `finish_reason` on a chunk before the content,
-            since openai-python's stream helper ends the choice at the first finish reason it
-            sees (see the next paragraph); that a vendor shipped the pattern does not make it
-            safe for the clients that read it.""",
-        clients="""
-            Clients treat the finish reason as the end of that choice: a UI marks the message
-            final, an accumulator hands the finished message to the application, an agent
-            starts the tool calls. Content that arrives later is dropped or appended after the
-            application already acted on the finished message. openai-python's chat stream
-            helper emits `content.done` as soon as the choice has both a finish reason and some
-            text, so with the finish first its `content.done` carries only the first piece of
-            text, later pieces still arrive as `content.delta` after it, and with a
-            `response_format` it validates that first piece as the final answer and raises.""",
-        example="""
-            data: {"id":"chatcmpl-9x","object":"chat.completion.chunk","created":1727346171,"model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
-
-            data: {"id":"chatcmpl-9x","object":"chat.completion.chunk","created":1727346171,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":" Anything else?"},"finish_reason":null}]}
-
-            """,
-        fix="""
-            Emit the finish reason on the choice's last chunk only. Proxies that merge or
-            reorder upstream chunks must keep the finish chunk after the content.""",
     ),
 )

@@ -71,7 +71,7 @@ def rules_markdown() -> str:
         "",
         "---",
         "",
-        "*Generated from `streamguard/rules.py` and `streamguard/rule_docs.py` by "
+        "*Generated from `streamguard/rules.py` and `streamguard/rule_docs/` by "
         "`streamguard rules --format markdown > docs/rules.md`; edit those files, not this "
         "page.*",
     ]
