@@ -31,11 +31,21 @@ from streamguard.report import Finding, Severity, StreamReport
 from streamguard.rule_docs.markdown import rules_markdown
 from streamguard.rules import RULES
 
-__all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "InputError", "main", "rules_markdown"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "InputError",
+    "main",
+    "rules_markdown",
+]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+#: 128 + SIGPIPE: what a shell reports for a filter whose reader left (``cmd | head``).
+EXIT_BROKEN_PIPE = 141
 
 PROTOCOLS = [AUTO, *CHECKERS]
 _INSTALL_HINT = "pip install 'streamguard[testing]'"
@@ -446,10 +456,34 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code (argparse's usage errors included)."""
+    """Run the command line; return the exit code (argparse's usage errors included).
+
+    A reader that leaves early (``streamguard rules | head -2``) ends the output quietly,
+    as it ends any Unix filter: no traceback, exit ``EXIT_BROKEN_PIPE``.
+    """
     try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:  # --help, --version, usage errors
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    code: int = args.run(args)
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as exc:  # --help, --version, usage errors
+            code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        else:
+            code = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
     return code
+
+
+def _discard_stdout() -> None:
+    """Point stdout at devnull, so the output still buffered is dropped at exit, not raised.
+
+    The recipe of the Python docs (signal module, "Note on SIGPIPE"); restoring SIGPIPE's
+    default action instead would also kill the process on a broken socket.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (a captured stdout in tests)
+        pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 from streamguard import RULES
 from streamguard._demo_app import build_app
-from streamguard.cli import main, rules_markdown
+from streamguard.cli import EXIT_BROKEN_PIPE, main, rules_markdown
 from streamguard.testing import serve
 from tests.stream_apps import FIXTURES, build_fixture_app, fixture_bytes
 
@@ -496,6 +497,38 @@ def test_version_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None
     code, _, err = run(capsys)
     assert code == 2
     assert "the following arguments are required: COMMAND" in err
+
+
+#: Runs the command line in a fresh interpreter: ``[*_CLI, "rules"]``.
+_CLI = [sys.executable, "-c", "import sys; from streamguard.cli import main; sys.exit(main())"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "lines_read"),
+    [
+        (["rules"], 0),  # the reader left before the first write
+        (["rules", "--format", "markdown"], 0),
+        (["rules", "--format", "markdown"], 2),  # `| head -2`: the page is larger than a pipe
+        (["check", "--format", "json", *[str(FIXTURES / "openai_chat" / "role_repeated.sse")]
+          * 200], 1),
+    ],
+)  # fmt: skip
+def test_a_reader_that_leaves_ends_the_output_quietly(argv: list[str], lines_read: int) -> None:
+    """Like a Unix filter under `| head`: no traceback on stderr, exit 141 (128 + SIGPIPE)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(ROOT)
+    for _ in range(5):
+        child = subprocess.Popen(
+            [*_CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env
+        )
+        assert child.stdout is not None
+        assert child.stderr is not None
+        for _ in range(lines_read):
+            assert child.stdout.readline()
+        child.stdout.close()
+        err = child.stderr.read()
+        child.stderr.close()
+        assert (child.wait(timeout=60), err) == (EXIT_BROKEN_PIPE, b"")
 
 
 def test_the_cli_does_not_import_the_test_helpers() -> None:
