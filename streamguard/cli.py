@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -352,8 +353,20 @@ def _cmd_rules(args: argparse.Namespace) -> int:
         [rule.name, ", ".join(rule.protocols), rule.severity.value, rule.summary]
         for rule in RULES.values()
     ]
-    print(table(rows))
+    print(table(rows, _wrap_width(sys.stdout)))
     return EXIT_OK
+
+
+def _wrap_width(stream: TextIO) -> int | None:
+    """The width to wrap a table to: ``COLUMNS`` when set, else a terminal's width.
+
+    Output to a pipe or a file is not wrapped: one row per line, whole, so that ``grep``,
+    ``cut`` and ``awk`` see every rule with its summary (``COLUMNS=100`` wraps it anyway).
+    """
+    isatty = getattr(stream, "isatty", None)
+    if "COLUMNS" in os.environ or (callable(isatty) and isatty()):
+        return shutil.get_terminal_size().columns
+    return None
 
 
 # -- demo ----------------------------------------------------------------------------------

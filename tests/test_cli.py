@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ROLE = fixture_bytes("openai_chat", "role_repeated")
 CUT = b"data: one\n\ndata: tw"
 DONE = b"data: [DONE]\n\n"
+#: Runs the command line in a fresh interpreter: ``[*_CLI, "rules"]``.
+_CLI = [sys.executable, "-c", "import sys; from streamguard.cli import main; sys.exit(main())"]
 
 
 @pytest.fixture
@@ -280,8 +282,11 @@ def test_check_shows_no_progress_when_piped(
 # -- rules --------------------------------------------------------------------------------
 
 
-def test_rules_table_lists_every_rule(capsys: pytest.CaptureFixture[str]) -> None:
+def test_rules_table_lists_every_rule(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`rules` prints a header and one row per catalog rule, in catalog order."""
+    monkeypatch.delenv("COLUMNS", raising=False)  # not a terminal: whole rows, as in a pipe
     code, out, _ = run(capsys, "rules")
     assert code == 0
     lines = out.splitlines()
@@ -293,6 +298,62 @@ def test_rules_table_lists_every_rule(capsys: pytest.CaptureFixture[str]) -> Non
         "error",
         "The body is not valid UTF-8; clients see U+FFFD or fail.",
     ]
+
+
+def _rows(out: str) -> dict[str, str]:
+    """Rule name -> summary, from a table whose summaries may wrap onto continuation lines."""
+    rows: dict[str, str] = {}
+    lines = out.splitlines()
+    start = lines[1].rindex(" -") + 1  # where the summary column starts
+    for line in lines[2:]:
+        if line.startswith(" "):
+            last = next(reversed(rows))
+            rows[last] += " " + line[start:]
+        else:
+            rows[line.split()[0]] = line[start:]
+    return rows
+
+
+def test_rules_table_wraps_to_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With COLUMNS set, summaries wrap so that every line fits, and no word is lost."""
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = run(capsys, "rules")
+    assert code == 0
+    assert max(map(len, out.splitlines())) <= 100
+    assert len(out.splitlines()) > len(RULES) + 2
+    assert _rows(out) == {rule.name: rule.summary for rule in RULES.values()}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_rules_table_wraps_to_the_terminal() -> None:
+    """On a real terminal (a pty 90 columns wide, no COLUMNS), the table fits its width."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    main_fd, terminal_fd = pty.openpty()
+    fcntl.ioctl(terminal_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 90, 0, 0))
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    env["PYTHONPATH"] = str(ROOT)
+    child = subprocess.Popen([*_CLI, "rules"], stdout=terminal_fd, cwd=ROOT, env=env)
+    os.close(terminal_fd)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(main_fd)
+    assert child.wait(timeout=60) == 0
+    out = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert max(map(len, out.splitlines())) <= 90
+    assert _rows(out) == {rule.name: rule.summary for rule in RULES.values()}
 
 
 def test_rules_markdown_has_a_section_per_rule_at_its_anchor(
@@ -497,10 +558,6 @@ def test_version_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None
     code, _, err = run(capsys)
     assert code == 2
     assert "the following arguments are required: COMMAND" in err
-
-
-#: Runs the command line in a fresh interpreter: ``[*_CLI, "rules"]``.
-_CLI = [sys.executable, "-c", "import sys; from streamguard.cli import main; sys.exit(main())"]
 
 
 @pytest.mark.parametrize(
