@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -26,6 +27,7 @@ from typing import Any, TextIO
 from streamguard import __version__
 from streamguard._format import format_finding, frame_at, severity_at_least
 from streamguard._table import table
+from streamguard._wire import token
 from streamguard.monitor import check_stream
 from streamguard.protocols import AUTO, CHECKERS
 from streamguard.report import Finding, Severity, StreamReport
@@ -248,7 +250,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     from streamguard.testing import collect
 
     threshold = Severity(args.fail_on)
-    headers: dict[str, str] = {"accept": "text/event-stream"}
+    # identity: the bytes stay checkable (a compressed stream is passed over uninspected);
+    # -H 'Accept-Encoding: gzip' asks for what the SDKs ask for.
+    headers: dict[str, str] = {"accept": "text/event-stream", "accept-encoding": "identity"}
     for name, value in args.header:
         headers[name.lower()] = value
     content: bytes | None = None
@@ -272,6 +276,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         with httpx.Client(timeout=args.timeout) as client:
             started = time.monotonic()
             with client.stream(method, args.url, content=content, headers=headers) as response:
+                encoding = response.headers.get("content-encoding")
                 record = collect(
                     response,
                     protocol=args.protocol,
@@ -324,8 +329,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if not record.is_event_stream:
         print(
             f"\nnot an event stream: HTTP {record.status_code}, content-type "
-            f"{record.content_type!r}; the body starts: "
-            f"{frame_at(record.body, 0, 200) or '(empty)'}",
+            f"{record.content_type!r}; the body starts: {_preview(record.body, encoding)}",
             file=out,
         )
     if report.findings:
@@ -335,6 +339,37 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"note: {note}", file=out)
     return EXIT_FINDINGS if fails else EXIT_OK
+
+
+#: How much of a body that is not an event stream ``probe`` shows, in characters.
+PREVIEW_CHARS = 200
+_INFLATED = frozenset({"gzip", "x-gzip", "deflate"})
+_COMPRESSED = frozenset({*_INFLATED, "br", "zstd", "compress"})
+
+
+def _preview(body: bytes, content_encoding: str | None) -> str:
+    """The start of ``body`` on one line; decompressed when the server compressed it anyway.
+
+    gzip and deflate are inflated (only as far as the preview needs: a small body cannot
+    inflate into a large one here); other codings are named, not shown as bytes.
+    """
+    coding = (content_encoding or "").strip().lower()
+    if coding not in ("", "identity"):
+        inflated = _inflate(body, PREVIEW_CHARS * 4 + 4) if coding in _INFLATED else None
+        if inflated is None:
+            return f"({len(body)} bytes, compressed: Content-Encoding {token(coding, _COMPRESSED)})"
+        body = inflated
+    return frame_at(body, 0, PREVIEW_CHARS) or "(empty)"
+
+
+def _inflate(data: bytes, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of ``data`` decompressed (gzip, zlib or raw deflate), or None."""
+    for wbits in (32 + zlib.MAX_WBITS, -zlib.MAX_WBITS):  # a gzip or zlib header; raw deflate
+        try:
+            return zlib.decompressobj(wbits).decompress(data, limit)
+        except zlib.error:
+            continue
+    return None
 
 
 def _delta(at: float | None, start: float) -> float | None:

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from streamguard import RULES
 from streamguard._demo_app import build_app
-from streamguard.cli import EXIT_BROKEN_PIPE, main, rules_markdown
+from streamguard.cli import EXIT_BROKEN_PIPE, PREVIEW_CHARS, _preview, main, rules_markdown
 from streamguard.testing import serve
 from tests.stream_apps import FIXTURES, build_fixture_app, fixture_bytes
 
@@ -498,6 +504,58 @@ def test_probe_judges_the_timing_of_a_live_stream(capsys: pytest.CaptureFixture[
         code, out, _ = run(capsys, "probe", url + "/openai/buffered", "--protocol", "openai_chat")
     assert code == 0  # a warning, below the default --fail-on error
     assert "buffered_flush [warning]" in out
+
+
+def _compressing_app() -> Starlette:
+    """A stream gzipped when the client accepts gzip (nginx `gzip on`), and an error body
+    gzipped whatever the client asked."""
+    stream = b"data: one\n\ndata: two\n\n"
+
+    async def events(request: Request) -> Response:
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            body, headers = gzip.compress(stream), {"content-encoding": "gzip"}
+        else:
+            body, headers = stream, {}
+        return StreamingResponse(iter([body]), media_type="text/event-stream", headers=headers)
+
+    async def error(request: Request) -> Response:
+        body = gzip.compress(b'{"error": {"message": "rate limited"}}')
+        return Response(body, 429, {"content-encoding": "gzip"}, "application/json")
+
+    return Starlette(routes=[Route("/events", events), Route("/error", error)])
+
+
+def test_probe_asks_for_an_uncompressed_stream(capsys: pytest.CaptureFixture[str]) -> None:
+    """probe sends Accept-Encoding: identity, so the stream can be checked; -H asks for gzip."""
+    with serve(_compressing_app(), log_level="critical") as url:
+        code, out, _ = run(capsys, "probe", "--format", "json", url + "/events")
+        assert (code, json.loads(out)["events"], json.loads(out)["findings"]) == (0, 2, [])
+        code, out, _ = run(
+            capsys, "probe", "--format", "json", url + "/events", "-H", "Accept-Encoding: gzip"
+        )
+    assert [f["rule"] for f in json.loads(out)["findings"]] == ["compressed_stream"]
+    assert json.loads(out)["inspected"] is False
+
+
+def test_probe_shows_a_compressed_error_body_decompressed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An error body the server gzipped anyway is previewed as text, not as gzip bytes."""
+    with serve(_compressing_app(), log_level="critical") as url:
+        code, out, _ = run(capsys, "probe", url + "/error")
+    assert code == 1
+    assert (
+        "\nnot an event stream: HTTP 429, content-type 'application/json'; the body starts: "
+        '{"error": {"message": "rate limited"}}\n'
+    ) in out
+
+
+def test_body_preview_names_codings_it_does_not_decode() -> None:
+    """br, zstd and undecodable bodies are named with their size, never shown as bytes."""
+    assert _preview(b"\x8b\x00\x01", "br") == "(3 bytes, compressed: Content-Encoding 'br')"
+    assert _preview(b"not gzip", "gzip") == "(8 bytes, compressed: Content-Encoding 'gzip')"
+    assert _preview(zlib.compress(b"x" * 10_000), "deflate") == "x" * PREVIEW_CHARS + "…"
+    assert _preview(b"", None) == "(empty)"
 
 
 def test_probe_unreachable_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
