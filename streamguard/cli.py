@@ -7,8 +7,10 @@ Subcommands:
 * ``rules``: the rule catalog, as a table or as the markdown docs page;
 * ``demo``: the demo app under uvicorn, healthy and broken streams (needs the testing extra).
 
-Exit codes: 0 clean, 1 findings at or above ``--fail-on`` (or a probed response that is not
-an event stream), 2 usage or input errors (the message names the file and the problem).
+Exit codes: 0 clean, 1 findings at or above ``--fail-on``, a stream that ended with an
+outcome ``--fail-on-outcome`` lists, or a probed response that is not an event stream; 2
+usage or input errors (the message names the file and the problem); 141 when the reader of
+the output left early (``| head``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from streamguard._table import table
 from streamguard._wire import token
 from streamguard.monitor import check_stream
 from streamguard.protocols import AUTO, CHECKERS
-from streamguard.report import Finding, Severity, StreamReport
+from streamguard.report import Finding, Outcome, Severity, StreamReport
 from streamguard.rule_docs.markdown import rules_markdown
 from streamguard.rules import RULES
 
@@ -51,6 +53,14 @@ EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141
 
 PROTOCOLS = [AUTO, *CHECKERS]
+#: ``--fail-on-outcome`` of ``probe``: every end a client can see but ``completed``. A nightly
+#: check should go red when the endpoint answered with an in-band error (overloaded, rate
+#: limited) or never finished, even when the stream was well formed; the other outcomes
+#: (``client_disconnect``, ``app_error``, ``cancelled``) are the server's view and never
+#: reach a client. ``check`` fails on none: a capture is judged for its structure, and an
+#: in-band error is a well-formed end.
+PROBE_FAIL_ON_OUTCOME = "error_event,unclosed"
+NO_OUTCOME = "none"
 _INSTALL_HINT = "pip install 'streamguard[testing]'"
 
 
@@ -170,7 +180,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     progress = _Progress(err, len(args.files))
     rows = [["file", "protocol", "outcome", "events", "bytes", "findings"]]
     details: list[str] = []
-    input_errors = failed = 0
+    input_errors = failed = ended_badly = 0
     for done, name in enumerate(args.files):
         label = "<stdin>" if name == "-" else name
         progress.show(done, label)
@@ -187,6 +197,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         report = check_stream([body], protocol=args.protocol, request=request)
         fails = _fails(report, threshold)
         failed += fails
+        bad_end = report.outcome in args.fail_on_outcome
+        ended_badly += bad_end and not fails
+        fails = fails or bad_end
         if args.format == "json":
             progress.clear()
             print(json.dumps({"file": label, **_report_json(report, body, fails)}), file=out)
@@ -217,12 +230,34 @@ def _cmd_check(args: argparse.Namespace) -> int:
         summary = (
             f"\n{checked} file(s) checked: {failed} with findings at {threshold.value} or above"
         )
+        if ended_badly:
+            summary += f"; {ended_badly} more ended {_listed(args.fail_on_outcome)}"
         if input_errors:
             summary += f"; {input_errors} could not be read"
         print(summary, file=out)
     if input_errors:
         return EXIT_USAGE
-    return EXIT_FINDINGS if failed else EXIT_OK
+    return EXIT_FINDINGS if failed or ended_badly else EXIT_OK
+
+
+def _outcomes(value: str) -> frozenset[Outcome]:
+    """``--fail-on-outcome``: comma-separated outcomes, or ``none``."""
+    names = [name.strip() for name in value.split(",")]
+    if names == [NO_OUTCOME]:
+        return frozenset()
+    known = {outcome.value: outcome for outcome in Outcome}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown outcome {unknown[0]!r}: expected {NO_OUTCOME} or outcomes from "
+            f"{', '.join(known)}, separated by commas"
+        )
+    return frozenset(known[name] for name in names)
+
+
+def _listed(outcomes: frozenset[Outcome]) -> str:
+    """``error_event or unclosed``, in the order of the outcome table."""
+    return " or ".join(outcome.value for outcome in Outcome if outcome in outcomes)
 
 
 # -- probe ---------------------------------------------------------------------------------
@@ -294,7 +329,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     report = record.report
-    fails = _fails(report, threshold) or not record.is_event_stream
+    # A response that is not an event stream fails already; its outcome says nothing.
+    bad_end = record.is_event_stream and report.outcome in args.fail_on_outcome
+    fails = _fails(report, threshold) or not record.is_event_stream or bad_end
     if args.format == "json":
         obj = {
             "url": args.url,
@@ -336,6 +373,12 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         print("\nFindings:", file=out)
         for finding in report.findings:
             print("  " + format_finding(finding, record.body).replace("\n", "\n  "), file=out)
+    if bad_end:
+        print(
+            f"\nthe stream ended {report.outcome.value}, an outcome --fail-on-outcome lists "
+            f"({_listed(args.fail_on_outcome)})",
+            file=out,
+        )
     for note in report.notes:
         print(f"note: {note}", file=out)
     return EXIT_FINDINGS if fails else EXIT_OK
@@ -423,17 +466,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 # -- the parser ------------------------------------------------------------------------------
 
+_EXIT_CODES = (
+    "Exit codes: 0 clean; 1 findings at or above --fail-on, an outcome listed in "
+    "--fail-on-outcome, or (probe) a response that is not an event stream; 2 usage or "
+    "input error; 141 the output's reader left early (| head)."
+)
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamguard",
         description="Check LLM Server-Sent-Event streams: captured files or a live endpoint.",
-        epilog="Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.",
+        epilog=_EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"streamguard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def common(sub: argparse.ArgumentParser) -> None:
+    def common(sub: argparse.ArgumentParser, fail_on_outcome: str) -> None:
         sub.add_argument(
             "--protocol",
             choices=PROTOCOLS,
@@ -449,18 +498,28 @@ def _parser() -> argparse.ArgumentParser:
             default=Severity.ERROR.value,
             help="exit 1 on findings of this severity or worse (default: error)",
         )
+        sub.add_argument(
+            "--fail-on-outcome",
+            type=_outcomes,
+            default=fail_on_outcome,
+            metavar="OUTCOME[,OUTCOME...]",
+            help="exit 1 when the stream ends with one of these outcomes ("
+            + ", ".join(outcome.value for outcome in Outcome)
+            + f"), or {NO_OUTCOME} (default: {fail_on_outcome})",
+        )
 
     check = commands.add_parser(
         "check",
         help="check captured streams",
         description="Check captured stream bodies (raw bytes, as `curl -N` saves them). "
         "--format json prints one JSON object per file, one per line.",
+        epilog=_EXIT_CODES,
     )
     check.add_argument("files", nargs="+", metavar="FILE", help="a captured body; - for stdin")
     check.add_argument(
         "--request", metavar="JSON_FILE", help="the JSON request, for request-aware checks"
     )
-    common(check)
+    common(check, NO_OUTCOME)
     check.set_defaults(run=_cmd_check)
 
     probe = commands.add_parser(
@@ -468,6 +527,7 @@ def _parser() -> argparse.ArgumentParser:
         help="send one request to a live endpoint and check the stream",
         description="Send one request (POST with --data, else GET), check the stream and "
         f"its timing as it arrives. Needs httpx ({_INSTALL_HINT}).",
+        epilog=_EXIT_CODES,
     )
     probe.add_argument("url", metavar="URL")
     probe.add_argument(
@@ -491,7 +551,7 @@ def _parser() -> argparse.ArgumentParser:
         default=60.0,
         help="seconds to wait to connect and between bytes (default: 60)",
     )
-    common(probe)
+    common(probe, PROBE_FAIL_ON_OUTCOME)
     probe.set_defaults(run=_cmd_probe)
 
     rules = commands.add_parser("rules", help="print the rule catalog")

@@ -558,6 +558,54 @@ def test_body_preview_names_codings_it_does_not_decode() -> None:
     assert _preview(b"", None) == "(empty)"
 
 
+def test_probe_fails_on_a_stream_that_ended_with_an_in_band_error(
+    live: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A well-formed stream ending error_event exits 1 by default (a nightly check goes red)."""
+    url = live + "/fixture/anthropic/ok_error_overloaded_mid_block"
+    code, out, _ = run(capsys, "probe", url)
+    assert code == 1
+    assert "outcome         error_event\n" in out
+    assert "Findings:" not in out
+    assert out.endswith(
+        "\nthe stream ended error_event, an outcome --fail-on-outcome lists "
+        "(error_event or unclosed)\n"
+    )
+    code, out, _ = run(capsys, "probe", "--format", "json", url)
+    assert (code, json.loads(out)["failed"], json.loads(out)["findings"]) == (1, True, [])
+    assert run(capsys, "probe", url, "--fail-on-outcome", "none")[0] == 0
+    assert run(capsys, "probe", url, "--fail-on-outcome", "unclosed")[0] == 0
+
+
+def test_check_fails_on_an_outcome_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    """check judges structure by default; --fail-on-outcome error_event makes the end count."""
+    capture = str(FIXTURES / "gemini" / "ok_error_unavailable.sse")
+    code, out, _ = run(capsys, "check", capture)
+    assert code == 0
+    assert out.endswith("\n1 file(s) checked: 0 with findings at error or above\n")
+    code, out, _ = run(capsys, "check", "--fail-on-outcome", "unclosed,error_event", capture)
+    assert code == 1
+    assert out.endswith(
+        "\n1 file(s) checked: 0 with findings at error or above; "
+        "1 more ended error_event or unclosed\n"
+    )
+    code, out, _ = run(
+        capsys, "check", "--format", "json", "--fail-on-outcome", "error_event", capture
+    )
+    assert (code, json.loads(out)["outcome"], json.loads(out)["failed"]) == (1, "error_event", True)
+
+
+def test_fail_on_outcome_rejects_an_unknown_outcome(capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelt outcome is a usage error that lists the valid ones; exit 2."""
+    code, _, err = run(capsys, "check", "--fail-on-outcome", "error,unclosed", "x.sse")
+    assert code == 2
+    assert err.endswith(
+        "argument --fail-on-outcome: unknown outcome 'error': expected none or outcomes from "
+        "completed, error_event, unclosed, client_disconnect, app_error, cancelled, "
+        "separated by commas\n"
+    )
+
+
 def test_probe_unreachable_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     """A connection failure is an input error naming the URL; exit 2."""
     with serve(build_fixture_app(), log_level="critical") as url:
@@ -618,6 +666,7 @@ def test_version_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None
     assert "the following arguments are required: COMMAND" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "lines_read"),
     [
