@@ -658,6 +658,19 @@ def test_demo_without_uvicorn_says_how_to_install(
     )
 
 
+@pytest.mark.parametrize("command", [[], ["check"], ["probe"]])
+def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """--help of the command and of check and probe ends with every exit code."""
+    code, out, _ = run(capsys, *command, "--help")
+    assert code == 0
+    epilog = " ".join(out.partition("Exit codes:")[2].split())
+    assert epilog == (
+        "0 clean; 1 findings at or above --fail-on, an outcome listed in --fail-on-outcome, "
+        "or (probe) a response that is not an event stream; 2 usage or input error; "
+        "141 the output's reader left early (| head)."
+    )
+
+
 def test_version_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None:
     """--version prints the version and exits 0; no command is a usage error."""
     assert run(capsys, "--version") == (0, "streamguard 0.1.0\n", "")
