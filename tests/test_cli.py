@@ -646,6 +646,24 @@ def test_demo_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unterminated_frame" in out
 
 
+def test_demo_explains_the_client_disconnect_of_content_length(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The /content-length row ends client_disconnect, and a note under the table says why."""
+    code, out, _ = run(capsys, "demo")
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if line.startswith("/content-length ")]
+    assert row.split()[4:6] == ["client_disconnect", "2"]
+    notes = " ".join(out.partition("\n\n* ")[2].partition("\n\nStreams by outcome:")[0].split())
+    assert notes.startswith(
+        "/content-length ended client_disconnect although the client got every byte: the "
+        "response declared a Content-Length, so the client (httpx here, as any HTTP/1.1 "
+        "client) took the body as complete once it had that many bytes and closed the "
+        "connection, while the app had still to send its final, empty body message;"
+    )
+    assert "* /gzip shows 0 events: a compressed body cannot be parsed" in out
+
+
 def test_demo_without_uvicorn_says_how_to_install(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
