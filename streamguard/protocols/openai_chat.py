@@ -496,11 +496,8 @@ class OpenAIChatChecker(Checker):
             return NO_FINDINGS
         return self._unfinished_choices(events, offset, "the body ended")
 
-    def _message(self, template: str, index: int, name: str, offset: int) -> str:
-        # ENGINE-CANDIDATE: a step's message may name an event the protocol remembers (here
-        # usage_not_last names the usage chunk); the engine's fields are fixed today.
-        template = template.replace("{usage}", str(self._usage_at))
-        return super()._message(template, index, name, offset)
+    def message_fields(self) -> Mapping[str, object]:
+        return {"usage": self._usage_at}  # usage_not_last names the usage chunk
 
     def _take(
         self, kind: str, payload: Any, event: Event, index: int, found: list[Finding]
