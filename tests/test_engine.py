@@ -147,8 +147,9 @@ def test_a_step_message_may_name_what_the_protocol_remembers() -> None:
         '"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
     )
     body = "".join(
-        f"data: {data}\n\n" for data in (chunk % "null", usage, chunk % "null", "[DONE]")
+        f"data: {data}\n\n" for data in (chunk % '"stop"', usage, chunk % "null", "[DONE]")
     )
-    report = check_stream(body.encode(), protocol="openai_chat")
+    asked = {"stream": True, "stream_options": {"include_usage": True}}
+    report = check_stream(body.encode(), protocol="openai_chat", request=asked)
     (late,) = [f for f in report.findings if f.rule == "usage_not_last"]
     assert late.message == ("event 2 follows the usage chunk (event 1); only [DONE] may follow it")
