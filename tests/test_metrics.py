@@ -19,6 +19,7 @@ from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 EXPECTED_NAMES = {
     "streamguard_streams_started",
     "streamguard_streams",
+    "streamguard_unchecked_streams",
     "streamguard_malformed_streams",
     "streamguard_violations",
     "streamguard_streams_in_progress",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from streamguard.testing import serve
 
@@ -46,3 +47,29 @@ def test_quickstart_serves_a_watched_stream_and_its_metrics() -> None:
         'route="/v1/chat/completions"}'
     )
     assert any(row.startswith(line) and not row.endswith(" 0.0") for row in metrics.splitlines())
+
+
+@pytest.mark.slow
+def test_quickstart_type_checks_strictly(tmp_path: Path) -> None:
+    """The quickstart passes ``mypy --strict`` against Starlette's typed ``add_middleware``,
+    and a misspelt option fails it (the middleware's options are explicit keywords)."""
+    from mypy import api
+
+    (tmp_path / "quickstart.py").write_text(quickstart())
+    misspelt = quickstart().replace("routes=", "rutes=", 1)
+    assert misspelt != quickstart()
+    (tmp_path / "misspelt.py").write_text(misspelt)
+    # mypy_path puts this checkout first, ahead of any installed streamguard.
+    (tmp_path / "mypy.ini").write_text(f"[mypy]\nmypy_path = {README.parent}\n")
+    stdout, stderr, _ = api.run(
+        [
+            "--strict",
+            f"--config-file={tmp_path / 'mypy.ini'}",
+            f"--cache-dir={tmp_path / 'cache'}",
+            str(tmp_path / "quickstart.py"),
+            str(tmp_path / "misspelt.py"),
+        ]
+    )
+    errors = [line for line in stdout.splitlines() if ": error:" in line]
+    assert not [line for line in errors if "quickstart.py" in line], stdout + stderr
+    assert any("misspelt.py" in line and '"rutes"' in line for line in errors), stdout + stderr
