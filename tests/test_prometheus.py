@@ -162,6 +162,14 @@ def test_dashboard_has_the_promised_panels_and_variables() -> None:
     assert all("$" not in expr for _, expr in panel_queries())
 
 
+def test_dashboard_ratios_divide_by_checked_streams() -> None:
+    """The ratio panels leave unchecked streams out, and a panel shows them by reason."""
+    exprs = dict(panel_queries())
+    for title in ("Malformed ratio", "Unclosed ratio"):
+        assert "streamguard_unchecked_streams_total" in exprs[title], title
+    assert "sum by (reason)" in exprs["Unchecked streams by reason"]
+
+
 # -- a real Prometheus scraping the example app ----------------------------------------------
 
 
