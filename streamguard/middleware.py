@@ -127,13 +127,10 @@ class StreamGuardMiddleware:
         self.clock = clock
         self.metrics = _resolve_metrics(metrics)
         self.skipped: Counter[str] = Counter()
-        limits = config.timers.limits()
+        shortest_timer = min(config.timers.body_end_grace_s, config.timers.idle_limit_s)
         #: How often open streams are polled: often enough to report within a quarter of
         #: the shortest timer, never busier than 200 times a second.
-        timers_config = config.timers
-        self.poll_interval = min(
-            max(min(timers_config.body_end_grace_s, timers_config.idle_limit_s) / 4, 0.005), 1.0
-        )
+        self.poll_interval = min(max(shortest_timer / 4, 0.005), 1.0)
         #: The watched streams still open, so that shutdown can report them: a server
         #: that re-raises SIGTERM (uvicorn) ends the process before cancelled tasks run.
         self.open_streams: set[_StreamWatch] = set()
@@ -149,7 +146,7 @@ class StreamGuardMiddleware:
         self._watching = _Watching(
             config=config,
             clock=clock,
-            limits=limits,
+            limits=config.timers.limits(),
             sinks=self.sinks,
             skipped=self.skipped,
             open_streams=self.open_streams,
