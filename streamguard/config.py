@@ -84,7 +84,9 @@ def _route_shorthand(value: Any) -> Any:
 
 class TimerConfig(_Model):
     """The liveness timers: the thresholds of the timing rules (`body_not_ended`, `stalled`,
-    `buffered_flush`), in seconds unless named otherwise."""
+    `buffered_flush`), in seconds unless named otherwise. ``limits()`` is the form the
+    detectors read (``streamguard.liveness.LivenessLimits``, the same fields without
+    ``enabled``)."""
 
     enabled: bool = True
     #: Seconds the body may stay open after the terminal signal (``body_not_ended``).
