@@ -122,7 +122,6 @@ from streamguard.protocols._lifecycle import (
 )
 from streamguard.protocols._payload import parse_json, preview, validation_finding
 from streamguard.report import Finding
-from streamguard.rules import Rule
 from streamguard.sse import Event
 
 __all__ = ["MAX_OPEN_ITEMS", "MAX_OPEN_PARTS", "TERMINAL_TYPES", "OpenAIResponsesChecker"]
@@ -484,7 +483,7 @@ class OpenAIResponsesChecker(Checker):
         created = str(self._created_index)
         return super()._message(template.replace("{created}", created), index, name, offset)
 
-    def _first_time(self, rule: Rule) -> bool:
+    def _first_time(self, rule: rules.Rule) -> bool:
         # ENGINE-CANDIDATE: ``report``'s once-per-stream bookkeeping without its note, for
         # a message whose ending is asserted (item_overlap lists the open items last).
         if rule.name in self._reported_once:
