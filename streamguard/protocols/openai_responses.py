@@ -477,19 +477,8 @@ class OpenAIResponsesChecker(Checker):
             return self.check_event(event, index)
         return NO_FINDINGS if finding is None else (finding,)
 
-    def _message(self, template: str, index: int, name: str, offset: int) -> str:
-        # ENGINE-CANDIDATE: the start event's index in lifecycle messages, as {terminal}
-        # and {error} are ("a second response.created (the first was event N)").
-        created = str(self._created_index)
-        return super()._message(template.replace("{created}", created), index, name, offset)
-
-    def _first_time(self, rule: rules.Rule) -> bool:
-        # ENGINE-CANDIDATE: ``report``'s once-per-stream bookkeeping without its note, for
-        # a message whose ending is asserted (item_overlap lists the open items last).
-        if rule.name in self._reported_once:
-            return False
-        self._reported_once = self._reported_once | {rule.name}
-        return True
+    def message_fields(self) -> Mapping[str, object]:
+        return {"created": self._created_index}  # "a second response.created (the first ...)"
 
     # -- one event ---------------------------------------------------------------------
 
@@ -645,7 +634,7 @@ class OpenAIResponsesChecker(Checker):
             detail = f"{where}: output_index {number(output_index)}, {how}"
             found.append(self.finding(rules.ITEM_OUT_OF_ORDER, event, index, detail))
         still_open = len(items.open) + self._untracked_items
-        if still_open and self._first_time(rules.ITEM_OVERLAP):
+        if still_open and self.first_time(rules.ITEM_OVERLAP):
             detail = (
                 f"{where}: item {number(output_index)} opens while {still_open} other "
                 f"item(s) are still open{_listing(sorted(items.open), still_open)}"
