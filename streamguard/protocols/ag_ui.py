@@ -33,7 +33,9 @@ verifying. A stream may carry several runs one after another (the client resets 
 records at each new ``RUN_STARTED``, "a replay of a stored thread being the common case"),
 so the terminal and error phases are not sealed: a new run reopens the stream. The
 stream's ``terminal_index`` and ``error_index`` stay those of the first run that ended
-(the engine records them once).
+(the engine records them once), so a stream whose second run is cut short reports
+``missing_terminal`` but keeps the outcome its first run earned; the engine has no way
+yet to take a terminal back.
 
 The payload handlers check the shape (``EVENT_SHAPES``, read from the 1.0 ``EventSchema``:
 required fields, their types, integer ``timestamp``, an object ``metadata``, no ``null``
@@ -65,8 +67,14 @@ Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical):
         start          -> running
         terminal       missing_run_started, then finished
         error          -> errored
-        other          missing_run_started, then running
+        other          missing_run_started, then unannounced
         end            missing_terminal, then idle
+    unannounced: events came before RUN_STARTED (reported once); the rest is checked
+        start          -> running
+        terminal       -> finished
+        error          -> errored
+        other          stays
+        end            missing_terminal, then unannounced
     running: a run is active
         start          duplicate_run_started, then running
         terminal       -> finished
@@ -252,12 +260,14 @@ _PATH_SEGMENTS = frozenset({"ag-ui", "agui", "ag_ui", "awp"})
 
 #: ``RUN_STARTED``.
 START: Final = "start"
-_IDLE, _RUNNING, _FINISHED, _ERRORED = "idle", "running", "finished", "errored"
+_IDLE, _UNANNOUNCED = "idle", "unannounced"
+_RUNNING, _FINISHED, _ERRORED = "running", "finished", "errored"
 _NAMED = "event {index} ({name}) "
 
 LIFECYCLE: Final = Lifecycle(
     phases={
         _IDLE: "no run has started",
+        _UNANNOUNCED: "events came before RUN_STARTED (reported once); the rest is checked",
         _RUNNING: "a run is active",
         _FINISHED: "RUN_FINISHED arrived; only a new RUN_STARTED (or RUN_ERROR) follows",
         _ERRORED: "RUN_ERROR arrived; only a new RUN_STARTED follows",
@@ -273,12 +283,21 @@ LIFECYCLE: Final = Lifecycle(
         (_IDLE, OTHER): broken(
             rules.MISSING_RUN_STARTED,
             _NAMED + "is the first event; a run opens with RUN_STARTED",
-            _RUNNING,
+            _UNANNOUNCED,
         ),
         (_IDLE, END): broken(
             rules.MISSING_TERMINAL,
             "the body ended after {index} event(s) and {offset} byte(s) without a run "
             "(no RUN_STARTED, RUN_FINISHED or RUN_ERROR)",
+        ),
+        (_UNANNOUNCED, START): go(_RUNNING),
+        (_UNANNOUNCED, TERMINAL): go(_FINISHED),
+        (_UNANNOUNCED, ERROR): go(_ERRORED),
+        (_UNANNOUNCED, OTHER): STAY,
+        (_UNANNOUNCED, END): broken(
+            rules.MISSING_TERMINAL,
+            "the body ended after {index} event(s) and {offset} byte(s) without RUN_FINISHED "
+            "or RUN_ERROR",
         ),
         (_RUNNING, START): broken(
             rules.DUPLICATE_RUN_STARTED, _NAMED + "starts a run while one is active"

@@ -358,7 +358,7 @@ class AISDKUIChecker(Checker):
         if event.data == DONE:
             if self.phase in _JUDGED:
                 self._check_closed(found, event, index, "[DONE]")
-            self._advance(found, TERMINAL, event, index, repr(DONE))
+            self._advance(found, TERMINAL, event, index, DONE)
             return found
         chunk = self.parse_object(event, index, found)
         if chunk is None:
@@ -377,7 +377,9 @@ class AISDKUIChecker(Checker):
             )
             self._advance(found, OTHER, event, index, shown_type)
             return found
-        name = _wire.token(kind_value, CHUNK_TYPES)
+        # A type the SDK defines is shown as it is; any other (data-* included) by size and
+        # hash.
+        name = kind_value if kind_value in CHUNK_TYPES else _wire.describe(kind_value)
         kind = _KINDS.get(kind_value, OTHER)
         checked = self.checked_after(kind)
         phase = self.phase
@@ -561,8 +563,7 @@ class AISDKUIChecker(Checker):
                     rules.STEP_NOT_BALANCED,
                     event,
                     index,
-                    " (start-step): a step is already open (no finish-step since the last "
-                    "start-step)",
+                    f" ({name}): a step is already open (no finish-step since the last start-step)",
                 )
             )
         self._step_open = True
@@ -578,9 +579,7 @@ class AISDKUIChecker(Checker):
     ) -> None:
         if not self._step_open:
             found.append(
-                self.finding(
-                    rules.STEP_NOT_BALANCED, event, index, " (finish-step): no step is open"
-                )
+                self.finding(rules.STEP_NOT_BALANCED, event, index, f" ({name}): no step is open")
             )
         self._step_open = False
 
@@ -602,7 +601,7 @@ class AISDKUIChecker(Checker):
                     rules.STEP_NOT_BALANCED,
                     event,
                     index,
-                    " (finish): a step is still open (no finish-step)",
+                    f" ({name}): a step is still open (no finish-step)",
                 )
             )
             self._step_open = False
@@ -613,7 +612,7 @@ class AISDKUIChecker(Checker):
         counts = [
             (len(self._text), "text part(s)"),
             (len(self._reasoning), "reasoning part(s)"),
-            (streaming, "tool input(s) still streaming"),
+            (streaming, "tool input(s)"),
         ]
         still = [f"{n} {label}" for n, label in counts if n]
         if still:
