@@ -528,9 +528,9 @@ STATE_DELTA_BEFORE_SNAPSHOT = _rule(
 )
 INVALID_STATE_PATCH = _rule(
     "invalid_state_patch",
-    W,
-    "A STATE_DELTA or ACTIVITY_DELTA holds an operation that is not valid JSON Patch; the "
-    "client drops the whole patch.",
+    E,
+    "A STATE_DELTA or ACTIVITY_DELTA holds an operation that is not valid JSON Patch; "
+    "@ag-ui/client rejects the event and the run fails.",
 )
 CRLF_FRAMING = _rule(
     "crlf_framing",

@@ -162,7 +162,7 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
             "warn_state_delta_before_snapshot",
             "ok_tools_state_steps_reasoning",
         ),
-        "invalid_state_patch": ("warn_invalid_state_patch", "ok_tools_state_steps_reasoning"),
+        "invalid_state_patch": ("invalid_state_patch", "ok_tools_state_steps_reasoning"),
         "crlf_framing": ("crlf_framing", "ok_comments_event_names_multiline_data"),
         "missing_run_started": ("missing_run_started", "ok_run_error_first"),
         "duplicate_run_started": ("duplicate_run_started", "ok_two_runs_replay"),

@@ -47,11 +47,12 @@ followed as ``transformChunks`` expands them: a chunk with a new id opens a mess
 call in its lane (the event's ``subagentRunId``), later chunks of that id continue it, and
 the next event of another kind (or a run boundary) closes it.
 
-``STATE_DELTA`` and ``ACTIVITY_DELTA`` patches are checked as fast-json-patch validates
-them (``invalid_state_patch``: the client drops the whole patch with a console warning),
-and a ``STATE_DELTA`` before any ``STATE_SNAPSHOT`` in the stream is noted once
-(``state_delta_before_snapshot``, info: legitimate when the client's own state, sent in
-``RunAgentInput``, is the baseline; a patch to a path that is not there is dropped).
+``STATE_DELTA`` and ``ACTIVITY_DELTA`` patches are checked as the 1.0 schema types them
+(``invalid_state_patch``: an operation that is not RFC 6902, a path that is not an RFC
+6901 pointer; the client rejects the event and the run fails), and a ``STATE_DELTA``
+before any ``STATE_SNAPSHOT`` in the stream is noted once (``state_delta_before_snapshot``,
+info: legitimate when the client's own state, sent in ``RunAgentInput``, is the baseline;
+a patch to a path that is not there is dropped with a console warning).
 
 CR LF framing: the checker sees parsed events, not line endings, so it measures them. An
 event that is exactly ``data: <one line>`` ends 6 + len(data) bytes after its offset,
@@ -105,6 +106,7 @@ Auto-detection helpers (wired by the monitor): ``is_ag_ui_path`` (a path segment
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -252,8 +254,9 @@ EVENT_TYPES: Final = frozenset(EVENT_SHAPES)
 #: ``RUN_FINISHED.outcome.type`` and ``SUBAGENT_FINISHED.outcome.type`` values.
 _RUN_OUTCOMES = frozenset({"success", "interrupt", "cancelled"})
 _SUBAGENT_OUTCOMES = frozenset({"success", "suspended"})
-#: RFC 6902 operations, as fast-json-patch knows them (``_get`` is its own).
-_PATCH_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test", "_get"})
+#: RFC 6902 operations, and RFC 6901 pointers: "" or "/"-prefixed tokens with ~ escaped.
+_PATCH_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+_POINTER = re.compile(r"(/([^/~]|~[01])*)*")
 _PATH_SEGMENTS = frozenset({"ag-ui", "agui", "ag_ui", "awp"})
 
 # -- the lifecycle ---------------------------------------------------------------------
@@ -707,8 +710,7 @@ class AGUIChecker(Checker):
                         rules.INVALID_STATE_PATCH,
                         event,
                         index,
-                        f" ({kind}): operation {number} {problem}; the client drops the "
-                        "whole patch",
+                        f" ({kind}): operation {number} {problem}; the client rejects the event",
                     )
                 )
                 return
@@ -743,19 +745,18 @@ class AGUIChecker(Checker):
 
 
 def _patch_problem(operation: object) -> str | None:
-    """What fast-json-patch's validator refuses in one operation, or None."""
+    """What the 1.0 schema (``JsonPatchOperationSchema``) refuses in one operation, or None."""
     if type(operation) is not dict:
         return "is not an object"
     op = operation.get("op")
     if op not in _PATCH_OPS:
         return "has no RFC 6902 `op`"
-    path = operation.get("path")
-    if type(path) is not str:
-        return "has no string `path`"
-    if path and not path.startswith("/"):
-        return "has a `path` that does not start with /"
-    if op in ("move", "copy") and type(operation.get("from")) is not str:
-        return f"is a {op} without a string `from`"
+    for field in ("path", "from") if op in ("move", "copy") else ("path",):
+        pointer = operation.get(field)
+        if type(pointer) is not str:
+            return f"has no string `{field}`"
+        if _POINTER.fullmatch(pointer) is None:
+            return f"has a `{field}` that is not a JSON Pointer (RFC 6901)"
     if op in ("add", "replace", "test") and "value" not in operation:
         return f"is `{op}` without a `value`"
     return None

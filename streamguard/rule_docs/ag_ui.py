@@ -190,17 +190,20 @@ DOCS: tuple[RuleDoc, ...] = (
         "invalid_state_patch",
         meaning="""
             A `STATE_DELTA.delta` or `ACTIVITY_DELTA.patch` holds an operation that is not
-            valid JSON Patch (RFC 6902) as fast-json-patch validates it: not an object, an `op`
-            outside add, remove, replace, move, copy and test, a `path` that is not a string
-            or does not start with `/` (the empty path, the whole document, is allowed), a
-            move or copy without `from`, an add, replace or test without `value`.""",
+            valid JSON Patch (RFC 6902) as the AG-UI 1.0 schema types it: not an object, an
+            `op` outside add, remove, replace, move, copy and test, a `path` (or a move's or
+            copy's `from`) that is not an RFC 6901 JSON Pointer (empty, or `/`-prefixed tokens
+            with `~` written as `~0` or `~1`), an add, replace or test without `value`. A patch
+            that is well formed but does not apply to the client's state is not this rule.""",
         clients="""
-            `@ag-ui/client` applies each patch with validation on; the first invalid operation
-            throws inside `applyPatch`, the client catches it, logs "Failed to apply state
-            patch" with `console.warn` and drops the whole patch: none of its operations
-            reach the state, and nothing tells the user. Python code that builds patches by
-            hand (`{"op": "set", ...}`, or a dotted path `"count"` instead of `"/count"`) is
-            the usual source.""",
+            `@ag-ui/client` 1.0 validates every event with the core schema before applying it,
+            and `STATE_DELTA.delta` is typed as a list of RFC 6902 operations, so an invalid
+            one fails validation and the run ends in an error at that event. Earlier clients
+            (0.0.x) applied the patch with fast-json-patch's validation on, which refuses the
+            same operations; they logged "Failed to apply state patch" with `console.warn` and
+            dropped the whole patch, so the UI silently drifted from the agent. Python code
+            that builds patches by hand (`{"op": "set", ...}`, or a path `"count"` instead of
+            `"/count"`) is the usual source.""",
         example="""
             data: {"type":"RUN_STARTED","threadId":"thread_1","runId":"run_1"}
 
