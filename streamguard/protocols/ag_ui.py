@@ -107,7 +107,7 @@ Auto-detection helpers (wired by the monitor): ``is_ag_ui_path`` (a path segment
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from streamguard import _wire, rules
@@ -413,7 +413,7 @@ class AGUIChecker(Checker):
         }
     )
 
-    def __init__(self, request: Any = None, path: str | None = None) -> None:
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
         self._open = {what: IdSet(MAX_OPEN_IDS) for what in _WHAT}
         #: Lane -> (kind, key) of the chunk stream the client's expansion holds open.

@@ -92,7 +92,7 @@ sends).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from streamguard import _wire, rules
@@ -339,7 +339,7 @@ class AISDKUIChecker(Checker):
         }
     )
 
-    def __init__(self, request: Any = None, path: str | None = None) -> None:
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
         self._text = IdSet(MAX_OPEN_IDS)
         self._reasoning = IdSet(MAX_OPEN_IDS)
