@@ -20,7 +20,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from streamguard.rule_docs import anthropic, common, gemini, openai_chat, openai_responses
+from streamguard.rule_docs import (
+    ag_ui,
+    ai_sdk_ui,
+    anthropic,
+    common,
+    gemini,
+    openai_chat,
+    openai_responses,
+)
 from streamguard.rule_docs._base import RuleDoc
 
 __all__ = ["RULE_DOCS", "RuleDoc", "get_rule_doc"]
@@ -42,6 +50,8 @@ RULE_DOCS: Mapping[str, RuleDoc] = _by_name(
         *openai_responses.DOCS,
         *anthropic.DOCS,
         *gemini.DOCS,
+        *ag_ui.DOCS,
+        *ai_sdk_ui.DOCS,
     )
 )
 """Every rule's documentation, by rule name, in catalog-section order."""
