@@ -214,15 +214,11 @@ class Checker:
         The monitor does not call this when the client left, the app failed or the task
         was cancelled: the missing end is then explained by the outcome.
         """
-        step = self.LIFECYCLE.step(self.phase, END)
         found = list(self.check_end(events, offset))
-        if step.rule is not None:
-            found.insert(
-                0,
-                step.rule.finding(self._message(step.message, events, "", offset), events, offset),
-            )
-        if step.then is not None:
-            self.phase = step.then
+        # The END step goes through advance() like any other, at the body's end.
+        finding = self.advance(END, Event("", "", offset=offset), events, "")
+        if finding is not None:
+            found.insert(0, finding)
         return found
 
     def advance(
