@@ -127,7 +127,7 @@ from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["LIFECYCLE", "STOP_REASONS", "AnthropicChecker"]
+__all__ = ["STOP_REASONS", "AnthropicChecker"]
 
 #: ``StopReason`` in the SDK (``types/stop_reason.py``), plus the beta ``compaction``.
 STOP_REASONS = frozenset(
@@ -217,7 +217,7 @@ def _missing_start(then: str) -> Step:
 
 
 _BASE = terminated_lifecycle(terminal="message_stop")
-_ENDED, _ERRORED = "ended", "errored"
+((_ENDED,), (_ERRORED,)) = (_BASE.ended, _BASE.errored)
 # ``{start}`` is the first message_start's index (see ``AnthropicChecker._message``).
 _DUPLICATE_START = broken(
     rules.DUPLICATE_MESSAGE_START,
@@ -227,7 +227,7 @@ _DUPLICATE_START = broken(
 #: The steps every phase before the end takes alike.
 _ANYWHERE = {ERROR: go(_ERRORED), OTHER: STAY, END: _BASE.table["streaming", END]}
 
-LIFECYCLE = Lifecycle(
+_LIFECYCLE = Lifecycle(
     phases={
         _AWAITING: "no message_start yet",
         _IN_BLOCKS: "message_start came (or was reported missing): content blocks open and close",
@@ -269,18 +269,22 @@ LIFECYCLE = Lifecycle(
     errored=_BASE.errored,
     sealed=_BASE.sealed,
 )
-#: (phase, kind) pairs whose step does nothing: the events of most of a stream.
-_QUIET = frozenset(
-    (phase, kind)
-    for phase in LIFECYCLE.phases
-    for kind in (*LIFECYCLE.kinds, TERMINAL, ERROR, OTHER)
-    if LIFECYCLE.step(phase, kind) == STAY
-)
+#: Per phase, the kinds whose events go straight to their handler: their step does nothing
+#: and no other rule looks at the phase (the events of most of a stream). A message_start
+#: may be a second one, and a content block after message_delta is reported.
+_STRAIGHT = {
+    phase: frozenset(
+        kind
+        for kind in (_BLOCK, _DELTA, TERMINAL, ERROR, OTHER)
+        if _LIFECYCLE.step(phase, kind) == STAY and (phase, kind) != (_DELTA_SENT, _BLOCK)
+    )
+    for phase in _LIFECYCLE.phases
+}
 
 
 class _Block:
     """An open content block: what kind it is, how to name it, whether it was signed, and
-    for a tool block the ``partial_json`` fragments received so far.
+    for a tool block the ``partial_json`` fragments received so far (``input``).
 
     Only a documented type is kept (``kind``; None for any other): an undocumented one is
     a string the stream chose, as long as it likes, and no rule judges it.
@@ -334,7 +338,9 @@ def _is_json(data: str) -> bool:
 #: What ``parse_object`` puts after ``event N`` for each documented event name.
 _WHERE = {name: f" ({event_name(name)})" for name in KNOWN_EVENT_NAMES}
 
-Handler = Callable[["AnthropicChecker", dict[str, Any], Event, int, list[Finding]], None]
+_Payload = dict[str, Any]
+_Found = list[Finding]
+Handler = Callable[["AnthropicChecker", _Payload, Event, int, _Found], None]
 
 
 class AnthropicChecker(Checker):
@@ -343,7 +349,7 @@ class AnthropicChecker(Checker):
     __slots__ = ("_blocks", "_output_tokens", "_start_index", "_stop_reason", "_unknown_reported")
 
     name = "anthropic"
-    LIFECYCLE = LIFECYCLE
+    LIFECYCLE = _LIFECYCLE
     RAISES = frozenset(
         {
             rules.BLOCK_AFTER_MESSAGE_DELTA,
@@ -376,7 +382,7 @@ class AnthropicChecker(Checker):
         self._stop_reason: str | None = None
         #: The last cumulative ``output_tokens`` seen, to check it never goes down.
         self._output_tokens: int | None = None
-        #: Digests of the unknown event names already reported.
+        #: Digests of the unknown event types already reported.
         self._unknown_reported: frozenset[str] = _NONE_REPORTED
 
     def is_terminal(self, event: Event) -> bool:
@@ -393,7 +399,7 @@ class AnthropicChecker(Checker):
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         name = event.event
-        found: list[Finding] = []
+        found: _Found = []
         payload = self.parse_object(
             event, index, found, _WHERE.get(name) or f" ({event_name(name)})"
         )
@@ -403,75 +409,63 @@ class AnthropicChecker(Checker):
         if kind != name:
             kind = self._disagreeing(kind, event, index, found)
         step, handler = _HANDLERS.get(kind, _UNKNOWN)
-        if step is _START and self._start_index is not None:
-            step = _SECOND_START
-        if (self.phase, step) not in _QUIET:
-            checked = self.checked_after(step)
-            finding = self.advance(step, event, index, event_name(kind))
-            if finding is not None:
-                found.append(finding)
-            if not checked:
-                return found
-        if step is _BLOCK and self.phase == _DELTA_SENT:
-            self.report(
-                found,
-                rules.BLOCK_AFTER_MESSAGE_DELTA,
-                event,
-                index,
-                f" ({kind}) comes after message_delta; content blocks come before it",
-            )
-            return found
-        handler(self, payload, event, index, found)
+        if step in _STRAIGHT[self.phase] or self._step(step, kind, event, index, found):
+            handler(self, payload, event, index, found)
         return found
 
-    def _unparsable(self, event: Event, index: int, found: list[Finding]) -> Sequence[Finding]:
+    def _step(self, step: str, kind: str, event: Event, index: int, found: _Found) -> bool:
+        """Take the lifecycle step of an event of kind ``step``; whether its payload is still
+        checked."""
+        if step == _START and self._start_index is not None:
+            step = _SECOND_START
+        checked = self.checked_after(step)
+        finding = self.advance(step, event, index, event_name(kind))
+        if finding is not None:
+            found.append(finding)
+        if checked and step == _BLOCK and self.phase == _DELTA_SENT:
+            detail = f" ({kind}) comes after message_delta; content blocks come before it"
+            self.report(found, rules.BLOCK_AFTER_MESSAGE_DELTA, event, index, detail)
+            return False
+        return checked
+
+    def _unparsable(self, event: Event, index: int, found: _Found) -> Sequence[Finding]:
+        """Data that is not a JSON object, ``found`` holding its ``invalid_json``."""
         if event.event == "ping" and not _is_json(event.data):
             return NO_FINDINGS  # the SDK skips pings by name, unparsed
-        if event.event == "error":
-            self.advance(ERROR, event, index)  # the SDK raises on it whatever its data
         if event.data.startswith("[DONE]"):
-            return (
-                self._schema(
-                    event,
-                    index,
-                    "data is the OpenAI sentinel [DONE], which has no place in this protocol "
-                    "(message_stop ends the stream)",
-                ),
-            )
+            found.clear()
+            problem = "data is the OpenAI sentinel [DONE], which has no place in this protocol"
+            self._schema(found, event, index, problem + " (message_stop ends the stream)")
+        if event.event == "error":  # the SDK raises on it whatever its data
+            self._step(ERROR, "error", event, index, found)
         return found
 
-    def _disagreeing(self, kind: object, event: Event, index: int, found: list[Finding]) -> str:
+    def _disagreeing(self, kind: object, event: Event, index: int, found: _Found) -> str:
         """The event name and the JSON ``type`` differ: say so; the kind to follow is the
         JSON's (or the name's, for ``error``, on which the SDK raises whatever the JSON
         says)."""
         if kind is None:
             # The SDK fills a missing type from the name, but the docs promise both.
-            found.append(self._schema(event, index, "the JSON has no 'type'"))
+            self._schema(found, event, index, "the JSON has no 'type'")
             return event.event
         if not isinstance(kind, str):
-            found.append(self._schema(event, index, f"'type' is a {type_name(kind)}"))
+            self._schema(found, event, index, f"'type' is a {type_name(kind)}")
             return event.event
         if event.event == "message":
-            detail = (
-                f" has no event: line but its JSON type is {event_name(kind)}; "
-                "the SDK drops unnamed events"
-            )
+            detail = f" has no event: line but its JSON type is {event_name(kind)}; the SDK "
+            detail += "drops unnamed events"
         else:
             detail = f" is named {event_name(event.event)} but its JSON type is {event_name(kind)}"
-        found.append(self.finding(rules.EVENT_NAME_MISMATCH, event, index, detail))
+        self.report(found, rules.EVENT_NAME_MISMATCH, event, index, detail)
         return "error" if event.event == "error" else kind
 
     # -- the payload handlers, one per documented event type ------------------------------
 
-    def _on_message_start(
-        self, payload: dict[str, Any], event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_message_start(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         self._start_index = index
         message = payload.get("message")
         if type(message) is not dict:
-            found.append(
-                self._schema(event, index, f"message is {type_name(message)}, not an object")
-            )
+            self._schema(found, event, index, f"message is {type_name(message)}, not an object")
             return
         problems = _problems(
             message,
@@ -480,20 +474,17 @@ class AnthropicChecker(Checker):
         )
         usage = message.get("usage")
         if type(usage) is dict:
-            problems += _problems(
-                usage, "message.usage", (("input_tokens", int), ("output_tokens", int))
-            )
+            fields = (("input_tokens", int), ("output_tokens", int))
+            problems += _problems(usage, "message.usage", fields)
             if type(usage.get("output_tokens")) is int:
                 self._output_tokens = usage["output_tokens"]
         stop_reason = message.get("stop_reason")
         if stop_reason is not None and not isinstance(stop_reason, str):
             problems.append(f"message.stop_reason is a {type_name(stop_reason)}")
             stop_reason = None
-        if problems:
-            found.append(self._schema(event, index, "; ".join(problems)))
+        self._schema(found, event, index, "; ".join(problems))
         content = message.get("content")
-        prepopulated = type(content) is list and len(content) > 0
-        if prepopulated or stop_reason is not None:
+        if (type(content) is list and len(content) > 0) or stop_reason is not None:
             # Programmatic tool calling sends finished blocks (and a stop reason) here; the
             # blocks that follow, if any, continue the content array after them.
             blocks = len(content) if type(content) is list else 0
@@ -501,19 +492,11 @@ class AnthropicChecker(Checker):
             kept = None if stop_reason is None else _kept_reason(stop_reason)
             if kept is not None:
                 self._stop_reason = kept
-            found.append(
-                self.finding(
-                    rules.PREPOPULATED_MESSAGE_START,
-                    event,
-                    index,
-                    f" (message_start) carries {blocks} content block(s) and stop_reason "
-                    f"{_shown_reason(kept)}; the docs promise [] and null",
-                )
-            )
+            detail = f" (message_start) carries {blocks} content block(s) and stop_reason "
+            detail += f"{_shown_reason(kept)}; the docs promise [] and null"
+            self.report(found, rules.PREPOPULATED_MESSAGE_START, event, index, detail)
 
-    def _on_block_start(
-        self, payload: dict[str, Any], event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_block_start(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         block_index = payload.get("index")
         block = payload.get("content_block")
         problems: list[str] = []
@@ -529,36 +512,27 @@ class AnthropicChecker(Checker):
         else:
             block_type = block["type"]
             problems += _problems(block, "content_block", _BLOCK_FIELDS.get(block_type, ()))
-        if problems:
-            found.append(self._schema(event, index, "; ".join(problems)))
+        self._schema(found, event, index, "; ".join(problems))
         blocks = self._blocks
         if type(block_index) is not int:
             # Where the block sits cannot be told, so it is not tracked (its deltas and stop
             # will say so); that it overlaps an open block can.
             if blocks.open:
-                found.append(self._overlap("a content block", event, index))
+                self._overlap(found, "a content block", event, index)
             return
         expected = blocks.opened
         if block_index != expected:
             why = "was already started" if block_index < expected else "skips ahead"
-            found.append(
-                self.finding(
-                    rules.BLOCK_INDEX_OUT_OF_ORDER,
-                    event,
-                    index,
-                    f" starts content block {number(block_index)}, which {why}; "
-                    f"the next block index is {expected}",
-                )
-            )
+            detail = f" starts content block {number(block_index)}, which {why}; the next block "
+            detail += f"index is {expected}"
+            self.report(found, rules.BLOCK_INDEX_OUT_OF_ORDER, event, index, detail)
         if blocks.open:
-            found.append(self._overlap(f"content block {number(block_index)}", event, index))
+            self._overlap(found, f"content block {number(block_index)}", event, index)
             if len(blocks.open) >= _MAX_OPEN_BLOCKS:
                 self._forget(blocks.open.pop(next(iter(blocks.open))))
         blocks.add(block_index, _Block(block_type))
 
-    def _on_block_delta(
-        self, payload: dict[str, Any], event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_block_delta(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         block_index = payload.get("index")
         delta = payload.get("delta")
         if type(block_index) is int and type(delta) is dict:
@@ -588,37 +562,23 @@ class AnthropicChecker(Checker):
                         f"delta.{field} is {type_name(delta.get(field))}, expected "
                         f"{field_type.__name__} in a {delta_type}"
                     )
-        if problems:
-            found.append(self._schema(event, index, "; ".join(problems)))
+        self._schema(found, event, index, "; ".join(problems))
         if type(block_index) is not int:
             return  # which block it belongs to cannot be told
         block = self._blocks.get(block_index)
         if block is None:
-            found.append(self._not_open(block_index, "a delta for", event, index))
+            self._not_open(found, block_index, "a delta for", event, index)
             return
         delta_rule = _DELTA_RULES.get(delta_type) if delta_type is not None else None
         if delta_rule is None:
             return  # an undocumented delta type (or none): legal, not judged
+        where = f" sends {delta_type} into"
         if block.kind is not None and block.kind not in delta_rule[0]:
-            found.append(
-                self.finding(
-                    rules.DELTA_TYPE_MISMATCH,
-                    event,
-                    index,
-                    f" sends {delta_type} into content block {number(block_index)} of type "
-                    f"{block.label}",
-                )
-            )
+            detail = f"{where} content block {number(block_index)} of type {block.label}"
+            self.report(found, rules.DELTA_TYPE_MISMATCH, event, index, detail)
         if block.signed:
-            found.append(
-                self.finding(
-                    rules.SIGNATURE_NOT_LAST,
-                    event,
-                    index,
-                    f" sends {delta_type} into thinking block {number(block_index)} after its "
-                    "signature_delta",
-                )
-            )
+            detail = f"{where} thinking block {number(block_index)} after its signature_delta"
+            self.report(found, rules.SIGNATURE_NOT_LAST, event, index, detail)
         if delta_type == "signature_delta" and block.kind == "thinking":
             block.signed = True
         elif delta_type == "input_json_delta" and type(delta) is dict:
@@ -627,26 +587,23 @@ class AnthropicChecker(Checker):
             if block.input is not None and type(fragment) is str:
                 block.input.add(self, fragment)
 
-    def _on_block_stop(
-        self, payload: dict[str, Any], event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_block_stop(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         block_index = payload.get("index")
         if type(block_index) is not int:
-            found.append(
-                self._schema(
-                    event, index, f"index is {type_name(block_index)}, expected an integer"
-                )
-            )
+            problem = f"index is {type_name(block_index)}, expected an integer"
+            self._schema(found, event, index, problem)
             return
         block = self._blocks.close(block_index)
         if block is None:
-            found.append(self._not_open(block_index, "content_block_stop for", event, index))
+            self._not_open(found, block_index, "content_block_stop for", event, index)
         elif block.input is not None:
-            self._check_input(block.input, block, block_index, event, index, found)
+            # A tool block: its fragments must join into a JSON object ("" is {}).
+            text = block.input.text()
+            block.input.release(self)
+            if text:  # None: past the budget, not checked; "": no deltas, the start's {}
+                self._check_input(found, text, block, block_index, event, index)
 
-    def _on_message_delta(
-        self, payload: dict[str, Any], event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_message_delta(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         delta = payload.get("delta")
         usage = payload.get("usage")
         problems = _problems(payload, "message_delta", (("delta", dict), ("usage", dict)))
@@ -656,81 +613,50 @@ class AnthropicChecker(Checker):
         if stop_reason is not None and not isinstance(stop_reason, str):
             problems.append(f"delta.stop_reason is a {type_name(stop_reason)}")
             stop_reason = None
-        if problems:
-            found.append(self._schema(event, index, "; ".join(problems)))
+        self._schema(found, event, index, "; ".join(problems))
         kept = None if stop_reason is None else _kept_reason(stop_reason)
         if kept is not None:
             if kept not in STOP_REASONS:
-                found.append(
-                    self.finding(
-                        rules.UNKNOWN_STOP_REASON,
-                        event,
-                        index,
-                        f" (message_delta) has stop_reason {kept}, outside the documented set",
-                    )
-                )
+                detail = f" (message_delta) has stop_reason {kept}, outside the documented set"
+                self.report(found, rules.UNKNOWN_STOP_REASON, event, index, detail)
             if self._stop_reason is None:
                 self._stop_reason = kept
-        if self._blocks.open:
-            found.append(self._unstopped_blocks(kept, "message_delta", event, index))
-            self._forget_open_blocks()
+        self._unstopped_blocks(found, kept, "message_delta", event, index)
         output_tokens = usage.get("output_tokens") if type(usage) is dict else None
         if type(output_tokens) is int:
-            if self._output_tokens is not None and output_tokens < self._output_tokens:
-                found.append(
-                    self.finding(
-                        rules.USAGE_DECREASED,
-                        event,
-                        index,
-                        f" (message_delta) has usage.output_tokens {number(output_tokens)}, "
-                        f"below the {number(self._output_tokens)} sent before; the count is "
-                        "cumulative",
-                    )
-                )
+            last = self._output_tokens
+            if last is not None and output_tokens < last:
+                detail = f" (message_delta) has usage.output_tokens {number(output_tokens)}, "
+                detail += f"below the {number(last)} sent before; the count is cumulative"
+                self.report(found, rules.USAGE_DECREASED, event, index, detail)
             self._output_tokens = output_tokens
 
-    def _on_message_stop(
-        self, payload: dict[str, Any], event: Event, index: int, found: list[Finding]
-    ) -> None:
-        if self._blocks.open:
-            found.append(self._unstopped_blocks(None, "message_stop", event, index))
-            self._forget_open_blocks()
+    def _on_message_stop(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+        self._unstopped_blocks(found, None, "message_stop", event, index)
         if self._stop_reason is None:
-            found.append(
-                self.finding(
-                    rules.MISSING_MESSAGE_DELTA,
-                    event,
-                    index,
-                    " (message_stop) ends the message, but no message_delta carried a "
-                    "non-null stop_reason",
-                )
-            )
+            detail = " (message_stop) ends the message, but no message_delta carried a "
+            detail += "non-null stop_reason"
+            self.report(found, rules.MISSING_MESSAGE_DELTA, event, index, detail)
 
-    def _on_ping(
-        self, payload: dict[str, Any], event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_ping(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         pass
 
-    def _on_error(
-        self, payload: dict[str, Any], event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_error(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         # The documented shape is ErrorResponse: {"type": "error", "error": {"type": str,
         # "message": str}} (anthropic-sdk-python types/shared/error_response.py); the SDK
         # raises APIStatusError on the event either way, and code that reads
         # ``error.body["error"]["type"]`` to tell overload from a bad request breaks.
         error = payload.get("error")
         if type(error) is not dict:
-            found.append(self._schema(event, index, f"error is {type_name(error)}, not an object"))
-            return
-        problems = _problems(error, "error", (("type", str), ("message", str)))
-        if problems:
-            found.append(self._schema(event, index, "; ".join(problems)))
+            self._schema(found, event, index, f"error is {type_name(error)}, not an object")
+        else:
+            problems = _problems(error, "error", (("type", str), ("message", str)))
+            self._schema(found, event, index, "; ".join(problems))
 
-    def _on_unknown(
-        self, payload: dict[str, Any], event: Event, index: int, found: list[Finding]
-    ) -> None:
-        # Reported once per distinct type, up to a bound; the type is the stream's, of any
-        # length, so it is kept and shown as a digest.
+    def _on_unknown(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+        # Reported once per distinct type, a few per stream; the type is the stream's (the
+        # JSON's, or the name's when the JSON has none), of any length, so it is kept and
+        # shown as a digest.
         reported = self._unknown_reported
         if len(reported) >= _MAX_UNKNOWN_REPORTED:
             return
@@ -738,31 +664,14 @@ class AnthropicChecker(Checker):
         shown = describe(kind if type(kind) is str else event.event)
         if shown not in reported:
             self._unknown_reported = reported | {shown}
-            found.append(
-                self.finding(
-                    rules.UNKNOWN_EVENT_TYPE,
-                    event,
-                    index,
-                    f" has the undocumented type {shown} (reported once per stream)",
-                )
-            )
+            detail = f" has the undocumented type {shown} (reported once per stream)"
+            self.report(found, rules.UNKNOWN_EVENT_TYPE, event, index, detail)
 
     # -- a tool block's input -------------------------------------------------------------
 
     def _check_input(
-        self,
-        kept: KeptText,
-        block: _Block,
-        block_index: int,
-        event: Event,
-        index: int,
-        found: list[Finding],
+        self, found: _Found, text: str, block: _Block, block_index: int, event: Event, index: int
     ) -> None:
-        """A stopped tool block: its fragments must join into a JSON object ("" is {})."""
-        text = kept.text()
-        kept.release(self)
-        if not text:
-            return  # past the budget (None), or no input deltas: the input is the start's {}
         try:
             value = parse_json(text)
         except ValueError as exc:
@@ -771,73 +680,55 @@ class AnthropicChecker(Checker):
             if type(value) is dict:
                 return
             problem = f"a JSON {type_name(value)}"
-        found.append(
-            self.finding(
-                rules.TOOL_INPUT_INVALID,
-                event,
-                index,
-                f" stops tool block {number(block_index)} ({block.label}), whose "
-                f"input_json_delta fragments ({preview(text)}) do not join into a JSON "
-                f"object: {problem}",
-            )
-        )
+        detail = f" stops tool block {number(block_index)} ({block.label}), whose input_json_delta "
+        detail += f"fragments ({preview(text)}) do not join into a JSON object: {problem}"
+        self.report(found, rules.TOOL_INPUT_INVALID, event, index, detail)
 
     def _forget(self, block: _Block) -> None:
         """Drop what a block kept and give its room back to the stream's budget."""
         if block.input is not None:
             block.input.release(self)
 
-    def _forget_open_blocks(self) -> None:
-        for block in self._blocks.open.values():
-            self._forget(block)
-        self._blocks.open.clear()
-
     # -- findings shared by several handlers ----------------------------------------------
 
-    def _schema(self, event: Event, index: int, problem: str) -> Finding:
-        return self.finding(
-            rules.SCHEMA_MISMATCH, event, index, f" ({event_name(event.event)}): {problem}"
-        )
+    def _schema(self, found: _Found, event: Event, index: int, problem: str) -> None:
+        """A ``schema_mismatch`` for ``problem``, if there is one."""
+        if problem:
+            detail = f" ({event_name(event.event)}): {problem}"
+            self.report(found, rules.SCHEMA_MISMATCH, event, index, detail)
 
-    def _not_open(self, block_index: int, what: str, event: Event, index: int) -> Finding:
+    def _not_open(
+        self, found: _Found, block_index: int, what: str, event: Event, index: int
+    ) -> None:
         why = "was already stopped" if self._blocks.was_opened(block_index) else "was never started"
-        return self.finding(
-            rules.BLOCK_NOT_STARTED,
-            event,
-            index,
-            f" is {what} content block {number(block_index)}, which {why}",
-        )
+        detail = f" is {what} content block {number(block_index)}, which {why}"
+        self.report(found, rules.BLOCK_NOT_STARTED, event, index, detail)
 
-    def _overlap(self, what: str, event: Event, index: int) -> Finding:
+    def _overlap(self, found: _Found, what: str, event: Event, index: int) -> None:
         open_now = self._blocks.open
         listed = _listing((number(i) for i in open_now), len(open_now))
-        return self.finding(
-            rules.BLOCK_OVERLAP,
-            event,
-            index,
-            f" starts {what} while block(s) {listed} are still open",
-        )
+        detail = f" starts {what} while block(s) {listed} are still open"
+        self.report(found, rules.BLOCK_OVERLAP, event, index, detail)
 
     def _unstopped_blocks(
-        self, stop_reason: str | None, kind: str, event: Event, index: int
-    ) -> Finding:
+        self, found: _Found, stop_reason: str | None, kind: str, event: Event, index: int
+    ) -> None:
+        """Blocks still open at ``message_delta`` or ``message_stop``: say so, forget them."""
         open_now = self._blocks.open
+        if not open_now:
+            return
         blocks = _listing((f"{number(i)} ({b.label})" for i, b in open_now.items()), len(open_now))
         reason = stop_reason or self._stop_reason
         if reason in _LIMIT_STOP_REASONS:
-            return self.finding(
-                rules.BLOCK_OPEN_AT_LIMIT,
-                event,
-                index,
-                f" ({kind}, stop_reason {_shown_reason(reason)}) leaves content block(s) "
-                f"{blocks} without content_block_stop",
-            )
-        return self.finding(
-            rules.BLOCK_NOT_STOPPED,
-            event,
-            index,
-            f" ({kind}) arrives while content block(s) {blocks} are still open",
-        )
+            detail = f" ({kind}, stop_reason {_shown_reason(reason)}) leaves content block(s) "
+            detail += f"{blocks} without content_block_stop"
+            self.report(found, rules.BLOCK_OPEN_AT_LIMIT, event, index, detail)
+        else:
+            detail = f" ({kind}) arrives while content block(s) {blocks} are still open"
+            self.report(found, rules.BLOCK_NOT_STOPPED, event, index, detail)
+        for block in open_now.values():
+            self._forget(block)
+        open_now.clear()
 
 
 def _problems(obj: dict[str, Any], where: str, fields: Sequence[tuple[str, type]]) -> list[str]:
