@@ -23,7 +23,7 @@ Run it::
     curl -N 'localhost:8000/v1/messages?fault=delta_before_start' \\
         -H 'content-type: application/json' -d '{"model": "fake", "max_tokens": 64,
         "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
-    curl -L localhost:8000/metrics | grep streamguard_violations_total
+    curl localhost:8000/metrics | grep streamguard_violations_total
 
 The module-level ``app`` uses ``DEMO_TIMERS`` (2 s idle limit, 0.5 s body-end grace, so the
 ``stalled`` and ``body_open`` faults show within seconds); ``build_app(**options)`` builds
@@ -43,6 +43,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
+from examples.asgi_endpoint import ASGIEndpoint
 from streamguard import StreamGuardMiddleware, StreamReport
 from streamguard.config import TimerConfig
 from streamguard.metrics import metrics_app
@@ -535,7 +536,7 @@ def build_app(
     async def responses(request: ResponsesRequest, fault: str | None = Query(None)) -> Response:
         return stream("/v1/responses", lambda f: responses_frames(request, f), fault)
 
-    api.mount("/metrics", metrics_app(registry))
+    api.add_route("/metrics", ASGIEndpoint(metrics_app(registry)))  # no redirect to /metrics/
     api.add_middleware(
         StreamGuardMiddleware,
         routes=ROUTES,

@@ -6,7 +6,7 @@ Run it with the metrics directory created empty and set *before* the processes s
     PROMETHEUS_MULTIPROC_DIR=/tmp/streamguard-metrics \\
         uvicorn examples.multiprocess_app:app --workers 2 --port 8000
     curl -N localhost:8000/healthy          # any route of examples/plain_sse_app.py
-    curl -L localhost:8000/metrics          # the sum over both workers
+    curl localhost:8000/metrics             # the sum over both workers
 
 In multiprocess mode prometheus-client writes each worker's values to files in
 ``PROMETHEUS_MULTIPROC_DIR``. The metric objects are created as usual (streamguard's default
@@ -26,6 +26,7 @@ import os
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from examples.asgi_endpoint import ASGIEndpoint
 from examples.plain_sse_app import build_app
 from streamguard.metrics import metrics_app
 
@@ -55,6 +56,10 @@ class WorkerHeader:
 
 #: The example app inside ``StreamGuardMiddleware`` (default metrics).
 guarded = build_app()
-# ``guarded.app`` is the Starlette app the middleware wraps; the one line that exposes /metrics.
-guarded.app.mount("/metrics", metrics_app())  # type: ignore[attr-defined]
+# ``guarded.app`` is the Starlette app the middleware wraps. The route serves /metrics itself
+# (a mount alone answers it with a redirect); the mount keeps /metrics/ answering for scrape
+# configs written for it.
+exposition = metrics_app()
+guarded.app.add_route("/metrics", ASGIEndpoint(exposition))  # type: ignore[attr-defined]
+guarded.app.mount("/metrics", exposition)  # type: ignore[attr-defined]
 app = WorkerHeader(guarded)

@@ -41,8 +41,9 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 
+from examples.asgi_endpoint import ASGIEndpoint
 from streamguard import (
     Event,
     EventParser,
@@ -280,7 +281,7 @@ def build_proxy(
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-            Mount("/metrics", metrics_app(registry)),
+            Route("/metrics", ASGIEndpoint(metrics_app(registry))),  # no redirect to /metrics/
         ],
         middleware=[
             Middleware(

@@ -29,8 +29,9 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 
+from examples.asgi_endpoint import ASGIEndpoint
 from streamguard import StreamGuardMiddleware, StreamReport
 from streamguard.metrics import metrics_app
 
@@ -94,7 +95,7 @@ def build_app(
         routes=[
             Route("/events", events),
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-            Mount("/metrics", metrics_app(registry)),
+            Route("/metrics", ASGIEndpoint(metrics_app(registry))),  # no redirect to /metrics/
         ],
         middleware=[
             Middleware(StreamGuardMiddleware, routes=ROUTES, metrics=registry, on_report=on_report)

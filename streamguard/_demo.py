@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import textwrap
 import threading
 from collections import Counter
 from collections.abc import MutableMapping
@@ -28,6 +29,8 @@ __all__ = ["drive", "main"]
 
 #: How many structlog events to show: enough to see both kinds, few enough to read.
 _LOG_LINES = 6
+#: The width the notes under the table are wrapped to.
+_NOTE_WIDTH = 92
 #: The series an alert on broken streams reads.
 _SHOWN_FAMILIES = (
     "streamguard_streams_total",
@@ -46,6 +49,27 @@ def drive(base_url: str, path: str) -> str:
         return f"{response.status_code}, {size} bytes"
     except httpx.HTTPError as exc:
         return f"cut off ({type(exc).__name__})"
+
+
+def _why(path: str, report: StreamReport) -> str | None:
+    """Why a row reads as it does, where the table alone would puzzle a newcomer."""
+    if path == "/content-length" and report.outcome is Outcome.CLIENT_DISCONNECT:
+        return (
+            f"{path} ended client_disconnect although the client got every byte: the "
+            "response declared a Content-Length, so the client (httpx here, as any HTTP/1.1 "
+            "client) took the body as complete once it had that many bytes and closed the "
+            "connection, while the app had still to send its final, empty body message; the "
+            "server saw the client leave first. With a Content-Length the client, not the "
+            "app, decides where a stream ends (a length shorter than the stream cuts the "
+            "answer short): that is what content_length_on_stream warns about."
+        )
+    if path == "/gzip" and not report.inspected:
+        return (
+            f"{path} shows 0 events: a compressed body cannot be parsed, so streamguard "
+            "counts its bytes and its outcome, reports compressed_stream once, and passes "
+            "the rest through unchecked."
+        )
+    return None
 
 
 def _rule_summary(report: StreamReport) -> str:
@@ -102,6 +126,13 @@ def main(out: TextIO | None = None, err: TextIO | None = None) -> int:
             ]
         )
     print(table(rows), file=out)
+    notes = [
+        textwrap.fill(why, _NOTE_WIDTH, initial_indent="* ", subsequent_indent="  ")
+        for path in ROUTES
+        if path in reports and (why := _why(path, reports[path])) is not None
+    ]
+    if notes:
+        print("", *notes, sep="\n", file=out)
 
     outcomes = Counter(report.outcome for report in reports.values())
     print("\nStreams by outcome:", file=out)

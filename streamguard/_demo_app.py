@@ -30,7 +30,7 @@ ROUTES = {
     "/keepalive": "CRLF frames with sse-starlette-style ': ping' comments (clean)",
     "/cut-frame": "the last event has no blank line after it",
     "/invalid-utf8": "a byte that is not UTF-8 inside an event",
-    "/content-length": "an event stream sent with a Content-Length header",
+    "/content-length": "an event stream sent with a Content-Length header; the client ends it",
     "/gzip": "a compressed stream, passed through uninspected",
     "/never-finished": "the app returns without the final body message",
     "/crash": "the app raises in the middle of the stream",
@@ -107,9 +107,22 @@ async def _invalid_utf8(request: Request) -> Response:
     return _sse([b"data: caf\xe9\n\n", *_events(1)])
 
 
+#: How long ``/content-length`` works on after its last event before it ends the body.
+CONTENT_LENGTH_HOLD_S = 0.05
+
+
 async def _content_length(request: Request) -> Response:
     frames = _events(2)
-    return _sse(frames, headers={"content-length": str(sum(map(len, frames)))})
+
+    async def body() -> AsyncIterator[bytes]:
+        async for frame in _paced(frames):
+            yield frame
+        # Work after the last event (usage, logs), as real apps do: the client has every
+        # byte the Content-Length promised by now, so it, not the app, ends the stream.
+        await asyncio.sleep(CONTENT_LENGTH_HOLD_S)
+
+    headers = {"content-length": str(sum(map(len, frames)))}
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
 
 
 async def _gzipped(request: Request) -> Response:

@@ -7,8 +7,10 @@ Subcommands:
 * ``rules``: the rule catalog, as a table or as the markdown docs page;
 * ``demo``: the demo app under uvicorn, healthy and broken streams (needs the testing extra).
 
-Exit codes: 0 clean, 1 findings at or above ``--fail-on`` (or a probed response that is not
-an event stream), 2 usage or input errors (the message names the file and the problem).
+Exit codes: 0 clean, 1 findings at or above ``--fail-on``, a stream that ended with an
+outcome ``--fail-on-outcome`` lists, or a probed response that is not an event stream; 2
+usage or input errors (the message names the file and the problem); 141 when the reader of
+the output left early (``| head``).
 """
 
 from __future__ import annotations
@@ -16,28 +18,49 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from streamguard import __version__
+from streamguard._format import format_finding, frame_at, severity_at_least
 from streamguard._table import table
+from streamguard._wire import token
 from streamguard.monitor import check_stream
 from streamguard.protocols import AUTO, CHECKERS
-from streamguard.report import Finding, Severity, StreamReport
-from streamguard.rule_docs import get_rule_doc
+from streamguard.report import Finding, Outcome, Severity, StreamReport
+from streamguard.rule_docs.markdown import rules_markdown
 from streamguard.rules import RULES
-from streamguard.testing._assert import format_finding, frame_at, severity_at_least
 
-__all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "InputError", "main", "rules_markdown"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "InputError",
+    "main",
+    "rules_markdown",
+]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+#: 128 + SIGPIPE: what a shell reports for a filter whose reader left (``cmd | head``).
+EXIT_BROKEN_PIPE = 141
 
 PROTOCOLS = [AUTO, *CHECKERS]
+#: ``--fail-on-outcome`` of ``probe``: every end a client can see but ``completed``. A nightly
+#: check should go red when the endpoint answered with an in-band error (overloaded, rate
+#: limited) or never finished, even when the stream was well formed; the other outcomes
+#: (``client_disconnect``, ``app_error``, ``cancelled``) are the server's view and never
+#: reach a client. ``check`` fails on none: a capture is judged for its structure, and an
+#: in-band error is a well-formed end.
+PROBE_FAIL_ON_OUTCOME = "error_event,unclosed"
+NO_OUTCOME = "none"
 _INSTALL_HINT = "pip install 'streamguard[testing]'"
 
 
@@ -157,7 +180,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     progress = _Progress(err, len(args.files))
     rows = [["file", "protocol", "outcome", "events", "bytes", "findings"]]
     details: list[str] = []
-    input_errors = failed = 0
+    input_errors = failed = ended_badly = 0
     for done, name in enumerate(args.files):
         label = "<stdin>" if name == "-" else name
         progress.show(done, label)
@@ -174,6 +197,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         report = check_stream([body], protocol=args.protocol, request=request)
         fails = _fails(report, threshold)
         failed += fails
+        bad_end = report.outcome in args.fail_on_outcome
+        ended_badly += bad_end and not fails
+        fails = fails or bad_end
         if args.format == "json":
             progress.clear()
             print(json.dumps({"file": label, **_report_json(report, body, fails)}), file=out)
@@ -204,12 +230,34 @@ def _cmd_check(args: argparse.Namespace) -> int:
         summary = (
             f"\n{checked} file(s) checked: {failed} with findings at {threshold.value} or above"
         )
+        if ended_badly:
+            summary += f"; {ended_badly} more ended {_listed(args.fail_on_outcome)}"
         if input_errors:
             summary += f"; {input_errors} could not be read"
         print(summary, file=out)
     if input_errors:
         return EXIT_USAGE
-    return EXIT_FINDINGS if failed else EXIT_OK
+    return EXIT_FINDINGS if failed or ended_badly else EXIT_OK
+
+
+def _outcomes(value: str) -> frozenset[Outcome]:
+    """``--fail-on-outcome``: comma-separated outcomes, or ``none``."""
+    names = [name.strip() for name in value.split(",")]
+    if names == [NO_OUTCOME]:
+        return frozenset()
+    known = {outcome.value: outcome for outcome in Outcome}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown outcome {unknown[0]!r}: expected {NO_OUTCOME} or outcomes from "
+            f"{', '.join(known)}, separated by commas"
+        )
+    return frozenset(known[name] for name in names)
+
+
+def _listed(outcomes: frozenset[Outcome]) -> str:
+    """``error_event or unclosed``, in the order of the outcome table."""
+    return " or ".join(outcome.value for outcome in Outcome if outcome in outcomes)
 
 
 # -- probe ---------------------------------------------------------------------------------
@@ -234,10 +282,12 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         print(f"streamguard probe: error: probing needs httpx: {_INSTALL_HINT}", file=err)
         return EXIT_USAGE
     from streamguard.liveness import LivenessLimits
-    from streamguard.testing._collect import collect
+    from streamguard.testing import collect
 
     threshold = Severity(args.fail_on)
-    headers: dict[str, str] = {"accept": "text/event-stream"}
+    # identity: the bytes stay checkable (a compressed stream is passed over uninspected);
+    # -H 'Accept-Encoding: gzip' asks for what the SDKs ask for.
+    headers: dict[str, str] = {"accept": "text/event-stream", "accept-encoding": "identity"}
     for name, value in args.header:
         headers[name.lower()] = value
     content: bytes | None = None
@@ -261,6 +311,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         with httpx.Client(timeout=args.timeout) as client:
             started = time.monotonic()
             with client.stream(method, args.url, content=content, headers=headers) as response:
+                encoding = response.headers.get("content-encoding")
                 record = collect(
                     response,
                     protocol=args.protocol,
@@ -278,7 +329,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     report = record.report
-    fails = _fails(report, threshold) or not record.is_event_stream
+    # A response that is not an event stream fails already; its outcome says nothing.
+    bad_end = record.is_event_stream and report.outcome in args.fail_on_outcome
+    fails = _fails(report, threshold) or not record.is_event_stream or bad_end
     if args.format == "json":
         obj = {
             "url": args.url,
@@ -313,17 +366,53 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if not record.is_event_stream:
         print(
             f"\nnot an event stream: HTTP {record.status_code}, content-type "
-            f"{record.content_type!r}; the body starts: "
-            f"{frame_at(record.body, 0, 200) or '(empty)'}",
+            f"{record.content_type!r}; the body starts: {_preview(record.body, encoding)}",
             file=out,
         )
     if report.findings:
         print("\nFindings:", file=out)
         for finding in report.findings:
             print("  " + format_finding(finding, record.body).replace("\n", "\n  "), file=out)
+    if bad_end:
+        print(
+            f"\nthe stream ended {report.outcome.value}, an outcome --fail-on-outcome lists "
+            f"({_listed(args.fail_on_outcome)})",
+            file=out,
+        )
     for note in report.notes:
         print(f"note: {note}", file=out)
     return EXIT_FINDINGS if fails else EXIT_OK
+
+
+#: How much of a body that is not an event stream ``probe`` shows, in characters.
+PREVIEW_CHARS = 200
+_INFLATED = frozenset({"gzip", "x-gzip", "deflate"})
+_COMPRESSED = frozenset({*_INFLATED, "br", "zstd", "compress"})
+
+
+def _preview(body: bytes, content_encoding: str | None) -> str:
+    """The start of ``body`` on one line; decompressed when the server compressed it anyway.
+
+    gzip and deflate are inflated (only as far as the preview needs: a small body cannot
+    inflate into a large one here); other codings are named, not shown as bytes.
+    """
+    coding = (content_encoding or "").strip().lower()
+    if coding not in ("", "identity"):
+        inflated = _inflate(body, PREVIEW_CHARS * 4 + 4) if coding in _INFLATED else None
+        if inflated is None:
+            return f"({len(body)} bytes, compressed: Content-Encoding {token(coding, _COMPRESSED)})"
+        body = inflated
+    return frame_at(body, 0, PREVIEW_CHARS) or "(empty)"
+
+
+def _inflate(data: bytes, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of ``data`` decompressed (gzip, zlib or raw deflate), or None."""
+    for wbits in (32 + zlib.MAX_WBITS, -zlib.MAX_WBITS):  # a gzip or zlib header; raw deflate
+        try:
+            return zlib.decompressobj(wbits).decompress(data, limit)
+        except zlib.error:
+            continue
+    return None
 
 
 def _delta(at: float | None, start: float) -> float | None:
@@ -331,76 +420,6 @@ def _delta(at: float | None, start: float) -> float | None:
 
 
 # -- rules ---------------------------------------------------------------------------------
-
-
-def rules_markdown() -> str:
-    """The rule catalog as a docs page: an index, then one section per rule.
-
-    Each section carries an explicit HTML anchor equal to the fragment of ``Rule.anchor``
-    (``invalid_utf8`` -> ``#invalid-utf8``), so links from logs, metrics and alerts land.
-    Under the one-line summary from ``streamguard.rules`` come the long form from
-    ``streamguard.rule_docs``: what the rule means, why clients break, an example frame
-    and how to fix it. ``docs/rules.md`` is this text (``tests/test_docs.py`` checks it).
-    """
-    lines = [
-        "# Rules",
-        "",
-        "Every finding names one of these rules. Names are stable: dashboards and alerts "
-        "select on them, and a published name is never renamed. Severities: `error` "
-        "(the stream is *malformed*: a client following the protocol can fail or lose data), "
-        "`warning` (legal or tolerated by the official clients, but fragile or known to break "
-        "some client) and `info` (worth knowing, harmless by itself). `protocols` says which "
-        "checkers can report the rule; `all` means any stream, plain SSE included.",
-        "",
-        "`streamguard rules` prints this catalog as a table. In tests, "
-        "`assert_stream_ok(..., allow=[...])`, the `streamguard_allow` marker and the "
-        "`streamguard_allow` ini option take these names.",
-        "",
-        "| rule | protocols | severity | summary |",
-        "|---|---|---|---|",
-    ]
-    for rule in RULES.values():
-        fragment = rule.anchor.partition("#")[2]
-        summary = rule.summary.replace("|", "\\|")
-        lines.append(
-            f"| [`{rule.name}`](#{fragment}) | {', '.join(rule.protocols)} | "
-            f"{rule.severity.value} | {summary} |"
-        )
-    for rule in RULES.values():
-        fragment = rule.anchor.partition("#")[2]
-        doc = get_rule_doc(rule.name)
-        lines += [
-            "",
-            f'<a id="{fragment}"></a>',
-            "",
-            f"## `{rule.name}`",
-            "",
-            f"**Severity:** {rule.severity.value} · **Protocols:** {', '.join(rule.protocols)}",
-            "",
-            rule.summary,
-            "",
-            f"**What it means.** {doc.meaning}",
-            "",
-            f"**Why clients break.** {doc.why_clients_break}",
-            "",
-            "**Example.**",
-            "",
-            "```text",
-            doc.example,
-            "```",
-        ]
-        if doc.example_note:
-            lines += ["", doc.example_note]
-        lines += ["", f"**How to fix.** {doc.fix}"]
-    lines += [
-        "",
-        "---",
-        "",
-        "*Generated from `streamguard/rules.py` and `streamguard/rule_docs.py` by "
-        "`streamguard rules --format markdown > docs/rules.md`; edit those files, not this "
-        "page.*",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
@@ -412,8 +431,20 @@ def _cmd_rules(args: argparse.Namespace) -> int:
         [rule.name, ", ".join(rule.protocols), rule.severity.value, rule.summary]
         for rule in RULES.values()
     ]
-    print(table(rows))
+    print(table(rows, _wrap_width(sys.stdout)))
     return EXIT_OK
+
+
+def _wrap_width(stream: TextIO) -> int | None:
+    """The width to wrap a table to: ``COLUMNS`` when set, else a terminal's width.
+
+    Output to a pipe or a file is not wrapped: one row per line, whole, so that ``grep``,
+    ``cut`` and ``awk`` see every rule with its summary (``COLUMNS=100`` wraps it anyway).
+    """
+    isatty = getattr(stream, "isatty", None)
+    if "COLUMNS" in os.environ or (callable(isatty) and isatty()):
+        return shutil.get_terminal_size().columns
+    return None
 
 
 # -- demo ----------------------------------------------------------------------------------
@@ -435,17 +466,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 # -- the parser ------------------------------------------------------------------------------
 
+_EXIT_CODES = (
+    "Exit codes: 0 clean; 1 findings at or above --fail-on, an outcome listed in "
+    "--fail-on-outcome, or (probe) a response that is not an event stream; 2 usage or "
+    "input error; 141 the output's reader left early (| head)."
+)
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamguard",
         description="Check LLM Server-Sent-Event streams: captured files or a live endpoint.",
-        epilog="Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error.",
+        epilog=_EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"streamguard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def common(sub: argparse.ArgumentParser) -> None:
+    def common(sub: argparse.ArgumentParser, fail_on_outcome: str) -> None:
         sub.add_argument(
             "--protocol",
             choices=PROTOCOLS,
@@ -461,18 +498,28 @@ def _parser() -> argparse.ArgumentParser:
             default=Severity.ERROR.value,
             help="exit 1 on findings of this severity or worse (default: error)",
         )
+        sub.add_argument(
+            "--fail-on-outcome",
+            type=_outcomes,
+            default=fail_on_outcome,
+            metavar="OUTCOME[,OUTCOME...]",
+            help="exit 1 when the stream ends with one of these outcomes ("
+            + ", ".join(outcome.value for outcome in Outcome)
+            + f"), or {NO_OUTCOME} (default: {fail_on_outcome})",
+        )
 
     check = commands.add_parser(
         "check",
         help="check captured streams",
         description="Check captured stream bodies (raw bytes, as `curl -N` saves them). "
         "--format json prints one JSON object per file, one per line.",
+        epilog=_EXIT_CODES,
     )
     check.add_argument("files", nargs="+", metavar="FILE", help="a captured body; - for stdin")
     check.add_argument(
         "--request", metavar="JSON_FILE", help="the JSON request, for request-aware checks"
     )
-    common(check)
+    common(check, NO_OUTCOME)
     check.set_defaults(run=_cmd_check)
 
     probe = commands.add_parser(
@@ -480,6 +527,7 @@ def _parser() -> argparse.ArgumentParser:
         help="send one request to a live endpoint and check the stream",
         description="Send one request (POST with --data, else GET), check the stream and "
         f"its timing as it arrives. Needs httpx ({_INSTALL_HINT}).",
+        epilog=_EXIT_CODES,
     )
     probe.add_argument("url", metavar="URL")
     probe.add_argument(
@@ -503,7 +551,7 @@ def _parser() -> argparse.ArgumentParser:
         default=60.0,
         help="seconds to wait to connect and between bytes (default: 60)",
     )
-    common(probe)
+    common(probe, PROBE_FAIL_ON_OUTCOME)
     probe.set_defaults(run=_cmd_probe)
 
     rules = commands.add_parser("rules", help="print the rule catalog")
@@ -516,10 +564,34 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code (argparse's usage errors included)."""
+    """Run the command line; return the exit code (argparse's usage errors included).
+
+    A reader that leaves early (``streamguard rules | head -2``) ends the output quietly,
+    as it ends any Unix filter: no traceback, exit ``EXIT_BROKEN_PIPE``.
+    """
     try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:  # --help, --version, usage errors
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    code: int = args.run(args)
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as exc:  # --help, --version, usage errors
+            code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        else:
+            code = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
     return code
+
+
+def _discard_stdout() -> None:
+    """Point stdout at devnull, so the output still buffered is dropped at exit, not raised.
+
+    The recipe of the Python docs (signal module, "Note on SIGPIPE"); restoring SIGPIPE's
+    default action instead would also kill the process on a broken socket.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (a captured stdout in tests)
+        pass

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
+__all__ = ["CHUNKINGS", "chunking", "chunkings", "cut"]
+
 
 def cut(data: bytes, sizes: list[int]) -> list[bytes]:
     """Cut ``data`` at the given chunk sizes (cycled), keeping every byte."""
@@ -28,3 +30,12 @@ def chunkings(data: bytes, seed: int = 0) -> Iterator[tuple[str, list[bytes]]]:
     for round_ in range(3):
         sizes = [rng.randint(1, 64) for _ in range(16)]
         yield f"random-{round_}", cut(data, sizes)
+
+
+#: The names ``chunkings`` yields, in order (one test parameter per way of cutting).
+CHUNKINGS = tuple(name for name, _ in chunkings(b""))
+
+
+def chunking(data: bytes, name: str, seed: int = 0) -> list[bytes]:
+    """The cutting of ``data`` that ``chunkings`` calls ``name``."""
+    return dict(chunkings(data, seed))[name]

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from streamguard import StreamGuardMiddleware, StreamReport
-from tests.chunking import cut
+from tests.helpers import fixture_endpoint
 from tests.servers import serve, wait_until
 
 anthropic = pytest.importorskip("anthropic", reason="the anthropic SDK is a dev dependency")
-
-FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 
 #: Healthy fixtures that end with message_stop (the error ones make the SDK raise, by design)
 #: and the text the SDK's final message holds for each, block by block.
@@ -38,20 +33,9 @@ HEALTHY: dict[str, tuple[str, list[str]]] = {
 }
 
 
-async def _messages(request: Request) -> StreamingResponse:
-    body = (FIXTURES / f"{request.path_params['fixture']}.sse").read_bytes()
-
-    async def chunks() -> AsyncIterator[bytes]:
-        for chunk in cut(body, [7, 64, 1, 200, 33]):  # event boundaries fall anywhere
-            yield chunk
-
-    return StreamingResponse(
-        chunks(), media_type="text/event-stream", headers={"request-id": "req_test"}
-    )
-
-
 def _app(reports: list[StreamReport]) -> StreamGuardMiddleware:
-    app = Starlette(routes=[Route("/{fixture}/v1/messages", _messages, methods=["POST"])])
+    messages = fixture_endpoint("anthropic", headers={"request-id": "req_test"})
+    app = Starlette(routes=[Route("/{fixture}/v1/messages", messages, methods=["POST"])])
     return StreamGuardMiddleware(app, protocol="anthropic", on_report=reports.append)
 
 

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from streamguard import RULES
 from streamguard._demo_app import build_app
-from streamguard.cli import main, rules_markdown
+from streamguard.cli import EXIT_BROKEN_PIPE, PREVIEW_CHARS, _preview, main, rules_markdown
 from streamguard.testing import serve
 from tests.stream_apps import FIXTURES, build_fixture_app, fixture_bytes
 
+ROOT = Path(__file__).resolve().parent.parent
 ROLE = fixture_bytes("openai_chat", "role_repeated")
 CUT = b"data: one\n\ndata: tw"
 DONE = b"data: [DONE]\n\n"
+#: Runs the command line in a fresh interpreter: ``[*_CLI, "rules"]``.
+_CLI = [sys.executable, "-c", "import sys; from streamguard.cli import main; sys.exit(main())"]
 
 
 @pytest.fixture
@@ -278,8 +288,11 @@ def test_check_shows_no_progress_when_piped(
 # -- rules --------------------------------------------------------------------------------
 
 
-def test_rules_table_lists_every_rule(capsys: pytest.CaptureFixture[str]) -> None:
+def test_rules_table_lists_every_rule(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`rules` prints a header and one row per catalog rule, in catalog order."""
+    monkeypatch.delenv("COLUMNS", raising=False)  # not a terminal: whole rows, as in a pipe
     code, out, _ = run(capsys, "rules")
     assert code == 0
     lines = out.splitlines()
@@ -291,6 +304,62 @@ def test_rules_table_lists_every_rule(capsys: pytest.CaptureFixture[str]) -> Non
         "error",
         "The body is not valid UTF-8; clients see U+FFFD or fail.",
     ]
+
+
+def _rows(out: str) -> dict[str, str]:
+    """Rule name -> summary, from a table whose summaries may wrap onto continuation lines."""
+    rows: dict[str, str] = {}
+    lines = out.splitlines()
+    start = lines[1].rindex(" -") + 1  # where the summary column starts
+    for line in lines[2:]:
+        if line.startswith(" "):
+            last = next(reversed(rows))
+            rows[last] += " " + line[start:]
+        else:
+            rows[line.split()[0]] = line[start:]
+    return rows
+
+
+def test_rules_table_wraps_to_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With COLUMNS set, summaries wrap so that every line fits, and no word is lost."""
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = run(capsys, "rules")
+    assert code == 0
+    assert max(map(len, out.splitlines())) <= 100
+    assert len(out.splitlines()) > len(RULES) + 2
+    assert _rows(out) == {rule.name: rule.summary for rule in RULES.values()}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_rules_table_wraps_to_the_terminal() -> None:
+    """On a real terminal (a pty 90 columns wide, no COLUMNS), the table fits its width."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    main_fd, terminal_fd = pty.openpty()
+    fcntl.ioctl(terminal_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 90, 0, 0))
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    env["PYTHONPATH"] = str(ROOT)
+    child = subprocess.Popen([*_CLI, "rules"], stdout=terminal_fd, cwd=ROOT, env=env)
+    os.close(terminal_fd)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(main_fd)
+    assert child.wait(timeout=60) == 0
+    out = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert max(map(len, out.splitlines())) <= 90
+    assert _rows(out) == {rule.name: rule.summary for rule in RULES.values()}
 
 
 def test_rules_markdown_has_a_section_per_rule_at_its_anchor(
@@ -437,6 +506,106 @@ def test_probe_judges_the_timing_of_a_live_stream(capsys: pytest.CaptureFixture[
     assert "buffered_flush [warning]" in out
 
 
+def _compressing_app() -> Starlette:
+    """A stream gzipped when the client accepts gzip (nginx `gzip on`), and an error body
+    gzipped whatever the client asked."""
+    stream = b"data: one\n\ndata: two\n\n"
+
+    async def events(request: Request) -> Response:
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            body, headers = gzip.compress(stream), {"content-encoding": "gzip"}
+        else:
+            body, headers = stream, {}
+        return StreamingResponse(iter([body]), media_type="text/event-stream", headers=headers)
+
+    async def error(request: Request) -> Response:
+        body = gzip.compress(b'{"error": {"message": "rate limited"}}')
+        return Response(body, 429, {"content-encoding": "gzip"}, "application/json")
+
+    return Starlette(routes=[Route("/events", events), Route("/error", error)])
+
+
+def test_probe_asks_for_an_uncompressed_stream(capsys: pytest.CaptureFixture[str]) -> None:
+    """probe sends Accept-Encoding: identity, so the stream can be checked; -H asks for gzip."""
+    with serve(_compressing_app(), log_level="critical") as url:
+        code, out, _ = run(capsys, "probe", "--format", "json", url + "/events")
+        assert (code, json.loads(out)["events"], json.loads(out)["findings"]) == (0, 2, [])
+        code, out, _ = run(
+            capsys, "probe", "--format", "json", url + "/events", "-H", "Accept-Encoding: gzip"
+        )
+    assert [f["rule"] for f in json.loads(out)["findings"]] == ["compressed_stream"]
+    assert json.loads(out)["inspected"] is False
+
+
+def test_probe_shows_a_compressed_error_body_decompressed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An error body the server gzipped anyway is previewed as text, not as gzip bytes."""
+    with serve(_compressing_app(), log_level="critical") as url:
+        code, out, _ = run(capsys, "probe", url + "/error")
+    assert code == 1
+    assert (
+        "\nnot an event stream: HTTP 429, content-type 'application/json'; the body starts: "
+        '{"error": {"message": "rate limited"}}\n'
+    ) in out
+
+
+def test_body_preview_names_codings_it_does_not_decode() -> None:
+    """br, zstd and undecodable bodies are named with their size, never shown as bytes."""
+    assert _preview(b"\x8b\x00\x01", "br") == "(3 bytes, compressed: Content-Encoding 'br')"
+    assert _preview(b"not gzip", "gzip") == "(8 bytes, compressed: Content-Encoding 'gzip')"
+    assert _preview(zlib.compress(b"x" * 10_000), "deflate") == "x" * PREVIEW_CHARS + "…"
+    assert _preview(b"", None) == "(empty)"
+
+
+def test_probe_fails_on_a_stream_that_ended_with_an_in_band_error(
+    live: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A well-formed stream ending error_event exits 1 by default (a nightly check goes red)."""
+    url = live + "/fixture/anthropic/ok_error_overloaded_mid_block"
+    code, out, _ = run(capsys, "probe", url)
+    assert code == 1
+    assert "outcome         error_event\n" in out
+    assert "Findings:" not in out
+    assert out.endswith(
+        "\nthe stream ended error_event, an outcome --fail-on-outcome lists "
+        "(error_event or unclosed)\n"
+    )
+    code, out, _ = run(capsys, "probe", "--format", "json", url)
+    assert (code, json.loads(out)["failed"], json.loads(out)["findings"]) == (1, True, [])
+    assert run(capsys, "probe", url, "--fail-on-outcome", "none")[0] == 0
+    assert run(capsys, "probe", url, "--fail-on-outcome", "unclosed")[0] == 0
+
+
+def test_check_fails_on_an_outcome_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    """check judges structure by default; --fail-on-outcome error_event makes the end count."""
+    capture = str(FIXTURES / "gemini" / "ok_error_unavailable.sse")
+    code, out, _ = run(capsys, "check", capture)
+    assert code == 0
+    assert out.endswith("\n1 file(s) checked: 0 with findings at error or above\n")
+    code, out, _ = run(capsys, "check", "--fail-on-outcome", "unclosed,error_event", capture)
+    assert code == 1
+    assert out.endswith(
+        "\n1 file(s) checked: 0 with findings at error or above; "
+        "1 more ended error_event or unclosed\n"
+    )
+    code, out, _ = run(
+        capsys, "check", "--format", "json", "--fail-on-outcome", "error_event", capture
+    )
+    assert (code, json.loads(out)["outcome"], json.loads(out)["failed"]) == (1, "error_event", True)
+
+
+def test_fail_on_outcome_rejects_an_unknown_outcome(capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelt outcome is a usage error that lists the valid ones; exit 2."""
+    code, _, err = run(capsys, "check", "--fail-on-outcome", "error,unclosed", "x.sse")
+    assert code == 2
+    assert err.endswith(
+        "argument --fail-on-outcome: unknown outcome 'error': expected none or outcomes from "
+        "completed, error_event, unclosed, client_disconnect, app_error, cancelled, "
+        "separated by commas\n"
+    )
+
+
 def test_probe_unreachable_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     """A connection failure is an input error naming the URL; exit 2."""
     with serve(build_fixture_app(), log_level="critical") as url:
@@ -477,6 +646,24 @@ def test_demo_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unterminated_frame" in out
 
 
+def test_demo_explains_the_client_disconnect_of_content_length(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The /content-length row ends client_disconnect, and a note under the table says why."""
+    code, out, _ = run(capsys, "demo")
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if line.startswith("/content-length ")]
+    assert row.split()[4:6] == ["client_disconnect", "2"]
+    notes = " ".join(out.partition("\n\n* ")[2].partition("\n\nStreams by outcome:")[0].split())
+    assert notes.startswith(
+        "/content-length ended client_disconnect although the client got every byte: the "
+        "response declared a Content-Length, so the client (httpx here, as any HTTP/1.1 "
+        "client) took the body as complete once it had that many bytes and closed the "
+        "connection, while the app had still to send its final, empty body message;"
+    )
+    assert "* /gzip shows 0 events: a compressed body cannot be parsed" in out
+
+
 def test_demo_without_uvicorn_says_how_to_install(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -489,12 +676,66 @@ def test_demo_without_uvicorn_says_how_to_install(
     )
 
 
+@pytest.mark.parametrize("command", [[], ["check"], ["probe"]])
+def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    """--help of the command and of check and probe ends with every exit code."""
+    code, out, _ = run(capsys, *command, "--help")
+    assert code == 0
+    epilog = " ".join(out.partition("Exit codes:")[2].split())
+    assert epilog == (
+        "0 clean; 1 findings at or above --fail-on, an outcome listed in --fail-on-outcome, "
+        "or (probe) a response that is not an event stream; 2 usage or input error; "
+        "141 the output's reader left early (| head)."
+    )
+
+
 def test_version_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None:
     """--version prints the version and exits 0; no command is a usage error."""
     assert run(capsys, "--version") == (0, "streamguard 0.1.0\n", "")
     code, _, err = run(capsys)
     assert code == 2
     assert "the following arguments are required: COMMAND" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("argv", "lines_read"),
+    [
+        (["rules"], 0),  # the reader left before the first write
+        (["rules", "--format", "markdown"], 0),
+        (["rules", "--format", "markdown"], 2),  # `| head -2`: the page is larger than a pipe
+        (["check", "--format", "json", *[str(FIXTURES / "openai_chat" / "role_repeated.sse")]
+          * 200], 1),
+    ],
+)  # fmt: skip
+def test_a_reader_that_leaves_ends_the_output_quietly(argv: list[str], lines_read: int) -> None:
+    """Like a Unix filter under `| head`: no traceback on stderr, exit 141 (128 + SIGPIPE)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(ROOT)
+    for _ in range(5):
+        child = subprocess.Popen(
+            [*_CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env
+        )
+        assert child.stdout is not None
+        assert child.stderr is not None
+        for _ in range(lines_read):
+            assert child.stdout.readline()
+        child.stdout.close()
+        err = child.stderr.read()
+        child.stderr.close()
+        assert (child.wait(timeout=60), err) == (EXIT_BROKEN_PIPE, b"")
+
+
+def test_the_cli_does_not_import_the_test_helpers() -> None:
+    """Importing the command line loads none of streamguard.testing (it formats with _format)."""
+    code = (
+        "import sys, streamguard.cli; "
+        "print(sorted(m for m in sys.modules if m.startswith('streamguard.testing')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert result.stdout == "[]\n"
 
 
 def test_console_script_runs_check(files: Path) -> None:

@@ -3,7 +3,7 @@
 Two pages are generated and committed:
 
 * ``docs/rules.md`` from ``streamguard rules --format markdown`` (``streamguard/rules.py``
-  and ``streamguard/rule_docs.py``);
+  and the ``streamguard/rule_docs/`` package);
 * ``docs/configuration.md`` from the pydantic models in ``streamguard/config.py``, by
   ``configuration_markdown`` below (field descriptions are the ``#:`` comments above each
   field in the source, or ``_EXTRA_DESCRIPTIONS`` here for fields without one).
@@ -28,7 +28,14 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from streamguard import config as config_module
-from streamguard.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, _parser, rules_markdown
+from streamguard.cli import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USAGE,
+    _parser,
+    rules_markdown,
+)
 from streamguard.config import LogConfig, RouteConfig, StreamGuardConfig, TimerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -271,6 +278,11 @@ def test_cli_reference_exit_codes() -> None:
     page = (DOCS / "cli.md").read_text()
     for code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE):
         assert f"| `{code}` |" in page
+
+
+def test_cli_reference_explains_the_broken_pipe_exit_code() -> None:
+    page = (DOCS / "cli.md").read_text()
+    assert f"| `{EXIT_BROKEN_PIPE}` |" in page
 
 
 # -- tests named by the pages ----------------------------------------------------------------

@@ -128,3 +128,9 @@ def test_the_end_kind_is_not_an_event() -> None:
     lifecycle = terminated_lifecycle()
     assert lifecycle.step("streaming", END).rule is rules.MISSING_TERMINAL
     assert lifecycle.step("streaming", OTHER) is STAY
+
+
+def test_the_architecture_page_shows_the_shared_table() -> None:
+    """docs/architecture.md quotes terminated_lifecycle() as describe() prints it."""
+    page = Path(__file__).parent.parent.joinpath("docs", "architecture.md").read_text()
+    assert f"```\n{terminated_lifecycle().describe()}\n```" in page

@@ -1,133 +1,17 @@
-"""The Gemini checker: every fixture, every chunking, every rule and its look-alike."""
+"""The Gemini checker: streams built here (its fixtures: tests/test_fixtures.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from streamguard import Severity, check_stream
 from streamguard.protocols.gemini import GeminiChecker
 from streamguard.rule_docs import get_rule_doc
-from streamguard.rules import RULES, rules_for
+from streamguard.rules import RULES
 from streamguard.sse import Event
-from tests.chunking import chunkings
-from tests.conftest import CANARY_MARKER
-
-FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
-
-#: fixture name -> (outcome, [(rule, event_index), ...]) for ``protocol="gemini"``.
-EXPECTED: dict[str, tuple[str, list[tuple[str, int]]]] = {
-    # Healthy, including every legitimate oddity of protocols.md §4.5.
-    "ok_text_stop": ("completed", []),
-    "ok_final_thought_signature_only": ("completed", []),
-    "ok_max_tokens": ("completed", []),
-    "ok_safety_finish_without_content": ("completed", []),
-    "ok_usage_only_chunk_after_final": ("completed", []),
-    "ok_missing_index_and_zero_counters": ("completed", []),
-    "ok_crlf_vertex": ("completed", []),
-    "ok_tool_call": ("completed", []),
-    "ok_prompt_blocked": ("completed", []),
-    "ok_two_candidates": ("completed", []),
-    "ok_error_unavailable": ("error_event", []),
-    "ok_error_without_status": ("error_event", []),
-    # Legacy or translated streams the SDK reads but relays trip on: warnings only.
-    "warn_legacy_stop_on_every_chunk": ("completed", [("finish_reason_not_last", 1)]),
-    "warn_empty_stop_before_content": ("completed", [("finish_reason_not_last", 1)]),
-    "warn_translator_stop_on_contentless_chunks": ("completed", [("finish_reason_not_last", 2)]),
-    # Broken.
-    "missing_finish_reason_truncated": ("unclosed", [("missing_finish_reason", 2)]),
-    "missing_finish_reason_one_of_two_candidates": ("unclosed", [("missing_finish_reason", 2)]),
-    "missing_finish_reason_usage_only": ("unclosed", [("missing_finish_reason", 1)]),
-    "missing_finish_reason_unterminated_frame": (
-        "unclosed",
-        [("unterminated_frame", 2), ("missing_finish_reason", 2)],
-    ),
-    "content_after_finish": ("completed", [("content_after_finish", 1)]),
-    "usage_decreased": ("completed", [("usage_decreased", 1)]),
-    "event_after_terminal_after_block": ("completed", [("event_after_terminal", 1)]),
-    "event_after_terminal_after_error": ("error_event", [("event_after_terminal", 1)]),
-    "invalid_json": ("completed", [("invalid_json", 1)]),
-    "invalid_json_done_sentinel": ("completed", [("invalid_json", 3)]),
-    "schema_mismatch_candidates_not_a_list": ("completed", [("schema_mismatch", 0)]),
-    "schema_mismatch_error_without_message": ("error_event", [("schema_mismatch", 1)]),
-    "schema_mismatch_error_code_not_an_integer": ("error_event", [("schema_mismatch", 1)]),
-    "schema_mismatch_index_a_string": (
-        "completed",
-        [("schema_mismatch", 0), ("schema_mismatch", 1)],
-    ),
-    "sdk_incompatible_framing_keepalive_comment": (
-        "completed",
-        [("sdk_incompatible_framing", 1)],
-    ),
-    "sdk_incompatible_framing_leading_comment": ("completed", [("sdk_incompatible_framing", 0)]),
-    "sdk_incompatible_framing_bom": ("completed", [("sdk_incompatible_framing", 0)]),
-    "sdk_incompatible_framing_event_line": ("completed", [("sdk_incompatible_framing", 1)]),
-    "sdk_incompatible_framing_no_space_after_colon": (
-        "completed",
-        [("sdk_incompatible_framing", 2)],
-    ),
-    "sdk_incompatible_framing_no_space_mid_stream": (
-        "completed",
-        [("sdk_incompatible_framing", 2)],
-    ),
-}
-
-#: rule -> (a fixture that breaks it, a legitimate look-alike that must not trigger it).
-PAIRS: dict[str, tuple[str, str]] = {
-    "missing_finish_reason": ("missing_finish_reason_truncated", "ok_prompt_blocked"),
-    "content_after_finish": ("content_after_finish", "warn_legacy_stop_on_every_chunk"),
-    "finish_reason_not_last": ("warn_empty_stop_before_content", "content_after_finish"),
-    "usage_decreased": ("usage_decreased", "ok_missing_index_and_zero_counters"),
-    "sdk_incompatible_framing": ("sdk_incompatible_framing_keepalive_comment", "ok_crlf_vertex"),
-    "event_after_terminal": ("event_after_terminal_after_block", "ok_usage_only_chunk_after_final"),
-    "invalid_json": ("invalid_json", "ok_final_thought_signature_only"),
-    "schema_mismatch": ("schema_mismatch_candidates_not_a_list", "ok_tool_call"),
-}
-
-
-def _fixture(name: str) -> bytes:
-    return (FIXTURES / f"{name}.sse").read_bytes()
-
-
-def _cases() -> list[tuple[str, str]]:
-    return [
-        (path.stem, chunking)
-        for path in sorted(FIXTURES.glob("*.sse"))
-        for chunking, _ in chunkings(path.read_bytes())
-    ]
-
-
-def test_every_fixture_has_an_expectation() -> None:
-    """Every fixture file is listed in EXPECTED, and every listed fixture exists."""
-    assert {path.stem for path in FIXTURES.glob("*.sse")} == set(EXPECTED)
-
-
-@pytest.mark.parametrize(("name", "chunking"), _cases())
-def test_fixture(name: str, chunking: str) -> None:
-    """Each fixture gives its expected outcome and findings, however its bytes are cut."""
-    chunks = dict(chunkings(_fixture(name)))[chunking]
-    report = check_stream(chunks, protocol="gemini")
-    outcome, findings = EXPECTED[name]
-    assert report.protocol == "gemini"
-    assert report.outcome.value == outcome
-    assert [(f.rule, f.event_index) for f in report.findings] == findings
-
-
-@pytest.mark.parametrize("rule", sorted(PAIRS))
-def test_rule_fires_on_its_fixture_and_not_on_the_look_alike(rule: str) -> None:
-    """Each rule fires on the fixture that breaks it and stays silent on its look-alike."""
-    broken, look_alike = PAIRS[rule]
-    assert rule in check_stream(_fixture(broken), protocol="gemini").rules()
-    assert rule not in check_stream(_fixture(look_alike), protocol="gemini").rules()
-
-
-def test_every_gemini_rule_has_a_pair() -> None:
-    """Every rule that names the gemini protocol is exercised by PAIRS."""
-    specific = {rule.name for rule in rules_for("gemini") if "gemini" in rule.protocols}
-    assert specific <= set(PAIRS)
+from tests.helpers import gemini_chunk, gemini_text
 
 
 def test_sdk_framing_and_usage_are_warnings() -> None:
@@ -162,21 +46,6 @@ def test_non_ascii_text_does_not_look_like_a_framing_problem() -> None:
     assert (report.outcome.value, report.rules()) == ("completed", [])
 
 
-def test_healthy_fixtures_are_not_malformed() -> None:
-    """No healthy or warning-only fixture carries an error-severity finding."""
-    for path in FIXTURES.glob("*.sse"):
-        if path.stem.startswith(("ok_", "warn_")):
-            assert not check_stream(path.read_bytes(), protocol="gemini").malformed, path.stem
-
-
-def _chunk(*candidates: dict[str, Any], **fields: Any) -> bytes:
-    return f"data: {json.dumps({'candidates': list(candidates), **fields})}\n\n".encode()
-
-
-def _text(text: str, index: object = 0, **fields: Any) -> dict[str, Any]:
-    return {"content": {"parts": [{"text": text}], "role": "model"}, "index": index, **fields}
-
-
 # -- a finish marker before the end (issue #12) ----------------------------------------------
 
 
@@ -188,7 +57,10 @@ def test_finish_reason_not_last_is_a_warning() -> None:
 def test_finish_reason_not_last_is_reported_once_per_candidate() -> None:
     """A legacy stream of two candidates with a finish on every chunk: one warning each."""
     body = b"".join(
-        _chunk(_text(f"{word}a", 0, finishReason="STOP"), _text(f"{word}b", 1, finishReason="STOP"))
+        gemini_chunk(
+            gemini_text(f"{word}a", 0, finishReason="STOP"),
+            gemini_text(f"{word}b", 1, finishReason="STOP"),
+        )
         for word in ("one", "two", "three")
     )
     report = check_stream(body, protocol="gemini")
@@ -202,7 +74,7 @@ def test_finish_reason_not_last_is_reported_once_per_candidate() -> None:
 def test_a_repeated_finish_without_content_is_not_judged() -> None:
     """A finish with content, then a contentless chunk finishing again, stays clean."""
     signature = {"content": {"parts": [{"text": "", "thoughtSignature": "Eq"}]}}
-    body = _chunk(_text("Hello.", finishReason="STOP")) + _chunk(
+    body = gemini_chunk(gemini_text("Hello.", finishReason="STOP")) + gemini_chunk(
         {**signature, "finishReason": "STOP", "index": 0}
     )
     report = check_stream(body, protocol="gemini")
@@ -211,7 +83,7 @@ def test_a_repeated_finish_without_content_is_not_judged() -> None:
 
 def test_a_different_finish_on_a_contentless_chunk_is_finish_reason_not_last() -> None:
     """STOP with the text, then MAX_TOKENS alone: two finishes that disagree, a warning."""
-    body = _chunk(_text("Hello.", finishReason="STOP")) + _chunk(
+    body = gemini_chunk(gemini_text("Hello.", finishReason="STOP")) + gemini_chunk(
         {"finishReason": "MAX_TOKENS", "index": 0}
     )
     report = check_stream(body, protocol="gemini")
@@ -225,9 +97,9 @@ def test_content_without_a_finish_after_a_legacy_finish_is_content_after_finish(
     """The finish that carried content said the candidate was done: content after it, with
     no finish of its own, is still the error."""
     body = (
-        _chunk(_text("Once", finishReason="STOP"))
-        + _chunk(_text(" upon", finishReason="STOP"))
-        + _chunk(_text(" a time."))
+        gemini_chunk(gemini_text("Once", finishReason="STOP"))
+        + gemini_chunk(gemini_text(" upon", finishReason="STOP"))
+        + gemini_chunk(gemini_text(" a time."))
     )
     report = check_stream(body, protocol="gemini")
     assert [(f.rule, f.event_index) for f in report.findings] == [
@@ -250,10 +122,10 @@ def test_the_rule_docs_example_fires_the_rule() -> None:
 def test_a_candidate_with_an_unusable_index_is_judged_by_position() -> None:
     """A string index is a schema_mismatch, and the candidate still counts: its finish
     completes the stream, and a missing one is still missing."""
-    finished = _chunk(_text("Hello.", "0", finishReason="STOP"))
+    finished = gemini_chunk(gemini_text("Hello.", "0", finishReason="STOP"))
     report = check_stream(finished, protocol="gemini")
     assert (report.outcome.value, report.rules()) == ("completed", ["schema_mismatch"])
-    truncated = _chunk(_text("Hello", -1))
+    truncated = gemini_chunk(gemini_text("Hello", -1))
     report = check_stream(truncated, protocol="gemini")
     assert report.outcome.value == "unclosed"
     assert report.rules() == ["schema_mismatch", "missing_finish_reason"]
@@ -261,7 +133,9 @@ def test_a_candidate_with_an_unusable_index_is_judged_by_position() -> None:
 
 def test_a_null_index_is_the_default_zero() -> None:
     """proto3 JSON reads null as the default value, so ``"index": null`` is candidate 0."""
-    body = _chunk(_text("Hi", None)) + _chunk(_text(".", 0, finishReason="STOP"))
+    body = gemini_chunk(gemini_text("Hi", None)) + gemini_chunk(
+        gemini_text(".", 0, finishReason="STOP")
+    )
     report = check_stream(body, protocol="gemini")
     assert (report.outcome.value, report.rules()) == ("completed", [])
 
@@ -269,8 +143,8 @@ def test_a_null_index_is_the_default_zero() -> None:
 def test_a_wrong_usage_counter_does_not_hide_the_content_rules() -> None:
     """A chunk with a string counter is a schema_mismatch and is still checked for content
     after the finish."""
-    body = _chunk(_text("Done.", finishReason="STOP")) + _chunk(
-        _text(" More."), usageMetadata={"totalTokenCount": "12"}
+    body = gemini_chunk(gemini_text("Done.", finishReason="STOP")) + gemini_chunk(
+        gemini_text(" More."), usageMetadata={"totalTokenCount": "12"}
     )
     report = check_stream(body, protocol="gemini")
     assert [(f.rule, f.event_index) for f in report.findings] == [
@@ -298,7 +172,7 @@ def test_a_wrong_usage_counter_does_not_hide_the_content_rules() -> None:
 def test_an_error_of_the_wrong_shape_is_a_schema_mismatch(error: object, problem: str) -> None:
     """An error google-genai cannot turn into its APIError is reported; the outcome stays
     error_event."""
-    body = _chunk(_text("Hi")) + f"data: {json.dumps({'error': error})}\n\n".encode()
+    body = gemini_chunk(gemini_text("Hi")) + f"data: {json.dumps({'error': error})}\n\n".encode()
     report = check_stream(body, protocol="gemini")
     assert report.outcome.value == "error_event"
     [finding] = report.findings
@@ -306,48 +180,14 @@ def test_an_error_of_the_wrong_shape_is_a_schema_mismatch(error: object, problem
     assert problem in finding.message
 
 
-# -- no wire value in a message, bounded state (issue #13) ----------------------------------
-
-CANARY = f"{CANARY_MARKER}-gemini"
-
-
-@pytest.mark.parametrize(
-    ("body", "rule"),
-    [
-        (f"event: {CANARY}\ndata: {{}}\n\n".encode(), "sdk_incompatible_framing"),
-        (_chunk(_text("x", CANARY)), "schema_mismatch"),
-        (_chunk({"index": 0, "finishReason": CANARY}), None),
-        (f"data: {{'text': '{CANARY}'}}\n\n".encode(), "invalid_json"),
-        (f'data: {{"error": {{"code": "{CANARY}"}}}}\n\n'.encode(), "schema_mismatch"),
-    ],
-)
-def test_messages_quote_no_wire_value(body: bytes, rule: str | None) -> None:
-    """An event name, an index, a finishReason or an error field from the wire never
-    reaches a finding message."""
-    report = check_stream(body, protocol="gemini")
-    if rule is not None:
-        assert rule in report.rules()
-    for finding in report.findings:
-        assert CANARY_MARKER not in finding.message, finding
-
-
-def test_huge_wire_integers_are_shown_by_size() -> None:
-    """Usage counts of forty digits are named by their size, not written out."""
-    huge = 10**40
-    body = _chunk(_text("a"), usageMetadata={"totalTokenCount": huge}) + _chunk(
-        _text("b", finishReason="STOP"), usageMetadata={"totalTokenCount": huge - 1}
-    )
-    report = check_stream(body, protocol="gemini")
-    assert "usage_decreased" in report.rules()
-    for finding in report.findings:
-        assert str(huge - 1) not in finding.message, finding
+# -- short messages, bounded state (issue #13); no wire value: tests/test_privacy.py -------
 
 
 def test_long_lists_in_messages_are_cut_short() -> None:
     """A chunk with a thousand bad candidates, and sixty-four unfinished ones, make short
     messages that end with a count."""
-    bad = _chunk(*(["x"] * 1000))
-    unfinished = _chunk(*(_text("x", i) for i in range(64)))
+    bad = gemini_chunk(*(["x"] * 1000))
+    unfinished = gemini_chunk(*(gemini_text("x", i) for i in range(64)))
     for body, count in ((bad, "and 997 more"), (unfinished, "and 61 more")):
         report = check_stream(body, protocol="gemini")
         assert any(count in f.message for f in report.findings), report.findings
@@ -358,6 +198,6 @@ def test_a_hundred_thousand_candidate_indices_keep_the_state_bounded() -> None:
     """A hostile stream naming 100,000 candidate indices leaves at most 64 tracked."""
     checker = GeminiChecker()
     for i in range(100_000):
-        data = json.dumps({"candidates": [_text("x", i)]})
+        data = json.dumps({"candidates": [gemini_text("x", i)]})
         checker.on_event(Event("message", data, offset=i), i)
     assert len(checker._candidates) <= 64

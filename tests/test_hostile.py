@@ -11,6 +11,7 @@ import pytest
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport, check_stream
 from streamguard.monitor import MAX_KEPT_FINDINGS
+from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
 from streamguard.request import (
     MAX_REQUEST_CONTAINERS,
     MAX_REQUESTED_CHOICES,
@@ -20,6 +21,12 @@ from streamguard.request import (
 from streamguard.rules import RULES
 
 from .asgi_driver import Recorder, body, http_scope, run, sse_start
+from .helpers import (
+    ResponsesFeeder,
+    chat_tool_calls_of_60_kb,
+    held_memory,
+    peak_memory,
+)
 
 CHUNK = (
     '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
@@ -57,12 +64,9 @@ def test_an_unbelievable_n_is_unknown(n: object) -> None:
 def test_a_client_sized_n_does_not_size_the_checks() -> None:
     """``n=10,000,000`` on a route that ignores it: checked like an unknown n, at once."""
     stream = f"data: {CHUNK}\n\n".encode() + b"data: [DONE]\n\n"
-    tracemalloc.start()
-    try:
-        report = check_stream(stream, protocol="openai_chat", request={"n": 10_000_000})
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak = peak_memory(
+        lambda: check_stream(stream, protocol="openai_chat", request={"n": 10_000_000})
+    )
     assert peak < 256 * 1024
     assert all(len(finding.message) < 500 for finding in report.findings)
 
@@ -131,12 +135,7 @@ def test_findings_kept_per_stream_are_bounded_and_the_rest_counted() -> None:
     extra = 100_000
     stream = b"data: [DONE]\n\n" + b"data: x\n\n" * extra
     chunks = [stream[i : i + 16384] for i in range(0, len(stream), 16384)]
-    tracemalloc.start()
-    try:
-        report = check_stream(chunks, protocol="openai_chat")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak = peak_memory(lambda: check_stream(chunks, protocol="openai_chat"))
     assert len(report.findings) <= MAX_KEPT_FINDINGS + len(RULES)
     dropped = dict(report.findings_dropped)
     kept = report.rules().count("event_after_terminal")
@@ -151,6 +150,32 @@ def test_a_rule_first_broken_past_the_cap_is_still_kept() -> None:
     report = check_stream(stream, protocol="openai_chat")
     assert "unterminated_frame" in report.rules()
     assert report.findings_dropped == (("event_after_terminal", 50),)
+
+
+# -- text a checker keeps to compare ----------------------------------------------------------
+
+
+def _responses_open_items_of_60_kb() -> ResponsesFeeder:
+    feed = ResponsesFeeder()
+    feed("response.created", response={"id": "resp_1", "status": "in_progress"})
+    feed.open_hostile_items(0)
+    return feed
+
+
+#: protocol -> (300 pieces of 60 KB fed straight to its checker, the memory allowed past the
+#: stream's kept-text budget).
+KEPT_TEXT: dict[str, tuple[Callable[[], object], int]] = {
+    "openai_chat": (chat_tool_calls_of_60_kb, 1024 * 1024),
+    "openai_responses": (_responses_open_items_of_60_kb, 256 * 1024),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(KEPT_TEXT))
+def test_300_texts_of_60_kb_hold_at_most_the_kept_text_budget(protocol: str) -> None:
+    """300 tool calls or open items of 60 KB each hold the stream's budget, not 18 MB."""
+    feed, slack = KEPT_TEXT[protocol]
+    _, held = held_memory(feed)
+    assert held < MAX_KEPT_TEXT_CHARS + slack, f"{held} bytes held"
 
 
 # -- the per-stream ceiling ---------------------------------------------------------------------
@@ -217,11 +242,6 @@ def test_one_stream_stays_under_the_documented_ceiling(name: str) -> None:
     stream = make()
     chunks = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
     del stream
-    tracemalloc.start()
-    try:
-        report = check_stream(iter(chunks), protocol=protocol)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak = peak_memory(lambda: check_stream(iter(chunks), protocol=protocol))
     assert report.bytes == sum(map(len, chunks))
     assert peak < PER_STREAM_CEILING, f"{name}: {peak / 2**20:.1f} MiB"

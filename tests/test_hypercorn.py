@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -20,15 +19,10 @@ from starlette.routing import Route
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 
+from .helpers import free_port
 from .servers import wait_until
 
 hypercorn = pytest.importorskip("hypercorn")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -36,7 +30,7 @@ def hypercorn_server(app: Any, worker: str) -> Iterator[str]:
     """Serve ``app`` with hypercorn's asyncio or trio worker in a thread; yield its URL."""
     from hypercorn.config import Config
 
-    port = _free_port()
+    port = free_port()
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.loglevel = "WARNING"

@@ -14,6 +14,7 @@ from streamguard import Outcome, StreamEnd, StreamGuardMiddleware, StreamMonitor
 from streamguard.liveness import Liveness, LivenessLimits
 
 from .asgi_driver import Recorder, body, http_scope, sse_start
+from .helpers import FakeClock
 
 LIMITS = LivenessLimits(
     body_end_grace_s=5.0,
@@ -22,14 +23,6 @@ LIMITS = LivenessLimits(
     burst_first_event_ratio=20.0,
     burst_min_events=16,
 )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def timed_monitor(

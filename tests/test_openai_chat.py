@@ -1,10 +1,6 @@
-"""OpenAI Chat Completions checker: fixtures, one per rule and per legitimate oddity."""
+"""OpenAI Chat Completions checker: streams built here (its fixtures: tests/test_fixtures.py)."""
 
 from __future__ import annotations
-
-import json
-import tracemalloc
-from pathlib import Path
 
 import pytest
 
@@ -14,58 +10,20 @@ from streamguard.protocols.openai_chat import (
     MAX_CHECKED_N,
     MAX_TRACKED_CHOICES,
     MAX_TRACKED_TOOL_CALLS,
-    OpenAIChatChecker,
 )
 from streamguard.report import Outcome, Severity
 from streamguard.sse import Event
-from tests.chunking import chunkings
 from tests.conftest import CANARY_MARKER
-from tests.sse_fixtures import fixture_paths, load
+from tests.helpers import (
+    chat_call,
+    chat_choice,
+    chat_chunk,
+    chat_event,
+    chat_tool_calls_of_60_kb,
+    frame,
+)
 
 PROTOCOL = "openai_chat"
-PATHS = fixture_paths(PROTOCOL)
-
-#: Every rule this checker can raise, with the healthy fixture that looks most like its
-#: broken one and must stay clean.
-LOOKALIKES = {
-    "invalid_json": "clean-text-include-usage",
-    "schema_mismatch": "clean-empty-content-and-unknown-keys",
-    "missing_terminal": "clean-done-without-space",
-    "duplicate_terminal": "clean-done-with-suffix",
-    "event_after_terminal": "clean-keepalive-comments",
-    "missing_finish_reason": "clean-finish-length",
-    "content_after_finish": "clean-azure-prompt-filter-and-async-annotations",
-    "multiple_finish_reason": "clean-delta-empty-after-finish",
-    "unknown_finish_reason": "clean-finish-content-filter",
-    "inconsistent_id": "clean-azure-prompt-filter-and-async-annotations",
-    "choice_index_invalid": "clean-n3-interleaved",
-    "choice_out_of_order": "clean-n3-interleaved",
-    "role_not_first": "clean-refusal",
-    "role_repeated": "clean-n3-interleaved",
-    "tool_call_index_invalid": "clean-parallel-tool-calls",
-    "tool_call_header_missing": "clean-parallel-tool-calls",
-    "tool_call_header_repeated": "clean-forced-tool-choice-stop",
-    "tool_call_arguments_invalid": "clean-forced-tool-choice-stop",
-    "function_call_mixed": "clean-legacy-function-call",
-    "usage_not_last": "clean-text-include-usage",
-    "usage_repeated": "clean-text-include-usage",
-    "usage_missing": "clean-forced-tool-choice-stop",
-    "usage_unrequested": "clean-2024-no-usage-field",
-    "usage_nonstandard": "clean-text-include-usage",
-    "usage_total_mismatch": "clean-text-include-usage",
-    "unexpected_event_field": "clean-text-include-usage",
-}
-
-#: Rules of the shared catalog this checker raises; the framing ones come from the parser.
-SHARED = {
-    "invalid_json",
-    "schema_mismatch",
-    "missing_terminal",
-    "duplicate_terminal",
-    "event_after_terminal",
-    "missing_finish_reason",
-    "content_after_finish",
-}
 
 
 def check(body: bytes, request: dict[str, object] | None = None) -> list[tuple[str, int | None]]:
@@ -73,49 +31,14 @@ def check(body: bytes, request: dict[str, object] | None = None) -> list[tuple[s
     return [(finding.rule, finding.event_index) for finding in report.findings]
 
 
-def chunk(**fields: object) -> bytes:
-    base: dict[str, object] = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "m",
-        "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}],
-    }
-    base.update(fields)
-    return b"data: " + json.dumps(base).encode() + b"\n\n"
-
-
-FINISH = chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
+FINISH = chat_chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
 DONE = b"data: [DONE]\n\n"
-
-
-@pytest.mark.parametrize("path", PATHS, ids=[path.stem for path in PATHS])
-def test_fixture(path: Path) -> None:
-    """Each fixture gives exactly its expected outcome and findings, however it is cut."""
-    fixture = load(path)
-    for how, chunks in chunkings(fixture.body):
-        report = check_stream(chunks, protocol=PROTOCOL, request=fixture.request)
-        found = [(finding.rule, finding.event_index) for finding in report.findings]
-        assert (report.outcome.value, found) == (fixture.outcome, fixture.findings), how
-
-
-def test_every_rule_has_a_broken_fixture_and_a_clean_lookalike() -> None:
-    """Every chat rule fires in a fixture named after it and has a clean look-alike."""
-    fixtures = {path.stem: load(path) for path in PATHS}
-    chat_rules = {rule.name for rule in rules.RULES.values() if rule.protocols == (PROTOCOL,)}
-    assert chat_rules | SHARED == set(LOOKALIKES)
-    for rule, clean in LOOKALIKES.items():
-        broken = [f for name, f in fixtures.items() if name.split("-")[0] == rule]
-        assert broken, f"no fixture named {rule}*.sse"
-        assert all(rule in [found for found, _ in f.findings] for f in broken)
-        assert fixtures[clean].findings == []
-        assert fixtures[clean].outcome == "completed"
 
 
 def test_schema_mismatch_names_the_field_path_and_event() -> None:
     """A wrongly typed field is reported with its path and the event index."""
-    bad = chunk(choices=[{"index": 0, "delta": {"content": 5}, "finish_reason": None}])
-    report = check_stream(chunk() + bad + FINISH + DONE, protocol=PROTOCOL)
+    bad = chat_chunk(choices=[{"index": 0, "delta": {"content": 5}, "finish_reason": None}])
+    report = check_stream(chat_chunk() + bad + FINISH + DONE, protocol=PROTOCOL)
     (finding,) = report.findings
     assert finding.rule == "schema_mismatch"
     assert finding.event_index == 1
@@ -125,7 +48,7 @@ def test_schema_mismatch_names_the_field_path_and_event() -> None:
 def test_deeply_nested_json_is_a_finding_not_a_crash() -> None:
     """JSON nested past the parser's recursion limit is reported as invalid_json."""
     deep = b"data: " + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"\n\n"
-    assert check(deep + chunk() + FINISH + DONE) == [("invalid_json", 0)]
+    assert check(deep + chat_chunk() + FINISH + DONE) == [("invalid_json", 0)]
 
 
 def test_huge_number_is_a_finding_not_a_crash() -> None:
@@ -136,32 +59,36 @@ def test_huge_number_is_a_finding_not_a_crash() -> None:
 
 def test_json_that_is_not_an_object_is_invalid_json() -> None:
     """A payload that parses as a JSON array is not a chunk."""
-    assert check(b"data: [1, 2]\n\n" + chunk() + FINISH + DONE) == [("invalid_json", 0)]
+    assert check(b"data: [1, 2]\n\n" + chat_chunk() + FINISH + DONE) == [("invalid_json", 0)]
 
 
 def test_vllm_error_object_without_error_key_is_a_schema_mismatch() -> None:
     """vLLM's {"object": "error"} has no error key: the SDK does not raise, so it is malformed."""
     vllm = b'data: {"object":"error","message":"boom","type":"BadRequestError","code":400}\n\n'
-    report = check_stream(chunk() + vllm, protocol=PROTOCOL)
+    report = check_stream(chat_chunk() + vllm, protocol=PROTOCOL)
     assert report.outcome is Outcome.UNCLOSED
     assert report.rules() == ["schema_mismatch", "missing_terminal", "missing_finish_reason"]
 
 
 def test_falsy_error_key_is_an_ordinary_chunk() -> None:
     """A chunk with "error": null is not an in-band error, as for the SDK."""
-    report = check_stream(chunk(error=None) + FINISH + DONE, protocol=PROTOCOL)
+    report = check_stream(chat_chunk(error=None) + FINISH + DONE, protocol=PROTOCOL)
     assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
 
 
 def test_usage_checks_need_the_request() -> None:
     """Without a request, neither usage_missing nor usage_unrequested can fire."""
-    usage = chunk(choices=[], usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2})
-    assert check(chunk() + FINISH + DONE) == []
-    assert check(chunk() + FINISH + usage + DONE) == []
-    assert check(chunk() + FINISH + DONE, {"stream_options": {"include_usage": True}}) == [
+    usage = chat_chunk(
+        choices=[], usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    )
+    assert check(chat_chunk() + FINISH + DONE) == []
+    assert check(chat_chunk() + FINISH + usage + DONE) == []
+    assert check(chat_chunk() + FINISH + DONE, {"stream_options": {"include_usage": True}}) == [
         ("usage_missing", 2)
     ]
-    assert check(chunk() + FINISH + usage + DONE, {"stream": True}) == [("usage_unrequested", 2)]
+    assert check(chat_chunk() + FINISH + usage + DONE, {"stream": True}) == [
+        ("usage_unrequested", 2)
+    ]
 
 
 def test_severities_follow_the_reference_tags() -> None:
@@ -188,7 +115,7 @@ def test_severities_follow_the_reference_tags() -> None:
 def test_tool_call_arguments_are_checked_once_per_call() -> None:
     """Each call's arguments are parsed at its choice's finish, and only then."""
     header = {"index": 0, "id": "call_1", "type": "function"}
-    first = chunk(
+    first = chat_chunk(
         choices=[
             {
                 "index": 0,
@@ -197,7 +124,7 @@ def test_tool_call_arguments_are_checked_once_per_call() -> None:
             }
         ]
     )
-    rest = chunk(
+    rest = chat_chunk(
         choices=[
             {
                 "index": 0,
@@ -247,35 +174,17 @@ def test_common_chunk_with_a_mistyped_field_is_a_schema_mismatch(where: str, val
         bad_choice[where.removeprefix("choices.")] = value
     else:
         bad_fields[where] = value
-    good = chunk(**fields, choices=[choice])
-    body = good + good + chunk(**bad_fields, choices=[bad_choice]) + FINISH + DONE
+    good = chat_chunk(**fields, choices=[choice])
+    body = good + good + chat_chunk(**bad_fields, choices=[bad_choice]) + FINISH + DONE
     assert check(body) == [("schema_mismatch", 2)]
 
 
 # -- Bounds: nothing a client or an upstream sends sizes the work without a limit ---------
 
 
-def _choice(index: int, **delta: object) -> dict[str, object]:
-    reason = delta.pop("finish_reason", None)
-    return {"index": index, "delta": delta, "finish_reason": reason}
-
-
-def _call(position: object, arguments: str, header: bool = True) -> dict[str, object]:
-    call: dict[str, object] = {"index": position, "function": {"arguments": arguments}}
-    if header:
-        call["id"] = f"call_{position}"
-        call["type"] = "function"
-        call["function"] = {"name": "f", "arguments": arguments}
-    return call
-
-
-def _event(data: bytes, index: int) -> Event:
-    return Event("message", data.removeprefix(b"data: ").strip().decode())
-
-
 def test_n_above_the_checked_bound_is_not_used() -> None:
     """A request n above MAX_CHECKED_N sizes no check: the choices seen are judged alone."""
-    body = chunk() + FINISH + DONE
+    body = chat_chunk() + FINISH + DONE
     assert check(body, {"n": MAX_CHECKED_N}) == [("missing_finish_reason", 2)]
     assert check(body, {"n": MAX_CHECKED_N + 1}) == []
     assert check(body, {"n": 10_000_000}) == []
@@ -283,7 +192,9 @@ def test_n_above_the_checked_bound_is_not_used() -> None:
 
 def test_messages_list_a_few_choices_then_a_count() -> None:
     """A message about many choices names five of them and counts the rest."""
-    report = check_stream(chunk() + FINISH + DONE, protocol=PROTOCOL, request={"n": MAX_CHECKED_N})
+    report = check_stream(
+        chat_chunk() + FINISH + DONE, protocol=PROTOCOL, request={"n": MAX_CHECKED_N}
+    )
     (finding,) = report.findings
     missing = MAX_CHECKED_N - 1
     assert finding.message == (
@@ -295,9 +206,9 @@ def test_messages_list_a_few_choices_then_a_count() -> None:
 def test_choices_past_the_tracked_bound_go_unchecked() -> None:
     """A stream cannot grow the choice table past MAX_TRACKED_CHOICES; later choices are skipped."""
     many = MAX_TRACKED_CHOICES + 50
-    body = b"".join(chunk(choices=[_choice(i, content="x")]) for i in range(many))
+    body = b"".join(chat_chunk(choices=[chat_choice(i, content="x")]) for i in range(many))
     # One more chunk per untracked choice would be content after its finish if it were tracked.
-    late = chunk(choices=[_choice(many - 1, content="x", finish_reason="stop")])
+    late = chat_chunk(choices=[chat_choice(many - 1, content="x", finish_reason="stop")])
     report = check_stream(body + late + late + DONE, protocol=PROTOCOL)
     (finding,) = report.findings
     assert finding.rule == "missing_finish_reason"
@@ -306,17 +217,19 @@ def test_choices_past_the_tracked_bound_go_unchecked() -> None:
 
 def test_tool_calls_past_the_tracked_bound_go_unchecked() -> None:
     """Past MAX_TRACKED_TOOL_CALLS per stream, a new tool call is neither tracked nor checked."""
-    calls = [_call(i, "{}") for i in range(MAX_TRACKED_TOOL_CALLS)]
-    tracked = chunk(choices=[_choice(0, tool_calls=calls)])
-    headerless = chunk(
-        choices=[_choice(0, tool_calls=[_call(MAX_TRACKED_TOOL_CALLS, "{", header=False)])]
+    calls = [chat_call(i, "{}") for i in range(MAX_TRACKED_TOOL_CALLS)]
+    tracked = chat_chunk(choices=[chat_choice(0, tool_calls=calls)])
+    headerless = chat_chunk(
+        choices=[chat_choice(0, tool_calls=[chat_call(MAX_TRACKED_TOOL_CALLS, "{", header=False)])]
     )
-    finish = chunk(choices=[_choice(0, finish_reason="tool_calls")])
+    finish = chat_chunk(choices=[chat_choice(0, finish_reason="tool_calls")])
     assert check(tracked + headerless + finish + DONE) == []
     # Below the bound the same headerless call is reported, and its arguments checked.
-    fewer = chunk(choices=[_choice(0, tool_calls=calls[:-1])])
-    below = chunk(
-        choices=[_choice(0, tool_calls=[_call(MAX_TRACKED_TOOL_CALLS - 1, "{", header=False)])]
+    fewer = chat_chunk(choices=[chat_choice(0, tool_calls=calls[:-1])])
+    below = chat_chunk(
+        choices=[
+            chat_choice(0, tool_calls=[chat_call(MAX_TRACKED_TOOL_CALLS - 1, "{", header=False)])
+        ]
     )
     assert check(fewer + below + finish + DONE) == [
         ("tool_call_header_missing", 1),
@@ -324,25 +237,13 @@ def test_tool_calls_past_the_tracked_bound_go_unchecked() -> None:
     ]
 
 
-def test_tool_call_arguments_share_the_streams_kept_text_budget() -> None:
-    """300 calls of 60 KB keep at most the stream's budget; small calls are still checked."""
-    checker = OpenAIChatChecker()
-    checker.on_event(_event(chunk(choices=[_choice(0, role="assistant")]), 0), 0)
-    big = json.dumps({"pad": "x" * 60_000})
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        for position in range(300):
-            delta = chunk(choices=[_choice(0, tool_calls=[_call(position, big)])])
-            assert checker.on_event(_event(delta, position + 1), position + 1) == []
-        small = chunk(choices=[_choice(0, tool_calls=[_call(300, "{")])])
-        assert checker.on_event(_event(small, 301), 301) == []
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert held < MAX_KEPT_TEXT_CHARS + 1024 * 1024  # 300 x 60 KB = 18 MB without the budget
-    finish = chunk(choices=[_choice(0, finish_reason="tool_calls")])
-    found = checker.on_event(_event(finish, 302), 302)
+def test_past_the_kept_text_budget_a_small_tool_call_is_still_checked() -> None:
+    """After 300 calls of 60 KB (their memory: tests/test_hostile.py), a small call is still
+    checked at the finish."""
+    checker, found = chat_tool_calls_of_60_kb()
+    assert found == []
+    finish = chat_chunk(choices=[chat_choice(0, finish_reason="tool_calls")])
+    found = checker.on_event(chat_event(finish), 302)
     assert [(f.rule, f.message) for f in found] == [
         (
             "tool_call_arguments_invalid",
@@ -358,63 +259,27 @@ def test_a_finished_choice_gives_its_kept_arguments_back() -> None:
 
     def call(choice: int, opening: str) -> bytes:
         pieces = [opening, *["x" * quarter] * 3, '"}']
-        first = chunk(choices=[_choice(choice, role="assistant", tool_calls=[_call(0, "")])])
+        first = chat_chunk(
+            choices=[chat_choice(choice, role="assistant", tool_calls=[chat_call(0, "")])]
+        )
         rest = (
-            chunk(
-                choices=[_choice(choice, tool_calls=[{"index": 0, "function": {"arguments": p}}])]
+            chat_chunk(
+                choices=[
+                    chat_choice(choice, tool_calls=[{"index": 0, "function": {"arguments": p}}])
+                ]
             )
             for p in pieces
         )
-        finish = chunk(choices=[_choice(choice, finish_reason="tool_calls")])
+        finish = chat_chunk(choices=[chat_choice(choice, finish_reason="tool_calls")])
         return first + b"".join(rest) + finish
 
     body = call(0, '{"pad": "') + call(1, '{"pad": ') + DONE  # the second lacks a quote
     assert check(body, {"n": 2}) == [("tool_call_arguments_invalid", 13)]
 
 
-# -- Privacy: no wire value in a finding message ------------------------------------------
+# -- Privacy: pydantic quotes no input (every rule: tests/test_privacy.py) ----------------
 
 CANARY = f"{CANARY_MARKER}-chat"
-
-
-def test_findings_name_wire_values_by_token_size_or_hash_only() -> None:
-    """Ids, object values, finish reasons, event names and indices never appear verbatim."""
-    other = {"id": CANARY, "created": 10**30}
-    body = (
-        b"event: "
-        + CANARY.encode()
-        + b"\n"
-        + chunk(choices=[_choice(0, role="assistant")])
-        + chunk(**other)  # inconsistent_id
-        + chunk(object=CANARY)  # schema_mismatch on object
-        + chunk(choices=[_choice(0, tool_calls=[_call(CANARY, "{}")])])  # index invalid
-        + chunk(choices=[_choice(0, role=CANARY)])  # schema_mismatch (literal), role_repeated
-        + chunk(choices=[_choice(0, finish_reason=CANARY)])  # unknown_finish_reason
-        + chunk(choices=[_choice(0, content="x", finish_reason=CANARY + "2")])
-        + chunk(choices=[_choice(10**30, content="x")])  # choice_index_invalid
-        + chunk(
-            choices=[], usage={"prompt_tokens": 10**40, "completion_tokens": 1, "total_tokens": 1}
-        )
-        + b'data: {"error": {"message": 5, "code": "'
-        + CANARY.encode()
-        + b'"}}\n\n'
-    )
-    report = check_stream(body, protocol=PROTOCOL, request={"n": 1})
-    assert set(report.rules()) >= {
-        "unexpected_event_field",
-        "inconsistent_id",
-        "schema_mismatch",
-        "tool_call_index_invalid",
-        "role_repeated",
-        "unknown_finish_reason",
-        "content_after_finish",
-        "multiple_finish_reason",
-        "choice_index_invalid",
-        "usage_total_mismatch",
-    }
-    for finding in report.findings:
-        assert CANARY_MARKER not in finding.message, finding
-        assert "0" * 30 not in finding.message, finding
 
 
 def test_schema_messages_carry_no_input_from_pydantic() -> None:
@@ -457,15 +322,15 @@ NO_CREATED = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m
 
 def loose(**fields: object) -> bytes:
     """A chunk without ``created`` (a required field), with ``fields`` added."""
-    return b"data: " + json.dumps({**NO_CREATED, **fields}).encode() + b"\n\n"
+    return frame({**NO_CREATED, **fields})
 
 
 def test_chunks_without_created_are_still_checked_for_repeated_roles() -> None:
     """A server that omits created and repeats the role gets both findings on every chunk."""
     body = (
-        loose(choices=[_choice(0, role="assistant", content="")])
-        + loose(choices=[_choice(0, role="assistant", content="Hi")])
-        + loose(choices=[_choice(0, finish_reason="stop")])
+        loose(choices=[chat_choice(0, role="assistant", content="")])
+        + loose(choices=[chat_choice(0, role="assistant", content="Hi")])
+        + loose(choices=[chat_choice(0, finish_reason="stop")])
         + DONE
     )
     report = check_stream(body, protocol=PROTOCOL)
@@ -480,10 +345,10 @@ def test_chunks_without_created_are_still_checked_for_repeated_roles() -> None:
 
 def test_a_mistyped_finish_chunk_still_finishes_its_choice() -> None:
     """The finish on a chunk of the wrong shape counts: no missing_finish_reason follows."""
-    finish = chunk(model=5, choices=[_choice(0, finish_reason="stop")])
-    assert check(chunk() + finish + DONE) == [("schema_mismatch", 1)]
-    again = chunk(model=5, choices=[_choice(0, content="late", finish_reason="stop")])
-    assert check(chunk() + finish + again + DONE) == [
+    finish = chat_chunk(model=5, choices=[chat_choice(0, finish_reason="stop")])
+    assert check(chat_chunk() + finish + DONE) == [("schema_mismatch", 1)]
+    again = chat_chunk(model=5, choices=[chat_choice(0, content="late", finish_reason="stop")])
+    assert check(chat_chunk() + finish + again + DONE) == [
         ("schema_mismatch", 1),
         ("schema_mismatch", 2),
         ("content_after_finish", 2),
@@ -494,7 +359,7 @@ def test_a_mistyped_finish_chunk_still_finishes_its_choice() -> None:
 def test_a_mistyped_usage_chunk_still_counts_for_usage_order() -> None:
     """A usage chunk without created before the finish is usage_not_last, and usage is seen."""
     usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 3}
-    body = chunk() + loose(choices=[], usage=usage) + FINISH + DONE
+    body = chat_chunk() + loose(choices=[], usage=usage) + FINISH + DONE
     assert check(body, {"stream_options": {"include_usage": True}}) == [
         ("schema_mismatch", 1),
         ("usage_total_mismatch", 1),
@@ -505,8 +370,8 @@ def test_a_mistyped_usage_chunk_still_counts_for_usage_order() -> None:
 
 def test_tool_call_rules_run_on_a_chunk_with_a_mistyped_field() -> None:
     """A tool call delta with a mistyped type field still has its index and header checked."""
-    gap = {**_call(1, "{}"), "type": 5}
-    body = chunk(choices=[_choice(0, tool_calls=[gap])]) + FINISH + DONE
+    gap = {**chat_call(1, "{}"), "type": 5}
+    body = chat_chunk(choices=[chat_choice(0, tool_calls=[gap])]) + FINISH + DONE
     assert check(body) == [
         ("schema_mismatch", 0),
         ("tool_call_index_invalid", 0),
@@ -515,8 +380,8 @@ def test_tool_call_rules_run_on_a_chunk_with_a_mistyped_field() -> None:
 
 def test_a_mistyped_field_is_not_read_as_content() -> None:
     """A value of the wrong type is reported once, and the rules never read it."""
-    late = chunk(choices=[_choice(0, content=42, role=7)])
-    assert check(chunk() + FINISH + late + DONE) == [("schema_mismatch", 2)]
+    late = chat_chunk(choices=[chat_choice(0, content=42, role=7)])
+    assert check(chat_chunk() + FINISH + late + DONE) == [("schema_mismatch", 2)]
 
 
 # -- In-band errors: the SDK reads message, type, param and code from them -----------------
@@ -534,7 +399,7 @@ def test_a_mistyped_field_is_not_read_as_content() -> None:
 )
 def test_an_error_payload_of_the_wrong_shape_is_a_schema_mismatch(error: str, problem: str) -> None:
     """An in-band error whose fields the SDK cannot read is reported, and still ends the stream."""
-    body = chunk() + b'data: {"error": ' + error.encode() + b"}\n\n"
+    body = chat_chunk() + b'data: {"error": ' + error.encode() + b"}\n\n"
     report = check_stream(body, protocol=PROTOCOL)
     assert report.outcome is Outcome.ERROR_EVENT
     (finding,) = report.findings
@@ -554,6 +419,6 @@ def test_an_error_payload_of_the_wrong_shape_is_a_schema_mismatch(error: str, pr
 def test_error_payloads_the_sdk_reads_are_clean(error: str) -> None:
     """OpenAI's documented error object and OpenRouter's numeric code end the stream cleanly."""
     report = check_stream(
-        chunk() + b'data: {"error": ' + error.encode() + b"}\n\n", protocol=PROTOCOL
+        chat_chunk() + b'data: {"error": ' + error.encode() + b"}\n\n", protocol=PROTOCOL
     )
     assert (report.outcome, report.findings) == (Outcome.ERROR_EVENT, ())

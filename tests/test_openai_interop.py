@@ -9,24 +9,20 @@ report must be ``completed`` with no finding.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from streamguard import StreamGuardMiddleware, StreamReport
-from tests.chunking import cut
+from tests.helpers import fixture_endpoint
 from tests.servers import serve, wait_until
+from tests.sse_fixtures import FIXTURES, load
 
 openai = pytest.importorskip("openai", reason="the openai SDK is a dev dependency")
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 #: Healthy chat fixtures -> (choice 0's content, its tool calls' (name, arguments)). Not
 #: clean-finish-length: the stream() helper raises LengthFinishReasonError by design.
@@ -59,26 +55,19 @@ RESPONSES = {
 }
 
 
-def _streamer(protocol: str) -> Callable[[Request], Awaitable[StreamingResponse]]:
-    async def endpoint(request: Request) -> StreamingResponse:
-        body = (FIXTURES / protocol / f"{request.path_params['fixture']}.sse").read_bytes()
-
-        async def chunks() -> AsyncIterator[bytes]:
-            for chunk in cut(body, [7, 64, 1, 200, 33]):
-                yield chunk
-
-        return StreamingResponse(chunks(), media_type="text/event-stream")
-
-    return endpoint
-
-
 def _app(reports: list[StreamReport]) -> ASGIApp:
     """One middleware per protocol, chosen by path, as a gateway would configure it."""
     chat = Starlette(
-        routes=[Route("/{fixture}/v1/chat/completions", _streamer("openai_chat"), methods=["POST"])]
+        routes=[
+            Route(
+                "/{fixture}/v1/chat/completions", fixture_endpoint("openai_chat"), methods=["POST"]
+            )
+        ]
     )
     responses = Starlette(
-        routes=[Route("/{fixture}/v1/responses", _streamer("openai_responses"), methods=["POST"])]
+        routes=[
+            Route("/{fixture}/v1/responses", fixture_endpoint("openai_responses"), methods=["POST"])
+        ]
     )
     guarded_chat = StreamGuardMiddleware(chat, protocol="openai_chat", on_report=reports.append)
     guarded_responses = StreamGuardMiddleware(
@@ -94,8 +83,7 @@ def _app(reports: list[StreamReport]) -> ASGIApp:
 
 def _request_options(fixture: str) -> dict[str, Any]:
     """What the fixture's stream answers (n, include_usage): the middleware reads the request."""
-    path = FIXTURES / "openai_chat" / f"{fixture}.request.json"
-    request = json.loads(path.read_text()) if path.exists() else {}
+    request = load(FIXTURES / "openai_chat" / f"{fixture}.sse").request or {}
     return {key: request[key] for key in ("n", "stream_options") if key in request}
 
 

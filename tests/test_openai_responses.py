@@ -1,60 +1,21 @@
-"""OpenAI Responses checker: fixtures, one per rule and per legitimate oddity."""
+"""OpenAI Responses checker: streams built here (its fixtures: tests/test_fixtures.py)."""
 
 from __future__ import annotations
-
-import gc
-import json
-import tracemalloc
-from pathlib import Path
 
 import pytest
 
 from streamguard import check_stream, rules
 from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
-from streamguard.protocols.openai_responses import MAX_OPEN_PARTS, OpenAIResponsesChecker
-from streamguard.report import Finding, Outcome, Severity
+from streamguard.protocols.openai_responses import MAX_OPEN_PARTS
+from streamguard.report import Outcome, Severity
 from streamguard.rule_docs import get_rule_doc
-from streamguard.sse import Event
-from tests.chunking import chunkings
-from tests.conftest import CANARY_MARKER
-from tests.sse_fixtures import fixture_paths, load
+from tests.helpers import HOSTILE_DELTA, HOSTILE_ITEMS, ResponsesFeeder, frame
 
 PROTOCOL = "openai_responses"
-PATHS = fixture_paths(PROTOCOL)
-
-#: Every rule this checker can raise, with the healthy fixture that looks most like its
-#: broken one and must stay clean.
-LOOKALIKES = {
-    "invalid_json": "clean-gateway-done",
-    "schema_mismatch": "clean-keepalive-and-unknown-events",
-    "missing_terminal": "clean-incomplete",
-    "duplicate_terminal": "clean-gateway-done",
-    "event_after_terminal": "clean-gateway-done",
-    "missing_response_created": "clean-resumed",
-    "duplicate_response_created": "clean-queued-background",
-    "sequence_gap": "clean-keepalive-and-unknown-events",
-    "item_out_of_order": "clean-reasoning-then-text",
-    "item_overlap": "clean-keepalive-and-unknown-events",
-    "item_not_open": "clean-resumed",
-    "item_not_closed": "clean-reasoning-then-text",
-    "item_status_unexpected": "clean-incomplete",
-    "done_text_mismatch": "clean-text",
-    "status_mismatch": "clean-queued-background",
-    "response_id_changed": "clean-text",
-    "event_type_mismatch": "clean-function-call",
-}
-SHARED = {
-    "invalid_json",
-    "schema_mismatch",
-    "missing_terminal",
-    "duplicate_terminal",
-    "event_after_terminal",
-}
 
 
 def event(kind: str, sequence: int, **fields: object) -> bytes:
-    data = json.dumps({"type": kind, "sequence_number": sequence, **fields})
-    return f"event: {kind}\ndata: {data}\n\n".encode()
+    return frame({"type": kind, "sequence_number": sequence, **fields}, kind)
 
 
 def lifecycle(kind: str, sequence: int, status: str, **fields: object) -> bytes:
@@ -64,29 +25,6 @@ def lifecycle(kind: str, sequence: int, status: str, **fields: object) -> bytes:
 
 CREATED = lifecycle("response.created", 0, "in_progress")
 COMPLETED = lifecycle("response.completed", 1, "completed", usage={"total_tokens": 1})
-
-
-@pytest.mark.parametrize("path", PATHS, ids=[path.stem for path in PATHS])
-def test_fixture(path: Path) -> None:
-    """Each fixture gives exactly its expected outcome and findings, however it is cut."""
-    fixture = load(path)
-    for how, chunks in chunkings(fixture.body):
-        report = check_stream(chunks, protocol=PROTOCOL, request=fixture.request)
-        found = [(finding.rule, finding.event_index) for finding in report.findings]
-        assert (report.outcome.value, found) == (fixture.outcome, fixture.findings), how
-
-
-def test_every_rule_has_a_broken_fixture_and_a_clean_lookalike() -> None:
-    """Every Responses rule fires in a fixture named after it and has a clean look-alike."""
-    fixtures = {path.stem: load(path) for path in PATHS}
-    own = {rule.name for rule in rules.RULES.values() if rule.protocols == (PROTOCOL,)}
-    assert own | SHARED == set(LOOKALIKES)
-    for rule, clean in LOOKALIKES.items():
-        broken = [f for name, f in fixtures.items() if name.split("-")[0] == rule]
-        assert broken, f"no fixture named {rule}*.sse"
-        assert all(rule in [found for found, _ in f.findings] for f in broken)
-        assert fixtures[clean].findings == []
-        assert fixtures[clean].outcome == "completed"
 
 
 def test_minimal_stream_is_clean() -> None:
@@ -348,70 +286,11 @@ def test_response_failed_error_shape(error: object, rules_found: list[str]) -> N
 
 # -- bounded state (issue 13) -------------------------------------------------------------
 
-HOSTILE_ITEMS, HOSTILE_DELTA = 300, 60_000
-
-
-class Feeder:
-    """Feeds events straight to one checker, numbered in order; only the checker keeps them."""
-
-    def __init__(self) -> None:
-        self.checker = OpenAIResponsesChecker()
-        self.sequence = 0
-        self.findings: list[Finding] = []
-
-    def __call__(self, kind: str, **fields: object) -> None:
-        data = json.dumps({"type": kind, "sequence_number": self.sequence, **fields})
-        self.findings += self.checker.on_event(Event(kind, data), self.sequence)
-        self.sequence += 1
-
-    def text_item(self, index: int, deltas: list[str], final: str) -> None:
-        where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
-        self("response.content_part.added", **where, part={"type": "output_text", "text": ""})
-        for delta in deltas:
-            self("response.output_text.delta", **where, delta=delta)
-        self.finish_text_item(index, final)
-
-    def open_item(self, index: int) -> None:
-        item = {"id": f"msg_{index}", "type": "message", "status": "in_progress"}
-        self("response.output_item.added", output_index=index, item=item)
-
-    def finish_text_item(self, index: int, final: str) -> None:
-        where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
-        self("response.output_text.done", **where, text=final)
-        self("response.content_part.done", **where, part={"type": "output_text", "text": final})
-        item = {"id": f"msg_{index}", "type": "message", "status": "completed"}
-        self("response.output_item.done", output_index=index, item=item)
-
-    def open_hostile_items(self, first: int) -> None:
-        """HOSTILE_ITEMS items open at once, each with one large delta."""
-        for index in range(first, first + HOSTILE_ITEMS):
-            self.open_item(index)
-            where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
-            self("response.content_part.added", **where, part={"type": "output_text", "text": ""})
-        for index in range(first, first + HOSTILE_ITEMS):
-            where = {"item_id": f"msg_{index}", "output_index": index, "content_index": 0}
-            self("response.output_text.delta", **where, delta="x" * HOSTILE_DELTA)
-
-
-def test_hostile_open_items_keep_text_within_the_stream_budget() -> None:
-    """300 open items with 60 KB deltas each hold the kept-text budget, not 18 MB."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        feed = Feeder()
-        feed("response.created", response={"id": "resp_1", "status": "in_progress"})
-        feed.open_hostile_items(0)
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert held < MAX_KEPT_TEXT_CHARS + 256 * 1024, f"{held} bytes held"
-
 
 def test_small_items_are_compared_beside_hostile_ones() -> None:
     """A small item keeps its deltas while hostile ones exhaust the budget, and the budget
     comes back when they are done; items past the tracking bound raise nothing."""
-    feed = Feeder()
+    feed = ResponsesFeeder()
     feed("response.created", response={"id": "resp_1", "status": "in_progress"})
     feed.open_item(0)
     where = {"item_id": "msg_0", "output_index": 0, "content_index": 0}
@@ -458,7 +337,7 @@ def test_unclosed_items_are_listed_in_one_bounded_message() -> None:
 
 def test_open_parts_past_the_bound_are_not_followed() -> None:
     """An item with more open parts than the bound raises nothing for the extra ones."""
-    feed = Feeder()
+    feed = ResponsesFeeder()
     feed("response.created", response={"id": "resp_1", "status": "in_progress"})
     feed.open_item(0)
     parts = MAX_OPEN_PARTS + 10
@@ -494,73 +373,7 @@ def test_a_huge_starting_after_in_the_path_is_ignored() -> None:
     assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
 
 
-# -- privacy (issue 13) -------------------------------------------------------------------
-
-SECRET = f"{CANARY_MARKER}-responses"
-
-
-def canary_streams() -> list[bytes]:
-    """Broken streams with a canary in every wire value a message could show."""
-
-    def raw(kind: str, sequence: object, name: str | None = None, **fields: object) -> bytes:
-        data = json.dumps({"type": kind, "sequence_number": sequence, **fields})
-        return f"event: {name or kind}\ndata: {data}\n\n".encode()
-
-    def response(status: str, **fields: object) -> dict[str, object]:
-        return {"id": f"resp_{SECRET}", "status": status, **fields}
-
-    big = int("7" * 40)
-    item = {"id": f"fc_{SECRET}", "type": SECRET, "status": SECRET}
-    streams = [
-        raw(f"response.{SECRET}", big, response=response(SECRET))
-        + raw("response.created", 1, response=response(SECRET))
-        + raw("response.created", 2, response={"id": f"other_{SECRET}", "status": SECRET})
-        + raw("response.output_item.added", 3, output_index=big, item=item)
-        + raw("response.output_item.added", 4, output_index=0, item=item)
-        + raw("response.output_text.delta", 5, SECRET, item_id=SECRET, output_index=0)
-        + raw("response.output_text.delta", 6, item_id=SECRET, content_index=big, delta="x")
-        + raw("response.output_item.done", 7, output_index=0, item=item)
-        + raw("response.output_item.done", 8, output_index=0, item=item)
-        + raw("response.completed", 9, response=response(SECRET))
-        + raw(f"response.{SECRET}", 10, f"name.{SECRET}")
-        + raw("response.completed", 11, response=response(SECRET)),
-        raw("response.created", 0, response=response("in_progress"))
-        + raw("error", 1, code=SECRET, message=SECRET, param=SECRET)
-        + raw(f"response.{SECRET}", 2, f"name.{SECRET}")
-        + raw("response.failed", 3, response=response(SECRET, error={"code": 5}))
-        + raw(f"response.{SECRET}", 4),
-        raw("response.created", 0, response=response("in_progress"))
-        + raw("response.output_item.added", 1, output_index=0, item=item)
-        + raw("response.incomplete", 2, response=response(SECRET)),
-    ]
-    return streams
-
-
-def test_no_wire_value_in_any_message() -> None:
-    """With the default configuration no finding message carries a value from the wire."""
-    messages, fired = [], set()
-    for body in canary_streams():
-        report = check_stream(body, protocol=PROTOCOL)
-        messages += [finding.message for finding in report.findings]
-        fired |= set(report.rules())
-    expected = {
-        "missing_response_created",
-        "duplicate_response_created",
-        "sequence_gap",
-        "status_mismatch",
-        "response_id_changed",
-        "item_out_of_order",
-        "item_status_unexpected",
-        "item_not_open",
-        "item_not_closed",
-        "event_type_mismatch",
-        "event_after_terminal",
-        "duplicate_terminal",
-        "schema_mismatch",
-    }
-    assert expected <= fired, expected - fired
-    leaks = [m for m in messages if CANARY_MARKER in m or "7777777" in m]
-    assert not leaks, leaks
+# -- items found by id (issue 13); no wire value in a message: tests/test_privacy.py -----
 
 
 def test_an_item_done_without_output_index_closes_the_item_with_its_id() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -23,6 +23,19 @@ from streamguard import StreamGuardMiddleware, StreamReport, check_stream
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 from .conftest import CANARY_MARKER
+from .helpers import (
+    ANTHROPIC_DELTA,
+    ANTHROPIC_START,
+    ANTHROPIC_STOP,
+    anthropic_stream,
+    chat_call,
+    chat_choice,
+    chat_chunk,
+    frame,
+    gemini_chunk,
+    gemini_text,
+)
+from .sse_fixtures import protocol_fixtures, realworld_fixtures
 
 CANARY = f"{CANARY_MARKER}-5e1f"
 CONTENT = f"{CANARY_MARKER}-content"
@@ -37,11 +50,6 @@ PATHS = {
 }
 
 
-def sse(data: Any, name: str | None = None) -> bytes:
-    text = data if isinstance(data, str) else json.dumps(data)
-    return (f"event: {name}\n" if name else "").encode() + f"data: {text}\n\n".encode()
-
-
 def _chat(i: int = 0, **delta: Any) -> dict[str, Any]:
     reason = delta.pop("finish_reason", None)
     choice = {"index": i, "delta": delta, "finish_reason": reason}
@@ -53,16 +61,16 @@ def openai_chat(ending: str) -> list[bytes]:
     call = {"index": 0, "id": "call_1", "type": "function",
             "function": {"name": "f", "arguments": ARGUMENTS}}  # fmt: skip
     frames = [
-        sse(_chat(role="assistant", content="")),
-        sse(_chat(content=CONTENT)),
-        sse(_chat(tool_calls=[call])),
+        frame(_chat(role="assistant", content="")),
+        frame(_chat(content=CONTENT)),
+        frame(_chat(tool_calls=[call])),
     ]
     if ending == "error":
-        return [*frames, sse({"error": {"message": ERROR, "type": "server_error"}})]
-    frames.append(sse(_chat(finish_reason="tool_calls")))
+        return [*frames, frame({"error": {"message": ERROR, "type": "server_error"}})]
+    frames.append(frame(_chat(finish_reason="tool_calls")))
     if ending == "broken":  # content after the finish, then no [DONE]
-        return [*frames, sse(_chat(content=CONTENT)), sse(_chat(content=CONTENT))]
-    return [*frames, sse("[DONE]")]
+        return [*frames, frame(_chat(content=CONTENT)), frame(_chat(content=CONTENT))]
+    return [*frames, frame("[DONE]")]
 
 
 def openai_responses(ending: str) -> list[bytes]:
@@ -97,14 +105,14 @@ def openai_responses(ending: str) -> list[bytes]:
         events.append({**events[1], "sequence_number": 99})
     else:
         emit("response.completed", response=response("completed", usage={"total_tokens": 1}))
-    return [sse(event, event["type"]) for event in events]
+    return [frame(event, event["type"]) for event in events]
 
 
 def anthropic(ending: str) -> list[bytes]:
     frames: list[bytes] = []
 
     def emit(kind: str, **fields: Any) -> None:
-        frames.append(sse({"type": kind, **fields}, kind))
+        frames.append(frame({"type": kind, **fields}, kind))
 
     message = {"id": "m1", "type": "message", "role": "assistant", "content": [], "model": "c",
                "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 1}}  # fmt: skip
@@ -132,14 +140,14 @@ def anthropic(ending: str) -> list[bytes]:
 def gemini(ending: str) -> list[bytes]:
     def chunk(*parts: dict[str, Any], **candidate: Any) -> bytes:
         content = {"role": "model", "parts": list(parts)}
-        return sse({"candidates": [{"content": content, **candidate}], "modelVersion": "g"})
+        return frame({"candidates": [{"content": content, **candidate}], "modelVersion": "g"})
 
     frames = [
         chunk({"text": CONTENT}),
         chunk({"functionCall": {"name": "f", "args": json.loads(ARGUMENTS)}}),
     ]
     if ending == "error":
-        return [*frames, sse({"error": {"code": 503, "message": ERROR, "status": "UNAVAILABLE"}})]
+        return [*frames, frame({"error": {"code": 503, "message": ERROR, "status": "UNAVAILABLE"}})]
     if ending == "broken":  # a content-bearing finish, then more content, never finished
         return [*frames, chunk({"text": CONTENT}, finishReason="STOP"), chunk({"text": CONTENT})]
     return [*frames, chunk({"text": CONTENT}, finishReason="STOP")]
@@ -169,7 +177,7 @@ def watch(frames: list[bytes], path: str) -> tuple[list[dict[str, Any]], str, St
     steps = [
         "receive",
         sse_start((b"x-request-id", CANARY.encode()), (b"set-cookie", CANARY.encode())),
-        *(body(frame) for frame in frames),
+        *(body(part) for part in frames),
         body(b"", more=False),
     ]
     reports: list[StreamReport] = []
@@ -217,23 +225,23 @@ TOOL_CALL = {"index": 0, "id": "c", "function": {"name": "f", "arguments": CANAR
 
 #: Streams whose findings quote the offending payload in their message.
 QUOTING = {
-    "openai_chat:invalid_json": ("openai_chat", [sse('{"content": "' + CANARY + '"')]),
+    "openai_chat:invalid_json": ("openai_chat", [frame('{"content": "' + CANARY + '"')]),
     "openai_chat:tool_call_arguments_invalid": (
         "openai_chat",
         [
-            sse(_chat(role="assistant", content=None)),
-            sse(_chat(tool_calls=[TOOL_CALL])),
-            sse(_chat(finish_reason="tool_calls")),
-            sse("[DONE]"),
+            frame(_chat(role="assistant", content=None)),
+            frame(_chat(tool_calls=[TOOL_CALL])),
+            frame(_chat(finish_reason="tool_calls")),
+            frame("[DONE]"),
         ],
     ),
     "openai_responses:done_text_mismatch": (
         "openai_responses",
         [
-            sse(
+            frame(
                 {"type": "response.created", "sequence_number": 0, "response": {"status": "queued"}}
             ),
-            sse(
+            frame(
                 {
                     "type": "response.output_item.added",
                     "sequence_number": 1,
@@ -241,15 +249,19 @@ QUOTING = {
                     "item": {"id": "i", "type": "message"},
                 }
             ),
-            sse({"type": "response.content_part.added", "sequence_number": 2, **PART, "part": {}}),
-            sse({"type": "response.output_text.delta", "sequence_number": 3, **PART, "delta": "x"}),
-            sse(
+            frame(
+                {"type": "response.content_part.added", "sequence_number": 2, **PART, "part": {}}
+            ),
+            frame(
+                {"type": "response.output_text.delta", "sequence_number": 3, **PART, "delta": "x"}
+            ),
+            frame(
                 {"type": "response.output_text.done", "sequence_number": 4, **PART, "text": CANARY}
             ),
         ],
     ),
-    "anthropic:invalid_json": ("anthropic", [sse(CANARY, "message_start")]),
-    "gemini:invalid_json": ("gemini", [sse(CANARY)]),
+    "anthropic:invalid_json": ("anthropic", [frame(CANARY, "message_start")]),
+    "gemini:invalid_json": ("gemini", [frame(CANARY)]),
 }
 
 
@@ -263,9 +275,238 @@ def test_findings_that_quote_the_payload_leak_no_content(case: str) -> None:
     assert CANARY_MARKER not in repr(logs)
 
 
-# -- every rule's message, canaries in every field --------------------------------------------
+# -- each protocol's messages, canaries where a message could quote the wire ------------------
 
-FIXTURES = Path(__file__).parent / "fixtures"
+CHAT_CANARY = f"{CANARY_MARKER}-chat"
+RESPONSES_CANARY = f"{CANARY_MARKER}-responses"
+ANTHROPIC_CANARY = f"{CANARY_MARKER}-anthropic"
+GEMINI_CANARY = f"{CANARY_MARKER}-gemini"
+#: A number no message may print in full.
+HUGE = 10**40
+
+
+@dataclass(frozen=True)
+class Canaried:
+    """Streams of one protocol that put canaries where its messages could quote the wire."""
+
+    protocol: str
+    bodies: tuple[bytes, ...]
+    #: Rules reported by at least one of the bodies.
+    rules: frozenset[str]
+    request: dict[str, Any] | None = None
+    #: Besides the canary marker, what no message may contain (a huge number's digits).
+    forbidden: tuple[str, ...] = ()
+
+
+def _chat_canaried() -> Canaried:
+    """Ids, object values, finish reasons, event names and indices of a chat stream."""
+    chunk, choice, call = chat_chunk, chat_choice, chat_call
+    body = (
+        f"event: {CHAT_CANARY}\n".encode()
+        + chunk(choices=[choice(0, role="assistant")])
+        + chunk(id=CHAT_CANARY, created=10**30)  # inconsistent_id
+        + chunk(object=CHAT_CANARY)  # schema_mismatch on object
+        + chunk(choices=[choice(0, tool_calls=[call(CHAT_CANARY, "{}")])])  # index invalid
+        + chunk(choices=[choice(0, role=CHAT_CANARY)])  # schema_mismatch, role_repeated
+        + chunk(choices=[choice(0, finish_reason=CHAT_CANARY)])  # unknown_finish_reason
+        + chunk(choices=[choice(0, content="x", finish_reason=CHAT_CANARY + "2")])
+        + chunk(choices=[choice(10**30, content="x")])  # choice_index_invalid
+        + chunk(
+            choices=[], usage={"prompt_tokens": HUGE, "completion_tokens": 1, "total_tokens": 1}
+        )
+        + f'data: {{"error": {{"message": 5, "code": "{CHAT_CANARY}"}}}}\n\n'.encode()
+    )
+    rules = {
+        "unexpected_event_field",
+        "inconsistent_id",
+        "schema_mismatch",
+        "tool_call_index_invalid",
+        "role_repeated",
+        "unknown_finish_reason",
+        "content_after_finish",
+        "multiple_finish_reason",
+        "choice_index_invalid",
+        "usage_total_mismatch",
+    }
+    return Canaried("openai_chat", (body,), frozenset(rules), {"n": 1}, ("0" * 30,))
+
+
+def _responses_canaried() -> Canaried:
+    """Event names and types, ids, statuses, item types, indices and error fields."""
+    secret = RESPONSES_CANARY
+
+    def raw(kind: str, sequence: object, name: str | None = None, **fields: object) -> bytes:
+        return frame({"type": kind, "sequence_number": sequence, **fields}, name or kind)
+
+    def response(status: str, **fields: object) -> dict[str, object]:
+        return {"id": f"resp_{secret}", "status": status, **fields}
+
+    big = int("7" * 40)
+    item = {"id": f"fc_{secret}", "type": secret, "status": secret}
+    bodies = (
+        raw(f"response.{secret}", big, response=response(secret))
+        + raw("response.created", 1, response=response(secret))
+        + raw("response.created", 2, response={"id": f"other_{secret}", "status": secret})
+        + raw("response.output_item.added", 3, output_index=big, item=item)
+        + raw("response.output_item.added", 4, output_index=0, item=item)
+        + raw("response.output_text.delta", 5, secret, item_id=secret, output_index=0)
+        + raw("response.output_text.delta", 6, item_id=secret, content_index=big, delta="x")
+        + raw("response.output_item.done", 7, output_index=0, item=item)
+        + raw("response.output_item.done", 8, output_index=0, item=item)
+        + raw("response.completed", 9, response=response(secret))
+        + raw(f"response.{secret}", 10, f"name.{secret}")
+        + raw("response.completed", 11, response=response(secret)),
+        raw("response.created", 0, response=response("in_progress"))
+        + raw("error", 1, code=secret, message=secret, param=secret)
+        + raw(f"response.{secret}", 2, f"name.{secret}")
+        + raw("response.failed", 3, response=response(secret, error={"code": 5}))
+        + raw(f"response.{secret}", 4),
+        raw("response.created", 0, response=response("in_progress"))
+        + raw("response.output_item.added", 1, output_index=0, item=item)
+        + raw("response.incomplete", 2, response=response(secret)),
+    )
+    rules = {
+        "missing_response_created",
+        "duplicate_response_created",
+        "sequence_gap",
+        "status_mismatch",
+        "response_id_changed",
+        "item_out_of_order",
+        "item_status_unexpected",
+        "item_not_open",
+        "item_not_closed",
+        "event_type_mismatch",
+        "event_after_terminal",
+        "duplicate_terminal",
+        "schema_mismatch",
+    }
+    return Canaried("openai_responses", bodies, frozenset(rules), forbidden=("7777777",))
+
+
+def _anthropic(
+    rules: set[str], *events: tuple[str, str], forbidden: tuple[str, ...] = ()
+) -> Canaried:
+    return Canaried("anthropic", (anthropic_stream(*events),), frozenset(rules), None, forbidden)
+
+
+def _gemini(rules: set[str], body: bytes, forbidden: tuple[str, ...] = ()) -> Canaried:
+    return Canaried("gemini", (body,), frozenset(rules), None, forbidden)
+
+
+_A = ANTHROPIC_CANARY
+_G = GEMINI_CANARY
+CANARIED: dict[str, Canaried] = {
+    "openai_chat": _chat_canaried(),
+    "openai_responses": _responses_canaried(),
+    # An event name, JSON type, block type or stop reason: only its size and hash.
+    "anthropic: unknown event name": _anthropic(
+        {"unknown_event_type"}, ANTHROPIC_START, (_A, f'{{"type":"{_A}"}}')
+    ),
+    "anthropic: name differs from type": _anthropic(
+        {"event_name_mismatch"}, ANTHROPIC_START, ("content_block_delta", f'{{"type":"{_A}"}}')
+    ),
+    "anthropic: unnamed event": Canaried(
+        "anthropic",
+        (anthropic_stream(ANTHROPIC_START) + f'data: {{"type":"{_A}"}}\n\n'.encode(),),
+        frozenset({"event_name_mismatch"}),
+    ),
+    "anthropic: type missing, odd name": _anthropic(
+        {"schema_mismatch"}, ANTHROPIC_START, (_A, "{}")
+    ),
+    "anthropic: not JSON, odd name": _anthropic({"invalid_json"}, ANTHROPIC_START, (_A, _A)),
+    "anthropic: not an object, odd name": _anthropic(
+        {"invalid_json"}, ANTHROPIC_START, (_A, "[1]")
+    ),
+    "anthropic: unknown stop reason": _anthropic(
+        {"unknown_stop_reason"},
+        ANTHROPIC_START,
+        (
+            "message_delta",
+            f'{{"type":"message_delta","delta":{{"stop_reason":"{_A}"}},'
+            '"usage":{"output_tokens":2}}',
+        ),
+        ANTHROPIC_STOP,
+    ),
+    "anthropic: prepopulated stop reason": _anthropic(
+        {"prepopulated_message_start"},
+        (
+            "message_start",
+            '{"type":"message_start","message":{"id":"m","type":"message","role":'
+            '"assistant","model":"c","content":[],"stop_reason":"' + _A + '",'
+            '"usage":{"input_tokens":1,"output_tokens":1}}}',
+        ),
+        ANTHROPIC_STOP,
+    ),
+    "anthropic: block type of an unstopped block": _anthropic(
+        {"block_not_stopped"},
+        ANTHROPIC_START,
+        (
+            "content_block_start",
+            '{"type":"content_block_start","index":0,"content_block":{"type":"' + _A + '"}}',
+        ),
+        ANTHROPIC_DELTA,
+        ANTHROPIC_STOP,
+    ),
+    # A block index or token count of forty digits: named by its size, not written out.
+    "anthropic: huge block index and token count": _anthropic(
+        {"block_index_out_of_order", "usage_decreased"},
+        ANTHROPIC_START,
+        (
+            "content_block_start",
+            f'{{"type":"content_block_start","index":{HUGE},'
+            '"content_block":{"type":"text","text":""}}',
+        ),
+        (
+            "message_delta",
+            '{"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+            f'"usage":{{"output_tokens":{HUGE}}}}}',
+        ),
+        (
+            "message_delta",
+            '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}',
+        ),
+        ANTHROPIC_STOP,
+        forbidden=(str(HUGE),),
+    ),
+    # An event name, an index, a finishReason or an error field.
+    "gemini: event name": _gemini(
+        {"sdk_incompatible_framing"}, f"event: {_G}\ndata: {{}}\n\n".encode()
+    ),
+    "gemini: candidate index": _gemini({"schema_mismatch"}, gemini_chunk(gemini_text("x", _G))),
+    "gemini: finish reason": _gemini(set(), gemini_chunk({"index": 0, "finishReason": _G})),
+    "gemini: not JSON": _gemini({"invalid_json"}, f"data: {{'text': '{_G}'}}\n\n".encode()),
+    "gemini: error code": _gemini(
+        {"schema_mismatch"}, f'data: {{"error": {{"code": "{_G}"}}}}\n\n'.encode()
+    ),
+    # Usage counts of forty digits: named by their size, not written out.
+    "gemini: huge usage counts": _gemini(
+        {"usage_decreased"},
+        gemini_chunk(gemini_text("a"), usageMetadata={"totalTokenCount": HUGE})
+        + gemini_chunk(
+            gemini_text("b", finishReason="STOP"), usageMetadata={"totalTokenCount": HUGE - 1}
+        ),
+        forbidden=(str(HUGE - 1),),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CANARIED))
+def test_finding_messages_quote_no_wire_value(case: str) -> None:
+    """Names, ids, types, reasons, indices and error fields from the wire never reach a
+    finding message of their protocol's rules: only a size, a hash or a documented token."""
+    canaried = CANARIED[case]
+    fired: set[str] = set()
+    messages: list[str] = []
+    for stream in canaried.bodies:
+        report = check_stream(stream, protocol=canaried.protocol, request=canaried.request)
+        fired |= set(report.rules())
+        messages += [finding.message for finding in report.findings]
+    assert canaried.rules <= fired, canaried.rules - fired
+    leaks = [m for m in messages if any(s in m for s in (CANARY_MARKER, *canaried.forbidden))]
+    assert leaks == []
+
+
+# -- every rule's message, canaries in every field --------------------------------------------
 
 
 def _canaried(value: Any, key: str | None, only: str | None) -> Any:
@@ -305,13 +546,10 @@ def _plant(body: bytes, only: str | None) -> bytes:
 
 
 def _corpus() -> list[tuple[str, str, bytes]]:
-    corpus = []
-    for path in sorted(FIXTURES.glob("*/*.sse")) + sorted(FIXTURES.glob("realworld/*/*.sse")):
-        protocol = path.parent.name
-        if protocol not in PATHS and protocol != "sse":
-            protocol = json.loads(path.with_suffix(".json").read_text()).get("protocol", "auto")
-        corpus.append((f"{path.parent.name}/{path.stem}", protocol, path.read_bytes()))
-    return corpus
+    return [
+        (f"{fixture.path.parent.name}/{fixture.name}", fixture.protocol, fixture.body)
+        for fixture in protocol_fixtures() + realworld_fixtures()
+    ]
 
 
 CORPUS = _corpus()

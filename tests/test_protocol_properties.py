@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from streamguard.rules import RULES
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES
 
 from .conftest import HYPOTHESIS_PROFILE
-from .sse_fixtures import FIXTURES
+from .sse_fixtures import Fixture, protocol_fixtures
 
 SETTINGS = settings(
     max_examples=300,
@@ -662,35 +661,22 @@ def test_property_tests_run_a_fixed_set_of_examples() -> None:
 # -- (c) every fixture, re-cut at drawn points ---------------------------------------------
 
 
-def _fixtures() -> list[tuple[str, Path]]:
-    return [(path.parent.name, path) for path in sorted(FIXTURES.glob("*/*.sse"))]
-
-
-FIXTURE_PATHS = _fixtures()
-
-
-def _request(path: Path) -> dict[str, Any] | None:
-    request = path.with_name(path.stem + ".request.json")
-    return json.loads(request.read_text()) if request.exists() else None
+FIXTURE_POOL = protocol_fixtures()
 
 
 def test_every_fixture_is_drawn_from() -> None:
     """The fixture pool covers every protocol directory under tests/fixtures."""
-    families = {family for family, _ in FIXTURE_PATHS}
+    families = {fixture.protocol for fixture in FIXTURE_POOL}
     assert {"openai_chat", "openai_responses", "anthropic", "gemini"} <= families
 
 
-@pytest.mark.parametrize(
-    ("family", "path"),
-    FIXTURE_PATHS,
-    ids=[f"{family}/{path.stem}" for family, path in FIXTURE_PATHS],
-)
+@pytest.mark.parametrize("fixture", FIXTURE_POOL, ids=[fixture.id for fixture in FIXTURE_POOL])
 @settings(max_examples=10, deadline=None)
 @given(data=st.data(), auto=st.booleans())
 def test_fixture_gives_the_same_findings_however_cut(
-    family: str, path: Path, data: st.DataObject, auto: bool
+    fixture: Fixture, data: st.DataObject, auto: bool
 ) -> None:
     """A fixture cut at drawn points gives the findings of its whole body."""
-    body = path.read_bytes()
-    protocol = "auto" if auto else family
-    check_cuts(body, data.draw(cuttings(body)), protocol, _request(path), bytewise=False)
+    body = fixture.body
+    protocol = "auto" if auto else fixture.protocol
+    check_cuts(body, data.draw(cuttings(body)), protocol, fixture.request, bytewise=False)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import tracemalloc
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -35,6 +34,7 @@ from streamguard.protocols import CHECKERS
 from streamguard.testing import serve
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+from .helpers import peak_memory
 
 PROTOCOLS = sorted(["auto", *CHECKERS])
 
@@ -152,15 +152,6 @@ def test_app_exceptions_propagate_as_the_same_object_under_faults(
 # -- hostile streams -----------------------------------------------------------------------
 
 
-def peak_memory(work: Callable[[], Any]) -> tuple[Any, int]:
-    tracemalloc.start()
-    try:
-        result = work()
-        return result, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def feed_all(chunks: Iterator[bytes], protocol: str = "sse", limit: int = 1 << 20) -> StreamReport:
     monitor = StreamMonitor(protocol, max_event_bytes=limit)
     for chunk in chunks:
@@ -168,6 +159,7 @@ def feed_all(chunks: Iterator[bytes], protocol: str = "sse", limit: int = 1 << 2
     return monitor.finish(__import__("streamguard").StreamEnd.BODY_ENDED)
 
 
+@pytest.mark.slow
 def test_hundred_megabytes_without_a_line_ending_is_bounded() -> None:
     """100 MB with no line ending: one finding, memory bounded by the event limit."""
     chunk = b"x" * 65536
@@ -181,6 +173,7 @@ def test_hundred_megabytes_without_a_line_ending_is_bounded() -> None:
     assert peak < 4 << 20
 
 
+@pytest.mark.slow
 def test_a_million_tiny_events() -> None:
     """A million minimal events are all dispatched, with memory independent of the count."""
     chunk = b"data:\n\n" * 10_000

@@ -9,8 +9,19 @@ from typing import Any
 import pytest
 
 from streamguard import check_stream
-from streamguard.rule_docs import RULE_DOCS, RuleDoc, get_rule_doc
-from streamguard.rules import RULES
+from streamguard.protocols import CHECKERS
+from streamguard.rule_docs import (
+    RULE_DOCS,
+    RuleDoc,
+    _by_name,
+    anthropic,
+    common,
+    gemini,
+    get_rule_doc,
+    openai_chat,
+    openai_responses,
+)
+from streamguard.rules import ALL_PROTOCOLS, RULES
 
 #: Rules whose example is a complete stream on its own: checking it (with this protocol and
 #: request) must report the rule. The others show a fragment (it needs the events before
@@ -71,16 +82,36 @@ SELF_CONTAINED: dict[str, tuple[str, dict[str, Any] | None]] = {
 
 def test_every_rule_has_documentation() -> None:
     missing = sorted(RULES.keys() - RULE_DOCS.keys())
-    assert not missing, f"rules without an entry in streamguard/rule_docs.py: {missing}"
+    assert not missing, f"rules without an entry in streamguard/rule_docs/: {missing}"
 
 
 def test_no_documentation_names_an_unknown_rule() -> None:
     unknown = sorted(RULE_DOCS.keys() - RULES.keys())
-    assert not unknown, f"streamguard/rule_docs.py documents unknown rules: {unknown}"
+    assert not unknown, f"streamguard/rule_docs/ documents unknown rules: {unknown}"
 
 
 def test_docs_follow_the_catalog_order() -> None:
     assert list(RULE_DOCS) == list(RULES)
+
+
+_MODULES = (common, openai_chat, openai_responses, anthropic, gemini)
+
+
+def test_each_rule_is_documented_in_the_module_of_its_first_protocol() -> None:
+    """The docs modules mirror protocols/: `all` rules in common, the others with their protocol."""
+    for module in _MODULES:
+        short = module.__name__.rpartition(".")[2]
+        assert short == "common" or short in CHECKERS, short
+        for doc in module.DOCS:
+            first = RULES[doc.name].protocols[0]
+            assert short == ("common" if first == ALL_PROTOCOLS else first), (short, doc.name)
+
+
+def test_a_rule_documented_twice_is_an_error() -> None:
+    """Assembling the docs refuses a second entry for one rule, naming it."""
+    doc = get_rule_doc("stalled")
+    with pytest.raises(ValueError, match="'stalled' is documented twice"):
+        _by_name([doc, doc])
 
 
 @pytest.mark.parametrize("name", list(RULES))

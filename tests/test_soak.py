@@ -56,6 +56,7 @@ async def stream(request: Request) -> Response:
     return StreamingResponse(frames(), media_type="text/event-stream")
 
 
+@pytest.mark.slow
 def test_thousand_concurrent_streams_each_get_their_own_report() -> None:
     """1,000 concurrent streams with mixed endings: every outcome right, nothing left over."""
     registry = CollectorRegistry()
