@@ -22,7 +22,7 @@ import shutil
 import sys
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,7 +34,15 @@ from streamguard.monitor import check_stream
 from streamguard.protocols import AUTO, CHECKERS
 from streamguard.report import Finding, Outcome, Severity, StreamReport
 from streamguard.rule_docs.markdown import rules_markdown
-from streamguard.rules import RULES
+from streamguard.rules import ALL_PROTOCOLS, RULES
+from streamguard.timeline import (
+    Arrival,
+    Capture,
+    marks_from_arrivals,
+    read_capture,
+    render_html,
+    write_capture,
+)
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -177,6 +185,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"streamguard check: error: {exc}", file=err)
         return EXIT_USAGE
+    if args.html is not None and len(args.files) != 1:
+        print("streamguard check: error: --html draws one stream: give one FILE", file=err)
+        return EXIT_USAGE
     progress = _Progress(err, len(args.files))
     rows = [["file", "protocol", "outcome", "events", "bytes", "findings"]]
     details: list[str] = []
@@ -194,7 +205,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 print(json.dumps({"file": label, "error": str(exc)}), file=out)
             rows.append([label, "", "(input error)", "", "", ""])
             continue
-        report = check_stream([body], protocol=args.protocol, request=request)
+        capture = _as_capture(body)
+        if capture is not None:  # a capture keeps the chunks as they arrived
+            chunks = [arrival.data for arrival in capture.arrivals]
+            body = b"".join(chunks)
+        else:
+            chunks = [body]
+        report = check_stream(chunks, protocol=args.protocol, request=request)
+        if args.html is not None:
+            arrivals = capture.arrivals if capture is not None else (Arrival(0.0, body),)
+            if not _write_html(args.html, report, arrivals, label, err, "check"):
+                input_errors += 1
         fails = _fails(report, threshold)
         failed += fails
         bad_end = report.outcome in args.fail_on_outcome
@@ -240,6 +261,36 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if failed or ended_badly else EXIT_OK
 
 
+def _as_capture(body: bytes) -> Capture | None:
+    """A capture saved by ``probe --save`` (its header line says so), else None: the
+    file is a plain body."""
+    if not body.startswith(b"{"):
+        return None
+    try:
+        return read_capture(body.decode("utf-8").splitlines())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _write_html(
+    path: str,
+    report: StreamReport,
+    arrivals: Sequence[Arrival],
+    title: str,
+    err: TextIO,
+    command: str,
+) -> bool:
+    """Write the timeline page; False (and the error said) when it cannot be written."""
+    marks = marks_from_arrivals(arrivals)
+    page = render_html(report, marks, title=title, ended_at=report.duration)
+    try:
+        Path(path).write_text(page, encoding="utf-8")
+    except OSError as exc:
+        print(f"streamguard {command}: error: --html {path}: {exc.strerror}", file=err)
+        return False
+    return True
+
+
 def _outcomes(value: str) -> frozenset[Outcome]:
     """``--fail-on-outcome``: comma-separated outcomes, or ``none``."""
     names = [name.strip() for name in value.split(",")]
@@ -261,6 +312,22 @@ def _listed(outcomes: frozenset[Outcome]) -> str:
 
 
 # -- probe ---------------------------------------------------------------------------------
+
+
+def _recording(httpx: Any, stream: Any, started: float, arrivals: list[Arrival]) -> Any:
+    """The response's byte stream, keeping each chunk with its arrival time (for
+    ``--save`` and ``--html``)."""
+
+    class Recording(httpx.SyncByteStream):  # type: ignore[misc]
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in stream:
+                arrivals.append(Arrival(time.monotonic() - started, bytes(chunk)))
+                yield chunk
+
+        def close(self) -> None:
+            stream.close()
+
+    return Recording()
 
 
 def _parse_header(value: str) -> tuple[str, str]:
@@ -307,11 +374,14 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         if request is not None:
             headers.setdefault("content-type", "application/json")
     method = "POST" if content is not None else "GET"
+    arrivals: list[Arrival] = []
     try:
         with httpx.Client(timeout=args.timeout) as client:
             started = time.monotonic()
             with client.stream(method, args.url, content=content, headers=headers) as response:
                 encoding = response.headers.get("content-encoding")
+                if args.save is not None or args.html is not None:
+                    response.stream = _recording(httpx, response.stream, started, arrivals)
                 record = collect(
                     response,
                     protocol=args.protocol,
@@ -329,6 +399,23 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     report = record.report
+    if args.save is not None:
+        header = {
+            "url": args.url,
+            "status": record.status_code,
+            "content_type": record.content_type,
+            "protocol": report.protocol,
+        }
+        try:
+            with open(args.save, "w", encoding="utf-8") as saved:
+                write_capture(saved, header, arrivals)
+        except OSError as exc:
+            print(f"streamguard probe: error: --save {args.save}: {exc.strerror}", file=err)
+            return EXIT_USAGE
+    if args.html is not None and not _write_html(
+        args.html, report, arrivals, args.url, err, "probe"
+    ):
+        return EXIT_USAGE
     # A response that is not an event stream fails already; its outcome says nothing.
     bad_end = record.is_event_stream and report.outcome in args.fail_on_outcome
     fails = _fails(report, threshold) or not record.is_event_stream or bad_end
@@ -428,11 +515,22 @@ def _cmd_rules(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [["rule", "protocols", "severity", "summary"]]
     rows += [
-        [rule.name, ", ".join(rule.protocols), rule.severity.value, rule.summary]
+        [rule.name, _shown_protocols(rule.protocols), rule.severity.value, rule.summary]
         for rule in RULES.values()
     ]
     print(table(rows, _wrap_width(sys.stdout)))
     return EXIT_OK
+
+
+def _shown_protocols(protocols: Sequence[str]) -> str:
+    """A rule's protocols, short enough for a table: ``all but sse`` for a rule every
+    protocol but plain SSE raises."""
+    missing = sorted(set(CHECKERS) - set(protocols))
+    if ALL_PROTOCOLS in protocols or not missing:
+        return ALL_PROTOCOLS
+    if len(missing) < len(protocols):
+        return f"all but {', '.join(missing)}"
+    return ", ".join(protocols)
 
 
 def _wrap_width(stream: TextIO) -> int | None:
@@ -519,6 +617,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--request", metavar="JSON_FILE", help="the JSON request, for request-aware checks"
     )
+    check.add_argument(
+        "--html",
+        metavar="OUT_HTML",
+        help="write the stream as a timeline page (one FILE; a probe --save capture keeps "
+        "arrival times)",
+    )
     common(check, NO_OUTCOME)
     check.set_defaults(run=_cmd_check)
 
@@ -544,6 +648,14 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="'NAME: VALUE'",
         help="a request header (repeatable)",
+    )
+    probe.add_argument(
+        "--save",
+        metavar="CAPTURE_JSONL",
+        help="keep the stream with its arrival times, for a later check (and check --html)",
+    )
+    probe.add_argument(
+        "--html", metavar="OUT_HTML", help="write the stream as a self-contained timeline page"
     )
     probe.add_argument(
         "--timeout",

@@ -231,6 +231,7 @@ INCONSISTENT_ID = _rule(
     "inconsistent_id",
     E,
     "A chunk's id or created differs from the first chunk's; every chunk shares them.",
+    once_per_stream=True,
 )
 CHOICE_INDEX_INVALID = _rule(
     "choice_index_invalid",
@@ -288,6 +289,7 @@ FUNCTION_CALL_MIXED = _rule(
     "function_call_mixed",
     W,
     "A choice mixes the legacy function_call delta with tool_calls.",
+    once_per_stream=True,
 )
 USAGE_NOT_LAST = _rule(
     "usage_not_last",
@@ -306,12 +308,14 @@ USAGE_UNREQUESTED = _rule(
     "usage_unrequested",
     W,
     "A chunk carries non-null usage although include_usage was not requested.",
+    once_per_stream=True,
 )
 USAGE_NONSTANDARD = _rule(
     "usage_nonstandard",
     W,
     "Usage placed the way compatible providers do (on a choice chunk, or with choices null "
     "or absent) instead of a chunk of its own with empty choices.",
+    once_per_stream=True,
 )
 USAGE_TOTAL_MISMATCH = _rule(
     "usage_total_mismatch",
@@ -323,6 +327,7 @@ UNEXPECTED_EVENT_FIELD = _rule(
     W,
     "A chat chunk has an event: field; the stream is data-only, and the SDK routes thread.* "
     "names to the Assistants path.",
+    once_per_stream=True,
 )
 
 # -- OpenAI Responses (protocols/openai_responses.py) ----------------------------------

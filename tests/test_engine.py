@@ -134,3 +134,22 @@ def test_the_architecture_page_shows_the_shared_table() -> None:
     """docs/architecture.md quotes terminated_lifecycle() as describe() prints it."""
     page = Path(__file__).parent.parent.joinpath("docs", "architecture.md").read_text()
     assert f"```\n{terminated_lifecycle().describe()}\n```" in page
+
+
+def test_a_step_message_may_name_what_the_protocol_remembers() -> None:
+    """message_fields() fills a protocol's own fields: usage_not_last names the usage chunk."""
+    chunk = (
+        '{"id":"a","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        '[{"index":0,"delta":{"content":"x"},"finish_reason":%s}]}'
+    )
+    usage = (
+        '{"id":"a","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+        '"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
+    )
+    body = "".join(
+        f"data: {data}\n\n" for data in (chunk % '"stop"', usage, chunk % "null", "[DONE]")
+    )
+    asked = {"stream": True, "stream_options": {"include_usage": True}}
+    report = check_stream(body.encode(), protocol="openai_chat", request=asked)
+    (late,) = [f for f in report.findings if f.rule == "usage_not_last"]
+    assert late.message == ("event 2 follows the usage chunk (event 1); only [DONE] may follow it")

@@ -264,7 +264,12 @@ class Checker:
             error=self.error_index,
             offset=offset,
             protocol=self.name,
+            **self.message_fields(),
         )
+
+    def message_fields(self) -> Mapping[str, object]:
+        """More fields a protocol's step messages name (an event it remembers, say)."""
+        return {}
 
     # -- helpers for protocols ----------------------------------------------------------
 

@@ -9,24 +9,49 @@ The stream is data-only SSE: one JSON chunk per event, ended by ``data: [DONE]``
 pass by pydantic-core against ``_Chunk`` (a strict TypedDict that declares only the fields
 a rule reads; unknown keys are ignored, so providers' additions never matter).
 
-The stream as a whole moves through four phases; every transition is in ``check_event``,
-``on_event`` and ``_on_done``::
+Each event is of one kind (``[DONE]`` is the terminal, a chunk with a truthy top-level
+``error`` the error) and takes the step of ``LIFECYCLE``, the engine's table (a test keeps
+this copy identical), then its kind's payload handler (``_HANDLERS``)::
 
-    STREAMING --usage chunk--> USAGE_SENT --[DONE]--> DONE
-        |                          |
-        +--{"error": ...}--> ERRORED --[DONE]--> DONE (outcome stays error_event)
-        +--[DONE]--------------------------------> DONE
+    streaming [initial]: chunks arrive
+        usage          -> usage_sent
+        unreadable     stays
+        terminal       -> ended
+        error          -> errored
+        other          stays
+        end            missing_terminal, then streaming
+    usage_sent: the usage chunk arrived: only [DONE] may follow
+        usage          stays
+        unreadable     stays
+        terminal       -> ended
+        error          -> errored
+        other          usage_not_last, then streaming
+        end            missing_terminal, then usage_sent
+    errored [error seen, sealed]: an in-band error payload arrived: only [DONE] may follow
+        terminal       -> ended
+        end            stays
+        any other      event_after_terminal, then errored (payload not checked)
+    ended [terminal seen, sealed]: [DONE] arrived
+        terminal       duplicate_terminal, then ended (payload not checked)
+        end            stays
+        any other      event_after_terminal, then ended (payload not checked)
 
-Each choice index has its own small machine (``_Choice``): unseen, open (a delta arrived),
-finished (its one non-null ``finish_reason`` arrived). Each tool call of a choice
+After the usage chunk, the first other chunk is ``usage_not_last`` once, and the stream is
+checked as before; a second usage chunk is ``usage_repeated``, a payload rule.
+
+Each choice index has its own small machine (``_ChoiceState``): unseen, open (a delta
+arrived), finished (its one non-null ``finish_reason`` arrived). Each tool call of a choice
 (``_ToolCall``) is opened by its first delta, which must carry the header (``id`` and
-``function.name``); later deltas carry only argument fragments, which are joined and parsed
-as JSON when the choice finishes.
+``function.name``); later deltas carry only argument fragments, which are kept
+(``KeptText``) and parsed as JSON when the choice finishes.
 
-A chunk that fails the strict shape check is reported (``schema_mismatch``) and then read
-leniently (``_lenient_chunk``): every field whose type is right goes through the same rules
-as a valid chunk, so a server that, say, omits ``created`` is still checked for repeated
-roles, late usage and missing finish reasons.
+Thousands of chunks per stream are one more piece of text for an open choice; a fast path
+(``_fast_path``) recognises them with a few type checks while streaming, where such a chunk
+takes no lifecycle step, and sends anything else down the general path. A chunk that fails
+the strict shape check is reported (``schema_mismatch``) and then read leniently
+(``_lenient_chunk``): every field whose type is right goes through the same rules as a
+valid chunk, so a server that, say, omits ``created`` is still checked for repeated roles,
+late usage and missing finish reasons.
 
 What the request says (``stream_options.include_usage``, ``n``) sharpens the usage and
 finish checks; without a request (``request=None``) the checks that need it are skipped
@@ -35,10 +60,9 @@ rather than guessed.
 Nothing a client or an upstream sends sizes the work or the memory without a bound: an ``n``
 above ``MAX_CHECKED_N`` is not used for per-choice checks, at most ``MAX_TRACKED_CHOICES``
 choices and ``MAX_TRACKED_TOOL_CALLS`` tool calls are tracked per stream (later ones go
-unchecked), tool-call arguments are kept under the stream's shared text budget
-(``Checker.keep_text``), and a message lists at most a few choice indices. Values from the
-wire appear in messages only as known tokens, sane integers, or sizes and hashes
-(``streamguard._wire``).
+unchecked), tool-call arguments are kept under the stream's shared text budget, and a
+message lists at most a few choice indices. Values from the wire appear in messages only as
+known tokens, sane integers, or sizes and hashes (``streamguard._wire``).
 
 Azure's prompt-annotation chunk (``choices: []`` with ``prompt_filter_results``, empty
 ``id``/``object``, ``created: 0``) and its async-filter annotation chunks (choices without
@@ -48,15 +72,25 @@ never count as content.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from enum import Enum
-from typing import Any, Literal, NotRequired, cast
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Final, Literal, NotRequired, cast
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from streamguard import _wire, rules
-from streamguard.protocols._base import LEGACY_LIFECYCLE_RULES, NO_FINDINGS, LegacyChecker
+from streamguard.protocols._base import NO_FINDINGS, Checker, KeptText, terminated_lifecycle
+from streamguard.protocols._lifecycle import (
+    ANY,
+    END,
+    ERROR,
+    OTHER,
+    STAY,
+    TERMINAL,
+    broken,
+    go,
+)
 from streamguard.protocols._payload import parse_json, preview, validation_finding
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -164,8 +198,8 @@ class _Chunk(TypedDict):
     error: NotRequired[Any]  # OpenRouter: a truthy error on an otherwise normal chunk
 
 
-_from_json = parse_json
 _STR_OR_NONE = frozenset({str, type(None)})
+_NO_CHOICES = ": field choices: missing or null on a chunk without usage"
 #: The full shape check, run on the already-parsed chunk (no second parse) whenever the
 #: fast check below does not vouch for it; it names the field path of the first problem.
 _validate_chunk = TypeAdapter(_Chunk).validator.validate_python
@@ -261,19 +295,20 @@ _ERROR_FIELDS: tuple[tuple[str, tuple[type, ...], str, bool], ...] = (
 def _error_problems(error: object) -> list[str]:
     """What is wrong with the shape of a truthy top-level ``error``; types only, no values."""
     if type(error) is not dict:
-        return [f"error is {_type_name(error)}, expected an object"]
+        return [f"error is {_json_kind(error)}, expected an object"]
     problems = []
     for field, types, expected, required in _ERROR_FIELDS:
         if field not in error:
             if required:
                 problems.append(f"error.{field} is missing, expected {expected}")
         elif type(error[field]) not in types:
-            problems.append(f"error.{field} is {_type_name(error[field])}, expected {expected}")
+            problems.append(f"error.{field} is {_json_kind(error[field])}, expected {expected}")
     return problems
 
 
-def _type_name(value: object) -> str:
-    """A JSON value's kind, the only thing a message says about a mistyped value."""
+def _json_kind(value: object) -> str:
+    """A JSON value's kind, the only thing a message says about a mistyped value; with an
+    article (``an integer``), as these messages have always read, unlike ``type_name``."""
     if value is None:
         return "null"
     return {
@@ -297,36 +332,81 @@ def _shown_id(value: str | None) -> str:
     return "absent" if value is None else _wire.describe(value)
 
 
+# -- The lifecycle -----------------------------------------------------------------------
+
+_STREAMING, _USAGE_SENT, _ERRORED, _ENDED = "streaming", "usage_sent", "errored", "ended"
+#: The usage chunk: a non-null ``usage`` on a chunk with ``choices: []``.
+_USAGE: Final = "usage"
+#: Data that is not a JSON object (``invalid_json``): it never moves the phase.
+_UNREADABLE: Final = "unreadable"
+_BASE = terminated_lifecycle()
+_ONLY_DONE = "; only [DONE] may follow it"
+
+_LIFECYCLE = replace(
+    _BASE,
+    phases={
+        _STREAMING: "chunks arrive",
+        _USAGE_SENT: "the usage chunk arrived: only [DONE] may follow",
+        _ERRORED: "an in-band error payload arrived: only [DONE] may follow",
+        _ENDED: "[DONE] arrived",
+    },
+    kinds={
+        _USAGE: "the usage chunk (non-null usage, choices [])",
+        _UNREADABLE: "data that is not a JSON object",
+    },
+    table={
+        **_BASE.table,
+        (_STREAMING, _USAGE): go(_USAGE_SENT),
+        (_STREAMING, _UNREADABLE): STAY,
+        # A second usage chunk is usage_repeated, a payload rule judged in any phase.
+        (_USAGE_SENT, _USAGE): STAY,
+        (_USAGE_SENT, _UNREADABLE): STAY,
+        (_USAGE_SENT, TERMINAL): go(_ENDED),
+        (_USAGE_SENT, ERROR): go(_ERRORED),
+        # Reported once, then the stream is checked as before the usage chunk.
+        (_USAGE_SENT, OTHER): broken(
+            rules.USAGE_NOT_LAST,
+            "event {index} follows the usage chunk (event {usage})" + _ONLY_DONE,
+            _STREAMING,
+        ),
+        (_USAGE_SENT, END): _BASE.table[_STREAMING, END],
+        (_ERRORED, TERMINAL): go(_ENDED),  # error := E D? EOF; the outcome stays error_event
+        (_ERRORED, ANY): broken(
+            rules.EVENT_AFTER_TERMINAL,
+            "event {index} follows the in-band error payload of event {error}" + _ONLY_DONE,
+            checked=False,
+        ),
+    },
+)
+
+
 # -- State ------------------------------------------------------------------------------
-
-#: Shared by every stream that has reported no once-per-stream rule (most of them).
-_NOTHING_REPORTED: frozenset[str] = frozenset()
-
-
-class _Phase(Enum):
-    STREAMING = "streaming"
-    USAGE_SENT = "usage_sent"  # the usage chunk arrived: only [DONE] may follow
-    ERRORED = "errored"  # an in-band error payload arrived: only [DONE] may follow
-    DONE = "done"
 
 
 class _ToolCall:
-    __slots__ = ("arguments", "arguments_chars", "has_id", "has_name", "index")
+    __slots__ = ("arguments", "has_id", "has_name", "index")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.has_id = False
         self.has_name = False
-        #: The fragments so far, under the stream's kept-text budget; None once the budget
-        #: refused one (the call's JSON check is then skipped) or once checked.
-        self.arguments: list[str] | None = []
-        self.arguments_chars = 0  # reserved in the budget for ``arguments``
+        #: The fragments so far, for the JSON check at the choice's finish.
+        self.arguments = KeptText()
 
 
 class _ChoiceState:
-    __slots__ = ("deltas", "finish_reason", "finished_at", "legacy_function", "role_at", "tools")
+    __slots__ = (
+        "deltas",
+        "finish_reason",
+        "finished_at",
+        "legacy_function",
+        "number",
+        "role_at",
+        "tools",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, number: int) -> None:
+        self.number = number  # the choice's index
         self.deltas = 0  # chunks that carried a delta for this choice
         self.role_at: int | None = None
         self.finish_reason: str | None = None
@@ -335,11 +415,12 @@ class _ChoiceState:
         self.legacy_function: _ToolCall | None = None  # the deprecated function_call delta
 
 
-class OpenAIChatChecker(LegacyChecker):
+class OpenAIChatChecker(Checker):
     """Checks an OpenAI Chat Completions stream chunk by chunk (reference §1)."""
 
     name = "openai_chat"
-    RAISES = LEGACY_LIFECYCLE_RULES | frozenset(
+    LIFECYCLE = _LIFECYCLE
+    RAISES = frozenset(
         {
             rules.CHOICE_INDEX_INVALID,
             rules.CHOICE_OUT_OF_ORDER,
@@ -372,12 +453,9 @@ class OpenAIChatChecker(LegacyChecker):
         "_choices",
         "_created",
         "_id",
-        "_id_reported",
         "_include_usage",
         "_max_choice",
         "_n",
-        "_phase",
-        "_reported",
         "_tool_calls",
         "_usage_at",
         "_usage_seen",
@@ -385,7 +463,6 @@ class OpenAIChatChecker(LegacyChecker):
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
-        self._phase = _Phase.STREAMING
         # Choice 0, which nearly every stream has alone, in a slot of its own; the others
         # in a dict made for the second (a one-entry dict costs more than the checker).
         self._choice0: _ChoiceState | None = None
@@ -395,11 +472,8 @@ class OpenAIChatChecker(LegacyChecker):
         # The first ordinary chunk's id and created; every later one must repeat them.
         self._id: str | None = None
         self._created: int | None = None
-        self._id_reported = False
         self._usage_at: int | None = None  # the standard usage chunk (empty choices)
         self._usage_seen = False  # any non-null usage, standard or not
-        # Rules reported once per stream; a frozenset, so the common empty one is shared.
-        self._reported = _NOTHING_REPORTED
         # What the request asked for; None when unknown.
         self._include_usage: bool | None = None
         self._n: int | None = None
@@ -417,29 +491,22 @@ class OpenAIChatChecker(LegacyChecker):
     def is_terminal(self, event: Event) -> bool:
         return event.data.startswith("[DONE]")
 
-    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        if self.terminal_index is None and self._phase is not _Phase.ERRORED:
-            return self.check_event(event, index)  # the common case, one call deep
-        # After an in-band error only a [DONE] may follow (error := E D? EOF).
-        if self._phase is _Phase.ERRORED:
-            if self.is_terminal(event):
-                self._phase = _Phase.DONE
-                self.terminal_index = index
-                return NO_FINDINGS
-            return (
-                rules.EVENT_AFTER_TERMINAL.finding(
-                    f"event {index} follows the in-band error payload of event "
-                    f"{self.error_index}; only [DONE] may follow it",
-                    index,
-                    event.offset,
-                ),
-            )
-        return super().on_event(event, index)
-
     def check_end(self, events: int, offset: int) -> Sequence[Finding]:
-        found = list(super().check_end(events, offset))
-        if self._phase is _Phase.STREAMING or self._phase is _Phase.USAGE_SENT:
-            found.extend(self._unfinished_choices(events, offset, "the body ended"))
+        if self.phase in _LIFECYCLE.sealed:
+            return NO_FINDINGS
+        return self._unfinished_choices(events, offset, "the body ended")
+
+    def message_fields(self) -> Mapping[str, object]:
+        return {"usage": self._usage_at}  # usage_not_last names the usage chunk
+
+    def _take(
+        self, kind: str, payload: Any, event: Event, index: int, found: list[Finding]
+    ) -> list[Finding]:
+        """The lifecycle step for an event of ``kind``, then its payload handler."""
+        finding = self.advance(kind, event, index)
+        if finding is not None:
+            found.append(finding)
+        _HANDLERS[kind](self, payload, event, index, found)
         return found
 
     # -- one event ---------------------------------------------------------------------
@@ -447,51 +514,36 @@ class OpenAIChatChecker(LegacyChecker):
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         data = event.data
         if data.startswith("[DONE]"):
-            return self._on_done(event, index)
+            return self._take(TERMINAL, None, event, index, [])
         try:
-            parsed = _from_json(data)
-        except ValueError as error:  # syntax, recursion limit, number out of range
-            return self._general(event, index, None, error)
+            parsed = parse_json(data)
+        except ValueError:  # syntax, recursion limit, number out of range
+            parsed = None
         if event.event == "message" and type(parsed) is dict and self._fast_path(parsed):
             return NO_FINDINGS
-        return self._general(event, index, parsed, None)
+        return self._general(event, index, parsed)
 
-    def _general(
-        self, event: Event, index: int, parsed: object, error: ValueError | None
-    ) -> Sequence[Finding]:
+    def _general(self, event: Event, index: int, parsed: Any) -> list[Finding]:
         """Every chunk the fast path did not vouch for: the full shape check and all rules."""
         found: list[Finding] = []
-        if event.event != "message" and "unexpected_event_field" not in self._reported:
-            self._reported |= {"unexpected_event_field"}
+        name = event.event
+        if name != "message":
             routed = " (the SDK routes thread.* names to Assistants)"
-            found.append(
-                rules.UNEXPECTED_EVENT_FIELD.finding(
-                    f"event {index} is named {_wire.token(event.event, ())}; chat streams "
-                    "are data-only" + (routed if event.event.startswith("thread.") else ""),
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.UNEXPECTED_EVENT_FIELD,
+                event,
+                index,
+                f" is named {_wire.token(name, ())}; chat streams are data-only"
+                + (routed if name.startswith("thread.") else ""),
             )
-        if error is not None:
-            found.append(
-                rules.INVALID_JSON.finding(
-                    f"event {index}: data is not JSON ({error}): {preview(event.data)}",
-                    index,
-                    event.offset,
-                )
-            )
-            return found
         if type(parsed) is not dict:
-            found.append(
-                rules.INVALID_JSON.finding(
-                    f"event {index}: data is JSON but not an object: {preview(event.data)}",
-                    index,
-                    event.offset,
-                )
-            )
+            # Rare, so the data is parsed again for the invalid_json finding all protocols share.
+            self.parse_object(event, index, found)
+            self.advance(_UNREADABLE, event, index)  # it stays: no rule, no handler
             return found
         if parsed.get("error"):  # as the SDK: any truthy top-level error is an error
-            return [*found, *self._on_error(parsed["error"], event, index)]
+            return self._take(ERROR, parsed["error"], event, index, found)
         choices = parsed.get("choices")
         if type(choices) is list and len(choices) > MAX_TRACKED_CHOICES:
             # Choices past the tracked bound go unchecked anyway; validating (and, when
@@ -504,38 +556,11 @@ class OpenAIChatChecker(LegacyChecker):
             # Report the shape, then check what the chunk does carry (no blind spot).
             found.append(validation_finding(invalid, event, index))
             chunk, strict = _lenient_chunk(parsed), False
-        choices = chunk.get("choices")
-        usage = chunk.get("usage")
-        if self._phase is _Phase.USAGE_SENT and not (usage is not None and choices == []):
-            found.append(self._after_usage(event, index))  # a second one: usage_repeated
-        if choices is None and usage is None:
-            if strict:  # a rejected chunk's missing choices are part of what was reported
-                found.append(
-                    rules.SCHEMA_MISMATCH.finding(
-                        f"event {index}: field choices: missing or null on a chunk without usage",
-                        index,
-                        event.offset,
-                    )
-                )
-            return found
-        if not choices and (
-            "prompt_filter_results" in chunk or "prompt_annotations" in chunk
-        ):  # Azure's prompt-annotation chunk: its own empty id, object and created
-            if usage is not None:
-                self._on_usage(chunk, usage, event, index, found)
-            return found
-        # Azure's async-filter annotation chunks carry no delta (and Azure's empty ids).
-        if (
-            chunk.get("id") != self._id
-            or chunk.get("created") != self._created
-            or chunk.get("object") != _CHUNK_OBJECT
-        ) and (not choices or any("delta" in choice for choice in choices)):
-            self._check_identity(chunk, event, index, found)
-        if choices:
-            for choice in choices:
-                self._on_choice(choice, event, index, found)
-        if usage is not None:
-            self._on_usage(chunk, usage, event, index, found)
+        choices, usage = chunk.get("choices"), chunk.get("usage")
+        kind = _USAGE if usage is not None and choices == [] else OTHER
+        self._take(kind, chunk, event, index, found)
+        if strict and choices is None and usage is None:  # (if not strict, it was reported)
+            self.report(found, rules.SCHEMA_MISMATCH, event, index, _NO_CHOICES)
         return found
 
     def _fast_path(self, chunk: dict[str, Any]) -> bool:
@@ -543,13 +568,14 @@ class OpenAIChatChecker(LegacyChecker):
 
         Thousands of chunks per stream look alike: one more piece of text for a choice that
         is open and unfinished, with the stream's id, no logprobs and no usage. For such a
-        chunk the only transition is "one more delta", and a few type checks give the same
-        verdict as the full validator at a fraction of its cost. Anything else, or anything
-        doubtful, returns False, so this is only ever an optimisation.
+        chunk the only transition is "one more delta" (lifecycle-wise an ``other`` chunk
+        while streaming, which stays), and a few type checks give the same verdict as the
+        full validator at a fraction of its cost. Anything else, or anything doubtful,
+        returns False, so this is only ever an optimisation.
         """
         get = chunk.get
         choices = get("choices")
-        if type(choices) is not list or len(choices) != 1 or self._phase is not _Phase.STREAMING:
+        if type(choices) is not list or len(choices) != 1 or self.phase != _STREAMING:
             return False
         choice = choices[0]
         if type(choice) is not dict:
@@ -580,12 +606,10 @@ class OpenAIChatChecker(LegacyChecker):
         state.deltas += 1
         return True
 
-    # -- transitions -------------------------------------------------------------------
+    # -- payload handlers, one per kind (``_HANDLERS``) --------------------------------------
 
-    def _on_done(self, event: Event, index: int) -> Sequence[Finding]:
-        self._phase = _Phase.DONE
-        self.terminal_index = index
-        found = self._unfinished_choices(index, event.offset, f"[DONE] (event {index})")
+    def _on_done(self, _: None, event: Event, index: int, found: list[Finding]) -> None:
+        found += self._unfinished_choices(index, event.offset, f"[DONE] (event {index})")
         if self._include_usage and not self._usage_seen:
             found.append(
                 rules.USAGE_MISSING.finding(
@@ -595,33 +619,44 @@ class OpenAIChatChecker(LegacyChecker):
                     event.offset,
                 )
             )
-        return found
 
-    def _on_error(self, error: object, event: Event, index: int) -> Sequence[Finding]:
+    def _on_error(self, error: object, event: Event, index: int, found: list[Finding]) -> None:
         """An in-band error payload (truthy top-level ``error``) ends the stream; its shape
         is checked against what the SDK reads from it."""
-        self._phase = _Phase.ERRORED
-        self.error_index = index
         problems = _error_problems(error)
-        if not problems:
-            return NO_FINDINGS
-        return (
-            rules.SCHEMA_MISMATCH.finding(
-                f"event {index}: in-band error payload: {'; '.join(problems)}",
+        if problems:
+            self.report(
+                found,
+                rules.SCHEMA_MISMATCH,
+                event,
                 index,
-                event.offset,
-            ),
-        )
+                f": in-band error payload: {'; '.join(problems)}",
+            )
 
-    def _after_usage(self, event: Event, index: int) -> Finding:
-        """Any chunk after the usage chunk breaks 'usage right before [DONE]'."""
-        self._phase = _Phase.STREAMING  # report once, then keep checking as usual
-        return rules.USAGE_NOT_LAST.finding(
-            f"event {index} follows the usage chunk (event {self._usage_at}); only [DONE] "
-            "may follow it",
-            index,
-            event.offset,
-        )
+    def _on_chunk(self, chunk: _Chunk, event: Event, index: int, found: list[Finding]) -> None:
+        choices, usage = chunk.get("choices"), chunk.get("usage")
+        if choices is None and usage is None:
+            return  # nothing the rules read (the shape finding follows in _general)
+        if not choices and (
+            "prompt_filter_results" in chunk or "prompt_annotations" in chunk
+        ):  # Azure's prompt-annotation chunk: its own empty id, object and created
+            if usage is not None:
+                self._on_usage(chunk, usage, event, index, found)
+            return
+        # Azure's async-filter annotation chunks carry no delta (and Azure's empty ids).
+        if (
+            chunk.get("id") != self._id
+            or chunk.get("created") != self._created
+            or chunk.get("object") != _CHUNK_OBJECT
+        ) and (not choices or any("delta" in choice for choice in choices)):
+            self._check_identity(chunk, event, index, found)
+        if choices:
+            for choice in choices:
+                self._on_choice(choice, event, index, found)
+        if usage is not None:
+            self._on_usage(chunk, usage, event, index, found)
+
+    # -- the parts of a chunk ----------------------------------------------------------
 
     def _check_identity(
         self, chunk: _Chunk, event: Event, index: int, found: list[Finding]
@@ -629,13 +664,12 @@ class OpenAIChatChecker(LegacyChecker):
         # .get throughout: a chunk read leniently may lack any of these (already reported).
         kind = chunk.get("object")
         if kind is not None and kind != _CHUNK_OBJECT:
-            found.append(
-                rules.SCHEMA_MISMATCH.finding(
-                    f"event {index}: field object: expected {_CHUNK_OBJECT!r}, got "
-                    f"{_wire.token(kind, _OBJECTS)}",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.SCHEMA_MISMATCH,
+                event,
+                index,
+                f": field object: expected {_CHUNK_OBJECT!r}, got {_wire.token(kind, _OBJECTS)}",
             )
         chunk_id, created = chunk.get("id"), chunk.get("created")
         if created is not None:
@@ -647,15 +681,13 @@ class OpenAIChatChecker(LegacyChecker):
             return
         if self._id is None:
             self._id = chunk_id
-        elif chunk_id != self._id and not self._id_reported:
-            self._id_reported = True
-            found.append(
-                rules.INCONSISTENT_ID.finding(
-                    f"event {index}: id {_shown_id(chunk_id)} differs from the first "
-                    f"chunk's {_shown_id(self._id)}",
-                    index,
-                    event.offset,
-                )
+        elif chunk_id != self._id:
+            self.report(
+                found,
+                rules.INCONSISTENT_ID,
+                event,
+                index,
+                f": id {_shown_id(chunk_id)} differs from the first chunk's {_shown_id(self._id)}",
             )
 
     def _on_choice(self, choice: _Choice, event: Event, index: int, found: list[Finding]) -> None:
@@ -670,11 +702,11 @@ class OpenAIChatChecker(LegacyChecker):
         delta = choice.get("delta")
         if delta is not None:
             if state.finished_at is not None:
-                self._content_after_finish(number, state, delta, event, index, found)
-            self._on_delta(number, state, delta, event, index, found)
+                self._content_after_finish(state, delta, event, index, found)
+            self._on_delta(state, delta, event, index, found)
         reason = choice.get("finish_reason")
         if reason is not None:
-            self._on_finish(number, state, reason, event, index, found)
+            self._on_finish(state, reason, event, index, found)
 
     def _new_choice(
         self, number: int, event: Event, index: int, found: list[Finding]
@@ -682,25 +714,25 @@ class OpenAIChatChecker(LegacyChecker):
         highest = self._max_choice
         if number < 0 or (self._n is not None and number >= self._n):
             bound = f" (the request asked for n={self._n})" if self._n is not None else ""
-            found.append(
-                rules.CHOICE_INDEX_INVALID.finding(
-                    f"event {index}: choice index {_wire.number(number)} is out of range{bound}",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.CHOICE_INDEX_INVALID,
+                event,
+                index,
+                f": choice index {_wire.number(number)} is out of range{bound}",
             )
         elif highest is not None and number < highest:
-            found.append(
-                rules.CHOICE_OUT_OF_ORDER.finding(
-                    f"event {index}: choice {_wire.number(number)} first appears after choice "
-                    f"{_wire.number(highest)}",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.CHOICE_OUT_OF_ORDER,
+                event,
+                index,
+                f": choice {_wire.number(number)} first appears after choice "
+                f"{_wire.number(highest)}",
             )
         if highest is None or number > highest:
             self._max_choice = number
-        state = _ChoiceState()
+        state = _ChoiceState(number)
         if number == 0:
             self._choice0 = state
         else:
@@ -723,63 +755,56 @@ class OpenAIChatChecker(LegacyChecker):
         return choices
 
     def _on_delta(
-        self,
-        number: int,
-        state: _ChoiceState,
-        delta: _Delta,
-        event: Event,
-        index: int,
-        found: list[Finding],
+        self, state: _ChoiceState, delta: _Delta, event: Event, index: int, found: list[Finding]
     ) -> None:
         state.deltas += 1
         if delta.get("role") is not None:
             if state.role_at is not None:
-                found.append(
-                    rules.ROLE_REPEATED.finding(
-                        f"event {index}: choice {_wire.number(number)} sends delta.role again "
-                        f"(first at event {state.role_at})",
-                        index,
-                        event.offset,
-                    )
+                self.report(
+                    found,
+                    rules.ROLE_REPEATED,
+                    event,
+                    index,
+                    f": choice {_wire.number(state.number)} sends delta.role again "
+                    f"(first at event {state.role_at})",
                 )
             elif state.deltas > 1:
-                found.append(
-                    rules.ROLE_NOT_FIRST.finding(
-                        f"event {index}: choice {_wire.number(number)} sends delta.role on its "
-                        f"chunk #{state.deltas}, not its first",
-                        index,
-                        event.offset,
-                    )
+                self.report(
+                    found,
+                    rules.ROLE_NOT_FIRST,
+                    event,
+                    index,
+                    f": choice {_wire.number(state.number)} sends delta.role on its "
+                    f"chunk #{state.deltas}, not its first",
                 )
             if state.role_at is None:
                 state.role_at = index
         tool_calls = delta.get("tool_calls")
         if tool_calls:
             for call in tool_calls:
-                self._on_tool_call(number, state, call, event, index, found)
+                self._on_tool_call(state, call, event, index, found)
         function_call = delta.get("function_call")
         if function_call is not None:
-            self._on_function_call(number, state, function_call, event, index, found)
+            self._on_function_call(state, function_call, event, index, found)
 
     def _on_tool_call(
         self,
-        number: int,
         state: _ChoiceState,
         call: _ToolCallDelta,
         event: Event,
         index: int,
         found: list[Finding],
     ) -> None:
-        where = f"event {index}: choice {_wire.number(number)}"
+        where = f": choice {_wire.number(state.number)}"
         position = call.get("index")
         if type(position) is not int or position < 0:
             shown = "no index" if position is None else f"index {_wire.number(position)}"
-            found.append(
-                rules.TOOL_CALL_INDEX_INVALID.finding(
-                    f"{where}: tool_calls entry has {shown}; an integer >= 0 is required",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.TOOL_CALL_INDEX_INVALID,
+                event,
+                index,
+                f"{where}: tool_calls entry has {shown}; an integer >= 0 is required",
             )
             return
         function = call.get("function") or {}
@@ -794,26 +819,26 @@ class OpenAIChatChecker(LegacyChecker):
             self._tool_calls += 1
             expected = len(tools)
             if position != expected:
-                found.append(
-                    rules.TOOL_CALL_INDEX_INVALID.finding(
-                        f"{where}: tool call index {_wire.number(position)} first appears "
-                        f"after {expected} call(s); expected index {expected}",
-                        index,
-                        event.offset,
-                    )
+                self.report(
+                    found,
+                    rules.TOOL_CALL_INDEX_INVALID,
+                    event,
+                    index,
+                    f"{where}: tool call index {_wire.number(position)} first appears "
+                    f"after {expected} call(s); expected index {expected}",
                 )
             tool = tools[position] = _ToolCall(position)
             if not (has_id and has_name):
                 missing = " and ".join(
                     name for name, ok in (("id", has_id), ("function.name", has_name)) if not ok
                 )
-                found.append(
-                    rules.TOOL_CALL_HEADER_MISSING.finding(
-                        f"{where}: the first delta of tool call {_wire.number(position)} has "
-                        f"no {missing}",
-                        index,
-                        event.offset,
-                    )
+                self.report(
+                    found,
+                    rules.TOOL_CALL_HEADER_MISSING,
+                    event,
+                    index,
+                    f"{where}: the first delta of tool call {_wire.number(position)} has "
+                    f"no {missing}",
                 )
         elif (has_id and tool.has_id) or (has_name and tool.has_name):
             again = " and ".join(
@@ -824,73 +849,43 @@ class OpenAIChatChecker(LegacyChecker):
                 )
                 if repeated
             )
-            found.append(
-                rules.TOOL_CALL_HEADER_REPEATED.finding(
-                    f"{where}: tool call {_wire.number(position)} sends its {again} again",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.TOOL_CALL_HEADER_REPEATED,
+                event,
+                index,
+                f"{where}: tool call {_wire.number(position)} sends its {again} again",
             )
         tool.has_id = tool.has_id or has_id
         tool.has_name = tool.has_name or has_name
         arguments = function.get("arguments")
         if arguments and state.finished_at is None:  # after the finish nothing checks them
-            self._keep_arguments(tool, arguments)
+            tool.arguments.add(self, arguments)
         if state.legacy_function is not None:
-            self._mixed(number, event, index, found)
+            self._mixed(state, event, index, found)
 
     def _on_function_call(
-        self,
-        number: int,
-        state: _ChoiceState,
-        call: _Function,
-        event: Event,
-        index: int,
-        found: list[Finding],
+        self, state: _ChoiceState, call: _Function, event: Event, index: int, found: list[Finding]
     ) -> None:
         if state.legacy_function is None:
             state.legacy_function = _ToolCall(0)
             if state.tools:
-                self._mixed(number, event, index, found)
+                self._mixed(state, event, index, found)
         arguments = call.get("arguments")
         if arguments and state.finished_at is None:
-            self._keep_arguments(state.legacy_function, arguments)
+            state.legacy_function.arguments.add(self, arguments)
 
-    def _keep_arguments(self, call: _ToolCall, fragment: str) -> None:
-        """Keep one argument fragment for the JSON check at the finish, within the stream's
-        kept-text budget; when the budget refuses it, drop the call's text and its check."""
-        if call.arguments is None:
-            return
-        if self.keep_text(len(fragment)):
-            call.arguments.append(fragment)
-            call.arguments_chars += len(fragment)
-        else:
-            self._drop_arguments(call)
-
-    def _drop_arguments(self, call: _ToolCall) -> None:
-        self.free_text(call.arguments_chars)
-        call.arguments, call.arguments_chars = None, 0
-
-    def _mixed(self, number: int, event: Event, index: int, found: list[Finding]) -> None:
-        if "function_call_mixed" not in self._reported:
-            self._reported |= {"function_call_mixed"}
-            found.append(
-                rules.FUNCTION_CALL_MIXED.finding(
-                    f"event {index}: choice {_wire.number(number)} mixes function_call and "
-                    "tool_calls deltas",
-                    index,
-                    event.offset,
-                )
-            )
+    def _mixed(self, state: _ChoiceState, event: Event, index: int, found: list[Finding]) -> None:
+        self.report(
+            found,
+            rules.FUNCTION_CALL_MIXED,
+            event,
+            index,
+            f": choice {_wire.number(state.number)} mixes function_call and tool_calls deltas",
+        )
 
     def _content_after_finish(
-        self,
-        number: int,
-        state: _ChoiceState,
-        delta: _Delta,
-        event: Event,
-        index: int,
-        found: list[Finding],
+        self, state: _ChoiceState, delta: _Delta, event: Event, index: int, found: list[Finding]
     ) -> None:
         # Empty strings and empty lists carry nothing: only real content counts.
         kinds = [
@@ -899,55 +894,49 @@ class OpenAIChatChecker(LegacyChecker):
             if delta.get(kind)
         ]
         if kinds:
-            found.append(
-                rules.CONTENT_AFTER_FINISH.finding(
-                    f"event {index}: choice {_wire.number(number)} sends {', '.join(kinds)} "
-                    f"after its finish_reason {_wire.token(state.finish_reason, FINISH_REASONS)} "
-                    f"(event {state.finished_at})",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.CONTENT_AFTER_FINISH,
+                event,
+                index,
+                f": choice {_wire.number(state.number)} sends {', '.join(kinds)} after its "
+                f"finish_reason {_wire.token(state.finish_reason, FINISH_REASONS)} "
+                f"(event {state.finished_at})",
             )
 
     def _on_finish(
-        self,
-        number: int,
-        state: _ChoiceState,
-        reason: str,
-        event: Event,
-        index: int,
-        found: list[Finding],
+        self, state: _ChoiceState, reason: str, event: Event, index: int, found: list[Finding]
     ) -> None:
         if state.finished_at is not None:
-            found.append(
-                rules.MULTIPLE_FINISH_REASON.finding(
-                    f"event {index}: choice {_wire.number(number)} finishes again with "
-                    f"{_wire.token(reason, FINISH_REASONS)}; it finished with "
-                    f"{_wire.token(state.finish_reason, FINISH_REASONS)} at event "
-                    f"{state.finished_at}",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.MULTIPLE_FINISH_REASON,
+                event,
+                index,
+                f": choice {_wire.number(state.number)} finishes again with "
+                f"{_wire.token(reason, FINISH_REASONS)}; it finished with "
+                f"{_wire.token(state.finish_reason, FINISH_REASONS)} at event "
+                f"{state.finished_at}",
             )
             return
         state.finish_reason, state.finished_at = reason, index
         if reason not in FINISH_REASONS:
-            found.append(
-                rules.UNKNOWN_FINISH_REASON.finding(
-                    f"event {index}: choice {_wire.number(number)} finishes with the "
-                    f"non-standard finish_reason {_wire.describe(reason)}",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.UNKNOWN_FINISH_REASON,
+                event,
+                index,
+                f": choice {_wire.number(state.number)} finishes with the non-standard "
+                f"finish_reason {_wire.describe(reason)}",
             )
         calls = list(state.tools.values()) if state.tools else []
         if state.legacy_function is not None:
             calls.append(state.legacy_function)
         for call in calls:
-            if call.arguments is None:
+            text = call.arguments.text()
+            if text is None:
                 continue  # past the budget, or already checked
-            text = "".join(call.arguments)
-            self._drop_arguments(call)  # checked below: give the room back now
+            call.arguments.release(self)  # checked below: give the room back now
             try:
                 parse_json(text)
             except ValueError as error:
@@ -956,13 +945,13 @@ class OpenAIChatChecker(LegacyChecker):
                     if call is state.legacy_function
                     else f"tool call {_wire.number(call.index)}"
                 )
-                found.append(
-                    rules.TOOL_CALL_ARGUMENTS_INVALID.finding(
-                        f"event {index}: choice {_wire.number(number)} finished but the "
-                        f"arguments of {what} are not JSON ({error}): {preview(text)}",
-                        index,
-                        event.offset,
-                    )
+                self.report(
+                    found,
+                    rules.TOOL_CALL_ARGUMENTS_INVALID,
+                    event,
+                    index,
+                    f": choice {_wire.number(state.number)} finished but the arguments of "
+                    f"{what} are not JSON ({error}): {preview(text)}",
                 )
 
     def _on_usage(
@@ -974,15 +963,13 @@ class OpenAIChatChecker(LegacyChecker):
         found: list[Finding],
     ) -> None:
         choices = chunk.get("choices")
-        if self._include_usage is False and "usage_unrequested" not in self._reported:
-            self._reported |= {"usage_unrequested"}
-            found.append(
-                rules.USAGE_UNREQUESTED.finding(
-                    f"event {index} carries usage but stream_options.include_usage was not "
-                    "requested",
-                    index,
-                    event.offset,
-                )
+        if self._include_usage is False:
+            self.report(
+                found,
+                rules.USAGE_UNREQUESTED,
+                event,
+                index,
+                " carries usage but stream_options.include_usage was not requested",
             )
         # .get: a chunk read leniently may carry a usage with missing or mistyped counts.
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -993,53 +980,47 @@ class OpenAIChatChecker(LegacyChecker):
             and type(total) is int
             and total != prompt + completion
         ):
-            found.append(
-                rules.USAGE_TOTAL_MISMATCH.finding(
-                    f"event {index}: usage.total_tokens {_wire.number(total)} != "
-                    f"prompt_tokens {_wire.number(prompt)} + completion_tokens "
-                    f"{_wire.number(completion)}",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.USAGE_TOTAL_MISMATCH,
+                event,
+                index,
+                f": usage.total_tokens {_wire.number(total)} != prompt_tokens "
+                f"{_wire.number(prompt)} + completion_tokens {_wire.number(completion)}",
             )
         self._usage_seen = True
         if choices or choices is None:
             # Compat placements (vLLM, continuous usage, usage on the finish chunk).
-            if "usage_nonstandard" not in self._reported:
-                self._reported |= {"usage_nonstandard"}
-                where = "a chunk with choices" if choices else "a chunk with choices null or absent"
-                found.append(
-                    rules.USAGE_NONSTANDARD.finding(
-                        f"event {index} carries usage on {where}; OpenAI sends it on a chunk of "
-                        "its own with choices: []",
-                        index,
-                        event.offset,
-                    )
-                )
+            where = "a chunk with choices" if choices else "a chunk with choices null or absent"
+            self.report(
+                found,
+                rules.USAGE_NONSTANDARD,
+                event,
+                index,
+                f" carries usage on {where}; OpenAI sends it on a chunk of its own with "
+                "choices: []",
+            )
             return
         if self._usage_at is not None:
-            found.append(
-                rules.USAGE_REPEATED.finding(
-                    f"event {index} is a second usage chunk (the first was event {self._usage_at})",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.USAGE_REPEATED,
+                event,
+                index,
+                f" is a second usage chunk (the first was event {self._usage_at})",
             )
-            self._phase = _Phase.USAGE_SENT
             return
         self._usage_at = index
-        self._phase = _Phase.USAGE_SENT
         unfinished = sorted(
             n for n, state in self._all_choices().items() if state.finished_at is None
         )
         if unfinished:
-            found.append(
-                rules.USAGE_NOT_LAST.finding(
-                    f"event {index}: the usage chunk arrives before choice(s) "
-                    f"{_listed(unfinished)} finished",
-                    index,
-                    event.offset,
-                )
+            self.report(
+                found,
+                rules.USAGE_NOT_LAST,
+                event,
+                index,
+                f": the usage chunk arrives before choice(s) {_listed(unfinished)} finished",
             )
 
     def _unfinished_choices(self, index: int, offset: int, when: str) -> list[Finding]:
@@ -1060,3 +1041,13 @@ class OpenAIChatChecker(LegacyChecker):
                 offset,
             )
         ]
+
+
+#: What each kind of event's payload goes through after its lifecycle step.
+_Handler = Callable[[OpenAIChatChecker, Any, Event, int, list[Finding]], None]
+_HANDLERS: dict[str, _Handler] = {
+    TERMINAL: OpenAIChatChecker._on_done,
+    ERROR: OpenAIChatChecker._on_error,
+    _USAGE: OpenAIChatChecker._on_chunk,
+    OTHER: OpenAIChatChecker._on_chunk,
+}

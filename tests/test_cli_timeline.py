@@ -1,0 +1,114 @@
+"""probe --save / --html and check --html: captures with arrival times, drawn as a page."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from streamguard.cli import main
+from streamguard.testing import serve
+from streamguard.timeline import CAPTURE_FORMAT, read_capture
+
+CHUNK = 'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":%s}]}\n\n'  # noqa: E501
+
+
+async def _paused(request: Request) -> StreamingResponse:
+    async def body() -> AsyncIterator[bytes]:
+        yield (CHUNK % "null").encode()
+        await asyncio.sleep(0.6)  # the gap the timeline must show
+        yield (CHUNK % '"stop"').encode()
+        yield b"data: [DONE]\n\n"
+        yield b"data: [DONE]\n\n"  # a second terminal: duplicate_terminal
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[str]:
+    app = Starlette(routes=[Route("/v1/chat/completions", _paused, methods=["GET", "POST"])])
+    with serve(app, log_level="critical") as url:
+        yield url + "/v1/chat/completions"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_probe_saves_a_capture_and_draws_the_page(
+    live: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The capture keeps every chunk with its time; the page shows the gap and the finding."""
+    capture, page = tmp_path / "stream.jsonl", tmp_path / "stream.html"
+    code, out, err = _run(capsys, "probe", live, "--save", str(capture), "--html", str(page))
+    assert (code, err) == (1, "")
+    assert "duplicate_terminal" in out
+    saved = read_capture(capture.read_text().splitlines())
+    assert saved.header["format"] == CAPTURE_FORMAT
+    assert saved.header["protocol"] == "openai_chat"
+    assert b"".join(a.data for a in saved.arrivals).count(b"[DONE]") == 2
+    times = [a.at for a in saved.arrivals]
+    assert times == sorted(times)
+    assert max(b - a for a, b in itertools.pairwise(times)) >= 0.5
+    html = page.read_text()
+    assert len(re.findall(r'<circle id="event-\d+"', html)) == 4
+    assert re.search(r"(\d{3} ms|\d\.\d\d s) gap", html)
+    assert "duplicate_terminal" in html
+
+
+def test_check_replays_a_capture_as_it_arrived(
+    live: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """check reads a probe --save capture: the same findings, and --html keeps the times."""
+    capture, page = tmp_path / "stream.jsonl", tmp_path / "check.html"
+    _run(capsys, "probe", live, "--save", str(capture))
+    code, out, _ = _run(capsys, "check", "--format", "json", str(capture), "--html", str(page))
+    result = json.loads(out)
+    assert code == 1
+    assert [f["rule"] for f in result["findings"]] == ["duplicate_terminal"]
+    assert result["protocol"] == "openai_chat"
+    assert re.search(r"(\d{3} ms|\d\.\d\d s) gap", page.read_text())
+
+
+def test_check_html_on_a_plain_body(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plain captured body has no times: every mark is drawn at 0, the findings still shown."""
+    body = tmp_path / "body.sse"
+    body.write_bytes((CHUNK % '"stop"').encode() + b"data: [DONE]\n\ndata: [DONE]\n\n")
+    page = tmp_path / "body.html"
+    code, _, _ = _run(capsys, "check", str(body), "--html", str(page), "--protocol", "openai_chat")
+    html = page.read_text()
+    assert code == 1
+    assert len(re.findall(r'<circle id="event-\d+"[^>]* cx="40.0"', html)) == 3
+    assert "duplicate_terminal" in html
+
+
+def test_check_html_draws_one_stream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--html with two files is a usage error that says why."""
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(b"data: x\n\n")
+    code, _, err = _run(
+        capsys, "check", str(tmp_path / "a"), str(tmp_path / "b"), "--html", "x.html"
+    )
+    assert code == 2
+    assert "--html draws one stream" in err
+
+
+def test_an_unwritable_page_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A page that cannot be written is reported, not a traceback."""
+    body = tmp_path / "body.sse"
+    body.write_bytes(b"data: x\n\n")
+    target = tmp_path / "missing" / "page.html"
+    code, _, err = _run(capsys, "check", str(body), "--html", str(target))
+    assert code == 2
+    assert f"--html {target}" in err
