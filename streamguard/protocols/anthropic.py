@@ -75,7 +75,9 @@ lifecycle rules run on whatever fields it carries with the right type, so a non-
 server does not hide its ordering mistakes behind its shape mistakes.
 
 JSON is parsed with ``pydantic_core.from_json`` and the shapes are checked by hand: the
-common event, a text delta, costs one parse, two dict look-ups and a few type checks.
+common event, a text delta, costs one parse, a few dict look-ups and type checks, and no
+lifecycle step (an event whose step does nothing goes straight to its handler,
+``_STRAIGHT``).
 
 What a message may show
 -----------------------
@@ -218,7 +220,7 @@ def _missing_start(then: str) -> Step:
 
 _BASE = terminated_lifecycle(terminal="message_stop")
 ((_ENDED,), (_ERRORED,)) = (_BASE.ended, _BASE.errored)
-# ``{start}`` is the first message_start's index (see ``AnthropicChecker._message``).
+# ``{start}`` is the first message_start's index (``AnthropicChecker.message_fields``).
 _DUPLICATE_START = broken(
     rules.DUPLICATE_MESSAGE_START,
     "event {index} repeats message_start, first sent as event {start}",
@@ -388,12 +390,8 @@ class AnthropicChecker(Checker):
     def is_terminal(self, event: Event) -> bool:
         return event.event == "message_stop"
 
-    def _message(self, template: str, index: int, name: str, offset: int) -> str:
-        # ENGINE-CANDIDATE: a lifecycle message naming an index the protocol keeps (here
-        # the first message_start's, for duplicate_message_start); the engine's templates
-        # know only the terminal's and the error's.
-        template = template.replace("{start}", str(self._start_index))
-        return super()._message(template, index, name, offset)
+    def message_fields(self) -> Mapping[str, object]:
+        return {"start": self._start_index}  # duplicate_message_start names the first
 
     # -- one event ------------------------------------------------------------------------
 
@@ -430,6 +428,7 @@ class AnthropicChecker(Checker):
 
     def _unparsable(self, event: Event, index: int, found: _Found) -> Sequence[Finding]:
         """Data that is not a JSON object, ``found`` holding its ``invalid_json``."""
+        # Parsed again to tell "not JSON" from "not an object": rare, and only for a ping.
         if event.event == "ping" and not _is_json(event.data):
             return NO_FINDINGS  # the SDK skips pings by name, unparsed
         if event.data.startswith("[DONE]"):
