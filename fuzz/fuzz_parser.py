@@ -22,6 +22,7 @@ except ImportError:
 
 with atheris.instrument_imports(include=["streamguard"]) if atheris else contextlib.nullcontext():
     from streamguard import sse
+    from streamguard.report import Finding
     from streamguard.rules import RULES
     from streamguard.sse import EventParser
 
@@ -31,13 +32,14 @@ FRAME_ENDS = re.compile(rb"(?<=\n\n)|(?<=\r\r)|(?<=\r\n\r\n)")
 
 
 def parse(chunks: list[bytes], limit: int) -> tuple[object, ...]:
+    """Events and findings in the order ``feed`` returned them, then ``close``'s leftover."""
     parser = EventParser(max_event_bytes=limit)
-    events, findings = [], []
+    items = []
     for chunk in chunks:
-        events.extend(parser.feed(chunk))
-        findings.extend(parser.drain_findings())
-    findings.extend(parser.close())
-    return tuple(events), tuple(findings), parser.events_dispatched, parser.bytes_seen
+        items.extend(parser.feed(chunk))
+    leftover = parser.close()
+    findings = [item for item in items if isinstance(item, Finding)] + leftover.findings
+    return tuple(items), tuple(findings), leftover.pending, parser.events_dispatched
 
 
 def parse_with_small_buffers(chunks: list[bytes], limit: int) -> tuple[object, ...]:

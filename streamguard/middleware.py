@@ -27,7 +27,6 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -514,17 +513,10 @@ class _StreamWatch:
             self._sweeper.discard(self)
             self._sweeper = None
         try:
-            report = monitor.finish(end)
+            report = monitor.finish(end, emit=self._emit)
         except Exception as exc:
             self._internal_error("finish", exc)
             report = monitor.fallback_report(end)
-        if report.internal_error is None:
-            if monitor.findings_at_end:
-                self._emit(monitor.findings_at_end)
-            if monitor.internal_error is not None:  # a sink failed on the last findings
-                report = monitor.report = replace(
-                    report, internal_error=monitor.internal_error, inspected=False
-                )
         if self._metrics is not None:
             try:
                 self._metrics.stream_ended(report)

@@ -2,8 +2,22 @@
 
 ``StreamMonitor`` is sans-I/O: the middleware, the CLI and the test helpers all drive it
 the same way (``feed`` body chunks, then ``finish`` once), and it is the only place that
-turns "how the bytes stopped" into an ``Outcome``. The clock is injected, so tests are
-deterministic without sleeping.
+turns "how the bytes stopped" into an ``Outcome`` and builds a ``StreamReport``. The clock
+is injected, so tests are deterministic without sleeping.
+
+Auto-detection
+--------------
+
+A stream configured as ``"auto"`` is decided once, by the first signal that settles it
+(``streamguard.protocols.auto`` holds the signals): the request path (``protocol_source``
+``"path"``), else the first decisive event (``"event"``), else plain SSE (``"default"``)
+after ``MAX_UNDECIDED_EVENTS`` events, once the held events carry more than
+``MAX_UNDECIDED_CHARS`` characters, or at the end of the body. Until then the monitor holds
+the events (bounded by those two limits) and checks nothing; when it decides, it builds the
+chosen checker and replays the held events into it once, in order and with their own
+indices. A body never ended by a blank line dispatches nothing: at its end, the first data
+line of the event the parser was left with decides the same way. A protocol named by a
+signal but missing from ``CHECKERS`` decides nothing.
 """
 
 from __future__ import annotations
@@ -12,19 +26,28 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from streamguard import rules
 from streamguard._wire import describe, token
 from streamguard.liveness import Liveness, LivenessLimits
-from streamguard.protocols import AUTO, AutoChecker, make_checker
+from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker, make_checker
+from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols.auto import (
+    MAX_UNDECIDED_CHARS,
+    MAX_UNDECIDED_EVENTS,
+    protocol_for_event,
+    protocol_for_path,
+)
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.request import RequestFacts
-from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, EventParser
+from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
 
 __all__ = [
     "MAX_KEPT_FINDINGS",
     "OUTCOMES",
+    "EventCallback",
+    "FindingsCallback",
     "StreamEnd",
     "StreamMonitor",
     "check_stream",
@@ -38,6 +61,10 @@ __all__ = [
 MAX_KEPT_FINDINGS = 100
 
 Clock = Callable[[], float]
+#: Receives each dispatched event with its index (``StreamMonitor(on_event=...)``).
+EventCallback = Callable[[Event, int], None]
+#: Receives the findings ``finish`` made, before the report is built.
+FindingsCallback = Callable[[Sequence[Finding]], None]
 
 
 class StreamEnd(Enum):
@@ -50,6 +77,12 @@ class StreamEnd(Enum):
     CLIENT_DISCONNECT = "client_disconnect"
     APP_ERROR = "app_error"
     CANCELLED = "cancelled"
+    #: The reader's connection broke before the body ended (a network or protocol error
+    #: while reading): the client side of a cut, seen by ``streamguard.testing``.
+    CONNECTION_LOST = "connection_lost"
+    #: The reader stopped waiting for the next bytes (its read timeout) before the body
+    #: ended: the client left first, and the silence it gave up on is a ``stalled`` finding.
+    READ_TIMEOUT = "read_timeout"
 
 
 #: What the stream had handed to the server when it ended (the columns of ``OUTCOMES``):
@@ -65,8 +98,10 @@ _C, _E, _U = Outcome.COMPLETED, Outcome.ERROR_EVENT, Outcome.UNCLOSED
 #: closes after the terminal or the in-band error got the whole answer, and its close is a
 #: fact on the report (``client_closed_after_end``), not the outcome. Failures on the
 #: server's side (the app raising, returning without ending the body, being cancelled)
-#: stay what they are even after the terminal: the client's connection still broke.
-#: A terminal counts only once the message carrying it was handed to the server.
+#: stay what they are even after the terminal: the client's connection still broke. On the
+#: client's side, a lost connection is such a break, and a reader that gave up waiting is
+#: a client that left. A terminal counts only once the message carrying it was handed to
+#: the server.
 OUTCOMES: dict[StreamEnd, tuple[Outcome, Outcome, Outcome, Outcome]] = {
     #                              error    terminal  neither   unjudged
     StreamEnd.BODY_ENDED:         (_E,      _C,       _U,       _C),
@@ -75,14 +110,38 @@ OUTCOMES: dict[StreamEnd, tuple[Outcome, Outcome, Outcome, Outcome]] = {
     StreamEnd.APP_RETURNED:       (_U,      _U,       _U,       _U),
     StreamEnd.APP_ERROR:          (Outcome.APP_ERROR,) * 4,
     StreamEnd.CANCELLED:          (Outcome.CANCELLED,) * 4,
+    StreamEnd.CONNECTION_LOST:    (_U,      _U,       _U,       _U),
+    StreamEnd.READ_TIMEOUT:       (_E,      _C,       Outcome.CLIENT_DISCONNECT,
+                                                                Outcome.CLIENT_DISCONNECT),
 }  # fmt: skip
 
-#: How much of an event never ended by a blank line auto-detection reads at the body's end.
-_PENDING_DETECTION_BYTES = 64 * 1024
+#: Ends at which the sender did not finish sending, or the reader stopped reading: the
+#: end-of-stream rules would only restate the outcome, so they are not run.
+_ABORTS = frozenset(
+    {
+        StreamEnd.CLIENT_DISCONNECT,
+        StreamEnd.APP_ERROR,
+        StreamEnd.CANCELLED,
+        StreamEnd.READ_TIMEOUT,
+    }
+)
+#: Ends after which the arrival times are judged as those of a whole stream.
+_TIMED_TO_THE_END = frozenset({StreamEnd.BODY_ENDED, StreamEnd.CONNECTION_LOST})
+#: Ends at which the client closed: after the terminal or the in-band error, a late close.
+_CLIENT_CLOSED = frozenset({StreamEnd.CLIENT_DISCONNECT, StreamEnd.READ_TIMEOUT})
 
-#: Ends at which the app did not finish sending: the end-of-stream rules would only
-#: restate the outcome, so they are not run.
-_ABORTS = frozenset({StreamEnd.CLIENT_DISCONNECT, StreamEnd.APP_ERROR, StreamEnd.CANCELLED})
+
+class _Undecided:
+    """What an ``"auto"`` stream holds until its protocol is known (made only for those)."""
+
+    __slots__ = ("chars", "events", "request")
+
+    def __init__(self, request: RequestFacts | None) -> None:
+        #: The request, for the checker still to be built.
+        self.request = request
+        #: The events held, with their indices, and the characters of their names and data.
+        self.events: list[tuple[Event, int]] = []
+        self.chars = 0
 
 
 class StreamMonitor:
@@ -91,12 +150,18 @@ class StreamMonitor:
     With ``handover=True`` the caller confirms, with ``handed_over()``, each fed body
     message that reached the server; a terminal signal or in-band error counts for the
     outcome only once it did. Offline, everything fed counts as delivered.
+
+    ``on_event``, if given, receives each dispatched event with its index, after the
+    checks of the chunk that completed it: a client-side reader that needs the events
+    (``streamguard.testing``) takes them from here rather than parsing the bytes again.
     """
 
     __slots__ = (
+        "_bytes",
         "_checker",
         "_clock",
         "_dropped",
+        "_events",
         "_excerpt_chars",
         "_findings",
         "_handed",
@@ -104,12 +169,15 @@ class StreamMonitor:
         "_inspecting",
         "_kept_rules",
         "_liveness",
+        "_on_event",
         "_parser",
+        "_protocol_source",
+        "_undecided",
         "body_messages",
-        "findings_at_end",
         "first_byte_at",
         "first_event_at",
         "internal_error",
+        "last_byte_at",
         "notes",
         "path",
         "report",
@@ -131,16 +199,34 @@ class StreamMonitor:
         liveness: LivenessLimits | None = None,
         handover: bool = False,
         json_data: bool = False,
+        on_event: EventCallback | None = None,
     ) -> None:
         if request is not None and not isinstance(request, RequestFacts):
             request = RequestFacts(request)  # only the bounded facts the checks read
-        self._checker = make_checker(protocol, request, path, json_data=json_data)
+        self._undecided: _Undecided | None = None
+        self._checker: Checker | None = None
+        self._protocol_source = "configured"
+        if protocol != AUTO:
+            self._checker = make_checker(protocol, request, path, json_data=json_data)
+        else:
+            by_path = protocol_for_path(path)
+            if by_path is not None and by_path in CHECKERS:
+                self._checker = make_checker(by_path, request, path)
+                self._protocol_source = "path"
+            else:
+                # Until decided, the stream reads as what it becomes when nothing decides it.
+                self._undecided = _Undecided(request)
+                self._protocol_source = "default"
         self._excerpt_chars = excerpt_chars
+        self._on_event = on_event
         self.route = route
         #: Facts about how the stream was checked (``add_note``); a tuple, as most have none.
         self.notes: tuple[str, ...] = ()
         self._parser = EventParser(max_event_bytes)
         self._clock = clock
+        #: Every body byte fed, inspected or not, and every event dispatched.
+        self._bytes = 0
+        self._events = 0
         self._findings: list[Finding] | None = None  # made by the first finding
         self._kept_rules: set[str] | None = None  # built when the cap is first reached
         self._dropped: dict[str, int] | None = None
@@ -155,16 +241,27 @@ class StreamMonitor:
             Liveness(liveness, self.started_at, opened_at) if liveness is not None else None
         )
         self.first_byte_at: float | None = None
+        #: When the last body byte arrived (for the silence a reader gave up on).
+        self.last_byte_at: float | None = None
         self.first_event_at: float | None = None
         self.body_messages = 0
         self.internal_error: str | None = None
         self.report: StreamReport | None = None
-        #: The findings ``finish`` made (end-of-stream rules, timers), for sinks.
-        self.findings_at_end: Sequence[Finding] = ()
 
     @property
     def protocol(self) -> str:
-        return self._checker.name
+        checker = self._checker
+        return PlainSSEChecker.name if checker is None else checker.name
+
+    @property
+    def protocol_source(self) -> str:
+        """How the protocol was chosen: ``configured``, or by ``path``, ``event``, ``default``."""
+        return self._protocol_source
+
+    @property
+    def decided(self) -> bool:
+        """Whether the protocol is known (always, unless ``"auto"`` is still undecided)."""
+        return self._undecided is None
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -177,12 +274,9 @@ class StreamMonitor:
         return self._inspecting
 
     @property
-    def protocol_source(self) -> str:
-        return self._checker.protocol_source
-
-    @property
     def terminal_seen(self) -> bool:
-        return self._checker.terminal_seen
+        checker = self._checker
+        return checker is not None and checker.terminal_index is not None
 
     def add_note(self, note: str) -> None:
         """Say something about how the stream was checked, for its report."""
@@ -276,43 +370,70 @@ class StreamMonitor:
         """Consume one body message's bytes; return the findings it produced."""
         now = self._clock()
         self.body_messages += 1
+        self._bytes += len(data)
         liveness = self._liveness
         if data:
             if self.first_byte_at is None:
                 self.first_byte_at = now
+            self.last_byte_at = now
             if liveness is not None:
                 liveness.on_bytes(now)
-        parser = self._parser
         if not self._inspecting:
-            parser.bytes_seen += len(data)
             return ()
-        events = parser.feed(data)
-        new: list[Finding] = parser.drain_findings() if parser.findings else []
-        from_parser = len(new)
-        if not parser.inspecting:
+        parser = self._parser
+        items = parser.feed(data)
+        if not items:
+            return ()
+        new: list[Finding] = []
+        from_parser = 0
+        first = index = self._events
+        checker = self._checker
+        undecided = checker is None
+        excerpts = self._excerpt_chars
+        for item in items:
+            if type(item) is not Event:  # cheaper than isinstance, on every event
+                new.append(cast(Finding, item))
+                from_parser += 1
+                continue
+            if checker is None:
+                found = self._hold(item, index)  # replayed findings carry their excerpts
+                checker = self._checker
+            else:
+                found = checker.on_event(item, index)
+                if found and excerpts:
+                    found = [replace(f, excerpt=self._excerpt(item.data)) for f in found]
+            if found:
+                new.extend(found)
+            index += 1
+        self._events = index
+        if from_parser and not parser.inspecting:
             self._inspecting = False
-        if events:
+        if index > first:
             if self.first_event_at is None:
                 self.first_event_at = now
             if liveness is not None:
                 liveness.on_events(now, self.body_messages)
-            checker = self._checker
-            index = parser.events_dispatched - len(events)
-            for event in events:
-                found = checker.on_event(event, index)
-                if found:
-                    if self._excerpt_chars:
-                        found = [replace(f, excerpt=self._excerpt(event.data)) for f in found]
-                    new.extend(found)
-                index += 1
-            if liveness is not None and checker.terminal_index is not None:
-                liveness.on_terminal(now)
+                if checker is not None and checker.terminal_index is not None:
+                    liveness.on_terminal(now)
             if from_parser and len(new) > from_parser:
-                # One chunk can finish event N and hold a framing problem of event N+1;
-                # in event order, the findings are the same however the bytes were cut.
+                # One chunk can finish event N and hold a framing problem of event N+1,
+                # and a decision replays the events held before: in event order, the
+                # findings are the same however the bytes were cut.
                 new.sort(key=_event_order)
+            on_event = self._on_event
+            if on_event is not None:
+                index = first
+                for item in items:
+                    if type(item) is Event:
+                        on_event(item, index)
+                        index += 1
         if new:
             self._record(new)
+            kept = self._findings
+            if undecided and checker is not None and kept is not None and len(kept) > len(new):
+                # The decision replayed the held events after earlier chunks' framing
+                # findings were kept: in event order, as if the bytes had come in one chunk.
+                kept.sort(key=_event_order)
         if not self._handover:
             self._handed_over()
         return new
@@ -324,19 +445,51 @@ class StreamMonitor:
 
     def _handed_over(self) -> None:
         checker = self._checker
+        if checker is None:
+            return
         if checker.error_index is not None:
             self._handed = _ERROR
         elif checker.terminal_index is not None:
             self._handed = _TERMINAL
+
+    # -- auto-detection -----------------------------------------------------------------
+
+    def _hold(self, event: Event, index: int) -> Sequence[Finding]:
+        """Hold an event of an undecided stream; decide when it, or a bound, settles it."""
+        undecided = self._undecided
+        assert undecided is not None
+        undecided.events.append((event, index))
+        undecided.chars += len(event.event) + len(event.data)
+        protocol = protocol_for_event(event)
+        if protocol is not None and protocol in CHECKERS:
+            return self._decide(protocol, "event")
+        if len(undecided.events) >= MAX_UNDECIDED_EVENTS or undecided.chars > MAX_UNDECIDED_CHARS:
+            return self._decide(PlainSSEChecker.name, "default")
+        return NO_FINDINGS
+
+    def _decide(self, protocol: str, source: str) -> list[Finding]:
+        """Build the chosen checker and replay the held events into it, once."""
+        undecided = self._undecided
+        assert undecided is not None
+        self._undecided = None
+        checker = self._checker = make_checker(protocol, undecided.request, self.path)
+        self._protocol_source = source
+        found: list[Finding] = []
+        for event, index in undecided.events:
+            replayed = checker.on_event(event, index)
+            if replayed and self._excerpt_chars:
+                replayed = [replace(f, excerpt=self._excerpt(event.data)) for f in replayed]
+            found.extend(replayed)
+        return found
+
+    # -- timing and the end -------------------------------------------------------------
 
     def poll(self, now: float | None = None) -> list[Finding]:
         """Run the timing detectors on the open stream; return the findings they made."""
         if self._liveness is None or self.report is not None or self.internal_error is not None:
             return []
         found = self._liveness.poll(
-            self._clock() if now is None else now,
-            self._parser.events_dispatched,
-            self._parser.bytes_seen,
+            self._clock() if now is None else now, self._events, self._bytes
         )
         self._record(found)
         return found
@@ -346,12 +499,11 @@ class StreamMonitor:
 
         The report is already built; the finding goes to the sinks only.
         """
-        parser = self._parser
         return rules.BODY_AFTER_END.finding(
             f"the app sent a body message of {len(data)} byte(s) after it ended the body "
             "with more_body=False; servers drop or reject it",
-            parser.events_dispatched,
-            parser.bytes_seen,
+            self._events,
+            self._bytes,
         )
 
     def _excerpt(self, text: str) -> str:
@@ -360,28 +512,60 @@ class StreamMonitor:
         escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in short)
         return escaped + ("…" if len(text) > self._excerpt_chars else "")
 
-    def finish(self, end: StreamEnd) -> StreamReport:
-        """Classify the end, run the end-of-stream rules once, and build the report."""
+    def finish(
+        self,
+        end: StreamEnd,
+        *,
+        cause: BaseException | None = None,
+        emit: FindingsCallback | None = None,
+    ) -> StreamReport:
+        """Classify the end, run the end-of-stream rules once, and build the report.
+
+        ``cause`` is the exception that ended a client-side read (``CONNECTION_LOST``,
+        ``READ_TIMEOUT``); its type is named, never its text, which may quote the peer.
+        ``emit`` receives the findings the end made before the report is built, so a sink
+        that fails on them (and calls ``fail``) is on the report.
+        """
         if self.report is not None:
             return self.report
         ended_at = self._clock()
-        checker = self._checker
-        parser = self._parser
-        events, offset = parser.events_dispatched, parser.bytes_seen
+        events, offset = self._events, self._bytes
         found: list[Finding] = []
+        if end is StreamEnd.CONNECTION_LOST:
+            found.append(
+                rules.RESPONSE_NOT_FINISHED.finding(
+                    f"the connection closed before the body ended, after {offset} byte(s): "
+                    f"{_cause_name(cause, 'a transport error')}: reading the body failed",
+                    events,
+                    offset,
+                )
+            )
         if end not in _ABORTS and self._inspecting:
-            if isinstance(checker, AutoChecker) and not checker.decided:
-                pending = parser.pending_event(_PENDING_DETECTION_BYTES)
-                if pending is not None:
-                    found.extend(checker.decide_from_pending(pending))
-            found.extend(parser.close())
-            if parser.inspecting:  # close() can still find the last event too large
-                found.extend(checker.on_end(events, offset))
-            else:
-                self._inspecting = False
+            found.extend(self._end_of_body(events, offset))
+        if end is StreamEnd.BODY_ENDED:
+            # The body's end reached the server, so all that was fed did, including a
+            # terminal only the end reveals (Gemini's "every candidate finished").
+            self._handed_over()
+        handed = self._handed
+        checker = self._checker
+        gave_up = end is StreamEnd.READ_TIMEOUT and (
+            checker is None or (checker.terminal_index is None and checker.error_index is None)
+        )
         if self._liveness is not None and self.internal_error is None:
-            clean = end is StreamEnd.BODY_ENDED and self._inspecting
-            found.extend(self._liveness.at_end(ended_at, events, offset, clean))
+            clean = end in _TIMED_TO_THE_END and self._inspecting
+            # The silence a reader gave up on is judged once, below, with its cause.
+            judged_at = ended_at if not gave_up else self._last_activity()
+            found.extend(self._liveness.at_end(judged_at, events, offset, clean))
+        if gave_up:
+            found.append(
+                rules.STALLED.finding(
+                    f"no bytes for {ended_at - self._last_activity():.1f} s after byte "
+                    f"{offset}: the client stopped waiting "
+                    f"({_cause_name(cause, 'a read timeout')})",
+                    events,
+                    offset,
+                )
+            )
         if end is StreamEnd.APP_RETURNED:
             found.append(
                 rules.RESPONSE_NOT_FINISHED.finding(
@@ -391,19 +575,16 @@ class StreamMonitor:
                     offset,
                 )
             )
-        if end is StreamEnd.BODY_ENDED:
-            # The body's end reached the server, so all that was fed did, including a
-            # terminal only the end reveals (Gemini's "every candidate finished").
-            self._handed_over()
-        handed = self._handed
-        if handed == _NEITHER and not (checker.has_terminal and self._inspecting):
+        has_terminal = checker is not None and checker.has_terminal
+        if handed == _NEITHER and not (has_terminal and self._inspecting):
             handed = _UNJUDGED
         outcome = OUTCOMES[end][_COLUMN[handed]]
         self._record(found)
-        self.findings_at_end = found
+        if emit is not None and found and self.internal_error is None:
+            emit(found)  # a sink failing here calls fail(): the report below says so
         dropped = self._dropped
         self.report = StreamReport(
-            protocol=checker.name,
+            protocol=self.protocol,
             outcome=outcome,
             findings=self.findings,
             events=events,
@@ -416,16 +597,37 @@ class StreamMonitor:
             inspected=self._inspecting,
             internal_error=self.internal_error,
             path=self.path,
-            protocol_source=checker.protocol_source,
+            protocol_source=self._protocol_source,
             route=self.route,
             notes=self.notes,
             max_event_gap=self._liveness.max_event_gap if self._liveness is not None else None,
             findings_dropped=tuple(sorted(dropped.items())) if dropped else (),
-            client_closed_after_end=(
-                end is StreamEnd.CLIENT_DISCONNECT and handed in (_ERROR, _TERMINAL)
-            ),
+            client_closed_after_end=end in _CLIENT_CLOSED and handed in (_ERROR, _TERMINAL),
         )
         return self.report
+
+    def _end_of_body(self, events: int, offset: int) -> list[Finding]:
+        """The parser's last word, the decision still owed, and the end-of-stream rules."""
+        parser = self._parser
+        found: list[Finding] = []
+        last, pending = parser.close()
+        if pending is not None and self._undecided is not None:
+            protocol = protocol_for_event(pending)
+            if protocol is not None and protocol in CHECKERS:
+                found.extend(self._decide(protocol, "event"))
+        found.extend(last)
+        if not parser.inspecting:  # close() can still find the last event too large
+            self._inspecting = False
+            return found
+        if self._undecided is not None:
+            found.extend(self._decide(PlainSSEChecker.name, "default"))
+        assert self._checker is not None
+        found.extend(self._checker.on_end(events, offset))
+        return found
+
+    def _last_activity(self) -> float:
+        """When the stream last showed life: its last byte, or its start."""
+        return self.started_at if self.last_byte_at is None else self.last_byte_at
 
     def fallback_report(self, end: StreamEnd) -> StreamReport:
         """The report when building the real one failed: the outcome from the end alone."""
@@ -476,6 +678,11 @@ def error_name(exc: BaseException) -> str:
     code = traceback.tb_frame.f_code
     where = f"{code.co_filename.rsplit('/', 1)[-1]}:{traceback.tb_lineno}"
     return f"{type(exc).__name__} in {code.co_name} ({where})"
+
+
+def _cause_name(cause: BaseException | None, default: str) -> str:
+    """The type of the exception that ended a read: its text may quote the peer."""
+    return default if cause is None else type(cause).__name__
 
 
 def _event_order(finding: Finding) -> int:

@@ -36,10 +36,14 @@ dispatched. Three things need care at chunk boundaries:
   content (line endings of earlier lines included), so a split CRLF cannot change it.
 
 Problems with the bytes themselves (invalid UTF-8, an event past ``max_event_bytes``, an
-unfinished event when the input ends) become ``Finding``s, collected by
-``drain_findings`` and ``close``. Past the size limit the parser stops inspecting: it only
-counts bytes, so memory stays bounded whatever arrives. A finding's message gives offsets
-and sizes only: a field name is shown as ``_wire.describe`` shows any wire value.
+unfinished event when the input ends) become ``Finding``s. Like the events, they are only
+ever return values, as an httpx decoder's output is: ``feed`` returns the events and
+findings a chunk completed, in stream order (a finding before the event it was found in),
+and ``close`` returns the last findings with the event left unfinished, if any. Nothing
+outside the parser writes its state; ``inspecting`` and ``events_dispatched`` are
+read-only. Past the size limit the parser stops inspecting and ignores what follows, so
+memory stays bounded whatever arrives. A finding's message gives offsets and sizes only: a
+field name is shown as ``_wire.describe`` shows any wire value.
 
 Invalid UTF-8 follows one rule, whatever the cutting: clients decode the whole stream before
 they parse it, so every complete line must be UTF-8, kept or not (an ``event:`` line a later
@@ -61,7 +65,7 @@ from streamguard import rules
 from streamguard._wire import describe
 from streamguard.report import Finding
 
-__all__ = ["DEFAULT_MAX_EVENT_BYTES", "Event", "EventParser"]
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "Event", "EventParser", "Leftover"]
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 
@@ -103,6 +107,8 @@ _WINDOW = 32 * 1024
 _MAX_UNKNOWN_FIELDS = 8
 _MAX_KEPT_NAME_BYTES = 64
 _FIELD_NAMES = frozenset((b"data", b"event", b"id", b"retry"))
+#: How much of the first data line of an event left unfinished ``close`` returns.
+_PENDING_LINE_BYTES = 64 * 1024
 
 
 class Event(NamedTuple):
@@ -127,8 +133,18 @@ class Event(NamedTuple):
 _new_event = tuple.__new__
 
 
+class Leftover(NamedTuple):
+    """What ``EventParser.close`` returns: the last findings and the unfinished event."""
+
+    findings: list[Finding]
+    #: The event being built when the input ended, as its first data line shows it (at most
+    #: 64 KiB of that line): clients discard it, but it can still tell what a body whose
+    #: frames were never ended by a blank line was meant to be. ``None`` with no data line.
+    pending: Event | None
+
+
 class EventParser:
-    """Turns body bytes into ``Event``s, one chunk at a time."""
+    """Turns body bytes into ``Event``s (and ``Finding``s), one chunk at a time."""
 
     # Slots, and nothing made before it is needed: one parser lives per open stream.
     __slots__ = (
@@ -138,6 +154,9 @@ class EventParser:
         "_event_names",
         "_event_start",
         "_event_type",
+        "_events",
+        "_findings",
+        "_inspecting",
         "_last_id",
         "_offset",
         "_partial",
@@ -145,10 +164,6 @@ class EventParser:
         "_seen_invalid_utf8",
         "_seen_unknown_fields",
         "_skip_lf",
-        "bytes_seen",
-        "events_dispatched",
-        "findings",
-        "inspecting",
         "max_event_bytes",
     )
 
@@ -173,27 +188,32 @@ class EventParser:
         self._retry: int | None = None
         # Bookkeeping.
         #: How many events ``feed`` has returned so far.
-        self.events_dispatched = 0
-        #: Findings not yet taken by ``drain_findings`` (checked cheaply before draining);
-        #: ``None`` while there are none.
-        self.findings: list[Finding] | None = None
+        self._events = 0
+        #: Findings made by the current call, not yet returned; ``None`` while there are none.
+        self._findings: list[Finding] | None = None
+        self._inspecting = True
         self._seen_invalid_utf8 = False
         self._seen_unknown_fields: set[bytes] | None = None  # made by the first one
         self._closed = False
         #: Event names this stream uses beyond the process-wide cache, decoded once.
         self._event_names: dict[bytes, str] | None = None
-        self.inspecting = True
-        self.bytes_seen = 0
 
-    def drain_findings(self) -> list[Finding]:
-        """The findings made since the last call, oldest first."""
-        found, self.findings = self.findings, None
-        return found or []
+    @property
+    def inspecting(self) -> bool:
+        """False once an event grew past ``max_event_bytes``: the rest is ignored."""
+        return self._inspecting
 
-    def feed(self, data: bytes) -> list[Event]:
-        """Consume the next chunk of the body and return the events it completed."""
-        self.bytes_seen += len(data)
-        if not self.inspecting or not data:
+    @property
+    def events_dispatched(self) -> int:
+        """How many events ``feed`` has returned so far."""
+        return self._events
+
+    def feed(self, data: bytes) -> list[Event | Finding]:
+        """Consume the next chunk of the body; return the events it completed and the
+        findings it made, in stream order: a finding comes before the event it was found
+        in (the event of its ``event_index``), so the lists of all calls, joined, are the
+        same however the bytes are cut. Tell them apart with ``type(item) is Event``."""
+        if not self._inspecting or not data:
             return []
         if self._closed:
             raise RuntimeError("EventParser.feed() called after close()")
@@ -217,7 +237,7 @@ class EventParser:
         ):
             event = self._single_event(data)
             if event is not None:
-                return [event]
+                return [event] if self._findings is None else self._interleave([event])
 
         last_lf = data.rfind(b"\n")
         # Most streams never send a CR: one scan for it answers both questions below.
@@ -225,7 +245,7 @@ class EventParser:
         last_end = last_lf if last_lf > last_cr else last_cr
         if last_end < 0:
             self._hold(data)
-            return []
+            return [] if self._findings is None else self._interleave([])
 
         if last_end == len(data) - 1:  # the usual case: the chunk ends on a line ending
             whole = data
@@ -244,14 +264,71 @@ class EventParser:
             events = self._consume_lines(whole, last_cr >= 0)
         else:
             events = self._consume_windows(whole, last_cr >= 0)
-        if rest and self.inspecting:
+        if rest and self._inspecting:
             self._hold(rest)
-        return events
+        return events if self._findings is None else self._interleave(events)
 
-    def pending_event(self, limit: int) -> Event | None:
-        """The event being built when the input ends, judged by its first data line (at
-        most ``limit`` bytes of it): for a body whose frames were never ended by a blank
-        line. ``None`` when no data line is pending."""
+    def close(self) -> Leftover:
+        """End of input: report what never completed; return the last findings and the
+        unfinished event, if any.
+
+        ``inspecting`` stays true unless the close itself found the event too large, so
+        the caller can tell whether the whole body was inspected.
+        """
+        pending = None
+        if self._inspecting and not self._closed:
+            pending = self._pending_event()
+            self._closed = True
+            if self._bom_window:
+                # Fewer than three bytes in the whole body, all of them a BOM prefix.
+                self._hold(self._bom_window)
+                self._bom_window = None
+        if self._inspecting and (self._event_start is not None or self._partial):
+            start = self._event_start if self._event_start is not None else self._offset
+            size = self._offset + len(self._partial) - start
+            if self._data:
+                # Its data lines were read whole but are decoded only at dispatch.
+                self._decode(b"\n".join(self._data), start)
+            if self._data or self._partial.startswith(b"data"):
+                what = "clients discard the unfinished event"
+            else:
+                what = "it holds no data, but the frame is cut"
+            self._found(
+                rules.UNTERMINATED_FRAME.finding(
+                    f"{size} byte(s) after the last blank line at the end of the body "
+                    f"(starting at byte {start}); {what}",
+                    self._events,
+                    start,
+                )
+            )
+            self._event_start = None
+            self._partial.clear()
+            self._data.clear()
+        found, self._findings = self._findings, None
+        return Leftover(found or [], pending)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _interleave(self, events: list[Event | Finding]) -> list[Event | Finding]:
+        """``events`` with the findings made meanwhile, each before the event it was found
+        in: a parser finding's ``event_index`` is the number of events dispatched before."""
+        found, self._findings = self._findings, None
+        assert found is not None
+        first = self._events - len(events)  # the index of events[0]
+        out: list[Event | Finding] = []
+        taken = 0
+        for finding in found:
+            before = (finding.event_index or 0) - first
+            if before > taken:
+                out += events[taken:before]
+                taken = before
+            out.append(finding)
+        out += events[taken:]
+        return out
+
+    def _pending_event(self) -> Event | None:
+        """The event being built, as the start of its first data line shows it."""
+        limit = _PENDING_LINE_BYTES
         if self._data:
             first = self._data[0][:limit]
         elif self._partial.startswith(b"data:"):
@@ -263,43 +340,6 @@ class EventParser:
         line = bytes(first).partition(b"\n")[0]
         start = self._event_start if self._event_start is not None else self._offset
         return Event(self._event_type, line.decode("utf-8", "replace"), None, None, start)
-
-    def close(self) -> list[Finding]:
-        """End of input: report what never completed, then return the last findings.
-
-        ``inspecting`` stays true unless the close itself found the event too large, so
-        the caller can tell whether the whole body was inspected.
-        """
-        if self.inspecting and not self._closed:
-            self._closed = True
-            if self._bom_window:
-                # Fewer than three bytes in the whole body, all of them a BOM prefix.
-                self._hold(self._bom_window)
-                self._bom_window = None
-        if self.inspecting and (self._event_start is not None or self._partial):
-            start = self._event_start if self._event_start is not None else self._offset
-            pending = self._offset + len(self._partial) - start
-            if self._data:
-                # Its data lines were read whole but are decoded only at dispatch.
-                self._decode(b"\n".join(self._data), start)
-            if self._data or self._partial.startswith(b"data"):
-                what = "clients discard the unfinished event"
-            else:
-                what = "it holds no data, but the frame is cut"
-            self._found(
-                rules.UNTERMINATED_FRAME.finding(
-                    f"{pending} byte(s) after the last blank line at the end of the body "
-                    f"(starting at byte {start}); {what}",
-                    self.events_dispatched,
-                    start,
-                )
-            )
-            self._event_start = None
-            self._partial.clear()
-            self._data.clear()
-        return self.drain_findings()
-
-    # -- internals ----------------------------------------------------------------------
 
     def _strip_bom(self, data: bytes) -> bytes:
         assert self._bom_window is not None
@@ -325,11 +365,11 @@ class EventParser:
             rules.EVENT_TOO_LARGE.finding(
                 f"the event starting at byte {start} grew past max_event_bytes="
                 f"{self.max_event_bytes}; the rest of the stream is passed through unchecked",
-                self.events_dispatched,
+                self._events,
                 start,
             )
         )
-        self.inspecting = False
+        self._inspecting = False
         self._partial.clear()
         self._data.clear()
         self._event_type = "message"
@@ -385,10 +425,10 @@ class EventParser:
         )
         event = _new_event(Event, (event_type, text, self._last_id, self._retry, self._offset))
         self._offset += len(data)
-        self.events_dispatched += 1
+        self._events += 1
         return event
 
-    def _consume_lines(self, whole: bytes, has_cr: bool) -> list[Event]:
+    def _consume_lines(self, whole: bytes, has_cr: bool) -> list[Event | Finding]:
         """Interpret ``whole``, which holds complete lines, each with its line ending.
 
         This is the hot path, so it keeps state in locals and inlines the dispatch.
@@ -407,7 +447,7 @@ class EventParser:
                 endings = [len(ending) for ending in _LINE_ENDING.findall(whole)]
         lines.pop()  # the empty tail after the last line ending
 
-        events: list[Event] = []
+        events: list[Event | Finding] = []
         offset = self._offset
         event_start = self._event_start
         data = self._data
@@ -449,7 +489,7 @@ class EventParser:
                         Event, (self._event_type, text, self._last_id, self._retry, event_start)
                     )
                 )
-                self.events_dispatched += 1
+                self._events += 1
                 data.clear()
                 self._event_type = "message"
                 event_start = None
@@ -463,7 +503,7 @@ class EventParser:
             self._compact_data()
         return events
 
-    def _consume_windows(self, whole: bytes, has_cr: bool) -> list[Event]:
+    def _consume_windows(self, whole: bytes, has_cr: bool) -> list[Event | Finding]:
         """``_consume_lines`` over a long ``whole``, a window of whole lines at a time.
 
         One call makes a ``bytes`` object per line, and a line of a few bytes costs ten
@@ -471,9 +511,9 @@ class EventParser:
         past every ``_WINDOW`` bytes (a CRLF is never cut in two: the search from the cut
         point matches the whole CRLF, or its LF when the CR came just before).
         """
-        events: list[Event] = []
+        events: list[Event | Finding] = []
         start, size = 0, len(whole)
-        while start < size and self.inspecting:
+        while start < size and self._inspecting:
             end = start + _WINDOW
             if end >= size:
                 end = size
@@ -556,15 +596,15 @@ class EventParser:
         self._found(
             rules.UNKNOWN_FIELD.finding(
                 f"unknown field {describe(name)} at byte {line_start} is ignored by clients{hint}",
-                self.events_dispatched,
+                self._events,
                 line_start,
             )
         )
 
     def _found(self, finding: Finding) -> None:
-        if self.findings is None:
-            self.findings = []
-        self.findings.append(finding)
+        if self._findings is None:
+            self._findings = []
+        self._findings.append(finding)
 
     def _event_name(self, raw: bytes, where: int) -> str:
         """Decode an event type; streams use a few names, so they are decoded once.
@@ -607,7 +647,7 @@ class EventParser:
                 rules.INVALID_UTF8.finding(
                     f"invalid UTF-8 in the event starting at byte {where}; clients decode it "
                     "as U+FFFD (reported once per stream)",
-                    self.events_dispatched,
+                    self._events,
                     where,
                 )
             )

@@ -31,7 +31,7 @@ from string import Template
 from typing import Any, Final, TextIO
 
 from streamguard.report import Finding, StreamReport
-from streamguard.sse import EventParser
+from streamguard.sse import Event, EventParser
 
 __all__ = [
     "CAPTURE_FORMAT",
@@ -125,8 +125,9 @@ def marks_from_arrivals(arrivals: Sequence[Arrival]) -> list[Mark]:
     timed: list[tuple[int, float, int, str]] = []
     for arrival in arrivals:
         body += arrival.data
-        for event in parser.feed(arrival.data):
-            timed.append((len(timed), arrival.at, event.offset, event.event))
+        for item in parser.feed(arrival.data):
+            if isinstance(item, Event):  # framing findings are on the report already
+                timed.append((len(timed), arrival.at, item.offset, item.event))
     parser.close()
     marks = []
     for position, (index, at, offset, name) in enumerate(timed):

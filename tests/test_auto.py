@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from streamguard import check_stream
+from streamguard import StreamMonitor, check_stream
 from streamguard.protocols import CHECKERS, make_checker
 from streamguard.protocols.auto import (
     MAX_UNDECIDED_CHARS,
     MAX_UNDECIDED_EVENTS,
-    AutoChecker,
     protocol_for_event,
     protocol_for_path,
 )
@@ -197,11 +196,16 @@ def _require(protocol: str) -> None:
         pytest.skip(f"{MODULES[protocol]} is not registered in CHECKERS yet")
 
 
-def test_make_checker_auto_is_an_auto_checker() -> None:
-    """``protocol="auto"`` gives an AutoChecker that has not decided yet without a path."""
-    checker = make_checker("auto")
-    assert isinstance(checker, AutoChecker)
-    assert (checker.decided, checker.name, checker.protocol_source) == (False, "sse", "default")
+def test_auto_is_undecided_without_a_path() -> None:
+    """``protocol="auto"`` gives a monitor that has not decided yet without a path."""
+    monitor = StreamMonitor("auto")
+    assert (monitor.decided, monitor.protocol, monitor.protocol_source) == (False, "sse", "default")
+
+
+def test_auto_is_not_a_checker() -> None:
+    """Detection needs the stream's events, which the monitor holds: make_checker refuses."""
+    with pytest.raises(ValueError, match="'auto' is detected per stream by StreamMonitor"):
+        make_checker("auto")
 
 
 @pytest.mark.parametrize(
@@ -282,16 +286,16 @@ def test_plain_sse_stays_plain() -> None:
 
 
 def test_undecided_events_are_bounded() -> None:
-    """After MAX_UNDECIDED_EVENTS indecisive events the checker settles on plain SSE."""
-    checker = AutoChecker(path="/stream", checkers=CHECKERS)
+    """After MAX_UNDECIDED_EVENTS indecisive events the monitor settles on plain SSE."""
+    monitor = StreamMonitor(path="/stream")
     for index in range(MAX_UNDECIDED_EVENTS - 1):
-        assert checker.on_event(Event("message", f"tick {index}"), index) == ()
-        assert not checker.decided
-    checker.on_event(Event("message", "last tick"), MAX_UNDECIDED_EVENTS - 1)
-    assert (checker.decided, checker.name, checker.protocol_source) == (True, "sse", "default")
+        assert not monitor.feed(f"data: tick {index}\n\n".encode())
+        assert not monitor.decided
+    monitor.feed(b"data: last tick\n\n")
+    assert (monitor.decided, monitor.protocol, monitor.protocol_source) == (True, "sse", "default")
     # A decisive event after the bound changes nothing any more.
-    checker.on_event(Event("message_start", '{"type":"message_start"}'), MAX_UNDECIDED_EVENTS)
-    assert checker.name == "sse"
+    monitor.feed(b'event: message_start\ndata: {"type":"message_start"}\n\n')
+    assert monitor.protocol == "sse"
 
 
 def test_held_events_are_replayed_into_the_chosen_checker() -> None:
@@ -372,13 +376,13 @@ def test_chunks_without_a_delta_object_decide_nothing(payload: dict[str, object]
 
 
 def test_held_event_data_is_bounded() -> None:
-    """Past MAX_UNDECIDED_CHARS of held data the checker settles on plain SSE at once."""
-    checker = AutoChecker(path="/stream", checkers=CHECKERS)
+    """Past MAX_UNDECIDED_CHARS of held data the monitor settles on plain SSE at once."""
+    monitor = StreamMonitor(path="/stream")
     half = "x" * (MAX_UNDECIDED_CHARS // 2)
-    assert checker.on_event(Event("message", half), 0) == ()
-    assert not checker.decided
-    checker.on_event(Event("message", half + "x"), 1)
-    assert (checker.decided, checker.name, checker.protocol_source) == (True, "sse", "default")
+    assert not monitor.feed(f"data: {half}\n\n".encode())
+    assert not monitor.decided
+    monitor.feed(f"data: {half}x\n\n".encode())
+    assert (monitor.decided, monitor.protocol, monitor.protocol_source) == (True, "sse", "default")
 
 
 def test_one_large_decisive_event_still_decides() -> None:
@@ -440,3 +444,24 @@ def test_a_responses_error_first_is_not_anthropic() -> None:
     """The Responses error event carries code and message at the top level: not decisive."""
     body = b'data: {"type":"error","code":"server_error","message":"x","sequence_number":0}\n\n'
     assert check_stream(body, path="/gateway/stream").protocol != "anthropic"
+
+
+def test_replayed_findings_do_not_depend_on_the_cutting() -> None:
+    """Framing findings of held events and their replay's findings keep event order, however cut."""
+    _require("openai_chat")
+    chunk = (
+        '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+        '"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}'
+    )
+    held = b'data: {"x\n\nfoo: 1\ndata: \xff\n\n'  # not JSON; an unknown field, bad UTF-8
+    body = held + f"data: {chunk}\n\ndata: [DONE]\n\n".encode()
+    whole = check_stream([body])
+    assert [(f.rule, f.event_index) for f in whole.findings] == [
+        ("invalid_json", 0),
+        ("unknown_field", 1),
+        ("invalid_utf8", 1),
+        ("invalid_json", 1),
+        ("missing_finish_reason", 3),
+    ]
+    for chunks in ([held, body[len(held) :]], *(chunks for _, chunks in chunkings(body))):
+        assert check_stream(chunks).findings == whole.findings

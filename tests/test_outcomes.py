@@ -40,7 +40,11 @@ EXPECTED = {
     StreamEnd.APP_RETURNED: dict.fromkeys(HANDED_OVER, U),
     StreamEnd.APP_ERROR: dict.fromkeys(HANDED_OVER, Outcome.APP_ERROR),
     StreamEnd.CANCELLED: dict.fromkeys(HANDED_OVER, Outcome.CANCELLED),
+    StreamEnd.CONNECTION_LOST: dict.fromkeys(HANDED_OVER, U),
+    StreamEnd.READ_TIMEOUT: {"error": E, "terminal": C, "neither": D, "unjudged": D},
 }
+#: The ends at which the client closed the connection.
+CLIENT_CLOSES = (StreamEnd.CLIENT_DISCONNECT, StreamEnd.READ_TIMEOUT)
 CELLS = [(end, column) for end in StreamEnd for column in HANDED_OVER]
 
 
@@ -59,7 +63,7 @@ def test_every_cell(end: StreamEnd, column: str) -> None:
         monitor.feed(chunk)
     report = monitor.finish(end)
     assert report.outcome is EXPECTED[end][column]
-    late_close = end is StreamEnd.CLIENT_DISCONNECT and column in ("error", "terminal")
+    late_close = end in CLIENT_CLOSES and column in ("error", "terminal")
     assert report.client_closed_after_end is late_close
 
 

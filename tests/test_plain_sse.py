@@ -7,10 +7,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from streamguard import StreamEnd, StreamMonitor
 from streamguard.config import RouteConfig, StreamGuardConfig
 from streamguard.protocols import (
     AnthropicChecker,
-    AutoChecker,
     Checker,
     GeminiChecker,
     PlainSSEChecker,
@@ -29,13 +29,17 @@ def check(chunks: list[bytes], checker: Checker) -> list[Finding]:
     then the end of the body."""
     parser = EventParser()
     found: list[Finding] = []
-    index = 0
+    index = offset = 0
     for chunk in [*chunks, b""]:
-        for event in parser.feed(chunk):
-            found.extend(checker.on_event(event, index))
+        offset += len(chunk)
+        for item in parser.feed(chunk):
+            if isinstance(item, Finding):
+                found.append(item)
+                continue
+            found.extend(checker.on_event(item, index))
             index += 1
-    found.extend(parser.close())
-    found.extend(checker.on_end(index, parser.bytes_seen))
+    found.extend(parser.close().findings)
+    found.extend(checker.on_end(index, offset))
     return found
 
 
@@ -86,13 +90,21 @@ def test_an_event_with_empty_data_is_not_json() -> None:
 
 @pytest.mark.parametrize(
     ("protocol", "checker_class"),
-    [("anthropic", AnthropicChecker), ("gemini", GeminiChecker), ("auto", AutoChecker)],
+    [("anthropic", AnthropicChecker), ("gemini", GeminiChecker)],
 )
 def test_other_protocols_ignore_the_option(protocol: str, checker_class: type[Checker]) -> None:
     """make_checker takes json_data for every protocol and gives it to the plain one only."""
     checker = make_checker(protocol, json_data=True)
     assert isinstance(checker, checker_class)
     assert not isinstance(checker, PlainSSEChecker)
+
+
+def test_auto_ignores_the_option() -> None:
+    """An "auto" monitor takes json_data too, and the plain SSE it settles on judges no JSON."""
+    monitor = StreamMonitor("auto", json_data=True)
+    monitor.feed(sse("{'a': 1}"))
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert (report.protocol, report.protocol_source, report.rules()) == ("sse", "default", [])
 
 
 def test_the_checker_is_plain_sse_with_or_without_the_option() -> None:

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streamguard import sse
+from streamguard import StreamEnd, StreamMonitor, sse
 from streamguard._wire import describe
 from streamguard.report import Finding
-from streamguard.sse import Event, EventParser
+from streamguard.sse import Event, EventParser, Leftover
 
 from .chunking import chunkings
 
@@ -68,17 +68,26 @@ def reference_events(body: bytes) -> list[Event]:
     return events
 
 
+def split(items: list[Event | Finding]) -> tuple[list[Event], list[Finding]]:
+    """What ``feed`` returned, as its events and its findings."""
+    events = [item for item in items if isinstance(item, Event)]
+    return events, [item for item in items if isinstance(item, Finding)]
+
+
+def parse_items(chunks: list[bytes], max_event_bytes: int = 1 << 20) -> list[Event | Finding]:
+    """Everything ``feed`` returned over ``chunks``, in order, then the findings of ``close``."""
+    parser = EventParser(max_event_bytes=max_event_bytes)
+    items: list[Event | Finding] = []
+    for chunk in chunks:
+        items += parser.feed(chunk)
+    items += parser.close().findings
+    return items
+
+
 def parse_all(
     chunks: list[bytes], max_event_bytes: int = 1 << 20
 ) -> tuple[list[Event], list[Finding]]:
-    parser = EventParser(max_event_bytes=max_event_bytes)
-    events: list[Event] = []
-    findings: list[Finding] = []
-    for chunk in chunks:
-        events.extend(parser.feed(chunk))
-        findings.extend(parser.drain_findings())
-    findings.extend(parser.close())
-    return events, findings
+    return split(parse_items(chunks, max_event_bytes))
 
 
 def data_of(events: list[Event]) -> list[str]:
@@ -238,14 +247,20 @@ def test_stream_ending_on_blank_line_is_clean() -> None:
 
 def test_event_too_large_stops_inspection_but_counts_bytes() -> None:
     """Past ``max_event_bytes`` one finding is made and nothing more is parsed."""
+    chunks = [b"data: ok\n\n", b"data: " + b"x" * 20, b"\n\ndata: later\n\n"]
     parser = EventParser(max_event_bytes=16)
-    assert data_of(parser.feed(b"data: ok\n\n")) == ["ok"]
-    assert parser.feed(b"data: " + b"x" * 20) == []
-    assert [f.rule for f in parser.drain_findings()] == ["event_too_large"]
-    assert parser.feed(b"\n\ndata: later\n\n") == []
-    assert parser.close() == []
+    assert data_of(split(parser.feed(chunks[0]))[0]) == ["ok"]
+    events, findings = split(parser.feed(chunks[1]))
+    assert events == []
+    assert [f.rule for f in findings] == ["event_too_large"]
+    assert parser.feed(chunks[2]) == []
+    assert parser.close().findings == []
     assert parser.inspecting is False
-    assert parser.bytes_seen == 10 + 26 + 15
+    # The parser counts no bytes; its monitor counts them all, inspected or not.
+    monitor = StreamMonitor("sse", max_event_bytes=16)
+    for chunk in chunks:
+        monitor.feed(chunk)
+    assert monitor.finish(StreamEnd.BODY_ENDED).bytes == 10 + 26 + 15
 
 
 def test_event_at_exactly_the_limit_is_accepted() -> None:
@@ -259,9 +274,10 @@ def test_event_at_exactly_the_limit_is_accepted() -> None:
 def test_long_line_without_ending_is_bounded() -> None:
     """A line that never ends is cut off at the limit, whatever the chunk sizes."""
     parser = EventParser(max_event_bytes=1000)
+    found: list[Event | Finding] = []
     for _ in range(10_000):
-        parser.feed(b"x" * 7)
-    assert [f.rule for f in parser.drain_findings()] == ["event_too_large"]
+        found += parser.feed(b"x" * 7)
+    assert [f.rule for f in split(found)[1]] == ["event_too_large"]
     assert not parser._partial
 
 
@@ -424,6 +440,53 @@ def test_fixed_chunkings_agree() -> None:
     assert len({repr(result) for result in results.values()}) == 1
 
 
+@settings(max_examples=300, deadline=None)
+@given(body=sse_bodies(), points=cut_points, limit=st.sampled_from([8, 40, 1 << 20]))
+def test_findings_come_before_the_event_they_were_found_in(
+    body: bytes, points: list[int], limit: int
+) -> None:
+    """feed returns events and findings in stream order, the same order however cut."""
+    items = parse_items(cut_at(body, points), limit)
+    assert items == parse_items([body], limit)
+    dispatched = 0
+    for item in items:
+        if isinstance(item, Event):
+            dispatched += 1
+        else:
+            assert item.event_index == dispatched
+
+
+def test_feed_returns_findings_with_the_events() -> None:
+    """A finding is returned by the feed that made it, just before the event it is in."""
+    parser = EventParser()
+    items = parser.feed(b"data: a\n\nfoo: 1\ndata: b\n\n")
+    assert [getattr(item, "data", None) or getattr(item, "rule", None) for item in items] == [
+        "a",
+        "unknown_field",
+        "b",
+    ]
+    assert parser.events_dispatched == 2
+
+
+def test_close_returns_the_unfinished_event() -> None:
+    """close() gives the last findings and the pending event, judged by its first data line."""
+    parser = EventParser()
+    assert split(parser.feed(b"data: a\n\nevent: x\ndata: {}\ndata: more\n")) == (
+        [Event("message", "a", None, None, 0)],
+        [],
+    )
+    findings, pending = parser.close()
+    assert [f.rule for f in findings] == ["unterminated_frame"]
+    assert pending == Event("x", "{}", None, None, 9)
+    assert parser.close() == Leftover([], None)
+    cut = EventParser()
+    cut.feed(b"data: " + b"x" * (100 * 1024))  # a first line never ended: its start only
+    leftover = cut.close()
+    assert leftover.pending is not None
+    assert leftover.pending.data == "x" * (64 * 1024 - 6)
+    assert EventParser().close() == Leftover([], None)
+
+
 def test_body_of_only_a_bom_prefix_is_an_unterminated_frame() -> None:
     """Two bytes that could begin a BOM, then the end, are bytes after the last blank line."""
     assert [f.rule for f in parse_all([b"\xef", b"\xbb"])[1]] == ["unterminated_frame"]
@@ -519,16 +582,18 @@ MIB = 1 << 20
 def peak_while_parsing(chunks: list[bytes], limit: int) -> tuple[int, list[Event]]:
     """tracemalloc's peak over parsing ``chunks`` (allocated before), and the events."""
     parser = EventParser(max_event_bytes=limit)
-    events: list[Event] = []
+    items: list[Event | Finding] = []
     tracemalloc.start()
     try:
         for chunk in chunks:
-            events += parser.feed(chunk)
-        events += parser.feed(b"")
+            items += parser.feed(chunk)
+        items += parser.feed(b"")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert parser.close() == []
+    assert parser.close().findings == []
+    events, findings = split(items)
+    assert findings == []
     return peak, events
 
 
@@ -549,14 +614,15 @@ def test_long_unknown_field_names_are_not_kept() -> None:
     """Unknown field names are remembered to report each once, but not at their full size."""
     chunks = [b"%d" % i + b"n" * (MIB // 2) + b": x\n\n" for i in range(8)]
     parser = EventParser(max_event_bytes=MIB)
+    items: list[Event | Finding] = []
     tracemalloc.start()
     try:
         for chunk in chunks:
-            parser.feed(chunk)
+            items += parser.feed(chunk)
         held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert [f.rule for f in parser.drain_findings()] == ["unknown_field"] * 8
+    assert [f.rule for f in split(items)[1]] == ["unknown_field"] * 8
     assert held < 64 * 1024, held
 
 

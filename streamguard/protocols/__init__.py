@@ -1,4 +1,9 @@
-"""Protocol checkers, one module per wire protocol, and how a stream picks one."""
+"""Protocol checkers, one module per wire protocol, and the registry that names them.
+
+``"auto"`` is not a checker: the monitor holds an auto-detected stream's first events and
+builds the checker its protocol names (``streamguard.monitor``; the signals are in
+``streamguard.protocols.auto``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,6 @@ from typing import Any
 
 from streamguard.protocols._base import Checker
 from streamguard.protocols.anthropic import AnthropicChecker
-from streamguard.protocols.auto import AutoChecker, protocol_for_path
 from streamguard.protocols.gemini import GeminiChecker
 from streamguard.protocols.openai_chat import OpenAIChatChecker
 from streamguard.protocols.openai_responses import OpenAIResponsesChecker
@@ -17,13 +21,13 @@ __all__ = [
     "AUTO",
     "CHECKERS",
     "AnthropicChecker",
-    "AutoChecker",
     "Checker",
     "GeminiChecker",
     "PlainSSEChecker",
     "make_checker",
 ]
 
+#: The protocol setting that asks the monitor to detect the protocol of each stream.
 AUTO = "auto"
 
 CHECKERS: dict[str, type[Checker]] = {
@@ -42,26 +46,23 @@ def make_checker(
     *,
     json_data: bool = False,
 ) -> Checker:
-    """A checker for ``protocol``; ``"auto"`` decides from the path or the first events.
+    """A checker for ``protocol``, one of ``CHECKERS``.
 
-    ``json_data`` is a plain-SSE route's promise that its data is JSON (``{"protocol":
-    "sse", "json": true}`` in the route's configuration): the plain checker then reports
-    data that does not parse. The other protocols define their payloads themselves and
-    ignore it.
+    ``"auto"`` is a ``ValueError``: detection needs the stream's first events, which the
+    monitor holds (``StreamMonitor("auto", ...)``). ``json_data`` is a plain-SSE route's
+    promise that its data is JSON (``{"protocol": "sse", "json": true}`` in the route's
+    configuration): the plain checker then reports data that does not parse. The other
+    protocols define their payloads themselves and ignore it.
     """
-    if protocol == AUTO:
-        by_path = protocol_for_path(path)
-        if by_path is None or by_path not in CHECKERS:
-            return AutoChecker(request, path, CHECKERS)
-        # Decided before any event: the chosen checker itself, without a wrapper.
-        checker = CHECKERS[by_path](request, path)
-        checker.protocol_source = "path"
-        return checker
     if protocol == PlainSSEChecker.name:
         return PlainSSEChecker(request, path, json_data=json_data)
     try:
         checker_class = CHECKERS[protocol]
     except KeyError:
+        if protocol == AUTO:
+            raise ValueError(
+                "protocol 'auto' is detected per stream by StreamMonitor, not a checker"
+            ) from None
         known = ", ".join(sorted([AUTO, *CHECKERS]))
         raise ValueError(f"unknown protocol {protocol!r}; expected one of: {known}") from None
     return checker_class(request, path)

@@ -163,7 +163,6 @@ class Checker:
         "error_index",
         "path",
         "phase",
-        "protocol_source",
         "request",
         "terminal_index",
     )
@@ -187,8 +186,6 @@ class Checker:
         self.error_index: int | None = None
         self._kept_text_left = MAX_KEPT_TEXT_CHARS
         self._reported_once: frozenset[str] = _NOTHING_REPORTED
-        #: How the protocol was chosen: ``configured``, or how auto-detection decided.
-        self.protocol_source = "configured"
 
     # -- what the monitor reads -----------------------------------------------------------
 

@@ -1,10 +1,8 @@
-"""Choosing the protocol of a stream that was not configured with one (``protocol="auto"``).
+"""How a stream that was not configured with a protocol (``protocol="auto"``) tells it.
 
-Theory of operation
--------------------
-
-``AutoChecker`` is a checker that starts *undecided* and becomes a thin wrapper around the
-checker of the protocol it picks. It decides once, from the first signal that settles it:
+These are the signals only; ``StreamMonitor`` holds the undecided events, applies the
+bounds below and builds the chosen checker (see ``streamguard.monitor``). A stream is
+decided once, by the first signal that settles it:
 
 1. the request path (``protocol_source = "path"``): ``/v1/chat/completions`` (and Azure's
    ``…/chat/completions``) → ``openai_chat``, ``/v1/responses`` → ``openai_responses``,
@@ -23,38 +21,20 @@ checker of the protocol it picks. It decides once, from the first signal that se
    ``MAX_UNDECIDED_CHARS`` characters, or at the end of the body, plain SSE
    (``protocol_source = "default"``).
 
-While undecided it holds the events it has seen (at most ``MAX_UNDECIDED_EVENTS`` events and
-``MAX_UNDECIDED_CHARS`` characters of names and data, so memory stays bounded) and checks
-nothing; when it decides, it replays them once, in order and with
-their own indices, into the chosen checker, and from then on forwards every call. The
-monitor reads ``name``, ``has_terminal``, ``protocol_source``, ``terminal_seen`` and
-``error_seen`` from this object: the first three are set when the decision is made, the
-last two read the chosen checker's indices.
-
-A protocol named by a signal but missing from the registry (a checker not installed)
-decides nothing: the stream is then judged by the signals that remain.
-
 Frames run together with single line endings reach the checker as one event whose data
 holds several payloads: its first line decides. A body never ended by a blank line
-dispatches nothing at all; at its end the monitor hands the pending event to
-``decide_from_pending``, which judges its first data line the same way.
+dispatches nothing at all; at its end the parser's unfinished event is judged by its first
+data line the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from streamguard.protocols._base import NO_FINDINGS, Checker
 from streamguard.protocols._payload import parse_json
-from streamguard.protocols.sse import PlainSSEChecker
-from streamguard.report import Finding
 from streamguard.sse import Event
 
 __all__ = [
     "MAX_UNDECIDED_CHARS",
     "MAX_UNDECIDED_EVENTS",
-    "AutoChecker",
     "protocol_for_event",
     "protocol_for_path",
 ]
@@ -138,121 +118,3 @@ def protocol_for_event(event: Event) -> str | None:
     if any(key in payload for key in _GEMINI_KEYS):
         return "gemini"
     return None
-
-
-class AutoChecker(Checker):
-    """Decides the protocol from the path or the first decisive event, then delegates."""
-
-    def __init__(
-        self,
-        request: Mapping[str, Any] | None = None,
-        path: str | None = None,
-        checkers: Mapping[str, type[Checker]] | None = None,
-    ) -> None:
-        self._delegate: Checker | None = None
-        self._local_terminal: int | None = None
-        self._local_error: int | None = None
-        super().__init__(request, path)
-        if checkers is None:
-            from streamguard.protocols import CHECKERS  # late: that module imports this one
-
-            checkers = CHECKERS
-        self._checkers = checkers
-        self._held: list[tuple[Event, int]] = []
-        self._held_chars = 0
-        # Until decided, the stream reads as what it becomes when nothing decides it.
-        self.name = PlainSSEChecker.name  # type: ignore[misc]  # until auto moves into the monitor
-        self.has_terminal = PlainSSEChecker.has_terminal  # type: ignore[misc]  # until auto moves into the monitor
-        self.protocol_source = "default"
-        by_path = protocol_for_path(path)
-        if by_path is not None and by_path in checkers:
-            self._decide(by_path, "path")
-
-    # The monitor reads the terminal and error facts of the checker doing the work.
-
-    @property
-    def terminal_index(self) -> int | None:
-        delegate = self._delegate
-        return self._local_terminal if delegate is None else delegate.terminal_index
-
-    @terminal_index.setter
-    def terminal_index(self, value: int | None) -> None:
-        if self._delegate is None:
-            self._local_terminal = value
-        else:
-            self._delegate.terminal_index = value
-
-    @property
-    def error_index(self) -> int | None:
-        delegate = self._delegate
-        return self._local_error if delegate is None else delegate.error_index
-
-    @error_index.setter
-    def error_index(self, value: int | None) -> None:
-        if self._delegate is None:
-            self._local_error = value
-        else:
-            self._delegate.error_index = value
-
-    @property
-    def decided(self) -> bool:
-        """Whether the protocol has been chosen."""
-        return self._delegate is not None
-
-    # -- the checker interface ------------------------------------------------------------
-
-    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        delegate = self._delegate
-        if delegate is not None:
-            return delegate.on_event(event, index)
-        self._held.append((event, index))
-        self._held_chars += len(event.event) + len(event.data)
-        protocol = protocol_for_event(event)
-        if protocol is not None and protocol in self._checkers:
-            return self._decide(protocol, "event")
-        if len(self._held) >= MAX_UNDECIDED_EVENTS or self._held_chars > MAX_UNDECIDED_CHARS:
-            return self._decide(PlainSSEChecker.name, "default")
-        return NO_FINDINGS
-
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        return self.on_event(event, index)
-
-    def is_terminal(self, event: Event) -> bool:
-        return self._delegate is not None and self._delegate.is_terminal(event)
-
-    def on_end(self, events: int, offset: int) -> Sequence[Finding]:
-        replayed = NO_FINDINGS
-        if self._delegate is None:
-            replayed = self._decide(PlainSSEChecker.name, "default")
-        assert self._delegate is not None
-        return (*replayed, *self._delegate.on_end(events, offset))
-
-    def check_end(self, events: int, offset: int) -> Sequence[Finding]:
-        return self.on_end(events, offset)
-
-    def decide_from_pending(self, event: Event) -> Sequence[Finding]:
-        """At the end of a body whose last event was never dispatched (its frames run
-        together without blank lines): let that event's first data line decide, if it
-        can. Returns what replaying the held events found."""
-        if self._delegate is not None:
-            return NO_FINDINGS
-        protocol = protocol_for_event(event)
-        if protocol is None or protocol not in self._checkers:
-            return NO_FINDINGS
-        return self._decide(protocol, "event")
-
-    # -- the decision ---------------------------------------------------------------------
-
-    def _decide(self, protocol: str, source: str) -> Sequence[Finding]:
-        """Build the chosen checker, take on its identity, replay the held events once."""
-        checker_class = self._checkers.get(protocol, PlainSSEChecker)
-        delegate = checker_class(self.request, self.path)
-        self._delegate = delegate
-        self.name = delegate.name  # type: ignore[misc]  # until auto moves into the monitor
-        self.has_terminal = delegate.has_terminal  # type: ignore[misc]  # until auto moves into the monitor
-        self.protocol_source = source
-        held, self._held, self._held_chars = self._held, [], 0
-        found: list[Finding] = []
-        for event, index in held:
-            found.extend(delegate.on_event(event, index))
-        return found

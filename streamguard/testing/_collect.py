@@ -16,19 +16,18 @@ closes before the body ends (a server crash, a proxy cut, a timeout) is reported
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import from_json
 
-from streamguard import rules
 from streamguard.liveness import LivenessLimits
 from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import AUTO
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.request import request_facts
-from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
+from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event
 
 #: The largest request body read for request-aware checks, as the middleware's default.
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -67,7 +66,8 @@ class CollectedStream:
     own values in arrival order: Chat ``finish_reason``, Anthropic ``stop_reason``, Gemini
     ``finishReason``, Responses the terminal ``status`` (or the ``incomplete_details``
     reason). ``terminal`` says whether the protocol's terminal signal arrived;
-    ``body_ended`` whether the body ended cleanly (``error`` says why not).
+    ``body_ended`` whether the body ended cleanly (``error`` names the exception's type and
+    says why not: the connection was lost, or the client stopped waiting).
     """
 
     status_code: int | None
@@ -109,7 +109,7 @@ class CollectedStream:
 
 
 class _Collector:
-    """Feeds chunks to a monitor and a parser, keeping events with their arrival times."""
+    """Feeds chunks to a monitor, keeping the events it dispatches with their arrival times."""
 
     def __init__(
         self,
@@ -122,6 +122,7 @@ class _Collector:
     ) -> None:
         # One clock reading per chunk, shared by the monitor and the event times.
         self._now = time.monotonic()
+        self._events: list[ReceivedEvent] = []
         self.monitor = StreamMonitor(
             protocol,
             request=request,
@@ -130,15 +131,17 @@ class _Collector:
             started_at=started_at,
             max_event_bytes=max_event_bytes,
             liveness=timing,
+            on_event=self._received,
         )
-        self._parser = EventParser(max_event_bytes)
-        self._events: list[ReceivedEvent] = []
         self._body: list[bytes] = []
         self.status_code: int | None = None
         self.content_type: str | None = None
 
     def _clock(self) -> float:
         return self._now
+
+    def _received(self, event: Event, index: int) -> None:
+        self._events.append(ReceivedEvent(*event, index, self._now))
 
     def headers(self, status_code: int, headers: Iterable[tuple[str, str]]) -> None:
         """Apply the middleware's HTTP checks to the response head."""
@@ -163,46 +166,46 @@ class _Collector:
     def feed(self, chunk: bytes) -> None:
         if not chunk:
             return
-        at = self._now = time.monotonic()
+        self._now = time.monotonic()
         self._body.append(chunk)
         self.monitor.feed(chunk)
-        index = self._parser.events_dispatched
-        for event in self._parser.feed(chunk):
-            self._events.append(ReceivedEvent(*event, index, at))
-            index += 1
 
-    def finish(self, error: BaseException | None) -> CollectedStream:
+    def finish(
+        self, end: StreamEnd = StreamEnd.BODY_ENDED, error: BaseException | None = None
+    ) -> CollectedStream:
         monitor = self.monitor
-        body = b"".join(self._body)
-        if error is not None:
-            monitor.add_findings(
-                [
-                    rules.RESPONSE_NOT_FINISHED.finding(
-                        f"the connection closed before the body ended, after {len(body)} "
-                        f"byte(s): {type(error).__name__}: {error}",
-                        self._parser.events_dispatched,
-                        len(body),
-                    )
-                ]
-            )
         self._now = time.monotonic()
-        report = monitor.finish(StreamEnd.BODY_ENDED)
-        if error is not None:
-            report = replace(report, outcome=Outcome.UNCLOSED)
+        report = monitor.finish(end, cause=error)
         texts, deltas, finish_reasons = _extract(report.protocol, self._events)
         return CollectedStream(
             status_code=self.status_code,
             content_type=self.content_type,
-            body=body,
+            body=b"".join(self._body),
             events=tuple(self._events),
             texts=texts,
             deltas=deltas,
             finish_reasons=finish_reasons,
             terminal=monitor.terminal_seen,
             body_ended=error is None,
-            error=None if error is None else f"{type(error).__name__}: {error}",
+            error=None if error is None else f"{type(error).__name__}: {_WHY_NOT[end]}",
             report=report,
         )
+
+
+#: Why the body did not end, by how the read ended (the exception's own text is not shown).
+_WHY_NOT = {
+    StreamEnd.CONNECTION_LOST: "the connection was lost before the body ended",
+    StreamEnd.READ_TIMEOUT: "the client stopped waiting for the rest of the body",
+}
+
+
+def _read_end(error: BaseException) -> StreamEnd:
+    """How a transport error ended the read: the client's own timeout, or a lost connection."""
+    import httpx
+
+    if isinstance(error, httpx.TimeoutException):
+        return StreamEnd.READ_TIMEOUT
+    return StreamEnd.CONNECTION_LOST
 
 
 def collect(
@@ -230,13 +233,12 @@ def collect(
     if not isinstance(response.stream, httpx.SyncByteStream):
         raise TypeError("collect() needs a sync response; use `await acollect(response)`")
     collector = _start(response, protocol, request, max_event_bytes, started_at, timing)
-    error: httpx.TransportError | None = None
     try:
         for chunk in response.iter_raw():
             collector.feed(chunk)
     except httpx.TransportError as exc:
-        error = exc
-    return collector.finish(error)
+        return collector.finish(_read_end(exc), exc)
+    return collector.finish()
 
 
 async def acollect(
@@ -254,14 +256,13 @@ async def acollect(
     if not isinstance(response.stream, httpx.AsyncByteStream):
         raise TypeError("acollect() needs an async response; use collect(response)")
     collector = _start(response, protocol, request, max_event_bytes, started_at, timing)
-    error: httpx.TransportError | None = None
     chunks: AsyncIterator[bytes] = response.aiter_raw()
     try:
         async for chunk in chunks:
             collector.feed(chunk)
     except httpx.TransportError as exc:
-        error = exc
-    return collector.finish(error)
+        return collector.finish(_read_end(exc), exc)
+    return collector.finish()
 
 
 def collect_bytes(
@@ -276,7 +277,7 @@ def collect_bytes(
     collector = _Collector(protocol, request, path, max_event_bytes, None)
     for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
         collector.feed(chunk)
-    return collector.finish(None)
+    return collector.finish()
 
 
 def _start(
@@ -335,28 +336,41 @@ class _Texts:
         return texts, self.deltas, tuple(self.finish_reasons)
 
 
+#: What one event says: its text (by choice or candidate) and finish reasons, into ``out``;
+#: whether it carried text.
+Extractor = Callable[[Event | ReceivedEvent, _Texts], bool]
+
+
 def _extract(
     protocol: str, events: Iterable[Event | ReceivedEvent]
 ) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
     """Text by choice, the number of events that carried text, and the finish reasons."""
     out = _Texts()
-    extract = _EXTRACTORS.get(protocol)
+    extract = EXTRACTORS.get(protocol, _plain_sse)
     for event in events:
-        if extract is None:  # plain SSE: the data is the text
-            out.deltas += out.add(0, event.data)
-            continue
-        if not event.data.startswith("{"):
-            continue
-        try:
-            payload = from_json(event.data)
-        except ValueError:
-            continue
-        if isinstance(payload, dict):
-            out.deltas += extract(payload, out)
+        out.deltas += extract(event, out)
     return out.result()
 
 
-def _openai_chat(chunk: dict[str, Any], out: _Texts) -> bool:
+def _payload(event: Event | ReceivedEvent) -> dict[str, Any] | None:
+    """The event's data as a JSON object, or ``None``."""
+    if not event.data.startswith("{"):
+        return None
+    try:
+        payload = from_json(event.data)
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def _plain_sse(event: Event | ReceivedEvent, out: _Texts) -> bool:
+    return out.add(0, event.data)  # no payload rules: the data is the text
+
+
+def _openai_chat(event: Event | ReceivedEvent, out: _Texts) -> bool:
+    chunk = _payload(event)
+    if chunk is None:
+        return False
     carried = False
     choices = chunk.get("choices")
     for choice in choices if isinstance(choices, list) else ():
@@ -369,12 +383,15 @@ def _openai_chat(chunk: dict[str, Any], out: _Texts) -> bool:
     return carried
 
 
-def _openai_responses(event: dict[str, Any], out: _Texts) -> bool:
-    kind = event.get("type")
+def _openai_responses(event: Event | ReceivedEvent, out: _Texts) -> bool:
+    payload = _payload(event)
+    if payload is None:
+        return False
+    kind = payload.get("type")
     if kind == "response.output_text.delta":
-        return out.add(0, event.get("delta"))
+        return out.add(0, payload.get("delta"))
     if kind in ("response.completed", "response.incomplete", "response.failed"):
-        response = event.get("response")
+        response = payload.get("response")
         if isinstance(response, dict):
             details = response.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
@@ -382,9 +399,12 @@ def _openai_responses(event: dict[str, Any], out: _Texts) -> bool:
     return False
 
 
-def _anthropic(event: dict[str, Any], out: _Texts) -> bool:
-    kind = event.get("type")
-    delta = event.get("delta")
+def _anthropic(event: Event | ReceivedEvent, out: _Texts) -> bool:
+    payload = _payload(event)
+    if payload is None:
+        return False
+    kind = payload.get("type")
+    delta = payload.get("delta")
     if not isinstance(delta, dict):
         return False
     if kind == "content_block_delta" and delta.get("type") == "text_delta":
@@ -394,7 +414,10 @@ def _anthropic(event: dict[str, Any], out: _Texts) -> bool:
     return False
 
 
-def _gemini(chunk: dict[str, Any], out: _Texts) -> bool:
+def _gemini(event: Event | ReceivedEvent, out: _Texts) -> bool:
+    chunk = _payload(event)
+    if chunk is None:
+        return False
     carried = False
     candidates = chunk.get("candidates")
     for candidate in candidates if isinstance(candidates, list) else ():
@@ -410,7 +433,9 @@ def _gemini(chunk: dict[str, Any], out: _Texts) -> bool:
     return carried
 
 
-_EXTRACTORS = {
+#: The text extractor of each protocol, by name (to move into the protocol modules).
+EXTRACTORS: dict[str, Extractor] = {
+    "sse": _plain_sse,
     "openai_chat": _openai_chat,
     "openai_responses": _openai_responses,
     "anthropic": _anthropic,
