@@ -352,7 +352,12 @@ ITEM_OUT_OF_ORDER = _rule(
     E,
     "An output item was added with an output_index other than the next one (0, 1, 2, ...).",
 )
-ITEM_OVERLAP = _rule("item_overlap", W, "An output item was added while another was still open.")
+ITEM_OVERLAP = _rule(
+    "item_overlap",
+    W,
+    "An output item was added while another was still open.",
+    once_per_stream=True,
+)
 ITEM_NOT_OPEN = _rule(
     "item_not_open",
     E,
@@ -389,6 +394,7 @@ EVENT_TYPE_MISMATCH = _rule(
     "event_type_mismatch",
     W,
     "The SSE event name differs from the JSON type; the OpenAI SDK reads only the type.",
+    once_per_stream=True,
 )
 
 # -- Anthropic Messages (protocols/anthropic.py) ---------------------------------------

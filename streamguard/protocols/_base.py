@@ -232,6 +232,8 @@ class Checker:
         event breaks a rule. ``name`` is the event as the message shows it (by default
         its SSE name, as ``event_name`` shows it)."""
         step = self.LIFECYCLE.step(self.phase, kind)
+        if step.rule is None and step.then is None:
+            return None  # the common step: an event that changes nothing
         finding = None
         if step.rule is not None:
             shown = event_name(event.event) if name is None else name
@@ -281,11 +283,18 @@ class Checker:
         """Append a finding on event ``index`` to ``found``; a once-per-stream rule only
         the first time, with a note that later ones are not reported."""
         if rule.once_per_stream:
-            if rule.name in self._reported_once:
+            if not self.first_time(rule):
                 return
-            self._reported_once = self._reported_once | {rule.name}
             detail += " (reported once per stream)"
         found.append(rule.finding(f"event {index}{detail}", index, event.offset))
+
+    def first_time(self, rule: Rule) -> bool:
+        """Whether ``rule`` is reported for the first time in this stream (and note that it
+        now is): ``report``'s bookkeeping, for a message that must end otherwise."""
+        if rule.name in self._reported_once:
+            return False
+        self._reported_once = self._reported_once | {rule.name}
+        return True
 
     def parse_object(
         self, event: Event, index: int, found: list[Finding], where: str = ""
