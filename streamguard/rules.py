@@ -447,6 +447,7 @@ BLOCK_AFTER_MESSAGE_DELTA = _rule(
     "block_after_message_delta",
     E,
     "A content block event followed message_delta; blocks come before it.",
+    once_per_stream=True,
 )
 DELTA_TYPE_MISMATCH = _rule(
     "delta_type_mismatch",
