@@ -54,7 +54,9 @@ __all__ = [
     "Checker",
     "KeptText",
     "Slots",
+    "Transcript",
     "event_name",
+    "json_object",
     "terminated_lifecycle",
 ]
 
@@ -336,6 +338,13 @@ class Checker:
         """Give back the room of kept text that was checked or dropped."""
         self._kept_text_left += chars
 
+    @classmethod
+    def transcribe(cls, data: str, out: Transcript) -> bool:
+        """What one event's data says, for the test helpers and the CLI: its text (by
+        choice or candidate) and finish reasons, into ``out``; whether it carried text.
+        Plain SSE has no payload rules: the data is the text."""
+        return out.add(0, data)
+
     # -- for subclasses ---------------------------------------------------------------
 
     def is_terminal(self, event: Event) -> bool:
@@ -425,3 +434,44 @@ class Slots(Generic[T]):
     def was_opened(self, number: int) -> bool:
         """Whether ``number`` was opened (and may since have closed)."""
         return number < self.opened
+
+
+def json_object(data: str) -> dict[str, Any] | None:
+    """``data`` as a JSON object, or None (for transcripts, which judge nothing)."""
+    if not data.startswith("{"):
+        return None
+    try:
+        value = parse_json(data)
+    except ValueError:
+        return None
+    return value if type(value) is dict else None
+
+
+class Transcript:
+    """What a stream said, as a client would read it: text by choice or candidate index,
+    the number of events that carried text, and the finish reasons in arrival order.
+    Built by ``Checker.transcribe`` for ``streamguard.testing`` and the CLI, never on the
+    middleware's path. Indices past 1,024 count as 0, so a stream cannot size it."""
+
+    __slots__ = ("deltas", "finish_reasons", "parts")
+
+    def __init__(self) -> None:
+        self.parts: dict[int, list[str]] = {}
+        self.deltas = 0
+        self.finish_reasons: list[str] = []
+
+    def add(self, index: object, text: object) -> bool:
+        if not isinstance(text, str) or not text:
+            return False
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 1024:
+            index = 0
+        self.parts.setdefault(index, []).append(text)
+        return True
+
+    def finish(self, reason: object) -> None:
+        if isinstance(reason, str) and reason:
+            self.finish_reasons.append(reason)
+
+    def texts(self) -> tuple[str, ...]:
+        size = max(self.parts, default=-1) + 1
+        return tuple("".join(self.parts.get(i, ())) for i in range(size))
