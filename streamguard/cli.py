@@ -64,13 +64,18 @@ EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141
 
 PROTOCOLS = [AUTO, *CHECKERS]
-#: ``--fail-on-outcome`` of ``probe``: every end a client can see but ``completed``. A nightly
-#: check should go red when the endpoint answered with an in-band error (overloaded, rate
-#: limited) or never finished, even when the stream was well formed; the other outcomes
-#: (``client_disconnect``, ``app_error``, ``cancelled``) are the server's view and never
-#: reach a client. ``check`` fails on none: a capture is judged for its structure, and an
-#: in-band error is a well-formed end.
+#: ``--fail-on-outcome`` of ``probe``: the ends a nightly check should go red on even when
+#: the stream was well formed: the endpoint answered with an in-band error (overloaded, rate
+#: limited) or never finished. ``app_error`` and ``cancelled`` are the server's view and
+#: never reach a client. ``client_disconnect`` does, for a probe: the client is the probe
+#: itself, which leaves only when it gave up on a stall (``--timeout``, a ``stalled``
+#: warning); list it to fail on a stall (``PROBE_STALL_HELP``). ``check`` fails on none: a
+#: capture is judged for its structure, and an in-band error is a well-formed end.
 PROBE_FAIL_ON_OUTCOME = "error_event,unclosed"
+PROBE_STALL_HELP = (
+    "; client_disconnect is the probe giving up on a stall (--timeout): list it too "
+    "(error_event,unclosed,client_disconnect) to fail on one"
+)
 NO_OUTCOME = "none"
 #: The largest JSON request parsed for request-aware checks (``--request``, ``--data``), in
 #: bytes: the middleware's ``request_peek_bytes`` default. With ``MAX_REQUEST_CONTAINERS``
@@ -636,7 +641,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"streamguard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def common(sub: argparse.ArgumentParser, fail_on_outcome: str) -> None:
+    def common(sub: argparse.ArgumentParser, fail_on_outcome: str, outcome_note: str = "") -> None:
         sub.add_argument(
             "--protocol",
             choices=PROTOCOLS,
@@ -659,7 +664,7 @@ def _parser() -> argparse.ArgumentParser:
             metavar="OUTCOME[,OUTCOME...]",
             help="exit 1 when the stream ends with one of these outcomes ("
             + ", ".join(outcome.value for outcome in Outcome)
-            + f"), or {NO_OUTCOME} (default: {fail_on_outcome})",
+            + f"), or {NO_OUTCOME} (default: {fail_on_outcome}){outcome_note}",
         )
 
     check = commands.add_parser(
@@ -719,7 +724,7 @@ def _parser() -> argparse.ArgumentParser:
         default=60.0,
         help="seconds to wait to connect and between bytes (default: 60)",
     )
-    common(probe, PROBE_FAIL_ON_OUTCOME)
+    common(probe, PROBE_FAIL_ON_OUTCOME, PROBE_STALL_HELP)
     probe.set_defaults(run=_cmd_probe)
 
     rules = commands.add_parser("rules", help="print the rule catalog")
