@@ -214,15 +214,11 @@ class Checker:
         The monitor does not call this when the client left, the app failed or the task
         was cancelled: the missing end is then explained by the outcome.
         """
-        step = self.LIFECYCLE.step(self.phase, END)
         found = list(self.check_end(events, offset))
-        if step.rule is not None:
-            found.insert(
-                0,
-                step.rule.finding(self._message(step.message, events, "", offset), events, offset),
-            )
-        if step.then is not None:
-            self.phase = step.then
+        # The END step goes through advance() like any other, at the body's end.
+        finding = self.advance(END, Event("", "", offset=offset), events, "")
+        if finding is not None:
+            found.insert(0, finding)
         return found
 
     def advance(
@@ -283,11 +279,18 @@ class Checker:
         """Append a finding on event ``index`` to ``found``; a once-per-stream rule only
         the first time, with a note that later ones are not reported."""
         if rule.once_per_stream:
-            if rule.name in self._reported_once:
+            if not self.first_time(rule):
                 return
-            self._reported_once = self._reported_once | {rule.name}
             detail += " (reported once per stream)"
         found.append(rule.finding(f"event {index}{detail}", index, event.offset))
+
+    def first_time(self, rule: Rule) -> bool:
+        """Whether ``rule`` is reported for the first time in this stream (and note that it
+        now is): ``report``'s bookkeeping, for a message that must end otherwise."""
+        if rule.name in self._reported_once:
+            return False
+        self._reported_once = self._reported_once | {rule.name}
+        return True
 
     def parse_object(
         self, event: Event, index: int, found: list[Finding], where: str = ""
@@ -422,61 +425,3 @@ class Slots(Generic[T]):
     def was_opened(self, number: int) -> bool:
         """Whether ``number`` was opened (and may since have closed)."""
         return number < self.opened
-
-
-class LegacyChecker(Checker):
-    """Transitional: the lifecycle written by hand, as before the engine, for checkers
-    not yet moved onto a ``LIFECYCLE`` table. Removed once every protocol is ported."""
-
-    __slots__ = ()
-
-    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        if self.terminal_index is None:
-            if self.error_index is None:
-                return self.check_event(event, index)
-            return (
-                rules.EVENT_AFTER_TERMINAL.finding(
-                    f"event {index} ({event_name(event.event)}) follows the in-band error sent as "
-                    f"event {self.error_index}",
-                    index,
-                    event.offset,
-                ),
-            )
-        if self.is_terminal(event):
-            return (
-                rules.DUPLICATE_TERMINAL.finding(
-                    f"event {index} repeats the terminal signal first sent as event "
-                    f"{self.terminal_index}",
-                    index,
-                    event.offset,
-                ),
-            )
-        return (
-            rules.EVENT_AFTER_TERMINAL.finding(
-                f"event {index} ({event_name(event.event)}) follows the terminal signal sent "
-                f"as event {self.terminal_index}",
-                index,
-                event.offset,
-            ),
-        )
-
-    def on_end(self, events: int, offset: int) -> Sequence[Finding]:
-        return self.check_end(events, offset)
-
-    def check_end(self, events: int, offset: int) -> Sequence[Finding]:
-        if self.has_terminal and self.terminal_index is None and self.error_index is None:
-            return (
-                rules.MISSING_TERMINAL.finding(
-                    f"the body ended after {events} event(s) and {offset} byte(s) without "
-                    f"the {self.name} terminal signal",
-                    events,
-                    offset,
-                ),
-            )
-        return NO_FINDINGS
-
-
-#: The lifecycle rules a hand-written (legacy) lifecycle can raise.
-LEGACY_LIFECYCLE_RULES = frozenset(
-    {rules.MISSING_TERMINAL, rules.DUPLICATE_TERMINAL, rules.EVENT_AFTER_TERMINAL}
-)
