@@ -1,13 +1,8 @@
-"""Serve an ASGI app at one exact path of a Starlette or FastAPI app: ``/metrics``, no redirect.
+"""Not needed any more: ``metrics_app()`` is an ASGI object that a route serves itself.
 
-``app.mount("/metrics", metrics_app())`` matches only ``/metrics/...``: a scrape of
-``/metrics`` gets a ``307`` redirect to ``/metrics/`` (Prometheus follows it, ``curl`` without
-``-L`` does not). A ``Route`` matches the exact path, but Starlette calls a *function*
-endpoint with a ``Request``, and prometheus-client's ASGI app is a function; wrapped in an
-object it is served as ASGI::
-
-    Route("/metrics", ASGIEndpoint(metrics_app()))         # Starlette
-    app.add_route("/metrics", ASGIEndpoint(metrics_app()))  # FastAPI
+``Route("/metrics", metrics_app())`` and ``app.add_route("/metrics", metrics_app())`` answer
+``/metrics`` with the exposition, no redirect. This wrapper stays only until
+``examples/normalizing_proxy.py`` stops importing it; delete both together.
 """
 
 from __future__ import annotations

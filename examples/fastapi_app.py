@@ -42,8 +42,8 @@ from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.routing import Route
 
-from examples.asgi_endpoint import ASGIEndpoint
 from streamguard import StreamGuardMiddleware, StreamReport
 from streamguard.config import TimerConfig
 from streamguard.metrics import metrics_app
@@ -536,7 +536,7 @@ def build_app(
     async def responses(request: ResponsesRequest, fault: str | None = Query(None)) -> Response:
         return stream("/v1/responses", lambda f: responses_frames(request, f), fault)
 
-    api.add_route("/metrics", ASGIEndpoint(metrics_app(registry)))  # no redirect to /metrics/
+    api.routes.append(Route("/metrics", metrics_app(registry)))  # /metrics itself, no redirect
     api.add_middleware(
         StreamGuardMiddleware,
         routes=ROUTES,

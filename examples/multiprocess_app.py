@@ -26,7 +26,6 @@ import os
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from examples.asgi_endpoint import ASGIEndpoint
 from examples.plain_sse_app import build_app
 from streamguard.metrics import metrics_app
 
@@ -56,10 +55,9 @@ class WorkerHeader:
 
 #: The example app inside ``StreamGuardMiddleware`` (default metrics).
 guarded = build_app()
-# ``guarded.app`` is the Starlette app the middleware wraps. The route serves /metrics itself
-# (a mount alone answers it with a redirect); the mount keeps /metrics/ answering for scrape
-# configs written for it.
+# ``guarded.app`` is the Starlette app the middleware wraps. The route serves /metrics itself;
+# the mount keeps /metrics/ answering for scrape configs written for an older mount.
 exposition = metrics_app()
-guarded.app.add_route("/metrics", ASGIEndpoint(exposition))  # type: ignore[attr-defined]
+guarded.app.add_route("/metrics", exposition)  # type: ignore[attr-defined]
 guarded.app.mount("/metrics", exposition)  # type: ignore[attr-defined]
 app = WorkerHeader(guarded)

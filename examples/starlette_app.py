@@ -31,7 +31,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from examples.asgi_endpoint import ASGIEndpoint
 from streamguard import StreamGuardMiddleware, StreamReport
 from streamguard.metrics import metrics_app
 
@@ -95,7 +94,7 @@ def build_app(
         routes=[
             Route("/events", events),
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-            Route("/metrics", ASGIEndpoint(metrics_app(registry))),  # no redirect to /metrics/
+            Route("/metrics", metrics_app(registry)),  # /metrics itself, no redirect
         ],
         middleware=[
             Middleware(StreamGuardMiddleware, routes=ROUTES, metrics=registry, on_report=on_report)

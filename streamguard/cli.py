@@ -16,9 +16,11 @@ the output left early (``| head``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 import zlib
@@ -34,6 +36,7 @@ from streamguard._wire import token
 from streamguard.monitor import check_stream
 from streamguard.protocols import AUTO, CHECKERS
 from streamguard.report import Finding, Outcome, Severity, StreamReport
+from streamguard.request import MAX_REQUEST_CONTAINERS, RequestFacts
 from streamguard.rule_docs.markdown import rules_markdown
 from streamguard.rules import ALL_PROTOCOLS, RULES
 from streamguard.timeline import (
@@ -63,19 +66,32 @@ EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141
 
 PROTOCOLS = [AUTO, *CHECKERS]
-#: ``--fail-on-outcome`` of ``probe``: every end a client can see but ``completed``. A nightly
-#: check should go red when the endpoint answered with an in-band error (overloaded, rate
-#: limited) or never finished, even when the stream was well formed; the other outcomes
-#: (``client_disconnect``, ``app_error``, ``cancelled``) are the server's view and never
-#: reach a client. ``check`` fails on none: a capture is judged for its structure, and an
-#: in-band error is a well-formed end.
+#: ``--fail-on-outcome`` of ``probe``: the ends a nightly check should go red on even when
+#: the stream was well formed: the endpoint answered with an in-band error (overloaded, rate
+#: limited) or never finished. ``app_error`` and ``cancelled`` are the server's view and
+#: never reach a client. ``client_disconnect`` does, for a probe: the client is the probe
+#: itself, which leaves only when it gave up on a stall (``--timeout``, a ``stalled``
+#: warning); list it to fail on a stall (``PROBE_STALL_HELP``). ``check`` fails on none: a
+#: capture is judged for its structure, and an in-band error is a well-formed end.
 PROBE_FAIL_ON_OUTCOME = "error_event,unclosed"
+PROBE_STALL_HELP = (
+    "; client_disconnect is the probe giving up on a stall (--timeout): list it too "
+    "(error_event,unclosed,client_disconnect) to fail on one"
+)
 NO_OUTCOME = "none"
+#: The largest JSON request parsed for request-aware checks (``--request``, ``--data``), in
+#: bytes: the middleware's ``request_peek_bytes`` default. With ``MAX_REQUEST_CONTAINERS``
+#: it bounds what a request file can make the parse build.
+MAX_REQUEST_BYTES = 1024 * 1024
 _INSTALL_HINT = "pip install 'streamguard[testing]'"
 
 
 class InputError(Exception):
     """An input the command cannot use; the message names it and says what is wrong."""
+
+
+class _OverBound(InputError):
+    """A request past a parsing bound: its size or its count of objects and arrays."""
 
 
 # -- check ---------------------------------------------------------------------------------
@@ -85,36 +101,74 @@ def _read_bytes(name: str) -> bytes:
     """The bytes of a file (``-``: stdin), or an ``InputError`` saying what is wrong."""
     if name == "-":
         return sys.stdin.buffer.read()
-    path = Path(name)
+    with _reading(name, "a captured stream"):
+        return Path(name).read_bytes()
+
+
+@contextlib.contextmanager
+def _reading(name: str, expected: str) -> Iterator[None]:
+    """Turn a failure to read ``name`` into an ``InputError`` that says what is wrong."""
     try:
-        return path.read_bytes()
+        yield
     except FileNotFoundError:
         raise InputError(f"{name}: no such file") from None
     except IsADirectoryError:
-        raise InputError(f"{name}: is a directory, not a captured stream") from None
+        raise InputError(f"{name}: is a directory, not {expected}") from None
     except PermissionError:
         raise InputError(f"{name}: permission denied") from None
     except OSError as exc:
         raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
 
 
-def _read_request(name: str) -> dict[str, Any]:
-    """The JSON object in ``name``, for request-aware checks."""
+def _read_at_most(name: str, limit: int) -> bytes:
+    """The bytes of a file (``-``: stdin), read no further than ``limit``: past it, an
+    ``InputError`` that says how large the file is."""
+    with _reading(name, "a JSON file"):
+        if name == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+            size = None
+        else:
+            with open(name, "rb") as file:
+                data = file.read(limit + 1)
+                status = os.fstat(file.fileno())
+                size = status.st_size if stat.S_ISREG(status.st_mode) else None
+    if len(data) > limit:
+        held = f"more than {limit}" if size is None else str(size)
+        raise _OverBound(f"{name}: the file is {held} bytes; at most {limit} are read")
+    return data
+
+
+def _read_request(name: str) -> RequestFacts:
+    """The request in the JSON file ``name``, for request-aware checks."""
     try:
-        data = _read_bytes(name)
+        data = _read_at_most(name, MAX_REQUEST_BYTES)
     except InputError as exc:
         raise InputError(f"--request {exc}") from None
     return _request_object(data, f"--request {name}")
 
 
-def _request_object(data: bytes, where: str) -> dict[str, Any]:
+def _request_object(data: bytes, where: str) -> RequestFacts:
+    """The facts of the JSON object in ``data``, parsed under bounds (its size, and how many
+    ``{`` and ``[`` it holds, as the middleware's): the parsed tree is dropped at once."""
+    if len(data) > MAX_REQUEST_BYTES:
+        raise _OverBound(
+            f"{where}: the body is {len(data)} bytes; at most {MAX_REQUEST_BYTES} are parsed"
+        )
+    containers = data.count(b"{") + data.count(b"[")
+    if containers > MAX_REQUEST_CONTAINERS:
+        raise _OverBound(
+            f"{where}: the body holds {containers} JSON objects and arrays ('{{' and '['); "
+            f"at most {MAX_REQUEST_CONTAINERS} are parsed"
+        )
     try:
         request = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{where}: invalid JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{where}: the JSON is nested too deeply to parse") from None
     if not isinstance(request, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(request).__name__}")
-    return request
+    return RequestFacts(request)
 
 
 def _finding_json(finding: Finding, body: bytes | None) -> dict[str, Any]:
@@ -383,7 +437,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     for name, value in args.header:
         headers[name.lower()] = value
     content: bytes | None = None
-    request: dict[str, Any] | None = None
+    request: RequestFacts | None = None
     if args.data is not None:
         try:
             content = (
@@ -392,11 +446,18 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         except InputError as exc:
             print(f"streamguard probe: error: --data {exc}", file=err)
             return EXIT_USAGE
+        json_body = True
         try:
             request = _request_object(content, "--data")
+        except _OverBound as exc:
+            # Sent whole all the same; the checks get a request without facts (None would
+            # have collect parse the body it sends).
+            print(f"streamguard probe: note: {exc}: request-aware checks skipped", file=err)
+            request = RequestFacts({})
+            json_body = content.lstrip()[:1] == b"{"
         except InputError:
-            request = None  # not JSON: sent as is, request-aware checks skipped
-        if request is not None:
+            json_body = False  # not a JSON object: sent as is, request-aware checks skipped
+        if json_body:
             headers.setdefault("content-type", "application/json")
     method = "POST" if content is not None else "GET"
     arrivals: list[Arrival] = []
@@ -605,7 +666,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"streamguard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def common(sub: argparse.ArgumentParser, fail_on_outcome: str) -> None:
+    def common(sub: argparse.ArgumentParser, fail_on_outcome: str, outcome_note: str = "") -> None:
         sub.add_argument(
             "--protocol",
             choices=PROTOCOLS,
@@ -628,7 +689,7 @@ def _parser() -> argparse.ArgumentParser:
             metavar="OUTCOME[,OUTCOME...]",
             help="exit 1 when the stream ends with one of these outcomes ("
             + ", ".join(outcome.value for outcome in Outcome)
-            + f"), or {NO_OUTCOME} (default: {fail_on_outcome})",
+            + f"), or {NO_OUTCOME} (default: {fail_on_outcome}){outcome_note}",
         )
 
     check = commands.add_parser(
@@ -688,7 +749,7 @@ def _parser() -> argparse.ArgumentParser:
         default=60.0,
         help="seconds to wait to connect and between bytes (default: 60)",
     )
-    common(probe, PROBE_FAIL_ON_OUTCOME)
+    common(probe, PROBE_FAIL_ON_OUTCOME, PROBE_STALL_HELP)
     probe.set_defaults(run=_cmd_probe)
 
     rules = commands.add_parser("rules", help="print the rule catalog")

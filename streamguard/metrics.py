@@ -32,7 +32,7 @@ from prometheus_client import (
     make_asgi_app,
     multiprocess,
 )
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from streamguard.report import Finding, Outcome, Severity, StreamReport
 from streamguard.rules import rules_for
@@ -42,6 +42,7 @@ __all__ = [
     "DURATION_BUCKETS",
     "FIRST_EVENT_BUCKETS",
     "UNCHECKED_REASONS",
+    "MetricsApp",
     "StreamGuardMetrics",
     "StreamMetrics",
     "metrics_app",
@@ -262,15 +263,36 @@ class UncheckedStreamMetrics:
         self._outcomes[report.outcome].inc()
 
 
-def metrics_app(registry: CollectorRegistry | None = None) -> ASGIApp:
+class MetricsApp:
+    """The Prometheus exposition as an ASGI application *object*.
+
+    Starlette serves a ``Route`` endpoint that is a function as ``endpoint(request)`` and
+    any other callable as ASGI; prometheus-client's own app is a function. Wrapped in an
+    object, ``Route("/metrics", metrics_app())`` and FastAPI's
+    ``app.add_route("/metrics", metrics_app())`` answer ``/metrics`` itself, where a
+    ``Mount`` would answer it with a ``307`` redirect to ``/metrics/``.
+    """
+
+    __slots__ = ("_app", "registry")
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        #: The registry served.
+        self.registry = registry
+        self._app: ASGIApp = make_asgi_app(registry=registry)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
+
+
+def metrics_app(registry: CollectorRegistry | None = None) -> MetricsApp:
     """An ASGI app that serves the metrics in the Prometheus text format.
 
     With ``PROMETHEUS_MULTIPROC_DIR`` set (several workers), it serves the sum over every
     worker through prometheus-client's multiprocess collector; otherwise ``registry`` (the
-    default registry unless given). Mount it: ``app.mount("/metrics", metrics_app())``.
+    default registry unless given). Route it: ``app.add_route("/metrics", metrics_app())``
+    (FastAPI) or ``Route("/metrics", metrics_app())`` (Starlette).
     """
     if registry is None and "PROMETHEUS_MULTIPROC_DIR" in os.environ:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    app: ASGIApp = make_asgi_app(registry=REGISTRY if registry is None else registry)
-    return app
+    return MetricsApp(REGISTRY if registry is None else registry)

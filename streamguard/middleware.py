@@ -2,12 +2,16 @@
 
 Every message passes through unchanged and in order. At ``http.response.start`` the
 middleware decides whether the response is a stream worth watching (2xx,
-``text/event-stream``, not HEAD, not excluded, not compressed); if it is, each body message
-is fed to a ``StreamMonitor`` synchronously, *before* it is forwarded, so the monitor sees
-the bytes in exactly the order ``send`` was called even when several tasks send
-(sse-starlette's ping task does). ``receive`` is wrapped only to notice ``http.disconnect``
-go by and to keep a bounded copy of the request body the app reads, for request-aware
-checks; it consumes nothing the app does not ask for.
+``text/event-stream``, not HEAD, not excluded); if it is, each body message is fed to a
+``StreamMonitor`` synchronously, *before* it is forwarded, so the monitor sees the bytes in
+exactly the order ``send`` was called even when several tasks send (sse-starlette's ping
+task does). ``receive`` is wrapped only to notice ``http.disconnect`` go by and to keep a
+bounded copy of the request body the app reads, for request-aware checks; it consumes
+nothing the app does not ask for.
+
+A compressed stream (a ``Content-Encoding`` other than ``identity``) is watched too, but not
+inspected: its bytes cannot be parsed, so it is counted, timed and reported once as
+``compressed_stream``, and no framing or protocol rule runs on it.
 
 Findings go to the sinks (``streamguard.sinks``: metrics, logs, any given in ``sinks=``) as
 soon as they are made; the report goes to the sinks and then to ``on_report`` when the
@@ -90,8 +94,12 @@ class StreamGuardMiddleware:
     * ``sinks``: more ``streamguard.sinks.Sink`` objects, told of every watched stream;
     * ``clock``: the monotonic clock, for tests.
 
-    ``skipped`` counts, by reason, the HTTP responses that were not watched; ``in_flight``
-    is the number of watched streams open; ``internal_errors`` the failures contained.
+    ``skipped`` counts, by reason, the HTTP responses whose bytes were not checked: those
+    not watched at all (``head``, ``status``, ``content_type``, ``excluded``, ``unlisted``)
+    and the compressed streams, watched but not inspected (``content_encoding``); a stream
+    left out by ``sample_rate`` is not counted here (``unchecked_streams_total`` counts
+    both kinds of unchecked stream). ``in_flight`` is the number of watched streams open;
+    ``internal_errors`` the failures contained.
     """
 
     def __init__(

@@ -413,11 +413,11 @@ def two_workers(tmp_path: Path) -> Iterator[str]:
             if server.poll() is not None:
                 pytest.fail(f"uvicorn exited: {(tmp_path / 'uvicorn.log').read_text()}")
             try:
-                return httpx.get(f"{base_url}/metrics/", timeout=2).status_code == 200
+                return httpx.get(f"{base_url}/metrics", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
 
-        wait_for(ready, 30, "uvicorn --workers 2 serving /metrics/")
+        wait_for(ready, 30, "uvicorn --workers 2 serving /metrics")
         yield base_url
     finally:
         stop(server)

@@ -43,7 +43,7 @@ def test_quickstart_serves_a_watched_stream_and_its_metrics() -> None:
     with serve(app) as url:
         with httpx.stream("POST", f"{url}/v1/chat/completions", json={}) as response:
             assert response.read().endswith(b"data: [DONE]\n\n")
-        metrics = httpx.get(f"{url}/metrics/").text
+        metrics = httpx.get(f"{url}/metrics").text
     line = (
         'streamguard_streams_total{outcome="completed",protocol="openai_chat",'
         'route="/v1/chat/completions"}'

@@ -15,8 +15,7 @@ from streamguard.testing._collect import CollectedStream, collect, collect_bytes
 if TYPE_CHECKING:
     import httpx
 
-# format_finding stays importable from here for the pytest plugin; it lives in _format.
-__all__ = ["assert_stream_ok", "check_allowed", "format_finding"]
+__all__ = ["assert_stream_ok", "check_allowed"]
 
 
 def check_allowed(allow: Iterable[str]) -> frozenset[str]:

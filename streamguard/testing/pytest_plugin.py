@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 from starlette.types import ASGIApp
 
+from streamguard._format import format_finding
 from streamguard.middleware import StreamGuardMiddleware
 from streamguard.report import Severity, StreamReport
-from streamguard.testing._assert import check_allowed, format_finding
+from streamguard.testing._assert import check_allowed
 from streamguard.testing._server import serve
 
 __all__ = ["StreamGuardServer", "streamguard_server"]
