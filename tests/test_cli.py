@@ -569,7 +569,7 @@ def test_probe_fails_on_a_stream_that_ended_with_an_in_band_error(
     assert "Findings:" not in out
     assert out.endswith(
         "\nthe stream ended error_event, an outcome --fail-on-outcome lists "
-        "(error_event or unclosed)\n"
+        "(error_event or unclosed or client_disconnect)\n"
     )
     code, out, _ = run(capsys, "probe", "--format", "json", url)
     assert (code, json.loads(out)["failed"], json.loads(out)["findings"]) == (1, True, [])

@@ -132,7 +132,7 @@ def test_probe_says_the_client_gave_up(url: str, capsys: pytest.CaptureFixture[s
     """probe --timeout on a stalled stream reports the stall, not a closed connection."""
     code = main(["probe", url + "/stall", "--timeout", "0.5"])
     out = capsys.readouterr().out
-    assert code == 0  # stalled is a warning, below the default --fail-on error
+    assert code == 1  # stalled is a warning; the outcome client_disconnect fails by default
     assert "outcome         client_disconnect\n" in out
     assert "body ended      no (ReadTimeout: the client stopped waiting for the rest of the " in out
     assert "  - stalled [warning] at event 1, byte 15: no bytes for " in out

@@ -54,18 +54,31 @@ def test_listing_client_disconnect_fails_a_probe_that_gave_up(
     assert (code, result["outcome"], result["failed"]) == (1, "client_disconnect", True)
 
 
+def test_a_stall_fails_a_probe_at_the_defaults(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At the default --fail-on-outcome a probe that gave up on a stall exits 1."""
+    code = main(["probe", url, "--timeout", "0.3"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.endswith(
+        "\nthe stream ended client_disconnect, an outcome --fail-on-outcome lists "
+        "(error_event or unclosed or client_disconnect)\n"
+    )
+    assert main(["probe", url, "--timeout", "0.3", "--fail-on-outcome", "error_event"]) == 0
+
+
 def test_the_help_says_what_client_disconnect_means_for_a_probe(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """probe --help names the stall behind client_disconnect and the list that fails on it."""
     assert main(["probe", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "client_disconnect is the probe giving up on a stall (--timeout)" in text
-    assert f"({NIGHTLY}) to fail on one" in text
+    assert f"(default: {NIGHTLY}); client_disconnect is the probe giving up on a stall" in text
 
 
 def test_the_docs_say_a_probe_sees_client_disconnect() -> None:
     """docs/cli.md no longer says client_disconnect never reaches a client; it says the fix."""
     text = " ".join(DOCS.read_text().split())
     assert not re.search(r"`client_disconnect`[^.]*never reach a client", text)
-    assert f"`--fail-on-outcome {NIGHTLY}`" in text
+    assert f"`probe`: `{NIGHTLY}`" in text
