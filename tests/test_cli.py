@@ -602,7 +602,7 @@ def test_fail_on_outcome_rejects_an_unknown_outcome(capsys: pytest.CaptureFixtur
     assert err.endswith(
         "argument --fail-on-outcome: unknown outcome 'error': expected none or outcomes from "
         "completed, error_event, unclosed, client_disconnect, app_error, cancelled, "
-        "separated by commas\n"
+        "connection_lost, separated by commas\n"
     )
 
 
