@@ -348,7 +348,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"streamguard probe: error: probing needs httpx: {_INSTALL_HINT}", file=err)
         return EXIT_USAGE
-    from streamguard.liveness import LivenessLimits
+    from streamguard.config import TimerConfig
     from streamguard.testing import collect
 
     threshold = Severity(args.fail_on)
@@ -387,7 +387,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
                     protocol=args.protocol,
                     request=request,
                     started_at=started,
-                    timing=LivenessLimits(),  # a live stream: judge its timing too
+                    timers=TimerConfig(),  # a live stream: judge its timing too
                 )
     except httpx.InvalidURL as exc:
         print(f"streamguard probe: error: {args.url}: invalid URL: {exc}", file=err)

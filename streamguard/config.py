@@ -4,6 +4,10 @@
 ``StreamGuardMiddleware(app, routes=..., ...)`` are equivalent; either way the values are
 checked once, at construction, and a bad one fails with a ``pydantic.ValidationError``
 that names the field and shows the value.
+
+Only values live here, things that can be written in a file or an environment variable.
+The runtime objects the middleware works with (the metrics registry, ``on_report``, other
+sinks, the clock) are its constructor's collaborators, not configuration.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from streamguard.liveness import LivenessLimits
 from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES
 
@@ -78,7 +83,10 @@ def _route_shorthand(value: Any) -> Any:
 
 
 class TimerConfig(_Model):
-    """Liveness timers (used by the liveness detectors)."""
+    """The liveness timers: the thresholds of the timing rules (`body_not_ended`, `stalled`,
+    `buffered_flush`), in seconds unless named otherwise. ``limits()`` is the form the
+    detectors read (``streamguard.liveness.LivenessLimits``, the same fields without
+    ``enabled``)."""
 
     enabled: bool = True
     #: Seconds the body may stay open after the terminal signal (``body_not_ended``).
@@ -98,6 +106,12 @@ class TimerConfig(_Model):
     #: known to replay a buffered answer one event per message).
     burst_timing_only: bool = False
 
+    def limits(self) -> LivenessLimits | None:
+        """The thresholds as the detectors read them; ``None`` when the timers are off."""
+        if not self.enabled:
+            return None
+        return LivenessLimits(**self.model_dump(exclude={"enabled"}))
+
 
 class LogConfig(_Model):
     """What streamguard logs, and how much."""
@@ -116,8 +130,6 @@ class LogConfig(_Model):
 class StreamGuardConfig(_Model):
     """The middleware's configuration; every field has a production default."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
     #: Watched routes by path or route template, e.g.
     #: ``{"/v1/chat/completions": "openai_chat", "/v1/messages": {"protocol":
     #: "anthropic", "name": "claude"}}``.
@@ -135,11 +147,9 @@ class StreamGuardConfig(_Model):
     request_peek_bytes: int = Field(default=1024 * 1024, ge=0)
     timers: TimerConfig = Field(default_factory=TimerConfig)
     logs: LogConfig = Field(default_factory=LogConfig)
-    #: Fraction of streams whose frames are checked; the others are only counted.
+    #: Fraction of streams whose frames are checked; the others are only counted (as
+    #: ``unchecked_streams_total{reason="not_sampled"}`` too, so alert ratios leave them out).
     sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
-    #: A ``StreamGuardMetrics``, a ``prometheus_client.CollectorRegistry`` to build one
-    #: in, ``None`` for the process-wide default, or ``False`` for no metrics.
-    metrics: Any = None
 
     _check_protocol = field_validator("protocol")(_known_protocol)
 
@@ -150,22 +160,6 @@ class StreamGuardConfig(_Model):
             if not path.startswith("/"):
                 raise ValueError(f"excluded path {path!r} must start with '/'")
         return paths
-
-    @field_validator("metrics")
-    @classmethod
-    def _metrics_kind(cls, metrics: Any) -> Any:
-        from prometheus_client import CollectorRegistry
-
-        from streamguard.metrics import StreamGuardMetrics
-
-        if metrics is None or metrics is False:
-            return metrics
-        if isinstance(metrics, StreamGuardMetrics | CollectorRegistry):
-            return metrics
-        raise ValueError(
-            "metrics must be a StreamGuardMetrics, a CollectorRegistry, None or False, "
-            f"not {type(metrics).__name__}"
-        )
 
     def is_excluded(self, path: str) -> bool:
         for excluded in self.exclude_paths:

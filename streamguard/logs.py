@@ -1,4 +1,4 @@
-"""structlog events for people: one summary per stream, one event per violation.
+"""structlog events for people: one summary per stream, one event per violation; a sink.
 
 streamguard is a library citizen: it never calls ``structlog.configure()``; it logs
 through ``structlog.get_logger("streamguard")`` with constant event names, so the
@@ -12,6 +12,8 @@ Events:
   rule); the number suppressed rides on the next one emitted for that pair.
 * ``stream_<outcome>`` (``stream_completed``, ``stream_unclosed``, ...), once per stream at
   its end: info when clean, warning or error otherwise.
+* ``streamguard_internal_error`` (error), when streamguard itself fails, with ``where``
+  and the exception's type and place; logged even with the stream events turned off.
 
 No message content, header or query string is logged unless content excerpts are turned
 on, and then only a shortened, escaped excerpt of the offending frame.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -29,7 +31,9 @@ import structlog
 from streamguard.config import LogConfig
 from streamguard.report import Finding, Outcome, Severity, StreamReport
 
-__all__ = ["StreamLog", "ViolationLimiter", "summary_level"]
+__all__ = ["LogSink", "StreamLog", "ViolationLimiter", "summary_level"]
+
+_logger = structlog.get_logger("streamguard")
 
 _FAILED_OUTCOMES = {Outcome.UNCLOSED, Outcome.APP_ERROR}
 _NOTABLE_OUTCOMES = {Outcome.ERROR_EVENT, Outcome.CANCELLED}
@@ -74,6 +78,27 @@ class ViolationLimiter:
             return int(suppressed)
 
 
+class LogSink:
+    """The log sink: a ``StreamLog`` per stream, and streamguard's own failures."""
+
+    name = "logs"
+
+    def __init__(self, config: LogConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        #: Shared by every stream of the sink, so the per-minute budget is per (route, rule).
+        self.limiter = ViolationLimiter(config.violations_per_minute, clock)
+
+    def stream_started(self, route: str, protocol: str, unchecked: str | None) -> StreamLog | None:
+        if not self.config.enabled:
+            return None
+        return StreamLog(self.config, self.limiter, route, protocol)
+
+    def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
+        _logger.error(
+            "streamguard_internal_error", where=where, error=error, route=route, protocol=protocol
+        )
+
+
 class StreamLog:
     """The log of one stream: a bound logger plus its per-stream violation budget."""
 
@@ -98,6 +123,13 @@ class StreamLog:
                 route=self._route, protocol=self._protocol
             )
         return self._bound
+
+    def findings(self, found: Sequence[Finding]) -> None:
+        for finding in found:
+            self.violation(finding)
+
+    def stream_ended(self, report: StreamReport) -> None:
+        self.ended(report)
 
     def violation(self, finding: Finding) -> None:
         if self._logged >= self._config.max_violations_per_stream:

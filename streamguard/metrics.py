@@ -1,10 +1,15 @@
-"""Prometheus metrics for watched streams.
+"""Prometheus metrics for watched streams: a sink (``streamguard.sinks.Sink``).
 
 All metric objects are built once, in a ``StreamGuardMetrics`` that takes the registry, so
 any number of apps (or middleware instances, which Starlette may build more than once) can
 share it without registering twice. Per stream, the label children are resolved once, at
-the start (``StreamMetrics``); nothing is looked up per frame. Frame and byte counts are
-added when the stream ends.
+the start (``StreamMetrics``, shared by every stream of one route and protocol); nothing is
+looked up per frame. Frame and byte counts are added when the stream ends.
+
+Series are created, at 0, for a (route, protocol) pair when it is first known: at
+construction for configured routes, on the first stream otherwise. A pair gets every
+outcome and only the rules that can fire for its protocol (``rules.rules_for``); a rule of
+another protocol gets its series when it first fires (a protocol detected late).
 
 Only counters, histograms and a ``livesum`` gauge are used, so the metrics work in
 prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``).
@@ -15,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from prometheus_client import (
@@ -31,10 +36,12 @@ from starlette.types import ASGIApp
 
 from streamguard.report import Finding, Outcome, Severity, StreamReport
 from streamguard.rules import rules_for
+from streamguard.sinks import COMPRESSED, NOT_SAMPLED
 
 __all__ = [
     "DURATION_BUCKETS",
     "FIRST_EVENT_BUCKETS",
+    "UNCHECKED_REASONS",
     "StreamGuardMetrics",
     "StreamMetrics",
     "metrics_app",
@@ -45,11 +52,16 @@ DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 12
 #: Time to first event: from milliseconds (cached answers) to a minute (reasoning models).
 FIRST_EVENT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
+#: The ``reason`` label of ``unchecked_streams_total``.
+UNCHECKED_REASONS = (NOT_SAMPLED, COMPRESSED)
+
 _LABELS = ("route", "protocol")
 
 
 class StreamGuardMetrics:
-    """The metric families, registered once in ``registry`` under ``namespace``."""
+    """The metric families, registered once in ``registry`` under ``namespace``; a sink."""
+
+    name = "metrics"
 
     # Keyed by the registry itself, weakly: an id() could be reused by a new registry
     # once the old one is gone, and would hand it metrics registered elsewhere.
@@ -66,8 +78,14 @@ class StreamGuardMetrics:
 
         self.streams_started = counter("streams_started", "SSE streams whose response started.")
         self.streams = counter("streams", "SSE streams that ended, by outcome.", "outcome")
+        self.unchecked_streams = counter(
+            "unchecked_streams",
+            "Streams that ended with their frames unchecked, by outcome and reason.",
+            "outcome",
+            "reason",
+        )
         self.malformed_streams = counter(
-            "malformed_streams", "Streams that ended with an error-severity finding."
+            "malformed_streams", "Checked streams that ended with an error-severity finding."
         )
         self.violations = counter("violations", "Rule violations found, by rule.", "rule")
         self.frames = counter("frames", "SSE events dispatched in watched streams.")
@@ -127,6 +145,18 @@ class StreamGuardMetrics:
         for route, protocol in pairs:
             self.for_stream(route, protocol)
 
+    # -- the sink ---------------------------------------------------------------------------
+
+    def stream_started(
+        self, route: str, protocol: str, unchecked: str | None
+    ) -> StreamMetrics | UncheckedStreamMetrics:
+        children = self.for_stream(route, protocol)
+        children.stream_started()
+        return children if unchecked is None else children.unchecked(unchecked)
+
+    def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
+        self.internal_errors.labels(route, protocol).inc()
+
 
 class StreamMetrics:
     """The label children of one (route, protocol): what a stream touches, resolved once."""
@@ -136,6 +166,7 @@ class StreamMetrics:
         "_parent",
         "_protocol",
         "_route",
+        "_unchecked",
         "_violations",
         "bytes",
         "duration",
@@ -162,13 +193,28 @@ class StreamMetrics:
         self._outcomes = {
             outcome: parent.streams.labels(*labels, outcome.value) for outcome in Outcome
         }
+        self._unchecked = {
+            reason: UncheckedStreamMetrics(
+                self,
+                {o: parent.unchecked_streams.labels(*labels, o.value, reason) for o in Outcome},
+            )
+            for reason in UNCHECKED_REASONS
+        }
         self._violations = {
             rule.name: parent.violations.labels(*labels, rule.name) for rule in rules_for(protocol)
         }
 
+    def unchecked(self, reason: str) -> UncheckedStreamMetrics:
+        """The handle of a stream of this pair whose frames are not checked, for ``reason``."""
+        return self._unchecked[reason]
+
     def stream_started(self) -> None:
         self.started.inc()
         self.in_progress.inc()
+
+    def findings(self, found: Sequence[Finding]) -> None:
+        for finding in found:
+            self.violation(finding)
 
     def violation(self, finding: Finding) -> None:
         child = self._violations.get(finding.rule)
@@ -178,10 +224,12 @@ class StreamMetrics:
             )
         child.inc()
 
-    def stream_ended(self, report: StreamReport) -> None:
+    def stream_ended(self, report: StreamReport, checked: bool = True) -> None:
         self.in_progress.dec()
         self._outcomes[report.outcome].inc()
-        if any(finding.severity is Severity.ERROR for finding in report.findings):
+        # The malformed ratio is over checked streams: an unchecked one can carry only the
+        # lifecycle and timing findings, which would count it in the numerator alone.
+        if checked and any(finding.severity is Severity.ERROR for finding in report.findings):
             self.malformed.inc()
         if report.events:
             self.frames.inc(report.events)
@@ -191,6 +239,27 @@ class StreamMetrics:
         first_event = report.time_to_first_event
         if first_event is not None:
             self.time_to_first_event.observe(max(first_event, 0.0))
+
+
+class UncheckedStreamMetrics:
+    """The handle of a stream whose frames are not checked: counted, and counted apart.
+
+    ``streams_total`` counts it as any stream; ``unchecked_streams_total`` too, with the
+    reason, so that alert ratios can divide by the checked streams alone.
+    """
+
+    __slots__ = ("_metrics", "_outcomes")
+
+    def __init__(self, metrics: StreamMetrics, outcomes: dict[Outcome, Counter]) -> None:
+        self._metrics = metrics
+        self._outcomes = outcomes
+
+    def findings(self, found: Sequence[Finding]) -> None:
+        self._metrics.findings(found)
+
+    def stream_ended(self, report: StreamReport) -> None:
+        self._metrics.stream_ended(report, checked=False)
+        self._outcomes[report.outcome].inc()
 
 
 def metrics_app(registry: CollectorRegistry | None = None) -> ASGIApp:

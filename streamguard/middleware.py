@@ -9,12 +9,13 @@ the bytes in exactly the order ``send`` was called even when several tasks send
 go by and to keep a bounded copy of the request body the app reads, for request-aware
 checks; it consumes nothing the app does not ask for.
 
-Findings go to the sinks (metrics, logs) as soon as they are made; the report goes to the
-sinks and to ``on_report`` when the stream ends.
+Findings go to the sinks (``streamguard.sinks``: metrics, logs, any given in ``sinks=``) as
+soon as they are made; the report goes to the sinks and then to ``on_report`` when the
+stream ends.
 
 Nothing streamguard does may reach the app or the client: checking and sink code runs
-inside ``except Exception`` guards, a failure stops the watching of that one stream and is
-counted, and every exception of the app (or the server) propagates as the same object.
+inside guards, a failure stops the watching of that one stream and is counted, and every
+exception of the app (or the server) propagates as the same object.
 """
 
 from __future__ import annotations
@@ -26,35 +27,71 @@ import random
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-import structlog
+from prometheus_client import CollectorRegistry
+from pydantic_core import PydanticCustomError, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
+from streamguard.config import (
+    UNKNOWN_ROUTE,
+    LogConfig,
+    RouteConfig,
+    StreamGuardConfig,
+    TimerConfig,
+)
 from streamguard.liveness import LivenessLimits
-from streamguard.logs import StreamLog, ViolationLimiter
-from streamguard.metrics import StreamGuardMetrics, StreamMetrics
+from streamguard.logs import LogSink
+from streamguard.metrics import StreamGuardMetrics
 from streamguard.monitor import Clock, StreamEnd, StreamMonitor, error_name
-from streamguard.protocols import AUTO
-from streamguard.report import Finding, StreamReport
+from streamguard.protocols import AUTO, CHECKERS
+from streamguard.protocols.auto import protocol_for_path
+from streamguard.report import Finding
 from streamguard.request import RequestFacts, request_facts
+from streamguard.sinks import (
+    COMPRESSED,
+    NOT_SAMPLED,
+    ReportCallback,
+    ReportSink,
+    Sink,
+    StreamSink,
+)
+from streamguard.sweeper import Sweeper, Sweepers
 
 __all__ = ["ReportCallback", "StreamGuardMiddleware"]
 
-ReportCallback = Callable[[StreamReport], None]
-
-_logger = structlog.get_logger("streamguard")
+#: The keyword options that are ``StreamGuardConfig`` fields (a test keeps them in step).
+_CONFIG_OPTIONS = (
+    "routes",
+    "watch_unlisted",
+    "protocol",
+    "exclude_paths",
+    "max_event_bytes",
+    "request_peek_bytes",
+    "timers",
+    "logs",
+    "sample_rate",
+)
 
 
 class StreamGuardMiddleware:
     """Watch the SSE responses of ``app`` and report on each stream.
 
-    Configure with ``config=StreamGuardConfig(...)`` or the same fields as keywords.
-    ``on_report`` is called once per watched stream with its ``StreamReport``, from the
-    task that sent the stream's last message. ``skipped`` counts, by reason, the HTTP
-    responses that were not watched; ``in_flight`` is the number of watched streams open.
+    Configure with ``config=StreamGuardConfig(...)`` or the same fields as keywords (a
+    keyword left at ``None`` keeps the field's default); the two cannot be mixed. The rest
+    are the runtime objects streamguard works with:
+
+    * ``metrics``: a ``StreamGuardMetrics``, a ``prometheus_client.CollectorRegistry`` to
+      build one in, ``None`` for the process-wide default, or ``False`` for no metrics;
+    * ``on_report``: called once per watched stream with its ``StreamReport``, from the
+      task that sent the stream's last message, after every other sink;
+    * ``sinks``: more ``streamguard.sinks.Sink`` objects, told of every watched stream;
+    * ``clock``: the monotonic clock, for tests.
+
+    ``skipped`` counts, by reason, the HTTP responses that were not watched; ``in_flight``
+    is the number of watched streams open; ``internal_errors`` the failures contained.
     """
 
     def __init__(
@@ -62,10 +99,22 @@ class StreamGuardMiddleware:
         app: ASGIApp,
         config: StreamGuardConfig | None = None,
         *,
+        routes: Mapping[str, str | RouteConfig | Mapping[str, Any]] | None = None,
+        watch_unlisted: bool | None = None,
+        protocol: str | None = None,
+        exclude_paths: Sequence[str] | None = None,
+        max_event_bytes: int | None = None,
+        request_peek_bytes: int | None = None,
+        timers: TimerConfig | Mapping[str, Any] | None = None,
+        logs: LogConfig | Mapping[str, Any] | None = None,
+        sample_rate: float | None = None,
+        metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,
+        sinks: Sequence[Sink] = (),
         clock: Clock = time.monotonic,
-        **options: Any,
     ) -> None:
+        given = locals()
+        options = {name: given[name] for name in _CONFIG_OPTIONS if given[name] is not None}
         if config is None:
             config = StreamGuardConfig(**options)
         elif options:
@@ -76,30 +125,37 @@ class StreamGuardMiddleware:
         self.config = config
         self.on_report = on_report
         self.clock = clock
-        self.metrics = _resolve_metrics(config.metrics)
+        self.metrics = _resolve_metrics(metrics)
         self.skipped: Counter[str] = Counter()
-        self.internal_errors = 0
-        self._limiter = ViolationLimiter(config.logs.violations_per_minute, clock)
-        timers = config.timers
-        self.liveness = (
-            LivenessLimits(**timers.model_dump(exclude={"enabled"})) if timers.enabled else None
-        )
+        shortest_timer = min(config.timers.body_end_grace_s, config.timers.idle_limit_s)
         #: How often open streams are polled: often enough to report within a quarter of
         #: the shortest timer, never busier than 200 times a second.
-        self.poll_interval = min(
-            max(min(timers.body_end_grace_s, timers.idle_limit_s) / 4, 0.005), 1.0
-        )
-        self._sweepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Sweeper] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.poll_interval = min(max(shortest_timer / 4, 0.005), 1.0)
         #: The watched streams still open, so that shutdown can report them: a server
         #: that re-raises SIGTERM (uvicorn) ends the process before cancelled tasks run.
         self.open_streams: set[_StreamWatch] = set()
+        self._sweepers = Sweepers(self.poll_interval, self.open_streams)
+        #: Where findings and reports go, in this order; ``on_report`` comes last.
+        self.sinks: tuple[Sink, ...] = (
+            *(() if self.metrics is None else (self.metrics,)),
+            LogSink(config.logs, clock),
+            *sinks,
+            *(() if on_report is None else (ReportSink(on_report),)),
+        )
+        self._errors = _InternalErrors(self.sinks)
+        self._watching = _Watching(
+            config=config,
+            clock=clock,
+            limits=config.timers.limits(),
+            sinks=self.sinks,
+            skipped=self.skipped,
+            open_streams=self.open_streams,
+            sweeper=self._sweepers.current,
+            internal_error=self._errors,
+        )
         _at_exit.add(self)
         if self.metrics is not None:
-            self.metrics.initialise(
-                (spec.name or key, spec.protocol) for key, spec in config.routes.items()
-            )
+            self.metrics.initialise(_initial_labels(config))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,7 +167,7 @@ class StreamGuardMiddleware:
             self.skipped["head"] += 1
             await self.app(scope, receive, send)
             return
-        watch = _StreamWatch(self, scope, receive, send)
+        watch = _StreamWatch(self._watching, scope, receive, send)
         try:
             await self.app(scope, watch.receive, watch.send)
         except BaseException as exc:
@@ -123,6 +179,11 @@ class StreamGuardMiddleware:
     def in_flight(self) -> int:
         """The number of watched streams open."""
         return len(self.open_streams)
+
+    @property
+    def internal_errors(self) -> int:
+        """How many failures inside streamguard were contained (one per stream at most)."""
+        return self._errors.count
 
     def _lifespan_receive(self, receive: Receive) -> Receive:
         async def lifespan_receive() -> Message:
@@ -146,50 +207,42 @@ class StreamGuardMiddleware:
         Starlette/FastAPI routing left in ``scope["route"]``. The label of an unconfigured
         route is its template, or ``None`` when there is none.
         """
-        routes = self.config.routes
-        path = scope.get("path", "")
-        spec = routes.get(path)
-        if spec is not None:
-            return spec.name or path, spec
-        template = _route_template(scope)
-        if template is not None:
-            spec = routes.get(template)
-            if spec is not None:
-                return spec.name or template, spec
-        return template, None
+        return _route_for(self.config, scope)
 
-    def _sweeper(self) -> _Sweeper | None:
-        """The poller of the running event loop; ``None`` outside asyncio (under trio the
-        timing detectors then judge only at the end of each stream)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return None
-        sweeper = self._sweepers.get(loop)
-        if sweeper is None:
-            sweeper = self._sweepers[loop] = _Sweeper(self.poll_interval, self.open_streams)
-        return sweeper
 
-    def _count_internal_error(
-        self, where: str, exc: BaseException, route: str, protocol: str
-    ) -> None:
-        """The one place a failure inside streamguard is counted, metered and logged."""
-        self.internal_errors += 1
-        # Separately guarded: the failing sink may be either one, and the other must
-        # still say so.
-        try:
-            if self.metrics is not None:
-                self.metrics.internal_errors.labels(route, protocol).inc()
-        except Exception:
-            pass
-        with contextlib.suppress(Exception):
-            _logger.error(
-                "streamguard_internal_error",
-                where=where,
-                error=error_name(exc),
-                route=route,
-                protocol=protocol,
-            )
+class _InternalErrors:
+    """The one place a failure inside streamguard is counted and told to the sinks."""
+
+    __slots__ = ("_sinks", "count")
+
+    def __init__(self, sinks: Sequence[Sink]) -> None:
+        self._sinks = sinks
+        self.count = 0
+
+    def __call__(self, where: str, exc: BaseException, route: str, protocol: str) -> None:
+        self.count += 1
+        error = error_name(exc)
+        for sink in self._sinks:
+            # Separately guarded: the failing sink may be any one, and the others must
+            # still say so.
+            with contextlib.suppress(Exception):
+                sink.internal_error(where, error, route, protocol)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Watching:
+    """What every stream of one middleware works with: plain collaborators."""
+
+    config: StreamGuardConfig
+    clock: Clock
+    #: The timing detectors' thresholds; ``None`` with the timers off.
+    limits: LivenessLimits | None
+    sinks: tuple[Sink, ...]
+    skipped: Counter[str]
+    open_streams: set[_StreamWatch]
+    #: The running loop's sweeper, or ``None`` outside asyncio.
+    sweeper: Callable[[], Sweeper | None]
+    internal_error: Callable[[str, BaseException, str, str], None]
 
 
 class _StreamWatch:
@@ -197,41 +250,40 @@ class _StreamWatch:
 
     __slots__ = (
         "__weakref__",
-        "_guard",
         "_late_body_is_a_bug",
-        "_log",
-        "_metrics",
         "_receive",
         "_request_body",
         "_request_complete",
         "_scope",
         "_send",
         "_sink_failed",
-        "_sweeper",
+        "_sinks",
+        "_watching",
         "decided",
         "disconnected",
         "monitor",
         "protocol_label",
         "route",
         "started_at",
+        "sweeper",
     )
 
-    def __init__(
-        self, guard: StreamGuardMiddleware, scope: Scope, receive: Receive, send: Send
-    ) -> None:
-        self._guard = guard
+    def __init__(self, watching: _Watching, scope: Scope, receive: Receive, send: Send) -> None:
+        self._watching = watching
         self._scope = scope
         self._receive = receive
         self._send = send
-        self.started_at = guard.clock()
+        self.started_at = watching.clock()
         self.monitor: StreamMonitor | None = None
         self.route = UNKNOWN_ROUTE
         self.protocol_label = "unknown"
         self.decided = False
         self.disconnected = False
-        self._metrics: StreamMetrics | None = None
-        self._log: StreamLog | None = None
-        self._sweeper: _Sweeper | None = None
+        #: Each sink's handle on this stream, in the order of ``watching.sinks`` (``None``
+        #: for a sink that took no interest, or whose start failed).
+        self._sinks: tuple[StreamSink | None, ...] = ()
+        #: The poller of this stream's event loop while it is open (``None`` without one).
+        self.sweeper: Sweeper | None = None
         self._sink_failed = False
         #: Whether a body message now would be the app's bug (``body_after_end``): only
         #: after the app ended the body itself, and reported once.
@@ -239,7 +291,7 @@ class _StreamWatch:
         #: The request body as the app reads it, up to ``request_peek_bytes``; dropped at
         #: the response start, when it has been reduced to its few facts.
         self._request_body: bytearray | None = (
-            bytearray() if guard.config.request_peek_bytes else None
+            bytearray() if watching.config.request_peek_bytes else None
         )
         self._request_complete = False
 
@@ -332,11 +384,12 @@ class _StreamWatch:
     # -- deciding -----------------------------------------------------------------------
 
     def _decide(self, message: Message) -> None:
-        guard = self._guard
-        config = guard.config
+        watching = self._watching
+        config = watching.config
+        skipped = watching.skipped
         status = message["status"]
         if not 200 <= status < 300:
-            guard.skipped["status"] += 1
+            skipped["status"] += 1
             return
         content_type = content_encoding = content_length = None
         for name, value in message.get("headers", ()):
@@ -348,18 +401,18 @@ class _StreamWatch:
             elif name == b"content-length":
                 content_length = value
         if content_type is None:
-            guard.skipped["content_type"] += 1
+            skipped["content_type"] += 1
             return
         if content_type.partition(b";")[0].strip().lower() != b"text/event-stream":
-            guard.skipped["content_type"] += 1
+            skipped["content_type"] += 1
             return
         path = self._scope.get("path", "")
         if config.is_excluded(path):
-            guard.skipped["excluded"] += 1
+            skipped["excluded"] += 1
             return
-        label, spec = guard.route_for(self._scope)
+        label, spec = _route_for(config, self._scope)
         if spec is None and not config.watch_unlisted:
-            guard.skipped["unlisted"] += 1
+            skipped["unlisted"] += 1
             return
         route = label or UNKNOWN_ROUTE
         protocol = spec.protocol if spec is not None else config.protocol
@@ -374,11 +427,11 @@ class _StreamWatch:
             request=request,
             path=path,
             route=route,
-            clock=guard.clock,
+            clock=watching.clock,
             started_at=self.started_at,
             max_event_bytes=config.max_event_bytes,
             excerpt_chars=config.logs.excerpt_chars if config.logs.content_excerpts else 0,
-            liveness=guard.liveness,
+            liveness=watching.limits,
             handover=True,
             json_data=spec is not None and spec.json_data,
         )
@@ -388,22 +441,29 @@ class _StreamWatch:
         # stream, so that every series of one stream carries the same labels.
         undecided = protocol == AUTO and monitor.protocol_source == "default"
         self.route = route
-        self.protocol_label = "auto" if undecided else monitor.protocol
+        self.protocol_label = AUTO if undecided else monitor.protocol
         # Everything above may fail and leave no trace; from here on the stream is open
         # and counted, and whatever fails is reported through it.
         self.monitor = monitor
-        guard.open_streams.add(self)
-        if guard.liveness is not None:
-            self._sweeper = guard._sweeper()
-            if self._sweeper is not None:
-                self._sweeper.add(self)
-        self._start_sinks()
-        found = monitor.check_head(*head)
+        watching.open_streams.add(self)
+        if watching.limits is not None:
+            sweeper = self.sweeper = watching.sweeper()
+            if sweeper is not None:
+                sweeper.add(self)
+        try:
+            found = monitor.check_head(*head)
+        except Exception:
+            self._start_sinks(None)  # the stream is open: its end must reach the sinks
+            raise
+        unchecked = None
         if not monitor.inspecting:
-            guard.skipped["content_encoding"] += 1
+            skipped["content_encoding"] += 1
+            unchecked = COMPRESSED
         elif config.sample_rate < 1.0 and random.random() >= config.sample_rate:
             monitor.stop_inspecting()
             monitor.add_note("not sampled: only the outcome was recorded")
+            unchecked = NOT_SAMPLED
+        self._start_sinks(unchecked)
         if found:
             self._emit(found)
 
@@ -412,13 +472,13 @@ class _StreamWatch:
         if self.monitor is not None:
             self._internal_error(where, exc)
             return
-        self._guard._count_internal_error(where, exc, self.route, self.protocol_label)
+        self._watching.internal_error(where, exc, self.route, self.protocol_label)
 
     def _keep_request_body(self, message: Message) -> None:
         kept = self._request_body
         assert kept is not None
         chunk = message.get("body", b"")
-        if len(kept) + len(chunk) > self._guard.config.request_peek_bytes:
+        if len(kept) + len(chunk) > self._watching.config.request_peek_bytes:
             self._request_body = None  # too large: request-aware checks are skipped
             self._request_complete = True
             return
@@ -428,7 +488,7 @@ class _StreamWatch:
 
     def _request_facts(self) -> tuple[RequestFacts | None, str | None]:
         """What the request the app read asked for, or ``None`` and why it is unknown."""
-        limit = self._guard.config.request_peek_bytes
+        limit = self._watching.config.request_peek_bytes
         if not limit:
             return None, None
         body = self._request_body
@@ -443,35 +503,35 @@ class _StreamWatch:
 
     # -- sinks --------------------------------------------------------------------------
 
-    def _start_sinks(self) -> None:
-        guard = self._guard
-        label = self.protocol_label
-        try:
-            if guard.metrics is not None:
-                self._metrics = guard.metrics.for_stream(self.route, label)
-                self._metrics.stream_started()
-        except Exception as exc:
-            self._metrics = None
-            self._internal_error("metrics", exc)
-        if guard.config.logs.enabled:
-            self._log = StreamLog(guard.config.logs, guard._limiter, self.route, label)
+    def _start_sinks(self, unchecked: str | None) -> None:
+        """Tell every sink the stream started; one whose start fails hears no more of it."""
+        route, label = self.route, self.protocol_label
+        opened: list[StreamSink | None] = []
+        for sink in self._watching.sinks:
+            try:
+                opened.append(sink.stream_started(route, label, unchecked))
+            except BaseException as exc:
+                if _is_cancellation(exc):
+                    raise
+                opened.append(None)
+                self._internal_error(sink.name, exc)
+        self._sinks = tuple(opened)
 
     def _emit(self, found: Sequence[Finding]) -> None:
-        """Hand new findings to the sinks; a sink that fails is dropped for this stream."""
-        metrics, log = self._metrics, self._log
-        if metrics is not None:
-            try:
-                for finding in found:
-                    metrics.violation(finding)
-            except Exception as exc:
-                self._internal_error("metrics", exc)
-        if log is not None:
-            try:
-                for finding in found:
-                    log.violation(finding)
-            except Exception as exc:
-                self._log = None
-                self._internal_error("logs", exc)
+        """Hand new findings to the sinks.
+
+        A sink that fails stops the checking of this stream (so no more findings come) but
+        still gets the stream's end, so that its own bookkeeping (an open-streams gauge)
+        balances.
+        """
+        for index, sink in enumerate(self._sinks):
+            if sink is not None:
+                try:
+                    sink.findings(found)
+                except BaseException as exc:
+                    if _is_cancellation(exc):
+                        raise
+                    self._internal_error(self._watching.sinks[index].name, exc)
 
     def poll(self) -> None:
         """Called by the sweeper: run the timing detectors and emit what they find."""
@@ -501,89 +561,30 @@ class _StreamWatch:
             self.monitor.fail(exc)
         if not self._sink_failed:
             self._sink_failed = True
-            self._guard._count_internal_error(where, exc, self.route, self.protocol_label)
+            self._watching.internal_error(where, exc, self.route, self.protocol_label)
 
     def _finish(self, end: StreamEnd) -> None:
         monitor = self.monitor
         if monitor is None or monitor.report is not None:
             return
-        guard = self._guard
-        guard.open_streams.discard(self)
-        if self._sweeper is not None:
-            self._sweeper.discard(self)
-            self._sweeper = None
+        watching = self._watching
+        watching.open_streams.discard(self)
+        if self.sweeper is not None:
+            self.sweeper.discard(self)
+            self.sweeper = None
         try:
             report = monitor.finish(end, emit=self._emit)
         except Exception as exc:
             self._internal_error("finish", exc)
             report = monitor.fallback_report(end)
-        if self._metrics is not None:
-            try:
-                self._metrics.stream_ended(report)
-            except Exception as exc:
-                self._internal_error("metrics", exc)
-        if self._log is not None:
-            try:
-                self._log.ended(report)
-            except Exception as exc:
-                self._internal_error("logs", exc)
-        if guard.on_report is not None:
-            try:
-                guard.on_report(report)
-            except BaseException as exc:
-                if _is_cancellation(exc):
-                    raise
-                self._internal_error("on_report", exc)
-
-
-class _Sweeper:
-    """Polls every open stream of one event loop from a single task.
-
-    One task for thousands of streams: per-stream timer handles would have to be
-    rescheduled on every frame. The task starts with the first open stream and is
-    cancelled when the last one ends, so nothing outlives the streams it watches. The
-    streams themselves are the middleware's ``open_streams`` (those of this loop carry
-    this sweeper); the sweeper only counts them, so an open stream is held in one set.
-    """
-
-    __slots__ = ("_interval", "_open_streams", "_task", "count")
-
-    def __init__(self, interval: float, open_streams: set[_StreamWatch]) -> None:
-        self._interval = interval
-        self._open_streams = open_streams
-        self._task: asyncio.Task[None] | None = None
-        #: The open streams of this loop.
-        self.count = 0
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None
-
-    @property
-    def watches(self) -> list[_StreamWatch]:
-        """The open streams this sweeper polls."""
-        # list() copies the set in one step under the GIL: another loop's thread may be
-        # adding to it meanwhile.
-        return [watch for watch in list(self._open_streams) if watch._sweeper is self]
-
-    def add(self, watch: _StreamWatch) -> None:
-        self.count += 1
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="streamguard-sweeper"
-            )
-
-    def discard(self, watch: _StreamWatch) -> None:
-        self.count -= 1
-        if not self.count and self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            for watch in self.watches:
-                watch.poll()
+        for index, sink in enumerate(self._sinks):
+            if sink is not None:
+                try:
+                    sink.stream_ended(report)
+                except BaseException as exc:
+                    if _is_cancellation(exc):
+                        raise
+                    self._internal_error(watching.sinks[index].name, exc)
 
 
 class _AtExit:
@@ -608,14 +609,60 @@ class _AtExit:
 _at_exit = _AtExit()
 
 
-def _resolve_metrics(metrics: Any) -> StreamGuardMetrics | None:
+def _resolve_metrics(metrics: object) -> StreamGuardMetrics | None:
     if metrics is False:
         return None
     if metrics is None:
         return StreamGuardMetrics.default()
     if isinstance(metrics, StreamGuardMetrics):
         return metrics
-    return StreamGuardMetrics.default(metrics)  # a CollectorRegistry
+    if isinstance(metrics, CollectorRegistry):
+        return StreamGuardMetrics.default(metrics)
+    # The same error as a bad configuration value: every argument is checked at once.
+    raise ValidationError.from_exception_data(
+        "StreamGuardMiddleware",
+        [
+            {
+                "type": PydanticCustomError(
+                    "metrics_type",
+                    "metrics must be a StreamGuardMetrics, a CollectorRegistry, None or "
+                    "False, not {kind}",
+                    {"kind": type(metrics).__name__},
+                ),
+                "loc": ("metrics",),
+                "input": metrics,
+            }
+        ],
+    )
+
+
+def _initial_labels(config: StreamGuardConfig) -> list[tuple[str, str]]:
+    """The (route, protocol) labels of the configured routes, as their streams will carry
+    them: a route left to auto-detection whose path names a protocol is labelled with it."""
+    labels = []
+    for key, spec in config.routes.items():
+        protocol = spec.protocol
+        if protocol == AUTO:
+            by_path = protocol_for_path(key)
+            if by_path in CHECKERS:
+                protocol = by_path
+        labels.append((spec.name or key, protocol))
+    return labels
+
+
+def _route_for(config: StreamGuardConfig, scope: Scope) -> tuple[str | None, RouteConfig | None]:
+    """``StreamGuardMiddleware.route_for``."""
+    routes = config.routes
+    path = scope.get("path", "")
+    spec = routes.get(path)
+    if spec is not None:
+        return spec.name or path, spec
+    template = _route_template(scope)
+    if template is not None:
+        spec = routes.get(template)
+        if spec is not None:
+            return spec.name or template, spec
+    return template, None
 
 
 def _route_template(scope: Scope) -> str | None:

@@ -487,6 +487,7 @@ SDK_INCOMPATIBLE_FRAMING = _rule(
     "Framing other than one `data: ` line per event (an SSE comment, event:, id: or retry: "
     "line, `data:` without the space, a multi-line data); the official Python SDK "
     "(google-genai) reads only `data: ` lines and fails on these.",
+    once_per_stream=True,
 )
 FINISH_REASON_NOT_LAST = _rule(
     "finish_reason_not_last",

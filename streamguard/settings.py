@@ -8,7 +8,8 @@ environment, so a deployment can tune streamguard without a code change::
     STREAMGUARD_TIMERS__IDLE_LIMIT_S=120
 
 Nested fields use ``__``; dicts and lists are JSON. It is a ``StreamGuardConfig``, so it
-goes straight to the middleware: ``StreamGuardMiddleware(app, config=StreamGuardSettings())``.
+goes straight to the middleware: ``StreamGuardMiddleware(app, config=StreamGuardSettings())``
+(the runtime objects, such as ``metrics=`` or ``on_report=``, are passed beside it).
 Needs pydantic-settings: ``pip install 'streamguard[settings]'``.
 """
 
@@ -29,5 +30,4 @@ class StreamGuardSettings(BaseSettings, StreamGuardConfig):
         env_nested_delimiter="__",
         extra="forbid",
         frozen=True,
-        arbitrary_types_allowed=True,
     )

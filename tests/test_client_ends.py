@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from streamguard import Outcome, StreamEnd, StreamMonitor
 from streamguard.cli import main
-from streamguard.liveness import LivenessLimits
+from streamguard.config import TimerConfig
 from streamguard.testing import acollect, collect, serve
 
 FIRST = b"data: partial\n\n"  # 15 bytes, one event
@@ -86,9 +86,9 @@ def test_a_read_timeout_is_the_client_giving_up_on_a_stall(url: str) -> None:
 
 def test_the_client_stall_is_reported_once_with_timing_on(url: str) -> None:
     """With timing limits below the client's timeout, the silence is still one finding."""
-    limits = LivenessLimits(idle_limit_s=0.05)
+    limits = TimerConfig(idle_limit_s=0.05)
     with httpx.stream("GET", url + "/stall", timeout=0.3) as response:
-        record = collect(response, timing=limits)
+        record = collect(response, timers=limits)
     assert record.report.rules() == ["stalled"]
     assert STALL.fullmatch(record.findings[0].message)
 

@@ -35,6 +35,10 @@ def test_route_shorthand_and_full_form() -> None:
     }
 
 
+def _middleware(**options: object) -> StreamGuardMiddleware:
+    return StreamGuardMiddleware(ScriptedApp([]), **options)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("options", "field", "shown"),
     [
@@ -52,8 +56,10 @@ def test_bad_values_name_the_field_and_the_value(
     options: dict[str, object], field: str, shown: str
 ) -> None:
     """A bad value fails at construction, naming the field and showing the value."""
+    # metrics is a runtime object, given to the middleware beside the configuration.
+    build = _middleware if "metrics" in options else StreamGuardConfig
     with pytest.raises(ValidationError) as caught:
-        StreamGuardConfig(**options)  # type: ignore[arg-type]
+        build(**options)  # type: ignore[arg-type]
     message = str(caught.value)
     assert field in message
     assert shown in message
@@ -94,3 +100,42 @@ def test_timer_fields_match_the_liveness_limits() -> None:
 
     assert set(TimerConfig.model_fields) - {"enabled"} == {f.name for f in fields(LivenessLimits)}
     assert LivenessLimits() == LivenessLimits(**TimerConfig().model_dump(exclude={"enabled"}))
+
+
+def test_keyword_options_are_exactly_the_config_fields() -> None:
+    """Every configuration field is an explicit keyword of the middleware, and nothing else
+    is, besides the runtime collaborators."""
+    import inspect
+
+    parameters = inspect.signature(StreamGuardMiddleware).parameters
+    keywords = {name for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY}
+    collaborators = {"metrics", "on_report", "sinks", "clock"}
+    assert keywords - collaborators == set(StreamGuardConfig.model_fields)
+    assert all(parameters[name].default is None for name in StreamGuardConfig.model_fields)
+
+
+@pytest.mark.parametrize("name", ["metrics", "on_report", "clock", "sinks"])
+def test_runtime_objects_are_not_configuration(name: str) -> None:
+    """A registry, a callback or a clock is the middleware's argument, not a config field."""
+    assert name not in StreamGuardConfig.model_fields
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        StreamGuardConfig(**{name: None})
+
+
+def test_config_and_runtime_objects_go_together() -> None:
+    """``config=`` combines with ``metrics=`` and ``on_report=``: they are not options."""
+    registry = CollectorRegistry()
+    middleware = StreamGuardMiddleware(
+        ScriptedApp([]), StreamGuardConfig(protocol="sse"), metrics=registry, on_report=print
+    )
+    assert (middleware.config.protocol, middleware.on_report) == ("sse", print)
+    assert middleware.metrics is not None
+
+
+def test_timers_give_the_detectors_their_limits() -> None:
+    """``TimerConfig.limits()`` is what the detectors read; ``None`` with the timers off."""
+    from streamguard.config import TimerConfig
+    from streamguard.liveness import LivenessLimits
+
+    assert TimerConfig(idle_limit_s=3).limits() == LivenessLimits(idle_limit_s=3)
+    assert TimerConfig(enabled=False).limits() is None

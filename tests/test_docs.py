@@ -116,9 +116,14 @@ field. The models are frozen. Nested models (`routes`, `timers`, `logs`) accept 
 `STREAMGUARD_TIMERS__IDLE_LIMIT_S=120` (`__` for nested fields). A misspelt variable is an
 error, as a misspelt keyword is. Pass it as `config=StreamGuardSettings()`.
 
-Besides the configuration, `StreamGuardMiddleware(app, config=None, *, on_report=None,
-clock=time.monotonic, **options)` takes `on_report`, a callable that receives each watched
-stream's `StreamReport` when it ends, and `clock`, for tests.
+Besides the configuration, `StreamGuardMiddleware(app, config=None, *, <each field above
+as a keyword>, metrics=None, on_report=None, sinks=(), clock=time.monotonic)` takes the
+objects it works with, which are not configuration: `metrics`, a `StreamGuardMetrics`, a
+prometheus-client `CollectorRegistry` (default: the global one) or `False` for none;
+`on_report`, a callable that receives each watched stream's `StreamReport` when it ends
+(it runs on the event loop: see `streamguard.handoff.ReportQueue` for slow work); `sinks`,
+more `streamguard.sinks.Sink` implementations; and `clock`, for tests. Every keyword is
+typed, so a misspelt one is an error in your type checker as well as at run time.
 
 **Which responses are watched.** A response is watched when its status is 2xx, its media type
 is `text/event-stream`, the request is not `HEAD`, its path is not in `exclude_paths`, and

@@ -201,3 +201,21 @@ def test_a_hundred_thousand_candidate_indices_keep_the_state_bounded() -> None:
         data = json.dumps({"candidates": [gemini_text("x", i)]})
         checker.on_event(Event("message", data, offset=i), i)
     assert len(checker._candidates) <= 64
+
+
+def test_the_terminal_is_the_chunk_that_finished_the_last_candidate() -> None:
+    """With two candidates, the terminal is the chunk that finished the later one."""
+    checker = GeminiChecker()
+    chunks = [
+        '{"candidates":[{"index":0,"content":{"parts":[{"text":"a"}]}},'
+        '{"index":1,"content":{"parts":[{"text":"b"}]}}]}',
+        '{"candidates":[{"index":1,"content":{"parts":[{"text":"c"}]},"finishReason":"STOP"}]}',
+        '{"candidates":[{"index":0,"content":{"parts":[{"text":"d"}]},"finishReason":"STOP"}]}',
+        '{"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":2,"totalTokenCount":3}}',
+    ]
+    offset = 0
+    for index, data in enumerate(chunks):
+        assert list(checker.on_event(Event("message", data, offset=offset), index)) == []
+        offset += len(data) + 8
+    assert list(checker.on_end(len(chunks), offset)) == []
+    assert (checker.terminal_index, checker.error_index) == (2, None)

@@ -19,6 +19,7 @@ from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 EXPECTED_NAMES = {
     "streamguard_streams_started",
     "streamguard_streams",
+    "streamguard_unchecked_streams",
     "streamguard_malformed_streams",
     "streamguard_violations",
     "streamguard_streams_in_progress",
@@ -296,3 +297,107 @@ def test_a_new_registry_never_gets_metrics_of_a_dead_one() -> None:
         del registry, metrics
         gc.collect()
     assert len(seen) < 50  # ids were reused, which is what made the old cache wrong
+
+
+def test_a_path_decided_route_is_initialised_under_its_protocol() -> None:
+    """A configured ``auto`` route whose path names a protocol gets zeros under that label,
+    the one its streams carry, and no ``auto`` series at all."""
+    registry = CollectorRegistry()
+    route = "/v1beta/models/gemini-pro:streamGenerateContent"
+    guarded(ScriptedApp([]), registry, routes={route: "auto", "/events": "auto"})
+    protocols = {
+        dict(labels).get("protocol")
+        for _, labels in series(registry)
+        if dict(labels).get("route") == route
+    }
+    assert protocols == {"gemini"}
+    labels = {"route": route, "protocol": "gemini"}
+    assert (
+        registry.get_sample_value(
+            "streamguard_violations_total", {**labels, "rule": "content_after_finish"}
+        )
+        == 0.0
+    )
+    assert (
+        registry.get_sample_value(
+            "streamguard_streams_total",
+            {"route": "/events", "protocol": "auto", "outcome": "unclosed"},
+        )
+        == 0.0
+    )
+
+    gemini_chunk = (
+        b'data: {"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},'
+        b'"finishReason":"STOP","index":0}]}\r\n\r\n'
+    )
+    steps = [sse_start(), body(gemini_chunk, more=False)]
+    middleware = guarded(ScriptedApp(steps), registry, routes={route: "auto"})
+    run(middleware, http_scope(path=route))
+    assert value(registry, "streamguard_streams_total", **labels, outcome="completed") == 1
+
+
+def test_only_the_rules_of_a_protocol_are_initialised() -> None:
+    """A route's zeros cover the rules that can fire for its protocol, and no other."""
+    registry = CollectorRegistry()
+    guarded(ScriptedApp([]), registry, routes={"/chat": "openai_chat"})
+    rules = {
+        dict(labels)["rule"]
+        for name, labels in series(registry)
+        if name == "streamguard_violations_total"
+    }
+    assert rules == {rule.name for rule in rules_for("openai_chat")}
+
+
+@pytest.mark.parametrize(
+    ("options", "start", "reason"),
+    [
+        ({"sample_rate": 0.0}, sse_start(), "not_sampled"),
+        ({}, sse_start((b"content-encoding", b"gzip")), "compressed"),
+    ],
+)
+def test_unchecked_streams_are_counted_apart_and_never_malformed(
+    options: dict[str, Any], start: dict[str, Any], reason: str
+) -> None:
+    """A stream whose frames go unchecked counts in streams_total and, with its reason, in
+    unchecked_streams_total; an error finding it still gets does not make it malformed."""
+    registry = CollectorRegistry()
+    steps = [start, body(b"data: a\n\n")]  # the app returns: response_not_finished, unclosed
+    reports: list[StreamReport] = []
+    middleware = guarded(
+        ScriptedApp(steps), registry, protocol="sse", on_report=reports.append, **options
+    )
+    run(middleware)
+    [report] = reports
+    assert (report.outcome, report.inspected, report.malformed) == (Outcome.UNCLOSED, False, True)
+    labels = {"route": "__unknown__", "protocol": "sse"}
+    assert value(registry, "streamguard_streams_total", **labels, outcome="unclosed") == 1
+    assert (
+        value(
+            registry,
+            "streamguard_unchecked_streams_total",
+            **labels,
+            outcome="unclosed",
+            reason=reason,
+        )
+        == 1
+    )
+    assert value(registry, "streamguard_malformed_streams_total", **labels) == 0
+    assert (
+        value(registry, "streamguard_violations_total", **labels, rule="response_not_finished") == 1
+    )
+
+
+def test_checked_streams_are_not_counted_as_unchecked() -> None:
+    """A checked stream leaves unchecked_streams_total at 0, for every reason and outcome."""
+    registry = CollectorRegistry()
+    steps = [sse_start(), body(b"data: a\n\n", more=False)]
+    run(guarded(ScriptedApp(steps), registry, protocol="sse"))
+    unchecked = [
+        sample.value
+        for family in registry.collect()
+        if family.name == "streamguard_unchecked_streams"
+        for sample in family.samples
+        if sample.name == "streamguard_unchecked_streams_total"
+    ]
+    assert len(unchecked) == 2 * len(Outcome)  # zero-initialised: two reasons, every outcome
+    assert set(unchecked) == {0.0}

@@ -162,6 +162,14 @@ def test_dashboard_has_the_promised_panels_and_variables() -> None:
     assert all("$" not in expr for _, expr in panel_queries())
 
 
+def test_dashboard_ratios_divide_by_checked_streams() -> None:
+    """The ratio panels leave unchecked streams out, and a panel shows them by reason."""
+    exprs = dict(panel_queries())
+    for title in ("Malformed ratio", "Unclosed ratio"):
+        assert "streamguard_unchecked_streams_total" in exprs[title], title
+    assert "sum by (reason)" in exprs["Unchecked streams by reason"]
+
+
 # -- a real Prometheus scraping the example app ----------------------------------------------
 
 
@@ -334,12 +342,21 @@ def test_every_alert_expression_returns_data(prometheus: PrometheusAPI) -> None:
 def test_ratios_single_out_the_broken_routes(prometheus: PrometheusAPI) -> None:
     """The recorded unclosed and malformed ratios are 1 on the broken routes and 0 on /healthy."""
 
-    def ratios(name: str) -> dict[str, float]:
-        series = prometheus.query_until_data(f"job_route_protocol:streamguard_{name}")
-        return {s["metric"]["route"]: float(s["value"][1]) for s in series}
+    def ratios(name: str, *routes: str) -> dict[str, float]:
+        # ">= 0" drops NaN: a route none of whose streams ended yet has no ratio (0/0).
+        query = f"job_route_protocol:streamguard_{name} >= 0"
 
-    unclosed = ratios("streams_unclosed:ratio_rate10m")
-    malformed = ratios("streams_malformed:ratio_rate10m")
+        def numbers() -> dict[str, float] | None:
+            found = {s["metric"]["route"]: float(s["value"][1]) for s in prometheus.query(query)}
+            return found if set(routes) <= set(found) else None
+
+        result: dict[str, float] = wait_for(numbers, 30, f"{name} of {routes}")
+        return result
+
+    unclosed = ratios("streams_unclosed:ratio_rate10m", "/never-finished", "/healthy", "/cut-frame")
+    malformed = ratios(
+        "streams_malformed:ratio_rate10m", "/cut-frame", "/invalid-utf8", "/healthy", "/keepalive"
+    )
     assert unclosed["/never-finished"] == 1
     assert unclosed["/healthy"] == 0
     assert unclosed["/cut-frame"] == 0

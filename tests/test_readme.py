@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from streamguard.testing import serve
 
@@ -97,3 +98,29 @@ def test_what_the_readme_says_of_compressed_streams_is_what_happens() -> None:
         == 1
     )
     assert registry.get_sample_value("streamguard_bytes_total", labels) == report.bytes > 0
+
+
+@pytest.mark.slow
+def test_quickstart_type_checks_strictly(tmp_path: Path) -> None:
+    """The quickstart passes ``mypy --strict`` against Starlette's typed ``add_middleware``,
+    and a misspelt option fails it (the middleware's options are explicit keywords)."""
+    from mypy import api
+
+    (tmp_path / "quickstart.py").write_text(quickstart())
+    misspelt = quickstart().replace("routes=", "rutes=", 1)
+    assert misspelt != quickstart()
+    (tmp_path / "misspelt.py").write_text(misspelt)
+    # mypy_path puts this checkout first, ahead of any installed streamguard.
+    (tmp_path / "mypy.ini").write_text(f"[mypy]\nmypy_path = {README.parent}\n")
+    stdout, stderr, _ = api.run(
+        [
+            "--strict",
+            f"--config-file={tmp_path / 'mypy.ini'}",
+            f"--cache-dir={tmp_path / 'cache'}",
+            str(tmp_path / "quickstart.py"),
+            str(tmp_path / "misspelt.py"),
+        ]
+    )
+    errors = [line for line in stdout.splitlines() if ": error:" in line]
+    assert not [line for line in errors if "quickstart.py" in line], stdout + stderr
+    assert any("misspelt.py" in line and '"rutes"' in line for line in errors), stdout + stderr

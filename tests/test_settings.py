@@ -56,6 +56,6 @@ def test_settings_configure_the_middleware(monkeypatch: pytest.MonkeyPatch) -> N
     """The settings object is passed to the middleware as its configuration."""
     monkeypatch.setenv("STREAMGUARD_PROTOCOL", "anthropic")
     middleware = StreamGuardMiddleware(
-        ScriptedApp([]), config=StreamGuardSettings(metrics=CollectorRegistry())
+        ScriptedApp([]), config=StreamGuardSettings(), metrics=CollectorRegistry()
     )
     assert middleware.config.protocol == "anthropic"

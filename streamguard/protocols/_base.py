@@ -232,6 +232,8 @@ class Checker:
         event breaks a rule. ``name`` is the event as the message shows it (by default
         its SSE name, as ``event_name`` shows it)."""
         step = self.LIFECYCLE.step(self.phase, kind)
+        if step.rule is None and step.then is None:
+            return None  # the common step: an event that changes nothing
         finding = None
         if step.rule is not None:
             shown = event_name(event.event) if name is None else name

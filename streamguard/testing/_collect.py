@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import from_json
 
-from streamguard.liveness import LivenessLimits
+from streamguard.config import TimerConfig
 from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import AUTO
 from streamguard.report import Finding, Outcome, StreamReport
@@ -118,7 +118,7 @@ class _Collector:
         path: str | None,
         max_event_bytes: int,
         started_at: float | None,
-        timing: LivenessLimits | None = None,
+        timers: TimerConfig | None = None,
     ) -> None:
         # One clock reading per chunk, shared by the monitor and the event times.
         self._now = time.monotonic()
@@ -130,7 +130,7 @@ class _Collector:
             clock=self._clock,
             started_at=started_at,
             max_event_bytes=max_event_bytes,
-            liveness=timing,
+            liveness=None if timers is None else timers.limits(),
             on_event=self._received,
         )
         self._body: list[bytes] = []
@@ -215,7 +215,7 @@ def collect(
     request: Mapping[str, Any] | None = None,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     started_at: float | None = None,
-    timing: LivenessLimits | None = None,
+    timers: TimerConfig | None = None,
 ) -> CollectedStream:
     """Read a sync httpx streaming response to its end and return what arrived.
 
@@ -225,14 +225,15 @@ def collect(
     was sent, for timings; by default, when ``collect`` is called. A transport error while
     reading (the connection cut, a read timeout) ends the record instead of propagating.
     For a response of an ``httpx.AsyncClient``, use ``await acollect(response)``.
-    ``timing`` (e.g. ``LivenessLimits()``) also judges the arrival times at the end:
+    ``timers`` (e.g. ``TimerConfig()``, the middleware's ``timers``) also judges the
+    arrival times at the end:
     ``stalled``, ``body_not_ended`` and ``buffered_flush``, as the middleware does.
     """
     import httpx
 
     if not isinstance(response.stream, httpx.SyncByteStream):
         raise TypeError("collect() needs a sync response; use `await acollect(response)`")
-    collector = _start(response, protocol, request, max_event_bytes, started_at, timing)
+    collector = _start(response, protocol, request, max_event_bytes, started_at, timers)
     try:
         for chunk in response.iter_raw():
             collector.feed(chunk)
@@ -248,14 +249,14 @@ async def acollect(
     request: Mapping[str, Any] | None = None,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     started_at: float | None = None,
-    timing: LivenessLimits | None = None,
+    timers: TimerConfig | None = None,
 ) -> CollectedStream:
     """``collect`` for a response of an ``httpx.AsyncClient`` (``async with client.stream``)."""
     import httpx
 
     if not isinstance(response.stream, httpx.AsyncByteStream):
         raise TypeError("acollect() needs an async response; use collect(response)")
-    collector = _start(response, protocol, request, max_event_bytes, started_at, timing)
+    collector = _start(response, protocol, request, max_event_bytes, started_at, timers)
     chunks: AsyncIterator[bytes] = response.aiter_raw()
     try:
         async for chunk in chunks:
@@ -286,12 +287,12 @@ def _start(
     request: Mapping[str, Any] | None,
     max_event_bytes: int,
     started_at: float | None,
-    timing: LivenessLimits | None,
+    timers: TimerConfig | None,
 ) -> _Collector:
     if request is None:
         request = _request_json(response)
     collector = _Collector(
-        protocol, request, response.request.url.path, max_event_bytes, started_at, timing
+        protocol, request, response.request.url.path, max_event_bytes, started_at, timers
     )
     collector.headers(response.status_code, response.headers.multi_items())
     return collector

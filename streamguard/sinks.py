@@ -1,0 +1,83 @@
+"""Sinks: where what streamguard finds goes (metrics, logs, ``on_report``, your own).
+
+The middleware calls sinks, never a specific one. A sink hears of a stream three times:
+when it starts (``Sink.stream_started``, which returns the sink's handle for that stream),
+when findings are made (``StreamSink.findings``, a batch at a time, never once per frame),
+and when it ends (``StreamSink.stream_ended``, with the ``StreamReport``). Counts such as
+frames and bytes are on the report, accumulated per stream, so no sink does work per frame.
+
+A sink that raises is contained: the failure is counted as an internal error (logged with
+``where=`` the sink's ``name``), the stream's checking stops, and that sink hears nothing
+more of that stream. Only cancellation propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from streamguard.report import Finding, StreamReport
+
+__all__ = ["COMPRESSED", "NOT_SAMPLED", "ReportCallback", "ReportSink", "Sink", "StreamSink"]
+
+#: Why a stream's frames are not checked (``unchecked``): the sample left it out ...
+NOT_SAMPLED = "not_sampled"
+#: ... or its body is compressed (``Content-Encoding``) and cannot be parsed.
+COMPRESSED = "compressed"
+
+ReportCallback = Callable[[StreamReport], None]
+
+
+class StreamSink(Protocol):
+    """A sink's handle on one stream."""
+
+    def findings(self, found: Sequence[Finding]) -> None:
+        """Findings were made on the open stream (liveness findings while it is open)."""
+
+    def stream_ended(self, report: StreamReport) -> None:
+        """The stream ended; ``report`` is final."""
+
+
+class Sink(Protocol):
+    """Receives every watched stream of a middleware.
+
+    ``stream_started`` runs once per stream, at the response start, in the app's task: keep
+    it cheap. Return ``None`` to hear nothing more of that stream.
+    """
+
+    #: What internal-error logs call this sink when it fails (``where=``).
+    name: str
+
+    def stream_started(self, route: str, protocol: str, unchecked: str | None) -> StreamSink | None:
+        """A watched stream started on ``route`` (its label) as ``protocol`` (its label).
+
+        ``unchecked`` is ``None`` when its frames are checked, else why not
+        (``NOT_SAMPLED``, ``COMPRESSED``): such a stream has only its outcome, its
+        timing and its response-head findings.
+        """
+
+    def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
+        """streamguard failed in ``where`` (``error``: the type and place, never a message)."""
+
+
+class ReportSink:
+    """``on_report`` as a sink: the callback gets each stream's report when it ends."""
+
+    __slots__ = ("callback",)
+
+    name = "on_report"
+
+    def __init__(self, callback: ReportCallback) -> None:
+        self.callback = callback
+
+    def stream_started(self, route: str, protocol: str, unchecked: str | None) -> ReportSink:
+        return self  # nothing per stream
+
+    def findings(self, found: Sequence[Finding]) -> None:
+        pass
+
+    def stream_ended(self, report: StreamReport) -> None:
+        self.callback(report)
+
+    def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
+        pass
