@@ -40,32 +40,41 @@ import random
 import time
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
-import structlog
+from prometheus_client import CollectorRegistry
 
-from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
-from streamguard.liveness import LivenessLimits
+from streamguard.config import (
+    UNKNOWN_ROUTE,
+    LogConfig,
+    RouteConfig,
+    StreamGuardConfig,
+    TimerConfig,
+)
+from streamguard.logs import LogSink
+from streamguard.metrics import UPSTREAM_NAMESPACE, StreamGuardMetrics
 from streamguard.monitor import Clock, StreamEnd, StreamMonitor, error_name
-from streamguard.protocols import AUTO
-from streamguard.report import Finding, StreamReport
+from streamguard.protocols import AUTO, CHECKERS
+from streamguard.protocols.auto import protocol_for_path
+from streamguard.report import Finding
 from streamguard.request import RequestFacts, request_facts
+from streamguard.sinks import COMPRESSED, NOT_SAMPLED, ReportCallback, ReportSink, Sink, StreamSink
+from streamguard.sweeper import Sweeper, Sweepers
 
 __all__ = [
+    "SIDE",
     "AsyncGuardedTransport",
     "AsyncWatchedStream",
     "Flavour",
     "GuardedTransport",
-    "ReportCallback",
     "Upstream",
     "WatchedStream",
 ]
 
-ReportCallback = Callable[[StreamReport], None]
-
-_logger = structlog.get_logger("streamguard")
+#: Bound as ``side`` on the transports' log events.
+SIDE = "upstream"
 
 
 class _SyncStream(Protocol):
@@ -97,38 +106,44 @@ class Flavour:
 
 
 class Upstream:
-    """What every stream of one transport shares: the configuration, the counters and
-    the open streams. Per-stream state lives in a ``_Watch``, never here."""
+    """What every stream of one transport shares: the configuration, the sinks, the
+    counters and the open streams. Per-stream state lives in a ``_Watch``, never here."""
 
     def __init__(
         self,
         flavour: Flavour,
-        config: StreamGuardConfig | None,
+        config: StreamGuardConfig,
+        *,
+        metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None,
         on_report: ReportCallback | None,
+        sinks: Sequence[Sink],
         clock: Clock,
-        options: dict[str, Any],
     ) -> None:
-        if config is None:
-            config = StreamGuardConfig(**options)
-        elif options:
-            raise TypeError(
-                f"pass either config= or keyword options, not both (got {sorted(options)})"
-            )
         self.flavour = flavour
         self.config = config
-        self.on_report = on_report
         self.clock = clock
+        self.metrics = _upstream_metrics(metrics)
         #: The responses not watched, by reason (``status``, ``content_type``, ...).
         self.skipped: Counter[str] = Counter()
         #: Failures inside streamguard that were contained (one per stream at most).
         self.internal_errors = 0
-        timers = config.timers
-        self.liveness = (
-            LivenessLimits(**timers.model_dump(exclude={"enabled"})) if timers.enabled else None
-        )
-        #: The streams still open. Weak: a response the caller drops unread takes its
-        #: watch with it rather than keeping it here until the transport closes.
+        self.limits = config.timers.limits()
+        #: The streams still open. Weak: a response the caller drops unclosed (an httpx
+        #: misuse) takes its watch with it rather than keeping it here until the transport
+        #: closes; its loop's sweeper then idles until the loop ends.
         self.open_streams: weakref.WeakSet[_Watch] = weakref.WeakSet()
+        shortest_timer = min(config.timers.body_end_grace_s, config.timers.idle_limit_s)
+        # As the middleware's: a quarter of the shortest timer, within [5 ms, 1 s].
+        self.sweepers = Sweepers(min(max(shortest_timer / 4, 0.005), 1.0), self.open_streams)
+        #: Where findings and reports go, in this order; ``on_report`` comes last.
+        self.sinks: tuple[Sink, ...] = (
+            *(() if self.metrics is None else (self.metrics,)),
+            LogSink(config.logs, clock, side=SIDE),
+            *sinks,
+            *(() if on_report is None else (ReportSink(on_report),)),
+        )
+        if self.metrics is not None:
+            self.metrics.initialise(_initial_labels(config))
 
     def route_for(self, host: str, port: int | None, path: str) -> tuple[str, RouteConfig | None]:
         """The route label and configuration of a request URL; never a raw path.
@@ -153,7 +168,7 @@ class Upstream:
     def watch(self, request: Any, response: Any, started_at: float, sync: bool) -> Any:
         """``response``, its stream wrapped when it is an event stream worth watching."""
         try:
-            watch = self._open(request, response, started_at)
+            watch = self._open(request, response, started_at, sync)
         except Exception as exc:
             self.internal_error("decide", exc, UNKNOWN_ROUTE, "unknown")
             return response
@@ -163,7 +178,7 @@ class Upstream:
             response.stream = wrap(response.stream, watch)
         return response
 
-    def _open(self, request: Any, response: Any, started_at: float) -> _Watch | None:
+    def _open(self, request: Any, response: Any, started_at: float, sync: bool) -> _Watch | None:
         """A watch for the response, or ``None`` (counted in ``skipped``) if not watched."""
         config = self.config
         if request.method == "HEAD":
@@ -196,7 +211,7 @@ class Upstream:
             started_at=started_at,
             max_event_bytes=config.max_event_bytes,
             excerpt_chars=config.logs.excerpt_chars if config.logs.content_excerpts else 0,
-            liveness=self.liveness,
+            liveness=self.limits,
             json_data=spec is not None and spec.json_data,
         )
         if note is not None:
@@ -204,14 +219,20 @@ class Upstream:
         # As in the middleware: a protocol still to be detected is labelled "auto" for
         # the whole stream, so every series of one stream carries the same labels.
         undecided = protocol == AUTO and monitor.protocol_source == "default"
-        watch = _Watch(self, monitor, route, "auto" if undecided else monitor.protocol)
-        self.open_streams.add(watch)
         found = monitor.check_head(content_type, content_length, content_encoding)
+        unchecked = None
         if not monitor.inspecting:
             self.skipped["content_encoding"] += 1
+            unchecked = COMPRESSED
         elif config.sample_rate < 1.0 and random.random() >= config.sample_rate:
             monitor.stop_inspecting()
             monitor.add_note("not sampled: only the outcome was recorded")
+            unchecked = NOT_SAMPLED
+        # Everything above may fail and leave no trace; from here on the stream is open
+        # and counted, and whatever fails is reported through it.
+        watch = _Watch(self, monitor, route, AUTO if undecided else monitor.protocol)
+        sweeper = None if sync or self.limits is None else self.sweepers.current()
+        watch.start(unchecked, sweeper)
         if found:
             watch.emit(found)
         return watch
@@ -234,23 +255,29 @@ class Upstream:
             watch.end(StreamEnd.CLIENT_DISCONNECT)
 
     def internal_error(self, where: str, exc: BaseException, route: str, protocol: str) -> None:
-        """The one place a failure inside streamguard is counted and logged."""
+        """The one place a failure inside streamguard is counted and told to the sinks."""
         self.internal_errors += 1
-        with contextlib.suppress(Exception):
-            _logger.error(
-                "streamguard_internal_error",
-                where=where,
-                error=error_name(exc),
-                route=route,
-                protocol=protocol,
-                side="upstream",
-            )
+        error = error_name(exc)
+        for sink in self.sinks:
+            # Separately guarded: the failing sink may be any one, and the others must
+            # still say so.
+            with contextlib.suppress(Exception):
+                sink.internal_error(where, error, route, protocol)
 
 
 class _Watch:
-    """One watched response: its monitor, and the hand-off of what it finds."""
+    """One watched response: its monitor, and each sink's handle on it."""
 
-    __slots__ = ("__weakref__", "_failed", "_upstream", "monitor", "protocol_label", "route")
+    __slots__ = (
+        "__weakref__",
+        "_failed",
+        "_sinks",
+        "_upstream",
+        "monitor",
+        "protocol_label",
+        "route",
+        "sweeper",
+    )
 
     def __init__(
         self, upstream: Upstream, monitor: StreamMonitor, route: str, protocol_label: str
@@ -260,6 +287,29 @@ class _Watch:
         self.route = route
         self.protocol_label = protocol_label
         self._failed = False
+        #: Each sink's handle on this stream, in the order of ``upstream.sinks`` (``None``
+        #: for a sink that took no interest, or whose start failed).
+        self._sinks: tuple[StreamSink | None, ...] = ()
+        #: The poller of this stream's event loop while it is open (async clients only).
+        self.sweeper: Sweeper | None = None
+
+    def start(self, unchecked: str | None, sweeper: Sweeper | None) -> None:
+        """Open the stream: tell every sink; one whose start fails hears no more of it."""
+        upstream = self._upstream
+        opened: list[StreamSink | None] = []
+        for sink in upstream.sinks:
+            try:
+                opened.append(sink.stream_started(self.route, self.protocol_label, unchecked))
+            except BaseException as exc:
+                if _is_cancellation(exc):
+                    raise
+                opened.append(None)
+                self._internal_error(sink.name, exc)
+        self._sinks = tuple(opened)
+        upstream.open_streams.add(self)
+        if sweeper is not None:
+            self.sweeper = sweeper
+            sweeper.add(self)
 
     def feed(self, chunk: bytes) -> None:
         monitor = self.monitor
@@ -273,7 +323,25 @@ class _Watch:
             self._internal_error("check", exc)
 
     def emit(self, found: Sequence[Finding]) -> None:
-        """Hand findings made on the open stream to the sinks (none yet but the report)."""
+        """Hand new findings to the sinks (a failing one stops the checking, as downstream)."""
+        for index, sink in enumerate(self._sinks):
+            if sink is not None:
+                try:
+                    sink.findings(found)
+                except BaseException as exc:
+                    if _is_cancellation(exc):
+                        raise
+                    self._internal_error(self._upstream.sinks[index].name, exc)
+
+    def poll(self) -> None:
+        """Called by the sweeper: run the timing detectors and emit what they find."""
+        try:
+            found = self.monitor.poll()
+        except Exception as exc:
+            self._internal_error("poll", exc)
+            return
+        if found:
+            self.emit(found)
 
     def end(self, end: StreamEnd, cause: BaseException | None = None) -> None:
         """Finish the stream once (later calls do nothing) and hand its report over."""
@@ -282,18 +350,22 @@ class _Watch:
             return
         upstream = self._upstream
         upstream.open_streams.discard(self)
+        if self.sweeper is not None:
+            self.sweeper.discard(self)
+            self.sweeper = None
         try:
             report = monitor.finish(end, cause=cause, emit=self.emit)
         except Exception as exc:
             self._internal_error("finish", exc)
             report = monitor.fallback_report(end)
-        if upstream.on_report is not None:
-            try:
-                upstream.on_report(report)
-            except BaseException as exc:
-                if _is_cancellation(exc):
-                    raise
-                self._internal_error("on_report", exc)
+        for index, sink in enumerate(self._sinks):
+            if sink is not None:
+                try:
+                    sink.stream_ended(report)
+                except BaseException as exc:
+                    if _is_cancellation(exc):
+                        raise
+                    self._internal_error(upstream.sinks[index].name, exc)
 
     def ended_by(self, exc: BaseException) -> StreamEnd:
         """How an exception raised while reading the body ended the stream."""
@@ -374,11 +446,34 @@ class _GuardedBase:
         transport: Any = None,
         config: StreamGuardConfig | None = None,
         *,
+        routes: Mapping[str, str | RouteConfig | Mapping[str, Any]] | None = None,
+        watch_unlisted: bool | None = None,
+        protocol: str | None = None,
+        exclude_paths: Sequence[str] | None = None,
+        max_event_bytes: int | None = None,
+        request_peek_bytes: int | None = None,
+        timers: TimerConfig | Mapping[str, Any] | None = None,
+        logs: LogConfig | Mapping[str, Any] | None = None,
+        sample_rate: float | None = None,
+        metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,
+        sinks: Sequence[Sink] = (),
         clock: Clock = time.monotonic,
-        **options: Any,
     ) -> None:
-        self.upstream = Upstream(self._flavour, config, on_report, clock, options)
+        given = locals()
+        # Every field of the configuration is a keyword here (a test keeps them in step).
+        options = {
+            name: given[name] for name in StreamGuardConfig.model_fields if given[name] is not None
+        }
+        if config is None:
+            config = StreamGuardConfig(**options)
+        elif options:
+            raise TypeError(
+                f"pass either config= or keyword options, not both (got {sorted(options)})"
+            )
+        self.upstream = Upstream(
+            self._flavour, config, metrics=metrics, on_report=on_report, sinks=sinks, clock=clock
+        )
         self.transport = transport if transport is not None else self._default_transport()
 
     def _default_transport(self) -> Any:
@@ -458,6 +553,35 @@ _HEAD_NAMES = frozenset({b"content-type", b"content-length", b"content-encoding"
 
 def _media_type(content_type: str) -> str:
     return content_type.partition(";")[0].strip().lower()
+
+
+def _upstream_metrics(metrics: object) -> StreamGuardMetrics | None:
+    """The transports' metrics: the process-wide ``streamguard_upstream_*`` by default."""
+    if metrics is False:
+        return None
+    if metrics is None:
+        return StreamGuardMetrics.default(namespace=UPSTREAM_NAMESPACE)
+    if isinstance(metrics, StreamGuardMetrics):
+        return metrics  # its own namespace: the caller chose where upstream streams go
+    if isinstance(metrics, CollectorRegistry):
+        return StreamGuardMetrics.default(metrics, UPSTREAM_NAMESPACE)
+    raise TypeError(
+        "metrics must be a StreamGuardMetrics, a CollectorRegistry, None or False, "
+        f"not {type(metrics).__name__}"
+    )
+
+
+def _initial_labels(config: StreamGuardConfig) -> list[tuple[str, str]]:
+    """The (route, protocol) labels of the configured routes, as their streams will carry
+    them (a route left to auto-detection whose path names a protocol is labelled with it)."""
+    labels = []
+    for key, spec in config.routes.items():
+        protocol = spec.protocol
+        by_path = protocol_for_path(key) if protocol == AUTO else None
+        if by_path is not None and by_path in CHECKERS:
+            protocol = by_path
+        labels.append((spec.name or key, protocol))
+    return labels
 
 
 def _is_cancellation(exc: BaseException) -> bool:

@@ -9,9 +9,10 @@ failures are exact.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -19,11 +20,22 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
+from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 import streamguard.httpx
 import streamguard.httpx2
-from streamguard import Outcome, StreamMonitor, StreamReport, check_stream
+from streamguard import (
+    Finding,
+    Outcome,
+    StreamGuardMiddleware,
+    StreamMonitor,
+    StreamReport,
+    check_stream,
+)
+from streamguard.config import StreamGuardConfig
 
+from .asgi_driver import ScriptedApp
 from .helpers import FakeClock, chat_chunk
 
 CHUNK = chat_chunk()
@@ -409,3 +421,144 @@ def test_a_failure_deciding_leaves_the_response_alone(
     response = transport.handle_request(client.http.Request("POST", "http://api.test/x"))
     assert response.stream is body
     assert transport.internal_errors == 1
+
+
+# -- the sinks: metrics, logs, on_report, your own -----------------------------------------
+
+
+class Journal:
+    """A sink that writes down every call, in order."""
+
+    name = "journal"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def stream_started(self, route: str, protocol: str, unchecked: str | None) -> Journal:
+        self.calls.append(("started", (route, protocol, unchecked)))
+        return self
+
+    def findings(self, found: Sequence[Finding]) -> None:
+        self.calls.append(("findings", [finding.rule for finding in found]))
+
+    def stream_ended(self, report: StreamReport) -> None:
+        self.calls.append(("ended", report.outcome))
+
+    def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
+        self.calls.append(("internal_error", where))
+
+
+def test_every_config_field_is_a_keyword() -> None:
+    """The transports take each StreamGuardConfig field as a keyword, as the middleware does."""
+    for module in (streamguard.httpx, streamguard.httpx2):
+        for cls in (module.StreamGuardTransport, module.AsyncStreamGuardTransport):
+            keywords = inspect.signature(cls).parameters
+            assert set(StreamGuardConfig.model_fields) <= set(keywords)
+    with pytest.raises(TypeError, match="not both"):
+        streamguard.httpx.StreamGuardTransport(config=StreamGuardConfig(), sample_rate=0.5)
+
+
+def test_a_sink_hears_start_findings_and_end(client: Client) -> None:
+    """A custom sink is told of the stream's start, each batch of findings, and its end."""
+    journal = Journal()
+    client.read(
+        client.body([CHUNK, b"data: {\n\n"]), sinks=[journal], routes={CHAT_PATH: "openai_chat"}
+    )
+    assert journal.calls == [
+        ("started", (CHAT_PATH, "openai_chat", None)),
+        ("findings", ["invalid_json"]),
+        ("findings", ["missing_terminal", "missing_finish_reason"]),
+        ("ended", Outcome.UNCLOSED),
+    ]
+
+
+def test_upstream_metrics_have_their_own_names(client: Client) -> None:
+    """Upstream streams are counted as streamguard_upstream_*; downstream series stay empty."""
+    registry = CollectorRegistry()
+    routes = {"api.test" + CHAT_PATH: {"protocol": "openai_chat", "name": "provider"}}
+    client.read(client.body([CHUNK]), metrics=registry, routes=routes)
+    labels = {"route": "provider", "protocol": "openai_chat"}
+    sample = registry.get_sample_value
+    assert sample("streamguard_upstream_streams_started_total", labels) == 1
+    assert sample("streamguard_upstream_streams_total", {**labels, "outcome": "unclosed"}) == 1
+    assert (
+        sample("streamguard_upstream_violations_total", {**labels, "rule": "missing_terminal"}) == 1
+    )
+    assert (
+        sample("streamguard_upstream_streams_total", {**labels, "outcome": "connection_lost"}) == 0
+    )
+    assert sample("streamguard_upstream_streams_in_progress", labels) == 0
+    names = {family.name for family in registry.collect()}
+    assert len(names) == 11
+    assert all(name.startswith("streamguard_upstream_") for name in names)
+
+
+def test_a_registry_holds_one_upstream_metrics_beside_the_middleware(client: Client) -> None:
+    """Several transports and a middleware share one registry without registering twice."""
+    registry = CollectorRegistry()
+    first = client.guard.StreamGuardTransport(metrics=registry)
+    second = client.guard.AsyncStreamGuardTransport(metrics=registry)
+    middleware = StreamGuardMiddleware(ScriptedApp([]), metrics=registry)
+    assert first.upstream.metrics is second.upstream.metrics
+    assert first.upstream.metrics is not middleware.metrics
+    first.close()
+
+
+def test_upstream_logs_carry_the_side(client: Client) -> None:
+    """The transports' log events are the middleware's, with side="upstream" bound."""
+    with capture_logs() as logs, pytest.raises(client.http.ReadError):
+        client.read(client.body([CHUNK], client.http.ReadError("x")), logs={"enabled": True})
+    summary = logs[-1]
+    assert (summary["event"], summary["log_level"], summary["side"]) == (
+        "stream_connection_lost",
+        "error",
+        "upstream",
+    )
+    assert {entry["side"] for entry in logs} == {"upstream"}
+
+
+def test_a_failure_is_logged_with_the_side(client: Client) -> None:
+    """An internal error is told to every sink; the log says it happened upstream."""
+    journal = Journal()
+
+    def fail(report: StreamReport) -> None:
+        raise ValueError("callback bug")
+
+    transport = client.guard.StreamGuardTransport(
+        client.mock(client.body(HEALTHY)), on_report=fail, metrics=False, sinks=[journal]
+    )
+    with capture_logs() as logs, client.http.Client(transport=transport) as http:
+        http.post("http://api.test" + CHAT_PATH)
+    [error] = [entry for entry in logs if entry["event"] == "streamguard_internal_error"]
+    assert (error["where"], error["side"]) == ("on_report", "upstream")
+    assert journal.calls[-1] == ("internal_error", "on_report")
+
+
+def test_the_async_transport_reports_a_stall_while_the_stream_is_open(client: Client) -> None:
+    """The sweeper polls open async streams: a stall is a finding before the stream ends."""
+    journal = Journal()
+
+    class Stalling(_Chunks):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield CHUNK
+            await asyncio.sleep(0.3)
+            journal.calls.append(("resumed", None))
+            yield FINISH + DONE
+
+    async def read() -> None:
+        body = type("Stalling", (Stalling, client.http.AsyncByteStream), {})([])
+        transport = client.transport(
+            client.mock(body), sync=False, sinks=[journal], timers={"idle_limit_s": 0.05}
+        )
+        async with (
+            client.http.AsyncClient(transport=transport) as http,
+            http.stream("POST", "http://api.test" + CHAT_PATH) as response,
+        ):
+            async for _ in response.aiter_raw():
+                pass
+
+    asyncio.run(read())
+    calls = [call for call, _ in journal.calls]
+    assert calls.index("findings") < calls.index("resumed")
+    assert ("findings", ["stalled"]) in journal.calls
+    assert client.report.outcome is Outcome.COMPLETED
