@@ -12,8 +12,9 @@ or changing a byte::
     client = openai.OpenAI(http_client=httpx.Client(transport=StreamGuardTransport()))
 
 The options are the middleware's (``StreamGuardConfig``: ``routes`` by URL path or host +
-path, ``protocol``, ``timers``, ...; ``on_report``). This module needs httpx
-(``pip install 'streamguard[httpx]'``); importing ``streamguard`` does not import it.
+path, ``protocol``, ``timers``, ...; ``metrics``, ``on_report``, ``sinks``). This module
+needs httpx (``pip install 'streamguard[httpx]'``); importing ``streamguard`` does not
+import it.
 For httpx2 (the anthropic SDK's client), use ``streamguard.httpx2``.
 """
 
@@ -48,10 +49,14 @@ _FLAVOUR = _transport.Flavour(
 class StreamGuardTransport(_transport.GuardedTransport, httpx.BaseTransport):
     """An ``httpx.BaseTransport`` that checks the event streams ``transport`` returns.
 
-    ``StreamGuardTransport(transport=None, config=None, *, on_report=None, **options)``:
-    ``transport`` defaults to ``httpx.HTTPTransport()``; ``config`` (or the same fields as
-    keywords) is a ``StreamGuardConfig``; ``on_report`` receives each stream's
-    ``StreamReport`` when it ends, in the thread that read (or closed) the response.
+    ``StreamGuardTransport(transport=None, config=None, **options)``: ``transport``
+    defaults to ``httpx.HTTPTransport()``. Configure with ``config=StreamGuardConfig(...)``
+    or the same fields as keywords, as the middleware; the runtime collaborators are the
+    middleware's too: ``metrics`` (a ``CollectorRegistry`` to count in as
+    ``streamguard_upstream_*``, default the process-wide one, or ``False``), ``on_report``
+    (each stream's ``StreamReport``, in the thread that read or closed the response),
+    ``sinks`` and ``clock``. ``skipped``, ``in_flight`` and ``internal_errors`` count as the
+    middleware's do. Closing the transport reports the streams still open.
     """
 
     _flavour = _FLAVOUR
