@@ -28,8 +28,12 @@ How the read ends decides the ``StreamEnd``:
   ``KeyboardInterrupt`` / ``SystemExit`` are ``CANCELLED``.
 
 The exception always reaches the caller as the same object. A failure inside streamguard
-never does: it is counted (``internal_errors``), logged, and that stream is left unwatched,
-as in the middleware.
+never does: it is counted (``internal_errors``), told to the sinks, and that stream is left
+unchecked, as in the middleware.
+
+Findings and reports go to the sinks, as the middleware's do: the metrics under their own
+names (``streamguard_upstream_*``, ``streamguard.metrics.UPSTREAM_NAMESPACE``), the log
+events with ``side="upstream"`` bound, any ``sinks=``, and ``on_report`` last.
 """
 
 from __future__ import annotations
@@ -93,8 +97,6 @@ class _AsyncStream(Protocol):
 class Flavour:
     """What differs between httpx and httpx2: the module's own classes."""
 
-    #: ``"httpx"`` or ``"httpx2"``, for messages.
-    module: str
     read_timeout: type[BaseException]
     request_not_read: type[BaseException]
     #: The wrapper classes, subclasses of the module's ``SyncByteStream`` / ``AsyncByteStream``.

@@ -36,7 +36,6 @@ class _AsyncStream(_transport.AsyncWatchedStream, httpx.AsyncByteStream):
 
 
 _FLAVOUR = _transport.Flavour(
-    module="httpx",
     read_timeout=httpx.ReadTimeout,
     request_not_read=httpx.RequestNotRead,
     sync_stream=_Stream,

@@ -31,7 +31,6 @@ class _AsyncStream(_transport.AsyncWatchedStream, httpx2.AsyncByteStream):
 
 
 _FLAVOUR = _transport.Flavour(
-    module="httpx2",
     read_timeout=httpx2.ReadTimeout,
     request_not_read=httpx2.RequestNotRead,
     sync_stream=_Stream,

@@ -34,6 +34,7 @@ from streamguard import (
     check_stream,
 )
 from streamguard.config import StreamGuardConfig
+from streamguard.logs import summary_level
 
 from .asgi_driver import ScriptedApp
 from .helpers import FakeClock, chat_chunk
@@ -562,3 +563,20 @@ def test_the_async_transport_reports_a_stall_while_the_stream_is_open(client: Cl
     assert calls.index("findings") < calls.index("resumed")
     assert ("findings", ["stalled"]) in journal.calls
     assert client.report.outcome is Outcome.COMPLETED
+
+
+def test_a_lost_connection_summary_is_an_error_without_findings() -> None:
+    """connection_lost is a failed outcome for the logs, like unclosed, even with no finding."""
+    report = StreamReport(
+        protocol="sse",
+        outcome=Outcome.CONNECTION_LOST,
+        findings=(),
+        events=0,
+        bytes=0,
+        body_messages=0,
+        started_at=0.0,
+        first_byte_at=None,
+        first_event_at=None,
+        ended_at=0.0,
+    )
+    assert summary_level(report) == "error"
