@@ -17,7 +17,15 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check streamguard tests examples benchmarks fuzz
 	$(BIN)/mypy --strict streamguard
 
-test: lint docs
+# The JavaScript clients the agent-protocol interop tests run (tests/node), when npm is
+# here; without Node those tests skip (CI requires them: .ci/run).
+NODE_STAMP := tests/node/node_modules/.installed
+$(NODE_STAMP): tests/node/package-lock.json
+	if command -v npm >/dev/null 2>&1; then \
+	  npm ci --prefix tests/node --no-audit --no-fund --loglevel=error && touch $(NODE_STAMP); \
+	fi
+
+test: lint docs $(NODE_STAMP)
 	$(BIN)/pytest
 
 demo: $(STAMP)
@@ -38,7 +46,7 @@ docs: $(STAMP)
 # Coverage-guided fuzzing of the parser and every checker, FUZZ_SECONDS each; not in `test`.
 FUZZ_SECONDS ?= 60
 fuzz: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[fuzz]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[fuzz]'
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_parser.py -max_total_time=$(FUZZ_SECONDS)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_checkers.py -max_total_time=$(FUZZ_SECONDS)
 

@@ -41,6 +41,10 @@ ROUTES = {
     "/openai/buffered": "a long silence, then the whole answer in one send",
     "/v1/messages": "a healthy Anthropic Messages stream ending in message_stop",
     "/anthropic/delta-before-start": "an Anthropic text delta before its block started",
+    "/api/chat": "a healthy AI SDK UI message stream (useChat's protocol) ending in [DONE]",
+    "/ai-sdk/delta-before-start": "an AI SDK text-delta for a part that never started",
+    "/ag-ui/agent": "a healthy AG-UI run (ag-ui-protocol's EventEncoder framing)",
+    "/ag-ui/unclosed-message": "an AG-UI run finished with a text message still open",
 }
 
 #: The protocol of each LLM-shaped route, as a deployment would configure it.
@@ -52,6 +56,10 @@ PROTOCOLS = {
     "/openai/buffered": "openai_chat",
     "/v1/messages": "anthropic",
     "/anthropic/delta-before-start": "anthropic",
+    "/api/chat": "ai_sdk_ui",
+    "/ai-sdk/delta-before-start": "ai_sdk_ui",
+    "/ag-ui/agent": "ag_ui",
+    "/ag-ui/unclosed-message": "ag_ui",
 }
 
 #: Short liveness timers, so the demo shows them within a second.
@@ -245,6 +253,51 @@ async def _anthropic_delta_before_start(request: Request) -> Response:
     return _sse(_anthropic(delta_before_start=True))
 
 
+def _data(payload: object) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _ai_sdk(delta_before_start: bool = False) -> list[bytes]:
+    text = [{"type": "text-delta", "id": "txt_1", "delta": word} for word in _WORDS]
+    chunks: list[object] = [{"type": "start", "messageId": "msg_demo"}, {"type": "start-step"}]
+    if delta_before_start:
+        chunks.append(text[0])
+    chunks += [{"type": "text-start", "id": "txt_1"}, *text, {"type": "text-end", "id": "txt_1"}]
+    chunks += [{"type": "finish-step"}, {"type": "finish", "finishReason": "stop"}]
+    return [*map(_data, chunks), b"data: [DONE]\n\n"]
+
+
+def _ag_ui(unclosed: bool = False) -> list[bytes]:
+    run = {"threadId": "thread_demo", "runId": "run_demo"}
+    events: list[object] = [{"type": "RUN_STARTED", **run}]
+    events.append({"type": "TEXT_MESSAGE_START", "messageId": "msg_1", "role": "assistant"})
+    events += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "msg_1", "delta": w} for w in _WORDS]
+    if not unclosed:
+        events.append({"type": "TEXT_MESSAGE_END", "messageId": "msg_1"})
+    events.append({"type": "RUN_FINISHED", **run})
+    return [_data(event) for event in events]
+
+
+#: The response header that marks an AI SDK UI message stream.
+_UI_MESSAGE_STREAM = {"x-vercel-ai-ui-message-stream": "v1"}
+
+
+async def _ai_sdk_ok(request: Request) -> Response:
+    return _sse(_ai_sdk(), headers=_UI_MESSAGE_STREAM)
+
+
+async def _ai_sdk_delta_before_start(request: Request) -> Response:
+    return _sse(_ai_sdk(delta_before_start=True), headers=_UI_MESSAGE_STREAM)
+
+
+async def _ag_ui_ok(request: Request) -> Response:
+    return _sse(_ag_ui())
+
+
+async def _ag_ui_unclosed(request: Request) -> Response:
+    return _sse(_ag_ui(unclosed=True))
+
+
 def build_app(
     on_report: Callable[[StreamReport], None] | None = None, **options: Any
 ) -> StreamGuardMiddleware:
@@ -270,6 +323,10 @@ def build_app(
             Route("/openai/buffered", _openai_buffered),
             Route("/v1/messages", _anthropic_ok),
             Route("/anthropic/delta-before-start", _anthropic_delta_before_start),
+            Route("/api/chat", _ai_sdk_ok),
+            Route("/ai-sdk/delta-before-start", _ai_sdk_delta_before_start),
+            Route("/ag-ui/agent", _ag_ui_ok),
+            Route("/ag-ui/unclosed-message", _ag_ui_unclosed),
         ]
     )
     options.setdefault("routes", PROTOCOLS)

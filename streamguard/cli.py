@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 from streamguard import __version__
 from streamguard._format import format_finding, frame_at, severity_at_least
@@ -36,6 +37,7 @@ from streamguard.report import Finding, Outcome, Severity, StreamReport
 from streamguard.rule_docs.markdown import rules_markdown
 from streamguard.rules import ALL_PROTOCOLS, RULES
 from streamguard.timeline import (
+    CAPTURE_FORMAT,
     Arrival,
     Capture,
     marks_from_arrivals,
@@ -205,7 +207,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 print(json.dumps({"file": label, "error": str(exc)}), file=out)
             rows.append([label, "", "(input error)", "", "", ""])
             continue
-        capture = _as_capture(body)
+        try:
+            capture = _as_capture(body)
+        except InputError as exc:
+            input_errors += 1
+            progress.clear()
+            print(f"streamguard check: error: {label}: {exc}", file=err)
+            rows.append([label, "", "(input error)", "", "", ""])
+            continue
         if capture is not None:  # a capture keeps the chunks as they arrived
             chunks = [arrival.data for arrival in capture.arrivals]
             body = b"".join(chunks)
@@ -263,13 +272,29 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _as_capture(body: bytes) -> Capture | None:
     """A capture saved by ``probe --save`` (its header line says so), else None: the
-    file is a plain body."""
+    file is a plain body. A file whose header says it is a capture but which does not
+    read as one is an ``InputError`` naming the line, never checked as a body."""
     if not body.startswith(b"{"):
+        return None
+    first = body.split(b"\n", 1)[0]
+    if CAPTURE_FORMAT.encode() not in first:
         return None
     try:
         return read_capture(body.decode("utf-8").splitlines())
-    except (ValueError, UnicodeDecodeError):
-        return None
+    except UnicodeDecodeError:
+        raise InputError("the capture is not UTF-8 text") from None
+    except ValueError as exc:
+        raise InputError(f"not a readable capture: {exc}") from None
+
+
+def _shown_url(url: str) -> str:
+    """A URL as a capture or a page shows it: no query (Gemini's ``?key=`` is an API key)
+    and no credentials."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def _write_html(
@@ -401,7 +426,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     report = record.report
     if args.save is not None:
         header = {
-            "url": args.url,
+            "url": _shown_url(args.url),
             "status": record.status_code,
             "content_type": record.content_type,
             "protocol": report.protocol,
@@ -413,7 +438,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             print(f"streamguard probe: error: --save {args.save}: {exc.strerror}", file=err)
             return EXIT_USAGE
     if args.html is not None and not _write_html(
-        args.html, report, arrivals, args.url, err, "probe"
+        args.html, report, arrivals, _shown_url(args.url), err, "probe"
     ):
         return EXIT_USAGE
     # A response that is not an event stream fails already; its outcome says nothing.

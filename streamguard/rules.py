@@ -352,7 +352,12 @@ ITEM_OUT_OF_ORDER = _rule(
     E,
     "An output item was added with an output_index other than the next one (0, 1, 2, ...).",
 )
-ITEM_OVERLAP = _rule("item_overlap", W, "An output item was added while another was still open.")
+ITEM_OVERLAP = _rule(
+    "item_overlap",
+    W,
+    "An output item was added while another was still open.",
+    once_per_stream=True,
+)
 ITEM_NOT_OPEN = _rule(
     "item_not_open",
     E,
@@ -389,6 +394,7 @@ EVENT_TYPE_MISMATCH = _rule(
     "event_type_mismatch",
     W,
     "The SSE event name differs from the JSON type; the OpenAI SDK reads only the type.",
+    once_per_stream=True,
 )
 
 # -- Anthropic Messages (protocols/anthropic.py) ---------------------------------------
@@ -441,6 +447,7 @@ BLOCK_AFTER_MESSAGE_DELTA = _rule(
     "block_after_message_delta",
     E,
     "A content block event followed message_delta; blocks come before it.",
+    once_per_stream=True,
 )
 DELTA_TYPE_MISMATCH = _rule(
     "delta_type_mismatch",
@@ -495,4 +502,73 @@ FINISH_REASON_NOT_LAST = _rule(
     "A candidate's finishReason came on a chunk before more of its content (repeated on "
     "every chunk, or an empty finish before the content); relays that stop at the first "
     "finishReason lose the rest.",
+)
+
+# -- AG-UI (protocols/ag_ui.py) --------------------------------------------------------
+# The three id_* rules are shared with the AI SDK UI message stream (the same mistake:
+# a start, delta, end protocol keyed by ids); AG-UI documents them, as their first protocol.
+ID_NOT_OPEN = _rule(
+    "id_not_open",
+    E,
+    "A content, delta or end event names a message, part, tool call or step that is not "
+    "open (never started, or already ended); the official client throws.",
+)
+ID_ALREADY_OPEN = _rule(
+    "id_already_open",
+    E,
+    "A start event reuses the id of a message, part, tool call or step that is still open.",
+)
+ID_NOT_CLOSED = _rule(
+    "id_not_closed",
+    E,
+    "A message, part, tool call or step was still open when its run or message finished.",
+)
+MISSING_RUN_STARTED = _rule(
+    "missing_run_started",
+    E,
+    "The first event is not RUN_STARTED (nor RUN_ERROR); @ag-ui/client rejects the run.",
+)
+DUPLICATE_RUN_STARTED = _rule(
+    "duplicate_run_started",
+    E,
+    "RUN_STARTED arrived while a run was still active (before its RUN_FINISHED or RUN_ERROR).",
+)
+STATE_DELTA_BEFORE_SNAPSHOT = _rule(
+    "state_delta_before_snapshot",
+    I,
+    "A STATE_DELTA came before any STATE_SNAPSHOT; it patches whatever state the client holds.",
+    once_per_stream=True,
+)
+INVALID_STATE_PATCH = _rule(
+    "invalid_state_patch",
+    E,
+    "A STATE_DELTA or ACTIVITY_DELTA holds an operation that is not valid JSON Patch; "
+    "@ag-ui/client rejects the event and the run fails.",
+)
+CRLF_FRAMING = _rule(
+    "crlf_framing",
+    E,
+    "Events are framed with CR LF line endings; @ag-ui/client splits events on LF LF only, "
+    "so it reads nothing until the body ends and then fails.",
+    once_per_stream=True,
+)
+
+# -- AI SDK UI message stream (protocols/ai_sdk_ui.py) ---------------------------------
+UNKNOWN_CHUNK_TYPE = _rule(
+    "unknown_chunk_type",
+    W,
+    "A chunk type the AI SDK does not define (and not data-*); the official client's schema "
+    "rejects it and the chat ends in an error.",
+)
+CHUNK_AFTER_FINISH = _rule(
+    "chunk_after_finish",
+    W,
+    "A chunk other than [DONE] followed the finish chunk; finish ends the message.",
+    once_per_stream=True,
+)
+STEP_NOT_BALANCED = _rule(
+    "step_not_balanced",
+    W,
+    "finish-step without an open step, start-step while one is open, or a step still open "
+    "at finish.",
 )

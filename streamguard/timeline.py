@@ -55,6 +55,8 @@ MAX_FRAME_BYTES: Final = 4096
 CAPTURE_FORMAT: Final = "streamguard-capture/1"
 #: A gap between two events at least this long (and 5x the median) is labelled.
 _GAP_SECONDS: Final = 0.5
+#: Gaps labelled at most (the first ones): a stream cannot size the page by pausing.
+MAX_GAPS: Final = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,10 @@ def _drawn(marks: Sequence[Mark], findings: Sequence[Finding]) -> list[Mark]:
     return [m for m in marks if m.index in flagged or m.index in sampled]
 
 
+def _event_attr(finding: Finding) -> str:
+    return "" if finding.event_index is None else str(finding.event_index)
+
+
 def _seconds(value: float) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
@@ -176,9 +182,11 @@ def render_html(
     times = sorted(mark.at for mark in marks)
     gaps = sorted(b - a for a, b in pairwise(times))
     median = gaps[len(gaps) // 2] if gaps else 0.0
+    labelled = 0
     for earlier, later in pairwise(times):
         gap = later - earlier
-        if gap >= _GAP_SECONDS and gap >= 5 * median:
+        if gap >= _GAP_SECONDS and gap >= 5 * median and labelled < MAX_GAPS:
+            labelled += 1
             shapes.append(
                 f'<rect class="gap" x="{x(earlier)}" y="40" width="{x(later) - x(earlier)}" '
                 f'height="40"/><text class="gap-label" x="{(x(earlier) + x(later)) / 2}" '
@@ -210,7 +218,7 @@ def render_html(
     first = _seconds(marks[0].at) if marks else "no event"
     frames = {str(m.index): m.frame.decode("utf-8", "replace") for m in drawn}
     rows = "".join(
-        f'<tr class="finding {f.severity.value}" data-event="{f.event_index}">'
+        f'<tr class="finding {f.severity.value}" data-event="{_event_attr(f)}">'
         f"<td>{html.escape(f.severity.value)}</td><td><code>{html.escape(f.rule)}</code></td>"
         f"<td>{'' if f.event_index is None else f.event_index}</td>"
         f"<td>{html.escape(f.message)}</td></tr>"

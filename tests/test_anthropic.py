@@ -176,7 +176,7 @@ def test_names_the_stream_chose_are_kept_as_short_digests() -> None:
     found = run_checker(checker, body)
     assert [f.rule for f in found] == ["unknown_event_type"] * 8
     assert sum(map(len, checker._unknown_reported)) < 8 * 40
-    [block] = checker._open.values()
+    [block] = checker._blocks.open.values()
     assert block.kind is None
     assert len(block.label) < 40
 
@@ -187,7 +187,7 @@ def test_a_hundred_thousand_block_indices_keep_the_state_bounded() -> None:
     checker.on_event(Event("message_start", ANTHROPIC_START[1]), 0)
     for i in range(100_000):
         checker.on_event(Event(*_block_start(str(i), '{"type":"text","text":""}')), i + 1)
-    assert len(checker._open) <= 64
+    assert len(checker._blocks.open) <= 64
 
 
 # -- a shape problem does not hide the lifecycle (issue #12) --------------------------------
@@ -364,6 +364,6 @@ def test_past_the_budget_a_tool_input_is_not_checked() -> None:
     half = "x" * (MAX_KEPT_TEXT_CHARS // 2 + 1)
     events = [ANTHROPIC_START, _tool_start(0), _json_delta(0, "{" + half), _json_delta(0, half)]
     assert run_checker(checker, anthropic_stream(*events)) == []
-    assert checker._open[0].input_json is None
+    assert checker._blocks.open[0].input.text() is None
     assert checker._kept_text_left == MAX_KEPT_TEXT_CHARS
     assert run_checker(checker, anthropic_stream(_block_stop(0))) == []

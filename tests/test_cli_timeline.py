@@ -112,3 +112,27 @@ def test_an_unwritable_page_is_an_error(tmp_path: Path, capsys: pytest.CaptureFi
     code, _, err = _run(capsys, "check", str(body), "--html", str(target))
     assert code == 2
     assert f"--html {target}" in err
+
+
+def test_a_corrupt_capture_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file that says it is a capture but does not read as one is exit 2, not a body."""
+    capture = tmp_path / "broken.jsonl"
+    capture.write_text(f'{{"format": "{CAPTURE_FORMAT}"}}\n{{"at": 0.1, "b64": "!!"}}\n')
+    code, _, err = _run(capsys, "check", str(capture))
+    assert code == 2
+    assert "not a readable capture: line 2" in err
+
+
+def test_saved_urls_keep_no_key(
+    live: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The capture and the page name the URL without its query or credentials."""
+    capture, page = tmp_path / "s.jsonl", tmp_path / "s.html"
+    secret = live.replace("http://", "http://user:pw@") + "?key=SECRET-API-KEY"
+    _run(capsys, "probe", secret, "--save", str(capture), "--html", str(page))
+    saved = capture.read_text() + page.read_text()
+    assert "SECRET-API-KEY" not in saved
+    assert "user:pw" not in saved
+    assert read_capture(capture.read_text().splitlines()).header["url"] == live

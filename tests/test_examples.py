@@ -33,6 +33,10 @@ EXPECTED = {
     "/openai/buffered": ({Outcome.COMPLETED}, ["buffered_flush"]),
     "/v1/messages": ({Outcome.COMPLETED}, []),
     "/anthropic/delta-before-start": ({Outcome.COMPLETED}, ["block_not_started"]),
+    "/api/chat": ({Outcome.COMPLETED}, []),
+    "/ai-sdk/delta-before-start": ({Outcome.COMPLETED}, ["id_not_open"]),
+    "/ag-ui/agent": ({Outcome.COMPLETED}, []),
+    "/ag-ui/unclosed-message": ({Outcome.COMPLETED}, ["id_not_closed"]),
 }
 
 

@@ -132,6 +132,44 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
         "invalid_json": ("invalid_json", "ok_final_thought_signature_only"),
         "schema_mismatch": ("schema_mismatch_candidates_not_a_list", "ok_tool_call"),
     },
+    "ai_sdk_ui": {
+        "invalid_json": ("invalid_json", "ok_crlf_keepalive_comments"),
+        "schema_mismatch": ("schema_mismatch_null_optional", "ok_tools_reasoning_sources_data"),
+        "unknown_chunk_type": ("warn_unknown_chunk_type", "ok_tools_reasoning_sources_data"),
+        "id_not_open": ("id_not_open", "ok_continuation_without_start_or_finish"),
+        "id_already_open": ("id_already_open", "ok_reset_step_retry"),
+        "id_not_closed": ("id_not_closed", "ok_abort"),
+        "step_not_balanced": ("warn_step_not_balanced", "ok_tools_reasoning_sources_data"),
+        "chunk_after_finish": ("warn_chunk_after_finish_merged_results", "ok_text"),
+        "missing_terminal": ("missing_terminal_truncated_mid_text", "ok_error_without_done"),
+        "duplicate_terminal": ("duplicate_terminal", "ok_crlf_keepalive_comments"),
+        "event_after_terminal": ("event_after_terminal", "ok_abort"),
+    },
+    "ag_ui": {
+        "invalid_json": ("invalid_json", "ok_comments_event_names_multiline_data"),
+        "schema_mismatch": (
+            "schema_mismatch_null_optional",
+            "ok_legacy_thinking_and_translated_nulls",
+        ),
+        "unknown_event_type": (
+            "warn_unknown_event_type",
+            "ok_legacy_thinking_and_translated_nulls",
+        ),
+        "id_not_open": ("id_not_open", "ok_chunk_shorthands"),
+        "id_already_open": ("id_already_open", "ok_subagent_lanes"),
+        "id_not_closed": ("id_not_closed", "ok_run_error_mid_message"),
+        "state_delta_before_snapshot": (
+            "warn_state_delta_before_snapshot",
+            "ok_tools_state_steps_reasoning",
+        ),
+        "invalid_state_patch": ("invalid_state_patch", "ok_tools_state_steps_reasoning"),
+        "crlf_framing": ("crlf_framing", "ok_comments_event_names_multiline_data"),
+        "missing_run_started": ("missing_run_started", "ok_run_error_first"),
+        "duplicate_run_started": ("duplicate_run_started", "ok_two_runs_replay"),
+        "missing_terminal": ("missing_terminal_truncated_mid_message", "ok_run_error_mid_message"),
+        "duplicate_terminal": ("duplicate_terminal", "ok_two_runs_replay"),
+        "event_after_terminal": ("event_after_terminal", "ok_run_error_after_finished"),
+    },
 }
 
 #: Rules of the shared catalog (every protocol's) that each protocol's fixtures exercise.
@@ -158,6 +196,20 @@ SHARED = {
         "event_after_terminal",
     },
     "gemini": {"invalid_json", "schema_mismatch", "event_after_terminal"},
+    "ai_sdk_ui": {
+        "invalid_json",
+        "schema_mismatch",
+        "missing_terminal",
+        "duplicate_terminal",
+        "event_after_terminal",
+    },
+    "ag_ui": {
+        "invalid_json",
+        "schema_mismatch",
+        "missing_terminal",
+        "duplicate_terminal",
+        "event_after_terminal",
+    },
 }
 
 #: The OpenAI tables pick look-alikes that are clean and complete; the Anthropic and Gemini

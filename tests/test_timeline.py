@@ -161,3 +161,11 @@ def test_the_page_in_headless_chromium(tmp_path: Path) -> None:
     kept = os.environ.get("STREAMGUARD_TEST_ARTIFACTS")
     if kept:  # CI keeps the screenshot with the test output
         shutil.copy(shot, Path(kept) / "timeline.png")
+
+
+def test_gap_labels_are_bounded() -> None:
+    """A stream that pauses between every event gets at most MAX_GAPS gap labels."""
+    burst = b'data: {"a":1}\n\n' * 3  # three events per chunk: the median gap is 0
+    paused = [Arrival(i * 1.0, burst) for i in range(timeline.MAX_GAPS * 2)]
+    page = _page(paused)
+    assert page.count('class="gap"') == timeline.MAX_GAPS

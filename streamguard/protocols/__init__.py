@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from streamguard.protocols._base import Checker
+from streamguard.protocols.ag_ui import AGUIChecker
+from streamguard.protocols.ai_sdk_ui import AISDKUIChecker
 from streamguard.protocols.anthropic import AnthropicChecker
 from streamguard.protocols.gemini import GeminiChecker
 from streamguard.protocols.openai_chat import OpenAIChatChecker
@@ -36,6 +38,8 @@ CHECKERS: dict[str, type[Checker]] = {
     OpenAIResponsesChecker.name: OpenAIResponsesChecker,
     AnthropicChecker.name: AnthropicChecker,
     GeminiChecker.name: GeminiChecker,
+    AISDKUIChecker.name: AISDKUIChecker,
+    AGUIChecker.name: AGUIChecker,
 }
 
 

@@ -214,15 +214,11 @@ class Checker:
         The monitor does not call this when the client left, the app failed or the task
         was cancelled: the missing end is then explained by the outcome.
         """
-        step = self.LIFECYCLE.step(self.phase, END)
         found = list(self.check_end(events, offset))
-        if step.rule is not None:
-            found.insert(
-                0,
-                step.rule.finding(self._message(step.message, events, "", offset), events, offset),
-            )
-        if step.then is not None:
-            self.phase = step.then
+        # The END step goes through advance() like any other, at the body's end.
+        finding = self.advance(END, Event("", "", offset=offset), events, "")
+        if finding is not None:
+            found.insert(0, finding)
         return found
 
     def advance(
@@ -283,11 +279,18 @@ class Checker:
         """Append a finding on event ``index`` to ``found``; a once-per-stream rule only
         the first time, with a note that later ones are not reported."""
         if rule.once_per_stream:
-            if rule.name in self._reported_once:
+            if not self.first_time(rule):
                 return
-            self._reported_once = self._reported_once | {rule.name}
             detail += " (reported once per stream)"
         found.append(rule.finding(f"event {index}{detail}", index, event.offset))
+
+    def first_time(self, rule: Rule) -> bool:
+        """Whether ``rule`` is reported for the first time in this stream (and note that it
+        now is): ``report``'s bookkeeping, for a message that must end otherwise."""
+        if rule.name in self._reported_once:
+            return False
+        self._reported_once = self._reported_once | {rule.name}
+        return True
 
     def parse_object(
         self, event: Event, index: int, found: list[Finding], where: str = ""

@@ -13,18 +13,54 @@ filtered out, a healthy stream is::
 
 or it ends early with ``event: error`` (outcome ``error_event``) wherever that arrives.
 
-The checker keeps one ``_Phase`` and the blocks that are open, nothing else that grows::
+Each event's JSON ``type`` names its kind in the lifecycle and the handler that checks its
+payload (``_HANDLERS``): ``start`` is the first ``message_start`` and ``second_start`` any
+later one, ``block`` a ``content_block_*`` event, ``delta`` ``message_delta``, ``terminal``
+``message_stop``, ``error`` an ``error``, ``other`` a ping or an undocumented type. The
+lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
 
-    AWAITING_START --message_start--> IN_BLOCKS --message_delta--> DELTA_SENT
-         |                                                              |
-         |                                                     message_stop --> (terminal)
-         +-- any other documented event: missing_message_start,
-             then handled as if message_start had come
+    awaiting_start [initial]: no message_start yet
+        start          -> in_blocks
+        delta          missing_message_start, then delta_sent
+        terminal       missing_message_start, then ended
+        error          -> errored
+        other          stays
+        end            missing_terminal, then awaiting_start
+        any other      missing_message_start, then in_blocks
+    in_blocks: message_start came (or was reported missing): content blocks open and close
+        start          stays
+        second_start   duplicate_message_start, then in_blocks (payload not checked)
+        block          stays
+        delta          -> delta_sent
+        terminal       -> ended
+        error          -> errored
+        other          stays
+        end            missing_terminal, then in_blocks
+    delta_sent: message_delta came: only message_delta and message_stop belong
+        start          stays
+        second_start   duplicate_message_start, then delta_sent (payload not checked)
+        block          stays
+        delta          stays
+        terminal       -> ended
+        error          -> errored
+        other          stays
+        end            missing_terminal, then delta_sent
+    ended [terminal seen, sealed]: message_stop arrived
+        terminal       duplicate_terminal, then ended (payload not checked)
+        end            stays
+        any other      event_after_terminal, then ended (payload not checked)
+    errored [error seen, sealed]: an in-band error arrived
+        end            stays
+        any other      event_after_terminal, then errored (payload not checked)
 
-``message_stop`` is the terminal signal in every phase (the base class then reports
-anything after it); ``error`` sets ``error_index`` in every phase. Pings and event types
-the docs do not list change nothing ("your code should handle unknown event types
-gracefully"), and neither do unknown block types, delta types or fields.
+A missing ``message_start`` is reported once, at the first event that needed it, and the
+stream is then checked as if it had come: a ``message_start`` after that is the first, not
+a duplicate. ``message_stop`` is the terminal signal; ``error`` ends the stream whatever
+its data (the SDK raises on it), even when it is not JSON or its JSON ``type`` differs.
+Pings and event types the docs do not list change nothing ("your code should handle
+unknown event types gracefully"), and neither do unknown block types, delta types or
+fields. A content block event after ``message_delta`` is ``block_after_message_delta``
+(once per stream) and its payload is not checked.
 
 Why each rule exists, in the words of the official Python SDK (``anthropic``): it
 dispatches on the SSE *name* and silently drops unnamed or unknown events
@@ -39,7 +75,9 @@ lifecycle rules run on whatever fields it carries with the right type, so a non-
 server does not hide its ordering mistakes behind its shape mistakes.
 
 JSON is parsed with ``pydantic_core.from_json`` and the shapes are checked by hand: the
-common event, a text delta, costs one parse, two dict look-ups and a few type checks.
+common event, a text delta, costs one parse, a few dict look-ups and type checks, and no
+lifecycle step (an event whose step does nothing goes straight to its handler,
+``_STRAIGHT``).
 
 What a message may show
 -----------------------
@@ -49,24 +87,44 @@ block or delta type and a stop reason appear only when they are one of the docum
 tokens below, anything else as its size and a short hash (``streamguard._wire``); block
 indices and token counts as digits when they are sane integers. Lists (open blocks) show
 a few entries and a count. What the checker keeps per stream is bounded the same way: at
-most ``_MAX_OPEN_BLOCKS`` open blocks, each with a documented type or none, and short
-digests rather than names the stream chose. The one text it keeps, a tool block's
-``partial_json`` fragments until its ``content_block_stop`` (``tool_input_invalid``),
-counts against the stream's kept-text budget (``Checker.keep_text``): past it the block's
-input is dropped and not checked, and a block's room is given back when it stops or is
-forgotten.
+most ``_MAX_OPEN_BLOCKS`` open blocks (``Slots``), each with a documented type or none,
+and short digests rather than names the stream chose. The one text it keeps, a tool
+block's ``partial_json`` fragments until its ``content_block_stop``
+(``tool_input_invalid``), is a ``KeptText`` within the stream's kept-text budget: past it
+the block's input is dropped and not checked, and a block's room is given back when it
+stops or is forgotten.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
 from streamguard import rules
 from streamguard._wire import describe, number, token
-from streamguard.protocols._base import LEGACY_LIFECYCLE_RULES, NO_FINDINGS, LegacyChecker
+from streamguard.protocols._base import (
+    KNOWN_EVENT_NAMES,
+    NO_FINDINGS,
+    Checker,
+    KeptText,
+    Slots,
+    event_name,
+    terminated_lifecycle,
+    type_name,
+)
+from streamguard.protocols._lifecycle import (
+    ANY,
+    END,
+    ERROR,
+    OTHER,
+    STAY,
+    TERMINAL,
+    Lifecycle,
+    Step,
+    broken,
+    go,
+)
 from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -121,22 +179,8 @@ _BLOCK_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
     "redacted_thinking": (("data", str),),
 }
 
-# The closed sets of tokens a finding message may quote (protocols.md §3.2); any other
-# value from the wire is shown by ``_wire.describe``.
-#: Documented event names, and ``message``, the SSE name of an event without ``event:``.
-_EVENT_NAMES = frozenset(
-    {
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-        "ping",
-        "error",
-        "message",
-    }
-)
+# The closed sets of tokens a finding message may quote (protocols.md §3.2), besides the
+# event names (``event_name``); any other value from the wire is shown by ``_wire.describe``.
 #: Documented block types, beta ones included.
 _BLOCK_TYPES = frozenset(
     {
@@ -153,8 +197,6 @@ _BLOCK_TYPES = frozenset(
         "compaction",
     }
 )
-#: Documented delta types, the beta ``compaction_delta`` included.
-_DELTA_TYPES = frozenset({*_DELTA_RULES, "compaction_delta"})
 
 #: Beyond this many simultaneously open blocks (already a ``block_overlap``), the oldest
 #: is forgotten, so a hostile stream cannot make the checker's memory grow.
@@ -164,31 +206,99 @@ _MAX_UNKNOWN_REPORTED = 8
 #: Entries a message lists before it says "and N more".
 _LISTED = 3
 
+# -- the lifecycle -------------------------------------------------------------------------
 
-class _Phase(enum.Enum):
-    AWAITING_START = "awaiting message_start"
-    IN_BLOCKS = "content blocks"
-    DELTA_SENT = "after message_delta"
+_AWAITING, _IN_BLOCKS, _DELTA_SENT = "awaiting_start", "in_blocks", "delta_sent"
+_START, _SECOND_START, _BLOCK, _DELTA = "start", "second_start", "block", "delta"
+
+
+def _missing_start(then: str) -> Step:
+    return broken(
+        rules.MISSING_MESSAGE_START, "event {index} ({name}) arrived before any message_start", then
+    )
+
+
+_BASE = terminated_lifecycle(terminal="message_stop")
+((_ENDED,), (_ERRORED,)) = (_BASE.ended, _BASE.errored)
+# ``{start}`` is the first message_start's index (``AnthropicChecker.message_fields``).
+_DUPLICATE_START = broken(
+    rules.DUPLICATE_MESSAGE_START,
+    "event {index} repeats message_start, first sent as event {start}",
+    checked=False,
+)
+#: The steps every phase before the end takes alike.
+_ANYWHERE = {ERROR: go(_ERRORED), OTHER: STAY, END: _BASE.table["streaming", END]}
+
+_LIFECYCLE = Lifecycle(
+    phases={
+        _AWAITING: "no message_start yet",
+        _IN_BLOCKS: "message_start came (or was reported missing): content blocks open and close",
+        _DELTA_SENT: "message_delta came: only message_delta and message_stop belong",
+        **{phase: what for phase, what in _BASE.phases.items() if phase != "streaming"},
+    },
+    kinds={
+        _START: "the first message_start",
+        _SECOND_START: "any later message_start",
+        _BLOCK: "content_block_start, content_block_delta or content_block_stop",
+        _DELTA: "message_delta",
+    },
+    initial=_AWAITING,
+    table={
+        **{
+            (phase, kind): step
+            for phase in (_AWAITING, _IN_BLOCKS, _DELTA_SENT)
+            for kind, step in _ANYWHERE.items()
+        },
+        (_AWAITING, _START): go(_IN_BLOCKS),
+        (_AWAITING, _DELTA): _missing_start(_DELTA_SENT),
+        (_AWAITING, TERMINAL): _missing_start(_ENDED),
+        # A content block (a second message_start cannot come before a first).
+        (_AWAITING, ANY): _missing_start(_IN_BLOCKS),
+        (_IN_BLOCKS, _START): STAY,
+        (_IN_BLOCKS, _SECOND_START): _DUPLICATE_START,
+        (_IN_BLOCKS, _BLOCK): STAY,
+        (_IN_BLOCKS, _DELTA): go(_DELTA_SENT),
+        (_IN_BLOCKS, TERMINAL): go(_ENDED),
+        (_DELTA_SENT, _START): STAY,
+        (_DELTA_SENT, _SECOND_START): _DUPLICATE_START,
+        # block_after_message_delta is a payload rule: it is reported once per stream.
+        (_DELTA_SENT, _BLOCK): STAY,
+        (_DELTA_SENT, _DELTA): STAY,
+        (_DELTA_SENT, TERMINAL): go(_ENDED),
+        **{key: step for key, step in _BASE.table.items() if key[0] != "streaming"},
+    },
+    ended=_BASE.ended,
+    errored=_BASE.errored,
+    sealed=_BASE.sealed,
+)
+#: Per phase, the kinds whose events go straight to their handler: their step does nothing
+#: and no other rule looks at the phase (the events of most of a stream). A message_start
+#: may be a second one, and a content block after message_delta is reported.
+_STRAIGHT = {
+    phase: frozenset(
+        kind
+        for kind in (_BLOCK, _DELTA, TERMINAL, ERROR, OTHER)
+        if _LIFECYCLE.step(phase, kind) == STAY and (phase, kind) != (_DELTA_SENT, _BLOCK)
+    )
+    for phase in _LIFECYCLE.phases
+}
 
 
 class _Block:
     """An open content block: what kind it is, how to name it, whether it was signed, and
-    for a tool block the ``partial_json`` fragments received so far.
+    for a tool block the ``partial_json`` fragments received so far (``input``).
 
     Only a documented type is kept (``kind``; None for any other): an undocumented one is
-    a string the stream chose, as long as it likes, and no rule judges it. The fragments
-    count against the stream's kept-text budget (``kept`` characters); ``input_json`` is
-    None once the budget ran out, and the block's input is then not checked.
+    a string the stream chose, as long as it likes, and no rule judges it.
     """
 
-    __slots__ = ("input_json", "kept", "kind", "label", "signed")
+    __slots__ = ("input", "kind", "label", "signed")
 
     def __init__(self, block_type: str | None) -> None:
         self.kind = _block_kind(block_type)
         self.label = "of unknown type" if block_type is None else token(block_type, _BLOCK_TYPES)
         self.signed = False
-        self.input_json: list[str] | None = [] if self.kind in _TOOL_BLOCKS else None
-        self.kept = 0
+        self.input = KeptText() if self.kind in _TOOL_BLOCKS else None
 
 
 def _block_kind(block_type: str | None) -> str | None:
@@ -199,15 +309,6 @@ def _block_kind(block_type: str | None) -> str | None:
     if block_type.endswith("_tool_result"):
         return _ANY_TOOL_RESULT
     return None
-
-
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _name(value: object) -> str:
-    """An event name or JSON ``type`` as a message may show it."""
-    return token(value, _EVENT_NAMES)
 
 
 def _kept_reason(stop_reason: str) -> str:
@@ -228,14 +329,30 @@ def _listing(shown: Iterable[str], total: int) -> str:
     return text if total <= _LISTED else f"{text} and {total - _LISTED} more"
 
 
-Handler = Callable[["AnthropicChecker", dict[str, Any], Event, int], Sequence[Finding]]
+def _is_json(data: str) -> bool:
+    try:
+        parse_json(data)
+    except ValueError:
+        return False
+    return True
 
 
-class AnthropicChecker(LegacyChecker):
+#: What ``parse_object`` puts after ``event N`` for each documented event name.
+_WHERE = {name: f" ({event_name(name)})" for name in KNOWN_EVENT_NAMES}
+
+_Payload = dict[str, Any]
+_Found = list[Finding]
+Handler = Callable[["AnthropicChecker", _Payload, Event, int, _Found], None]
+
+
+class AnthropicChecker(Checker):
     """Checks an Anthropic Messages event stream; see the module docstring."""
 
+    __slots__ = ("_blocks", "_output_tokens", "_start_index", "_stop_reason", "_unknown_reported")
+
     name = "anthropic"
-    RAISES = LEGACY_LIFECYCLE_RULES | frozenset(
+    LIFECYCLE = _LIFECYCLE
+    RAISES = frozenset(
         {
             rules.BLOCK_AFTER_MESSAGE_DELTA,
             rules.BLOCK_INDEX_OUT_OF_ORDER,
@@ -244,11 +361,9 @@ class AnthropicChecker(LegacyChecker):
             rules.BLOCK_OPEN_AT_LIMIT,
             rules.BLOCK_OVERLAP,
             rules.DELTA_TYPE_MISMATCH,
-            rules.DUPLICATE_MESSAGE_START,
             rules.EVENT_NAME_MISMATCH,
             rules.INVALID_JSON,
             rules.MISSING_MESSAGE_DELTA,
-            rules.MISSING_MESSAGE_START,
             rules.PREPOPULATED_MESSAGE_START,
             rules.SCHEMA_MISMATCH,
             rules.SIGNATURE_NOT_LAST,
@@ -258,123 +373,99 @@ class AnthropicChecker(LegacyChecker):
             rules.USAGE_DECREASED,
         }
     )
-    has_terminal = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._phase = _Phase.AWAITING_START
-        self._message_start_index: int | None = None
-        self._next_block = 0
-        self._open: dict[int, _Block] = {}
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
+        super().__init__(request, path)
+        #: The first message_start's index, once one came.
+        self._start_index: int | None = None
+        self._blocks: Slots[_Block] = Slots(_MAX_OPEN_BLOCKS)
         #: The first non-null stop reason (from message_delta, or a prepopulated start),
         #: as ``_kept_reason`` keeps it.
         self._stop_reason: str | None = None
         #: The last cumulative ``output_tokens`` seen, to check it never goes down.
         self._output_tokens: int | None = None
-        #: Digests of the unknown event names already reported.
-        self._unknown_reported: set[str] = set()
-        self._late_block_reported = False
-
-    # -- lifecycle ------------------------------------------------------------------------
+        #: Digests of the unknown event types already reported.
+        self._unknown_reported: frozenset[str] = _NONE_REPORTED
 
     def is_terminal(self, event: Event) -> bool:
         return event.event == "message_stop"
 
+    def message_fields(self) -> Mapping[str, object]:
+        return {"start": self._start_index}  # duplicate_message_start names the first
+
     # -- one event ------------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        try:
-            payload = parse_json(event.data)
-        except ValueError as exc:
-            return self._unparsable(event, index, str(exc))
-        if type(payload) is not dict:
-            if event.event == "error":
-                self.error_index = index  # the SDK raises on it whatever its data
-            return (
-                rules.INVALID_JSON.finding(
-                    f"event {index} ({_name(event.event)}): data is a JSON "
-                    f"{_type_name(payload)}, not an object",
-                    index,
-                    event.offset,
-                ),
-            )
+        name = event.event
+        found: _Found = []
+        payload = self.parse_object(
+            event, index, found, _WHERE.get(name) or f" ({event_name(name)})"
+        )
+        if payload is None:
+            return self._unparsable(event, index, found)
         kind = payload.get("type")
-        if kind == event.event:  # the common case: a named event that agrees with its JSON
-            handler = _HANDLERS.get(kind)
-            if handler is None:
-                return self._unknown_event(kind, event, index)
-            if self._phase is _Phase.AWAITING_START and kind not in _MAY_PRECEDE_START:
-                return (
-                    *self._missing_start(kind, event, index),
-                    *handler(self, payload, event, index),
-                )
-            return handler(self, payload, event, index)
-        return self._disagreeing(payload, kind, event, index)
-
-    def _disagreeing(
-        self, payload: dict[str, Any], kind: object, event: Event, index: int
-    ) -> Sequence[Finding]:
-        """The event name and the JSON ``type`` differ: say so, then follow the JSON
-        (or the name, for ``error``, on which the SDK raises whatever the JSON says)."""
-        found: list[Finding] = []
-        if kind is None:
-            # The SDK fills a missing type from the name, but the docs promise both.
-            found.append(self._schema(event, index, "the JSON has no 'type'"))
-            kind = event.event
-        elif not isinstance(kind, str):
-            found.append(self._schema(event, index, f"'type' is a {_type_name(kind)}"))
-            kind = event.event
-        elif event.event == "message":
-            found.append(
-                rules.EVENT_NAME_MISMATCH.finding(
-                    f"event {index} has no event: line but its JSON type is {_name(kind)}; "
-                    "the SDK drops unnamed events",
-                    index,
-                    event.offset,
-                )
-            )
-        else:
-            found.append(
-                rules.EVENT_NAME_MISMATCH.finding(
-                    f"event {index} is named {_name(event.event)} but its JSON type is "
-                    f"{_name(kind)}",
-                    index,
-                    event.offset,
-                )
-            )
-            if event.event == "error":
-                kind = "error"
-        assert isinstance(kind, str)
-        handler = _HANDLERS.get(kind)
-        if handler is None:
-            found.extend(self._unknown_event(kind, event, index))
-            return found
-        if self._phase is _Phase.AWAITING_START and kind not in _MAY_PRECEDE_START:
-            found.extend(self._missing_start(kind, event, index))
-        found.extend(handler(self, payload, event, index))
+        if kind != name:
+            kind = self._disagreeing(kind, event, index, found)
+        step, handler = _HANDLERS.get(kind, _UNKNOWN)
+        if step in _STRAIGHT[self.phase] or self._step(step, kind, event, index, found):
+            handler(self, payload, event, index, found)
         return found
 
-    # -- the transitions, one handler per documented event type ---------------------------
+    def _step(self, step: str, kind: str, event: Event, index: int, found: _Found) -> bool:
+        """Take the lifecycle step of an event of kind ``step``; whether its payload is still
+        checked."""
+        if step == _START and self._start_index is not None:
+            step = _SECOND_START
+        checked = self.checked_after(step)
+        finding = self.advance(step, event, index, event_name(kind))
+        if finding is not None:
+            found.append(finding)
+        if checked and step == _BLOCK and self.phase == _DELTA_SENT:
+            detail = f" ({kind}) comes after message_delta; content blocks come before it"
+            self.report(found, rules.BLOCK_AFTER_MESSAGE_DELTA, event, index, detail)
+            return False
+        return checked
 
-    def _on_message_start(
-        self, payload: dict[str, Any], event: Event, index: int
-    ) -> Sequence[Finding]:
-        if self._message_start_index is not None:
-            return (
-                rules.DUPLICATE_MESSAGE_START.finding(
-                    f"event {index} repeats message_start, first sent as event "
-                    f"{self._message_start_index}",
-                    index,
-                    event.offset,
-                ),
-            )
-        self._message_start_index = index
-        if self._phase is _Phase.AWAITING_START:
-            self._phase = _Phase.IN_BLOCKS
+    def _unparsable(self, event: Event, index: int, found: _Found) -> Sequence[Finding]:
+        """Data that is not a JSON object, ``found`` holding its ``invalid_json``."""
+        # Parsed again to tell "not JSON" from "not an object": rare, and only for a ping.
+        if event.event == "ping" and not _is_json(event.data):
+            return NO_FINDINGS  # the SDK skips pings by name, unparsed
+        if event.data.startswith("[DONE]"):
+            found.clear()
+            problem = "data is the OpenAI sentinel [DONE], which has no place in this protocol"
+            self._schema(found, event, index, problem + " (message_stop ends the stream)")
+        if event.event == "error":  # the SDK raises on it whatever its data
+            self._step(ERROR, "error", event, index, found)
+        return found
+
+    def _disagreeing(self, kind: object, event: Event, index: int, found: _Found) -> str:
+        """The event name and the JSON ``type`` differ: say so; the kind to follow is the
+        JSON's (or the name's, for ``error``, on which the SDK raises whatever the JSON
+        says)."""
+        if kind is None:
+            # The SDK fills a missing type from the name, but the docs promise both.
+            self._schema(found, event, index, "the JSON has no 'type'")
+            return event.event
+        if not isinstance(kind, str):
+            self._schema(found, event, index, f"'type' is a {type_name(kind)}")
+            return event.event
+        if event.event == "message":
+            detail = f" has no event: line but its JSON type is {event_name(kind)}; the SDK "
+            detail += "drops unnamed events"
+        else:
+            detail = f" is named {event_name(event.event)} but its JSON type is {event_name(kind)}"
+        self.report(found, rules.EVENT_NAME_MISMATCH, event, index, detail)
+        return "error" if event.event == "error" else kind
+
+    # -- the payload handlers, one per documented event type ------------------------------
+
+    def _on_message_start(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+        self._start_index = index
         message = payload.get("message")
         if type(message) is not dict:
-            return (self._schema(event, index, f"message is {_type_name(message)}, not an object"),)
-        found: list[Finding] = []
+            self._schema(found, event, index, f"message is {type_name(message)}, not an object")
+            return
         problems = _problems(
             message,
             "message",
@@ -382,109 +473,84 @@ class AnthropicChecker(LegacyChecker):
         )
         usage = message.get("usage")
         if type(usage) is dict:
-            problems += _problems(
-                usage, "message.usage", (("input_tokens", int), ("output_tokens", int))
-            )
+            fields = (("input_tokens", int), ("output_tokens", int))
+            problems += _problems(usage, "message.usage", fields)
             if type(usage.get("output_tokens")) is int:
                 self._output_tokens = usage["output_tokens"]
         stop_reason = message.get("stop_reason")
         if stop_reason is not None and not isinstance(stop_reason, str):
-            problems.append(f"message.stop_reason is a {_type_name(stop_reason)}")
+            problems.append(f"message.stop_reason is a {type_name(stop_reason)}")
             stop_reason = None
-        if problems:
-            found.append(self._schema(event, index, "; ".join(problems)))
+        self._schema(found, event, index, "; ".join(problems))
         content = message.get("content")
-        prepopulated = type(content) is list and len(content) > 0
-        if prepopulated or stop_reason is not None:
+        if (type(content) is list and len(content) > 0) or stop_reason is not None:
             # Programmatic tool calling sends finished blocks (and a stop reason) here; the
             # blocks that follow, if any, continue the content array after them.
             blocks = len(content) if type(content) is list else 0
-            self._next_block = blocks
+            self._blocks.opened = blocks
             kept = None if stop_reason is None else _kept_reason(stop_reason)
             if kept is not None:
                 self._stop_reason = kept
-            found.append(
-                rules.PREPOPULATED_MESSAGE_START.finding(
-                    f"event {index} (message_start) carries {blocks} content block(s) and "
-                    f"stop_reason {_shown_reason(kept)}; the docs promise [] and null",
-                    index,
-                    event.offset,
-                )
-            )
-        return found
+            detail = f" (message_start) carries {blocks} content block(s) and stop_reason "
+            detail += f"{_shown_reason(kept)}; the docs promise [] and null"
+            self.report(found, rules.PREPOPULATED_MESSAGE_START, event, index, detail)
 
-    def _on_block_start(
-        self, payload: dict[str, Any], event: Event, index: int
-    ) -> Sequence[Finding]:
-        if self._phase is _Phase.DELTA_SENT:
-            return self._after_message_delta("content_block_start", event, index)
+    def _on_block_start(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         block_index = payload.get("index")
         block = payload.get("content_block")
         problems: list[str] = []
         if type(block_index) is not int:
-            problems.append(f"index is {_type_name(block_index)}, expected an integer")
+            problems.append(f"index is {type_name(block_index)}, expected an integer")
         block_type: str | None = None
         if type(block) is not dict:
-            problems.append(f"content_block is {_type_name(block)}, expected an object")
+            problems.append(f"content_block is {type_name(block)}, expected an object")
         elif not isinstance(block.get("type"), str):
             problems.append(
-                f"content_block.type is {_type_name(block.get('type'))}, expected a string"
+                f"content_block.type is {type_name(block.get('type'))}, expected a string"
             )
         else:
             block_type = block["type"]
             problems += _problems(block, "content_block", _BLOCK_FIELDS.get(block_type, ()))
-        found: list[Finding] = []
-        if problems:
-            found.append(self._schema(event, index, "; ".join(problems)))
+        self._schema(found, event, index, "; ".join(problems))
+        blocks = self._blocks
         if type(block_index) is not int:
             # Where the block sits cannot be told, so it is not tracked (its deltas and stop
             # will say so); that it overlaps an open block can.
-            if self._open:
-                found.append(self._overlap("a content block", event, index))
-            return found
-        expected = self._next_block
+            if blocks.open:
+                self._overlap(found, "a content block", event, index)
+            return
+        expected = blocks.opened
         if block_index != expected:
             why = "was already started" if block_index < expected else "skips ahead"
-            found.append(
-                rules.BLOCK_INDEX_OUT_OF_ORDER.finding(
-                    f"event {index} starts content block {number(block_index)}, which {why}; "
-                    f"the next block index is {expected}",
-                    index,
-                    event.offset,
-                )
-            )
-        if self._open:
-            found.append(self._overlap(f"content block {number(block_index)}", event, index))
-            if len(self._open) >= _MAX_OPEN_BLOCKS:
-                self._forget(self._open.pop(next(iter(self._open))))
-        self._next_block = max(expected, block_index + 1)
-        self._open[block_index] = _Block(block_type)
-        return found
+            detail = f" starts content block {number(block_index)}, which {why}; the next block "
+            detail += f"index is {expected}"
+            self.report(found, rules.BLOCK_INDEX_OUT_OF_ORDER, event, index, detail)
+        if blocks.open:
+            self._overlap(found, f"content block {number(block_index)}", event, index)
+            if len(blocks.open) >= _MAX_OPEN_BLOCKS:
+                self._forget(blocks.open.pop(next(iter(blocks.open))))
+        blocks.add(block_index, _Block(block_type))
 
-    def _on_block_delta(
-        self, payload: dict[str, Any], event: Event, index: int
-    ) -> Sequence[Finding]:
-        if self._phase is _Phase.DELTA_SENT:
-            return self._after_message_delta("content_block_delta", event, index)
+    def _on_block_delta(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         block_index = payload.get("index")
         delta = payload.get("delta")
         if type(block_index) is int and type(delta) is dict:
-            block = self._open.get(block_index)
+            block = self._blocks.open.get(block_index)
             if (
                 block is not None
                 and block.kind == "text"
                 and delta.get("type") == "text_delta"
                 and type(delta.get("text")) is str
             ):
-                return NO_FINDINGS  # the common case, most of every stream
+                return  # the common case, most of every stream
         problems: list[str] = []
         if type(block_index) is not int:
-            problems.append(f"index is {_type_name(block_index)}, expected an integer")
+            problems.append(f"index is {type_name(block_index)}, expected an integer")
         delta_type: str | None = None
         if type(delta) is not dict:
-            problems.append(f"delta is {_type_name(delta)}, expected an object")
+            problems.append(f"delta is {type_name(delta)}, expected an object")
         elif not isinstance(delta.get("type"), str):
-            problems.append(f"delta.type is {_type_name(delta.get('type'))}, expected a string")
+            problems.append(f"delta.type is {type_name(delta.get('type'))}, expected a string")
         else:
             delta_type = delta["type"]
             delta_rule = _DELTA_RULES.get(delta_type)
@@ -492,68 +558,51 @@ class AnthropicChecker(LegacyChecker):
                 _, field, field_type = delta_rule
                 if type(delta.get(field)) is not field_type:
                     problems.append(
-                        f"delta.{field} is {_type_name(delta.get(field))}, expected "
+                        f"delta.{field} is {type_name(delta.get(field))}, expected "
                         f"{field_type.__name__} in a {delta_type}"
                     )
-        found: list[Finding] = []
-        if problems:
-            found.append(self._schema(event, index, "; ".join(problems)))
+        self._schema(found, event, index, "; ".join(problems))
         if type(block_index) is not int:
-            return found  # which block it belongs to cannot be told
-        block = self._open.get(block_index)
+            return  # which block it belongs to cannot be told
+        block = self._blocks.get(block_index)
         if block is None:
-            found.append(self._not_open(block_index, "a delta for", event, index))
-            return found
+            self._not_open(found, block_index, "a delta for", event, index)
+            return
         delta_rule = _DELTA_RULES.get(delta_type) if delta_type is not None else None
         if delta_rule is None:
-            return found  # an undocumented delta type (or none): legal, not judged
+            return  # an undocumented delta type (or none): legal, not judged
+        where = f" sends {delta_type} into"
         if block.kind is not None and block.kind not in delta_rule[0]:
-            found.append(
-                rules.DELTA_TYPE_MISMATCH.finding(
-                    f"event {index} sends {delta_type} into content block "
-                    f"{number(block_index)} of type {block.label}",
-                    index,
-                    event.offset,
-                )
-            )
+            detail = f"{where} content block {number(block_index)} of type {block.label}"
+            self.report(found, rules.DELTA_TYPE_MISMATCH, event, index, detail)
         if block.signed:
-            found.append(
-                rules.SIGNATURE_NOT_LAST.finding(
-                    f"event {index} sends {delta_type} into thinking block "
-                    f"{number(block_index)} after its signature_delta",
-                    index,
-                    event.offset,
-                )
-            )
+            detail = f"{where} thinking block {number(block_index)} after its signature_delta"
+            self.report(found, rules.SIGNATURE_NOT_LAST, event, index, detail)
         if delta_type == "signature_delta" and block.kind == "thinking":
             block.signed = True
         elif delta_type == "input_json_delta" and type(delta) is dict:
-            self._keep_input(block, delta.get("partial_json"))
-        return found
+            fragment = delta.get("partial_json")
+            # Kept for the check at the block's stop; a wrong type is a schema_mismatch.
+            if block.input is not None and type(fragment) is str:
+                block.input.add(self, fragment)
 
-    def _on_block_stop(
-        self, payload: dict[str, Any], event: Event, index: int
-    ) -> Sequence[Finding]:
-        if self._phase is _Phase.DELTA_SENT:
-            return self._after_message_delta("content_block_stop", event, index)
+    def _on_block_stop(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         block_index = payload.get("index")
         if type(block_index) is not int:
-            return (
-                self._schema(
-                    event, index, f"index is {_type_name(block_index)}, expected an integer"
-                ),
-            )
-        block = self._open.pop(block_index, None)
+            problem = f"index is {type_name(block_index)}, expected an integer"
+            self._schema(found, event, index, problem)
+            return
+        block = self._blocks.close(block_index)
         if block is None:
-            return (self._not_open(block_index, "content_block_stop for", event, index),)
-        if block.input_json is not None:
-            return self._check_input(block, block_index, event, index)
-        return NO_FINDINGS
+            self._not_open(found, block_index, "content_block_stop for", event, index)
+        elif block.input is not None:
+            # A tool block: its fragments must join into a JSON object ("" is {}).
+            text = block.input.text()
+            block.input.release(self)
+            if text:  # None: past the budget, not checked; "": no deltas, the start's {}
+                self._check_input(found, text, block, block_index, event, index)
 
-    def _on_message_delta(
-        self, payload: dict[str, Any], event: Event, index: int
-    ) -> Sequence[Finding]:
-        found: list[Finding] = []
+    def _on_message_delta(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         delta = payload.get("delta")
         usage = payload.get("usage")
         problems = _problems(payload, "message_delta", (("delta", dict), ("usage", dict)))
@@ -561,238 +610,124 @@ class AnthropicChecker(LegacyChecker):
             problems += _problems(usage, "usage", (("output_tokens", int),))
         stop_reason = delta.get("stop_reason") if type(delta) is dict else None
         if stop_reason is not None and not isinstance(stop_reason, str):
-            problems.append(f"delta.stop_reason is a {_type_name(stop_reason)}")
+            problems.append(f"delta.stop_reason is a {type_name(stop_reason)}")
             stop_reason = None
-        if problems:
-            found.append(self._schema(event, index, "; ".join(problems)))
+        self._schema(found, event, index, "; ".join(problems))
         kept = None if stop_reason is None else _kept_reason(stop_reason)
         if kept is not None:
             if kept not in STOP_REASONS:
-                found.append(
-                    rules.UNKNOWN_STOP_REASON.finding(
-                        f"event {index} (message_delta) has stop_reason {kept}, outside "
-                        "the documented set",
-                        index,
-                        event.offset,
-                    )
-                )
+                detail = f" (message_delta) has stop_reason {kept}, outside the documented set"
+                self.report(found, rules.UNKNOWN_STOP_REASON, event, index, detail)
             if self._stop_reason is None:
                 self._stop_reason = kept
-        if self._open:
-            found.append(self._unstopped_blocks(kept, "message_delta", event, index))
-            self._forget_open_blocks()
+        self._unstopped_blocks(found, kept, "message_delta", event, index)
         output_tokens = usage.get("output_tokens") if type(usage) is dict else None
         if type(output_tokens) is int:
-            if self._output_tokens is not None and output_tokens < self._output_tokens:
-                found.append(
-                    rules.USAGE_DECREASED.finding(
-                        f"event {index} (message_delta) has usage.output_tokens "
-                        f"{number(output_tokens)}, below the {number(self._output_tokens)} "
-                        "sent before; the count is cumulative",
-                        index,
-                        event.offset,
-                    )
-                )
+            last = self._output_tokens
+            if last is not None and output_tokens < last:
+                detail = f" (message_delta) has usage.output_tokens {number(output_tokens)}, "
+                detail += f"below the {number(last)} sent before; the count is cumulative"
+                self.report(found, rules.USAGE_DECREASED, event, index, detail)
             self._output_tokens = output_tokens
-        self._phase = _Phase.DELTA_SENT
-        return found
 
-    def _on_message_stop(
-        self, payload: dict[str, Any], event: Event, index: int
-    ) -> Sequence[Finding]:
-        self.terminal_index = index
-        found: list[Finding] = []
-        if self._open:
-            found.append(self._unstopped_blocks(None, "message_stop", event, index))
-            self._forget_open_blocks()
+    def _on_message_stop(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+        self._unstopped_blocks(found, None, "message_stop", event, index)
         if self._stop_reason is None:
-            found.append(
-                rules.MISSING_MESSAGE_DELTA.finding(
-                    f"event {index} (message_stop) ends the message, but no message_delta "
-                    "carried a non-null stop_reason",
-                    index,
-                    event.offset,
-                )
-            )
-        return found
+            detail = " (message_stop) ends the message, but no message_delta carried a "
+            detail += "non-null stop_reason"
+            self.report(found, rules.MISSING_MESSAGE_DELTA, event, index, detail)
 
-    def _on_ping(self, payload: dict[str, Any], event: Event, index: int) -> Sequence[Finding]:
-        return NO_FINDINGS
+    def _on_ping(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+        pass
 
-    def _on_error(self, payload: dict[str, Any], event: Event, index: int) -> Sequence[Finding]:
+    def _on_error(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
         # The documented shape is ErrorResponse: {"type": "error", "error": {"type": str,
         # "message": str}} (anthropic-sdk-python types/shared/error_response.py); the SDK
         # raises APIStatusError on the event either way, and code that reads
         # ``error.body["error"]["type"]`` to tell overload from a bad request breaks.
-        self.error_index = index
         error = payload.get("error")
         if type(error) is not dict:
-            return (self._schema(event, index, f"error is {_type_name(error)}, not an object"),)
-        problems = _problems(error, "error", (("type", str), ("message", str)))
-        if problems:
-            return (self._schema(event, index, "; ".join(problems)),)
-        return NO_FINDINGS
+            self._schema(found, event, index, f"error is {type_name(error)}, not an object")
+        else:
+            problems = _problems(error, "error", (("type", str), ("message", str)))
+            self._schema(found, event, index, "; ".join(problems))
+
+    def _on_unknown(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+        # Reported once per distinct type, a few per stream; the type is the stream's (the
+        # JSON's, or the name's when the JSON has none), of any length, so it is kept and
+        # shown as a digest.
+        reported = self._unknown_reported
+        if len(reported) >= _MAX_UNKNOWN_REPORTED:
+            return
+        kind = payload.get("type")
+        shown = describe(kind if type(kind) is str else event.event)
+        if shown not in reported:
+            self._unknown_reported = reported | {shown}
+            detail = f" has the undocumented type {shown} (reported once per stream)"
+            self.report(found, rules.UNKNOWN_EVENT_TYPE, event, index, detail)
 
     # -- a tool block's input -------------------------------------------------------------
 
-    def _keep_input(self, block: _Block, fragment: object) -> None:
-        """Keep one ``partial_json`` fragment for the check at the block's stop, within
-        the stream's kept-text budget; past it, drop the block's input and its check."""
-        if type(fragment) is not str or block.input_json is None:
-            return  # a wrong type is already a schema_mismatch
-        if self.keep_text(len(fragment)):
-            block.input_json.append(fragment)
-            block.kept += len(fragment)
-        else:
-            self._forget(block)
-
     def _check_input(
-        self, block: _Block, block_index: int, event: Event, index: int
-    ) -> Sequence[Finding]:
-        """A stopped tool block: its fragments must join into a JSON object ("" is {})."""
-        assert block.input_json is not None
-        text = "".join(block.input_json)
-        self._forget(block)
-        if not text:
-            return NO_FINDINGS  # no input deltas at all: the input is the start's {}
+        self, found: _Found, text: str, block: _Block, block_index: int, event: Event, index: int
+    ) -> None:
         try:
             value = parse_json(text)
         except ValueError as exc:
             problem = f"not JSON ({exc})"
         else:
             if type(value) is dict:
-                return NO_FINDINGS
-            problem = f"a JSON {_type_name(value)}"
-        return (
-            rules.TOOL_INPUT_INVALID.finding(
-                f"event {index} stops tool block {number(block_index)} ({block.label}), whose "
-                f"input_json_delta fragments ({preview(text)}) do not join into a JSON "
-                f"object: {problem}",
-                index,
-                event.offset,
-            ),
-        )
+                return
+            problem = f"a JSON {type_name(value)}"
+        detail = f" stops tool block {number(block_index)} ({block.label}), whose input_json_delta "
+        detail += f"fragments ({preview(text)}) do not join into a JSON object: {problem}"
+        self.report(found, rules.TOOL_INPUT_INVALID, event, index, detail)
 
     def _forget(self, block: _Block) -> None:
         """Drop what a block kept and give its room back to the stream's budget."""
-        if block.kept:
-            self.free_text(block.kept)
-        block.input_json = None
-        block.kept = 0
-
-    def _forget_open_blocks(self) -> None:
-        for block in self._open.values():
-            self._forget(block)
-        self._open.clear()
+        if block.input is not None:
+            block.input.release(self)
 
     # -- findings shared by several handlers ----------------------------------------------
 
-    def _unparsable(self, event: Event, index: int, error: str) -> Sequence[Finding]:
-        if event.event == "ping":
-            return NO_FINDINGS  # the SDK skips pings by name, unparsed
-        if event.event == "error":
-            self.error_index = index  # the SDK raises on it even when it is not JSON
-        if event.data.startswith("[DONE]"):
-            return (
-                self._schema(
-                    event,
-                    index,
-                    "data is the OpenAI sentinel [DONE], which has no place in this protocol "
-                    "(message_stop ends the stream)",
-                ),
-            )
-        # ``error`` is pydantic-core's description: a fixed text and a position.
-        return (
-            rules.INVALID_JSON.finding(
-                f"event {index} ({_name(event.event)}): data is not JSON ({error}): "
-                f"{preview(event.data)}",
-                index,
-                event.offset,
-            ),
-        )
+    def _schema(self, found: _Found, event: Event, index: int, problem: str) -> None:
+        """A ``schema_mismatch`` for ``problem``, if there is one."""
+        if problem:
+            detail = f" ({event_name(event.event)}): {problem}"
+            self.report(found, rules.SCHEMA_MISMATCH, event, index, detail)
 
-    def _schema(self, event: Event, index: int, problem: str) -> Finding:
-        return rules.SCHEMA_MISMATCH.finding(
-            f"event {index} ({_name(event.event)}): {problem}", index, event.offset
-        )
+    def _not_open(
+        self, found: _Found, block_index: int, what: str, event: Event, index: int
+    ) -> None:
+        why = "was already stopped" if self._blocks.was_opened(block_index) else "was never started"
+        detail = f" is {what} content block {number(block_index)}, which {why}"
+        self.report(found, rules.BLOCK_NOT_STARTED, event, index, detail)
 
-    def _missing_start(self, kind: str, event: Event, index: int) -> Sequence[Finding]:
-        # Report once, then carry on as if message_start had come, so that one missing
-        # event does not turn into a finding on every event after it.
-        self._phase = _Phase.IN_BLOCKS
-        return (
-            rules.MISSING_MESSAGE_START.finding(
-                f"event {index} ({_name(kind)}) arrived before any message_start",
-                index,
-                event.offset,
-            ),
-        )
-
-    def _unknown_event(self, kind: str, event: Event, index: int) -> Sequence[Finding]:
-        if len(self._unknown_reported) >= _MAX_UNKNOWN_REPORTED:
-            return NO_FINDINGS
-        # Kept and shown as a digest: the name is the stream's, of any length.
-        shown = describe(kind)
-        if shown in self._unknown_reported:
-            return NO_FINDINGS
-        self._unknown_reported.add(shown)
-        return (
-            rules.UNKNOWN_EVENT_TYPE.finding(
-                f"event {index} has the undocumented type {shown} (reported once per stream)",
-                index,
-                event.offset,
-            ),
-        )
-
-    def _after_message_delta(self, kind: str, event: Event, index: int) -> Sequence[Finding]:
-        # Once per stream: every later block event is the same mistake.
-        if self._late_block_reported:
-            return NO_FINDINGS
-        self._late_block_reported = True
-        return (
-            rules.BLOCK_AFTER_MESSAGE_DELTA.finding(
-                f"event {index} ({kind}) comes after message_delta; content blocks come "
-                "before it (reported once per stream)",
-                index,
-                event.offset,
-            ),
-        )
-
-    def _not_open(self, block_index: int, what: str, event: Event, index: int) -> Finding:
-        why = "was already stopped" if block_index < self._next_block else "was never started"
-        return rules.BLOCK_NOT_STARTED.finding(
-            f"event {index} is {what} content block {number(block_index)}, which {why}",
-            index,
-            event.offset,
-        )
-
-    def _overlap(self, what: str, event: Event, index: int) -> Finding:
-        open_now = _listing((number(i) for i in self._open), len(self._open))
-        return rules.BLOCK_OVERLAP.finding(
-            f"event {index} starts {what} while block(s) {open_now} are still open",
-            index,
-            event.offset,
-        )
+    def _overlap(self, found: _Found, what: str, event: Event, index: int) -> None:
+        open_now = self._blocks.open
+        listed = _listing((number(i) for i in open_now), len(open_now))
+        detail = f" starts {what} while block(s) {listed} are still open"
+        self.report(found, rules.BLOCK_OVERLAP, event, index, detail)
 
     def _unstopped_blocks(
-        self, stop_reason: str | None, kind: str, event: Event, index: int
-    ) -> Finding:
-        blocks = _listing(
-            (f"{number(i)} ({block.label})" for i, block in self._open.items()), len(self._open)
-        )
+        self, found: _Found, stop_reason: str | None, kind: str, event: Event, index: int
+    ) -> None:
+        """Blocks still open at ``message_delta`` or ``message_stop``: say so, forget them."""
+        open_now = self._blocks.open
+        if not open_now:
+            return
+        blocks = _listing((f"{number(i)} ({b.label})" for i, b in open_now.items()), len(open_now))
         reason = stop_reason or self._stop_reason
         if reason in _LIMIT_STOP_REASONS:
-            return rules.BLOCK_OPEN_AT_LIMIT.finding(
-                f"event {index} ({kind}, stop_reason {_shown_reason(reason)}) leaves content "
-                f"block(s) {blocks} without content_block_stop",
-                index,
-                event.offset,
-            )
-        return rules.BLOCK_NOT_STOPPED.finding(
-            f"event {index} ({kind}) arrives while content block(s) {blocks} are still open",
-            index,
-            event.offset,
-        )
+            detail = f" ({kind}, stop_reason {_shown_reason(reason)}) leaves content block(s) "
+            detail += f"{blocks} without content_block_stop"
+            self.report(found, rules.BLOCK_OPEN_AT_LIMIT, event, index, detail)
+        else:
+            detail = f" ({kind}) arrives while content block(s) {blocks} are still open"
+            self.report(found, rules.BLOCK_NOT_STOPPED, event, index, detail)
+        for block in open_now.values():
+            self._forget(block)
+        open_now.clear()
 
 
 def _problems(obj: dict[str, Any], where: str, fields: Sequence[tuple[str, type]]) -> list[str]:
@@ -803,20 +738,23 @@ def _problems(obj: dict[str, Any], where: str, fields: Sequence[tuple[str, type]
         if value is None:
             problems.append(f"{where}.{field} is missing or null")
         elif type(value) is not expected:
-            problems.append(f"{where}.{field} is {_type_name(value)}, expected {expected.__name__}")
+            problems.append(f"{where}.{field} is {type_name(value)}, expected {expected.__name__}")
     return problems
 
 
-#: Events allowed before ``message_start`` without a ``missing_message_start``.
-_MAY_PRECEDE_START = frozenset({"message_start", "ping", "error"})
+#: Shared by every stream that has reported no unknown event type (most of them).
+_NONE_REPORTED: frozenset[str] = frozenset()
 
-_HANDLERS: dict[object, Handler] = {
-    "message_start": AnthropicChecker._on_message_start,
-    "content_block_start": AnthropicChecker._on_block_start,
-    "content_block_delta": AnthropicChecker._on_block_delta,
-    "content_block_stop": AnthropicChecker._on_block_stop,
-    "message_delta": AnthropicChecker._on_message_delta,
-    "message_stop": AnthropicChecker._on_message_stop,
-    "ping": AnthropicChecker._on_ping,
-    "error": AnthropicChecker._on_error,
+#: Each documented event type: its kind in the lifecycle, and the handler of its payload.
+_HANDLERS: dict[object, tuple[str, Handler]] = {
+    "message_start": (_START, AnthropicChecker._on_message_start),
+    "content_block_start": (_BLOCK, AnthropicChecker._on_block_start),
+    "content_block_delta": (_BLOCK, AnthropicChecker._on_block_delta),
+    "content_block_stop": (_BLOCK, AnthropicChecker._on_block_stop),
+    "message_delta": (_DELTA, AnthropicChecker._on_message_delta),
+    "message_stop": (TERMINAL, AnthropicChecker._on_message_stop),
+    "ping": (OTHER, AnthropicChecker._on_ping),
+    "error": (ERROR, AnthropicChecker._on_error),
 }
+#: Any other type: legal, and reported as undocumented.
+_UNKNOWN = (OTHER, AnthropicChecker._on_unknown)

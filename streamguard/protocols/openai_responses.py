@@ -11,14 +11,60 @@ stream is a response lifecycle wrapped around output items, each wrapping conten
     BODY     := output_item.added[k] ITEMBODY output_item.done[k] | keepalive | response.*
     TERMINAL := completed | incomplete | failed | error failed? | error
 
-The checker keeps one phase for the stream and a small record per open item; every
-transition is in ``_check`` (phases) and ``_on_body`` (items and parts)::
+The lifecycle is ``LIFECYCLE``, the engine's table (a test keeps this copy identical). Its
+kinds are ``created`` (``response.created``), ``terminal`` (``response.completed`` and
+``response.incomplete``), ``failed`` (``response.failed``: the terminal and an in-band
+error), ``error`` (the ``error`` event) and ``[DONE]`` (a gateway's ``data: [DONE]``)::
 
-    EXPECT_CREATED --response.created--> STREAMING --completed/incomplete--> ENDED
-          (a resumed stream starts in STREAMING)  \\--response.failed--------> ENDED (error)
-                                                   \\--error--> ERRORED --failed/[DONE]--> ENDED
+    awaiting_created [initial]: no event yet (a resumed stream starts in uncreated)
+        created        -> streaming
+        failed         missing_response_created, then ended_failed
+        [DONE]         stays
+        terminal       missing_response_created, then ended
+        error          missing_response_created, then errored
+        other          missing_response_created, then uncreated
+        end            missing_terminal, then awaiting_created
+    uncreated: events arrive before any response.created
+        created        -> streaming
+        failed         -> ended_failed
+        terminal       -> ended
+        error          -> errored
+        end            missing_terminal, then uncreated
+        any other      stays
+    streaming: response.created arrived; events arrive
+        created        duplicate_response_created, then streaming
+        failed         -> ended_failed
+        terminal       -> ended
+        error          -> errored
+        end            missing_terminal, then streaming
+        any other      stays
+    errored [error seen]: an error event arrived: only response.failed (or [DONE]) may follow
+        failed         -> ended_failed
+        [DONE]         -> closed
+        end            stays
+        any other      event_after_terminal, then errored (payload not checked)
+    ended [terminal seen, sealed]: response.completed or response.incomplete arrived
+        failed         duplicate_terminal, then ended (payload not checked)
+        [DONE]         -> closed
+        terminal       duplicate_terminal, then ended (payload not checked)
+        end            stays
+        any other      event_after_terminal, then ended (payload not checked)
+    ended_failed [terminal seen, error seen, sealed]: response.failed arrived
+        failed         duplicate_terminal, then ended_failed (payload not checked)
+        [DONE]         -> closed
+        terminal       duplicate_terminal, then ended_failed (payload not checked)
+        end            stays
+        any other      event_after_terminal, then ended_failed (payload not checked)
+    closed [terminal seen, sealed]: a gateway's [DONE] followed the terminal or the error event
+        failed         duplicate_terminal, then closed (payload not checked)
+        [DONE]         duplicate_terminal, then closed (payload not checked)
+        terminal       duplicate_terminal, then closed (payload not checked)
+        end            stays
+        any other      event_after_terminal, then closed (payload not checked)
 
-``response.created`` comes once. ``sequence_number`` must count up by one from 0 (from
+Each payload then goes to the handler of its type (``_HANDLERS``); an event inside an
+item goes through ``_on_item_event``, which finds the open item it names and hands it to
+``_ITEM_HANDLERS``. ``sequence_number`` must count up by one from 0 (from
 ``starting_after + 1`` on a resumed stream), keepalives included; a skip ahead and a step
 back are each reported once. An item is opened by ``output_item.added`` with the next
 ``output_index`` (an index already used is out of order) and closed by its
@@ -26,24 +72,24 @@ back are each reported once. An item is opened by ``output_item.added`` with the
 (``content_index``) and ``reasoning_summary_part.added/done`` (``summary_index``). Any
 other event that names an ``output_index`` or ``item_id`` must point at an open item, with
 that item's id, and text events at an open part whose text is not done yet. Deltas are
-kept per part to compare with the ``.done`` text. A gateway's ``data: [DONE]`` after the
-terminal is accepted once. Unknown ``response.*`` event types and ``keepalive`` are legal.
-In-band errors (``error`` events, ``response.failed``'s ``response.error``) are checked
-against the shape the openai-python SDK reads.
+kept per part to compare with the ``.done`` text. Unknown ``response.*`` event types and
+``keepalive`` are legal. In-band errors (``error`` events, ``response.failed``'s
+``response.error``) are checked against the shape the openai-python SDK reads.
 
 Payloads are parsed and shape-checked in one pass by pydantic-core against ``_Event``, a
 strict TypedDict of the fields the rules read (unknown keys are ignored); which of those
 fields an event type requires is in ``_REQUIRED``. A payload that fails that check is
 reported (``schema_mismatch``) and then checked like any other on the fields that do have
 the right type (``_salvage``): a non-conforming server is where the lifecycle rules matter.
+A payload that is not JSON at all takes no lifecycle step.
 
 Bounded state
 -------------
 
 Whatever a stream sends, a checker holds at most ``MAX_OPEN_ITEMS`` open items, each with
-at most ``MAX_OPEN_PARTS`` open parts; items and parts past those bounds are counted, not
-followed, and the events that name them are not checked. Deltas kept for the ``.done``
-comparison count against the stream's kept-text budget (``Checker.keep_text``): a part
+at most ``MAX_OPEN_PARTS`` open parts (``Slots``); items and parts past those bounds are
+counted, not followed, and the events that name them are not checked. Deltas kept for the
+``.done`` comparison count against the stream's kept-text budget (``KeptText``): a part
 whose deltas do not fit is not compared. Ids longer than ``_MAX_ID_CHARS`` are kept as a
 digest. Indices outside ``0 <= i < _MAX_INDEX`` are never used as keys. No finding message
 quotes the wire: types and statuses appear only when they are documented tokens, ids as a
@@ -52,8 +98,7 @@ size and hash, numbers through ``_wire.number``, and lists of items are cut shor
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from enum import Enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from hashlib import blake2b
 from itertools import islice
 from typing import Any, NotRequired, cast
@@ -63,7 +108,18 @@ from typing_extensions import TypedDict
 
 from streamguard import rules
 from streamguard._wire import describe, number, token
-from streamguard.protocols._base import LEGACY_LIFECYCLE_RULES, NO_FINDINGS, LegacyChecker
+from streamguard.protocols._base import NO_FINDINGS, Checker, KeptText, Slots, terminated_lifecycle
+from streamguard.protocols._lifecycle import (
+    ANY,
+    END,
+    ERROR,
+    OTHER,
+    STAY,
+    TERMINAL,
+    Lifecycle,
+    broken,
+    go,
+)
 from streamguard.protocols._payload import parse_json, preview, validation_finding
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -180,12 +236,6 @@ _MAX_ID_CHARS = 128
 #: Items or parts a message lists before "and N more".
 _SHOWN = 3
 
-# Rules reported once per stream, as bits of ``_once``.
-_ONCE_EVENT_TYPE_MISMATCH = 1
-_ONCE_SEQUENCE_AHEAD = 2
-_ONCE_SEQUENCE_BACK = 4
-_ONCE_ITEM_OVERLAP = 8
-
 _STRICT = ConfigDict(strict=True, cache_strings="keys")
 
 
@@ -247,52 +297,136 @@ _SCALAR_FIELDS: dict[str, type] = {
 _ANY_FIELDS = ("part", "delta", "code", "message", "param", "error")
 
 
-class _Phase(Enum):
-    EXPECT_CREATED = "expect_created"
-    STREAMING = "streaming"
-    ERRORED = "errored"  # an error event arrived: only response.failed or [DONE] may follow
-    ENDED = "ended"  # the terminal arrived: only one gateway [DONE] may follow
+# The lifecycle's kinds besides TERMINAL (completed, incomplete), ERROR and OTHER, and its
+# phases; ``_KINDS`` classifies event types (any other is OTHER).
+_CREATED, _FAILED, _DONE = "created", "failed", "[DONE]"
+_KINDS = {
+    "response.created": _CREATED,
+    "response.completed": TERMINAL,
+    "response.incomplete": TERMINAL,
+    "response.failed": _FAILED,
+    "error": ERROR,
+}
+_AWAITING, _UNCREATED, _STREAMING = "awaiting_created", "uncreated", "streaming"
+_ERRORED, _ENDED, _ENDED_FAILED, _CLOSED = "errored", "ended", "ended_failed", "closed"
+
+
+def _lifecycle() -> Lifecycle:
+    shared = terminated_lifecycle(  # its messages, for this protocol's own phases
+        after_error="follows the error event {error}; only response.failed may follow it",
+        duplicate="({name}) repeats the terminal signal first sent as event {terminal}",
+    ).table
+    no_terminal, after_error = shared[_STREAMING, END], shared[_ERRORED, ANY]
+    duplicate, after_terminal = shared[_ENDED, TERMINAL], shared[_ENDED, ANY]
+    missing = "event {index} is {name}; a stream starts with response.created"
+    table = {
+        (_AWAITING, _CREATED): go(_STREAMING),
+        (_AWAITING, TERMINAL): broken(rules.MISSING_RESPONSE_CREATED, missing, _ENDED),
+        (_AWAITING, _FAILED): broken(rules.MISSING_RESPONSE_CREATED, missing, _ENDED_FAILED),
+        (_AWAITING, ERROR): broken(rules.MISSING_RESPONSE_CREATED, missing, _ERRORED),
+        (_AWAITING, OTHER): broken(rules.MISSING_RESPONSE_CREATED, missing, _UNCREATED),
+        (_AWAITING, _DONE): STAY,  # not this protocol's before the terminal
+        (_AWAITING, END): no_terminal,
+        (_UNCREATED, _CREATED): go(_STREAMING),
+        (_STREAMING, _CREATED): broken(
+            rules.DUPLICATE_RESPONSE_CREATED,
+            "event {index} is a second response.created (the first was event {created})",
+        ),
+        (_ERRORED, _FAILED): go(_ENDED_FAILED),
+        (_ERRORED, _DONE): go(_CLOSED),
+        (_ERRORED, ANY): after_error,
+        (_ERRORED, END): STAY,
+        (_CLOSED, _DONE): broken(
+            rules.DUPLICATE_TERMINAL, "event {index} is a second [DONE]", checked=False
+        ),
+    }
+    for phase in (_UNCREATED, _STREAMING):
+        table[phase, TERMINAL] = go(_ENDED)
+        table[phase, _FAILED] = go(_ENDED_FAILED)
+        table[phase, ERROR] = go(_ERRORED)
+        table[phase, ANY] = STAY  # OTHER, and [DONE] before the terminal
+        table[phase, END] = no_terminal
+    for phase in (_ENDED, _ENDED_FAILED, _CLOSED):
+        table[phase, TERMINAL] = table[phase, _FAILED] = duplicate
+        table.setdefault((phase, _DONE), go(_CLOSED))
+        table[phase, ANY] = after_terminal
+        table[phase, END] = STAY
+    return Lifecycle(
+        phases={
+            _AWAITING: "no event yet (a resumed stream starts in uncreated)",
+            _UNCREATED: "events arrive before any response.created",
+            _STREAMING: "response.created arrived; events arrive",
+            _ERRORED: "an error event arrived: only response.failed (or [DONE]) may follow",
+            _ENDED: "response.completed or response.incomplete arrived",
+            _ENDED_FAILED: "response.failed arrived",
+            _CLOSED: "a gateway's [DONE] followed the terminal or the error event",
+        },
+        kinds={_CREATED: "response.created", _FAILED: "response.failed", _DONE: "[DONE]"},
+        initial=_AWAITING,
+        table=table,
+        ended=frozenset({_ENDED, _ENDED_FAILED, _CLOSED}),
+        errored=frozenset({_ERRORED, _ENDED_FAILED}),
+        sealed=frozenset({_ENDED, _ENDED_FAILED, _CLOSED}),
+    )
+
+
+_LIFECYCLE = _lifecycle()
+_SEALED = _LIFECYCLE.sealed
 
 
 class _Text:
-    """One part's text (or one tool call's input) so far: its deltas, kept to compare with
-    its ``.done`` while they fit in the stream's kept-text budget."""
+    """One part's text (or one tool call's input), its deltas kept to compare with its
+    ``.done`` text."""
 
-    __slots__ = ("chars", "done", "final", "pieces")
+    __slots__ = ("compare", "deltas", "done", "final")
 
     def __init__(self, compare: bool) -> None:
-        #: The deltas so far; None once they will not be compared (not kept, not seen).
-        self.pieces: list[str] | None = [] if compare else None
-        #: Characters of ``pieces``, reserved in the stream's budget.
-        self.chars = 0
-        #: The ``.done`` field the deltas are compared with, set by the first text event.
-        self.final: str | None = None
-        #: Its ``.done`` arrived: a later delta is out of place.
-        self.done = False
+        self.compare = compare  # False: deltas not kept (an adopted item's, or given up)
+        self.deltas: KeptText | None = None  # from the first delta on
+        self.final: str | None = None  # the .done field compared, set by the first event
+        self.done = False  # its .done arrived: a later delta is out of place
 
 
 class _OpenItem:
-    __slots__ = ("adopted", "contents", "id", "summaries", "text", "untracked_parts")
+    __slots__ = ("adopted", "id", "number", "parts", "text", "untracked_parts")
 
-    def __init__(self, item_id: str | bytes | None, adopted: bool = False) -> None:
+    def __init__(self, number: int, item_id: str | bytes | None, adopted: bool = False) -> None:
+        self.number = number  # its output_index
         self.id = item_id  # as ``_id_key`` keeps it; None when the item had none
         # Opened before a resumed stream's first event: its parts are taken on trust and
         # its text is not compared (the earlier deltas were never seen).
         self.adopted = adopted
-        self.contents: dict[int, _Text] = {}  # open content parts by content_index
-        self.summaries: dict[int, _Text] = {}  # open reasoning-summary parts by summary_index
+        self.parts: Slots[_Text] = Slots(MAX_OPEN_PARTS)  # content and summary, by _part_key
         self.text: _Text | None = None  # a tool call's input, which has no part
         self.untracked_parts = 0  # open parts past MAX_OPEN_PARTS, counted, not followed
 
 
-class OpenAIResponsesChecker(LegacyChecker):
+_Handler = Callable[["OpenAIResponsesChecker", _Event, Event, int, list[Finding]], None]
+_ItemHandler = Callable[
+    ["OpenAIResponsesChecker", _Event, _OpenItem, Event, int, list[Finding]], None
+]
+
+
+class OpenAIResponsesChecker(Checker):
     """Checks an OpenAI Responses API stream event by event (reference §2)."""
 
+    __slots__ = (
+        "_created_index",
+        "_event_malformed",
+        "_gaps",
+        "_indices_in_order",
+        "_items",
+        "_next_sequence",
+        "_response_id",
+        "_resumed",
+        "_untracked_items",
+    )
+
     name = "openai_responses"
-    RAISES = LEGACY_LIFECYCLE_RULES | frozenset(
+    LIFECYCLE = _LIFECYCLE
+    RAISES = frozenset(
         {
             rules.DONE_TEXT_MISMATCH,
-            rules.DUPLICATE_RESPONSE_CREATED,
             rules.EVENT_TYPE_MISMATCH,
             rules.INVALID_JSON,
             rules.ITEM_NOT_CLOSED,
@@ -300,7 +434,6 @@ class OpenAIResponsesChecker(LegacyChecker):
             rules.ITEM_OUT_OF_ORDER,
             rules.ITEM_OVERLAP,
             rules.ITEM_STATUS_UNEXPECTED,
-            rules.MISSING_RESPONSE_CREATED,
             rules.RESPONSE_ID_CHANGED,
             rules.SCHEMA_MISMATCH,
             rules.SEQUENCE_GAP,
@@ -312,97 +445,61 @@ class OpenAIResponsesChecker(LegacyChecker):
         super().__init__(request, path)
         starting_after = _starting_after(request, path)
         self._resumed = starting_after is not None
-        self._phase = _Phase.EXPECT_CREATED if starting_after is None else _Phase.STREAMING
+        if self._resumed:
+            # ENGINE-CANDIDATE: an initial phase per stream. A resumed stream's
+            # response.created came before the events it asked for.
+            self.phase = _UNCREATED
         self._next_sequence = 0 if starting_after is None else starting_after + 1
+        self._gaps = 0  # bits: sequence_gap reported ahead (1), back (2)
         self._created_index: int | None = None
         self._response_id: str | bytes | None = None
-        self._items_added = 0  # the next output_index
-        # Every item so far came at the next index, so every index below _items_added was
+        self._items: Slots[_OpenItem] = Slots(MAX_OPEN_ITEMS)  # .opened: the next output_index
+        # Every item so far came at the next index, so every index below _items.opened was
         # used: a message may say "already done" or "already used".
         self._indices_in_order = True
-        self._open: dict[int, _OpenItem] = {}
         self._untracked_items = 0  # open items past MAX_OPEN_ITEMS, counted, not followed
-        self._done_seen = False
-        self._once = 0  # bits: rules reported once per stream
         self._event_malformed = False  # the current event failed the strict shape check
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def is_terminal(self, event: Event) -> bool:
-        return _type_of(event) in TERMINAL_TYPES
-
     def on_event(self, event: Event, index: int) -> Sequence[Finding]:
+        # Overridden (ENGINE-CANDIDATE: a sealed-phase classifier that returns a kind and a
+        # name, not is_terminal's yes or no): a gateway's [DONE] is a kind of its own in
+        # every phase, allowed once after the terminal, and the events after the end are
+        # named by their JSON type.
         if event.data.startswith("[DONE]"):
-            return self._on_done(event, index)
-        if self._phase is _Phase.ENDED:
-            return self._after_end(event, index)
-        return self.check_event(event, index)
+            finding = self.advance(_DONE, event, index, "[DONE]")
+        elif self.phase in _SEALED:
+            kind = _type_of(event)
+            lifecycle = OTHER if kind is None else _KINDS.get(kind, OTHER)
+            finding = self.advance(lifecycle, event, index, _kind(kind))
+        else:
+            return self.check_event(event, index)
+        return NO_FINDINGS if finding is None else (finding,)
 
-    def _on_done(self, event: Event, index: int) -> Sequence[Finding]:
-        """A gateway's [DONE]: fine once after the terminal (or after an error event)."""
-        if self._phase is _Phase.ERRORED:
-            self._phase = _Phase.ENDED
-            self.terminal_index = index
-            self._release()
-        if self._phase is _Phase.ENDED and not self._done_seen:
-            self._done_seen = True
-            return NO_FINDINGS
-        if self._phase is _Phase.ENDED:
-            return (
-                rules.DUPLICATE_TERMINAL.finding(
-                    f"event {index} is a second [DONE]", index, event.offset
-                ),
-            )
-        # Before any terminal: not an event this protocol defines; missing_terminal says it.
-        return NO_FINDINGS
-
-    def _after_end(self, event: Event, index: int) -> Sequence[Finding]:
-        """After the terminal only lifecycle rules apply (the base class's, with messages
-        that name the event by its documented type only)."""
-        kind = _type_of(event)
-        if kind in TERMINAL_TYPES:
-            return (
-                rules.DUPLICATE_TERMINAL.finding(
-                    f"event {index} ({_kind(kind)}) repeats the terminal signal first sent as "
-                    f"event {self.terminal_index}",
-                    index,
-                    event.offset,
-                ),
-            )
-        return (
-            rules.EVENT_AFTER_TERMINAL.finding(
-                f"event {index} ({_kind(kind)}) follows the terminal signal sent as event "
-                f"{self.terminal_index}",
-                index,
-                event.offset,
-            ),
-        )
+    def message_fields(self) -> Mapping[str, object]:
+        return {"created": self._created_index}  # "a second response.created (the first ...)"
 
     # -- one event ---------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         try:
             payload = _EVENT.validate_json(event.data)
-        except ValidationError as error:
-            return self._check_malformed(error, event, index)
+        except ValidationError as error:  # report it, then check what it carries
+            shape = validation_finding(error, event, index)
+            salvaged = _salvage(event.data) if shape.rule == rules.SCHEMA_MISMATCH.name else None
+            if salvaged is None:  # not JSON, not an object, or no string type: nothing to go on
+                self._next_sequence += 1  # it presumably took its slot: no follow-on gap
+                return [shape]
+            self._event_malformed = True
+            return self._check(salvaged, event, index, [shape])
         self._event_malformed = False
         return self._check(payload, event, index, [])
-
-    def _check_malformed(
-        self, error: ValidationError, event: Event, index: int
-    ) -> Sequence[Finding]:
-        """Report a payload that failed the strict check, then check what it carries."""
-        shape = validation_finding(error, event, index)
-        payload = _salvage(event.data) if shape.rule == rules.SCHEMA_MISMATCH.name else None
-        if payload is None:  # not JSON, not an object, or no string type: nothing to go on
-            self._next_sequence += 1  # it presumably took its slot: no follow-on gap
-            return [shape]
-        self._event_malformed = True
-        return self._check(payload, event, index, [shape])
 
     def _check(
         self, payload: _Event, event: Event, index: int, found: list[Finding]
     ) -> list[Finding]:
+        """The rules of every event, its lifecycle step, then its type's handler."""
         kind = payload["type"]
         sequence = payload.get("sequence_number")
         if sequence is None:  # the wrong type: it presumably took its slot
@@ -412,64 +509,26 @@ class OpenAIResponsesChecker(LegacyChecker):
         if not self._event_malformed:  # else schema_mismatch was reported for this event
             for field in _REQUIRED.get(kind, ()):
                 if field not in payload:
-                    found.append(
-                        rules.SCHEMA_MISMATCH.finding(
-                            f"event {index}: field {field}: required on {_kind(kind)} but missing",
-                            index,
-                            event.offset,
-                        )
-                    )
+                    detail = f": field {field}: required on {_kind(kind)} but missing"
+                    found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, detail))
                     break
         name = event.event
-        if name != "message" and name != kind and not self._once & _ONCE_EVENT_TYPE_MISMATCH:
-            self._once |= _ONCE_EVENT_TYPE_MISMATCH
-            found.append(
-                rules.EVENT_TYPE_MISMATCH.finding(
-                    f"event {index} is named {_kind(name)} but its type is {_kind(kind)}",
-                    index,
-                    event.offset,
-                )
-            )
-
-        if self._phase is _Phase.EXPECT_CREATED:
-            self._phase = _Phase.STREAMING
-            if kind != "response.created":
-                found.append(
-                    rules.MISSING_RESPONSE_CREATED.finding(
-                        f"event {index} is {_kind(kind)}; a stream starts with response.created",
-                        index,
-                        event.offset,
-                    )
-                )
-        if self._phase is _Phase.ERRORED:
-            if kind == "response.failed":
-                self._on_terminal(payload, kind, event, index, found)
-            else:
-                found.append(
-                    rules.EVENT_AFTER_TERMINAL.finding(
-                        f"event {index} ({_kind(kind)}) follows the error event "
-                        f"{self.error_index}; only response.failed may follow it",
-                        index,
-                        event.offset,
-                    )
-                )
-            return found
-
-        if kind == "error":
-            self._on_error(payload, event, index, found)
-        elif kind in TERMINAL_TYPES:
-            self._on_terminal(payload, kind, event, index, found)
-        elif kind in _OPENING_TYPES:
-            self._on_opening(payload, kind, event, index, found)
-        elif (
-            "output_index" in payload
-            or "item_id" in payload
-            or kind == "response.output_item.done"  # without output_index: found by item.id
-        ):
-            self._on_body(payload, kind, event, index, found)
+        if name != "message" and name != kind:
+            detail = f" is named {_kind(name)} but its type is {_kind(kind)}"
+            self.report(found, rules.EVENT_TYPE_MISMATCH, event, index, detail)
+        lifecycle = _KINDS.get(kind, OTHER)
+        step = self.LIFECYCLE.step(self.phase, lifecycle)
+        if step is not STAY:  # (STAY changes nothing: most events skip the call)
+            finding = self.advance(lifecycle, event, index, _kind(kind))
+            if finding is not None:
+                found.append(finding)
+        if step.checked:
+            handler = _HANDLERS.get(kind)
+            if handler is not None:
+                handler(self, payload, event, index, found)
+            elif "output_index" in payload or "item_id" in payload:
+                self._on_item_event(payload, event, index, found)
         return found
-
-    # -- transitions -------------------------------------------------------------------
 
     def _check_sequence(
         self, sequence: int, event: Event, index: int, found: list[Finding]
@@ -478,76 +537,49 @@ class OpenAIResponsesChecker(LegacyChecker):
         if sequence == expected:
             return
         ahead = sequence > expected
-        flag = _ONCE_SEQUENCE_AHEAD if ahead else _ONCE_SEQUENCE_BACK
-        if self._once & flag:
+        bit = 1 if ahead else 2
+        if self._gaps & bit:  # once per stream in each direction
             return
-        self._once |= flag
+        self._gaps |= bit
         how = "skips ahead" if ahead else "repeats or goes back"
-        found.append(
-            rules.SEQUENCE_GAP.finding(
-                f"event {index} has sequence_number {number(sequence)}, expected "
-                f"{number(expected)}: the numbering {how} (reported once per stream in each "
-                "direction)",
-                index,
-                event.offset,
-            )
+        detail = (
+            f" has sequence_number {number(sequence)}, expected {number(expected)}: the "
+            f"numbering {how} (reported once per stream in each direction)"
         )
+        found.append(self.finding(rules.SEQUENCE_GAP, event, index, detail))
 
-    def _on_opening(
-        self, payload: _Event, kind: str, event: Event, index: int, found: list[Finding]
-    ) -> None:
-        if kind == "response.created":
-            if self._created_index is None:
-                self._created_index = index
-            else:
-                found.append(
-                    rules.DUPLICATE_RESPONSE_CREATED.finding(
-                        f"event {index} is a second response.created (the first was event "
-                        f"{self._created_index})",
-                        index,
-                        event.offset,
-                    )
-                )
-        self._check_response(payload, kind, event, index, found)
+    # -- the response's lifecycle events --------------------------------------------------
+
+    def _on_opening(self, payload: _Event, event: Event, index: int, found: list[Finding]) -> None:
+        if payload["type"] == "response.created" and self._created_index is None:
+            self._created_index = index
+        self._check_response(payload, event, index, found)
 
     def _on_error(self, payload: _Event, event: Event, index: int, found: list[Finding]) -> None:
-        self._phase = _Phase.ERRORED
-        self.error_index = index
         self._release()  # only response.failed or [DONE] may follow: no item is checked
         problem = _error_event_problem(payload)
         if problem is not None and not self._event_malformed:
-            found.append(
-                rules.SCHEMA_MISMATCH.finding(
-                    f"event {index}: field {problem}", index, event.offset
-                )
-            )
+            found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, f": field {problem}"))
 
-    def _on_terminal(
-        self, payload: _Event, kind: str, event: Event, index: int, found: list[Finding]
-    ) -> None:
-        self._phase = _Phase.ENDED
-        self.terminal_index = index
-        if kind == "response.failed" and self.error_index is None:
-            self.error_index = index
-        self._check_response(payload, kind, event, index, found)
-        still_open = len(self._open) + self._untracked_items
+    def _on_terminal(self, payload: _Event, event: Event, index: int, found: list[Finding]) -> None:
+        self._check_response(payload, event, index, found)
+        kind = payload["type"]
+        still_open = len(self._items.open) + self._untracked_items
         if kind != "response.failed" and still_open:
-            found.append(
-                rules.ITEM_NOT_CLOSED.finding(
-                    f"event {index} ({_kind(kind)}): {still_open} output item(s) were never "
-                    f"done{_listing(sorted(self._open), still_open)}",
-                    index,
-                    event.offset,
-                )
+            detail = (
+                f"{_named(kind)}: {still_open} output item(s) were never done"
+                f"{_listing(sorted(self._items.open), still_open)}"
             )
+            found.append(self.finding(rules.ITEM_NOT_CLOSED, event, index, detail))
         self._release()
 
     def _check_response(
-        self, payload: _Event, kind: str, event: Event, index: int, found: list[Finding]
+        self, payload: _Event, event: Event, index: int, found: list[Finding]
     ) -> None:
         response = payload.get("response")
         if response is None:  # missing or not an object: schema_mismatch said so
             return
+        kind = payload["type"]
         status = response.get("status")
         problem = None
         if kind in TERMINAL_TYPES:
@@ -563,102 +595,109 @@ class OpenAIResponsesChecker(LegacyChecker):
         elif status not in _OPENING_STATUSES:
             problem = f"response.status is {_status(status)}, expected 'in_progress' or 'queued'"
         if problem is not None:
-            found.append(
-                rules.STATUS_MISMATCH.finding(
-                    f"event {index} ({_kind(kind)}): {problem}", index, event.offset
-                )
-            )
+            detail = f"{_named(kind)}: {problem}"
+            found.append(self.finding(rules.STATUS_MISMATCH, event, index, detail))
         if kind == "response.failed" and not self._event_malformed:
             shape = _response_error_problem(response.get("error"))
             if shape is not None:
-                found.append(
-                    rules.SCHEMA_MISMATCH.finding(
-                        f"event {index}: field {shape}", index, event.offset
-                    )
-                )
+                found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, f": field {shape}"))
         response_id = response.get("id")
         if response_id is not None:
             key = _id_key(response_id)
             if self._response_id is None:
                 self._response_id = key
             elif key != self._response_id:
-                found.append(
-                    rules.RESPONSE_ID_CHANGED.finding(
-                        f"event {index} ({_kind(kind)}): response.id {describe(response_id)} "
-                        "differs from the id of the earlier lifecycle events",
-                        index,
-                        event.offset,
-                    )
+                detail = (
+                    f"{_named(kind)}: response.id {describe(response_id)} differs from the id "
+                    "of the earlier lifecycle events"
                 )
+                found.append(self.finding(rules.RESPONSE_ID_CHANGED, event, index, detail))
 
-    def _on_body(
-        self, payload: _Event, kind: str, event: Event, index: int, found: list[Finding]
+    # -- output items ------------------------------------------------------------------
+
+    def _on_item_added(
+        self, payload: _Event, event: Event, index: int, found: list[Finding]
     ) -> None:
-        """An event inside the item structure: items, parts, deltas, hosted-tool progress."""
         output_index = payload.get("output_index")
-        if kind == "response.output_item.added":
-            if output_index is not None:  # without one the item cannot be placed
-                item_fields = payload.get("item")
-                self._item_added(output_index, item_fields or {}, event, index, found)
+        if output_index is None:  # the item cannot be placed: schema_mismatch said so
             return
+        where = _named("response.output_item.added")
+        items = self._items
+        expected = items.opened
+        if output_index != expected:
+            if output_index in items.open:
+                how = "is already open (an index is used once)"
+            elif 0 <= output_index < expected and self._indices_in_order:
+                how = "was already used by an earlier item (an index is used once)"
+            else:
+                how = f"expected {number(expected)}"
+            detail = f"{where}: output_index {number(output_index)}, {how}"
+            found.append(self.finding(rules.ITEM_OUT_OF_ORDER, event, index, detail))
+        still_open = len(items.open) + self._untracked_items
+        if still_open and self.first_time(rules.ITEM_OVERLAP):
+            detail = (
+                f"{where}: item {number(output_index)} opens while {still_open} other "
+                f"item(s) are still open{_listing(sorted(items.open), still_open)}"
+            )
+            found.append(self.finding(rules.ITEM_OVERLAP, event, index, detail))
+        fields = payload.get("item") or {}
+        status = fields.get("status")
+        if status is not None and status != "in_progress":
+            detail = (
+                f"{where}: item {number(output_index)} is added with status "
+                f"{_status(status)}, expected 'in_progress'"
+            )
+            found.append(self.finding(rules.ITEM_STATUS_UNEXPECTED, event, index, detail))
+        if not 0 <= output_index < _MAX_INDEX:
+            self._untracked_items += 1
+            return
+        if output_index > expected:
+            self._indices_in_order = False
+        replaced = items.close(output_index)
+        if replaced is not None:  # the index was reused while open: follow the new item
+            self._drop_item(replaced)
+        item_id = fields.get("id")
+        item = _OpenItem(output_index, None if item_id is None else _id_key(item_id))
+        if not items.add(output_index, item):
+            self._untracked_items += 1
+
+    def _on_item_event(
+        self, payload: _Event, event: Event, index: int, found: list[Finding]
+    ) -> None:
+        """An event inside an item (parts, deltas, hosted-tool progress, its done): find
+        the open item it names, then hand it to its type's item handler."""
+        kind = payload["type"]
+        output_index = payload.get("output_index")
         item_id = payload.get("item_id")
-        final_item = None
         if kind == "response.output_item.done":
             final_item = payload.get("item")
             item_id = final_item.get("id") if final_item is not None else None
         if output_index is None and item_id is not None:  # only an item_id: look it up
             output_index = self._index_of(item_id)
-        item = self._open.get(output_index) if output_index is not None else None
+        item = None if output_index is None else self._items.open.get(output_index)
         if item is None:
-            if self._resumed and (output_index or 0) >= self._items_added:
-                if output_index is None:
-                    output_index = self._items_added
-                item = self._adopt(output_index, item_id)
-                if item is None:  # past the bounds: taken on trust, not followed
-                    return
-            if item is None:
+            if not self._resumed or (output_index or 0) < self._items.opened:
                 if self._untracked_items:  # presumably an item past the bound: not followed
                     if kind == "response.output_item.done":
                         self._untracked_items -= 1
                 else:
                     found.append(self._not_open(kind, output_index, item_id, event, index))
                 return
-        if item_id is not None and item.id is not None and _id_key(item_id) != item.id:
-            found.append(
-                rules.ITEM_NOT_OPEN.finding(
-                    f"{_where(kind, index)}: item_id {describe(item_id)} is not the id of the "
-                    f"item open at output_index {number(output_index)}",
-                    index,
-                    event.offset,
-                )
+            item = self._adopt(
+                self._items.opened if output_index is None else output_index, item_id
             )
+            if item is None:  # past the bounds: taken on trust, not followed
+                return
+        if item_id is not None and item.id is not None and _id_key(item_id) != item.id:
+            detail = (
+                f"{_named(kind)}: item_id {describe(item_id)} is not the id of the item open "
+                f"at output_index {number(item.number)}"
+            )
+            found.append(self.finding(rules.ITEM_NOT_OPEN, event, index, detail))
             # and go on as if it named the open item: one finding, not a cascade
-        text_event = _TEXT_EVENTS.get(kind)
-        if text_event is not None:
-            self._on_text(payload, kind, text_event, item, event, index, found)
-            return
-        assert output_index is not None  # set above, or the item would not have been found
-        if kind == "response.output_item.done":
-            self._item_done(output_index, item, final_item or {}, kind, event, index, found)
-            return
-        part_event = _PART_EVENTS.get(kind)
-        if part_event is not None:
-            self._on_part(payload, kind, part_event, item, event, index, found)
-        elif kind == "response.output_text.annotation.added":
-            part = payload.get("content_index")
-            if (
-                part is not None
-                and part not in item.contents
-                and not item.adopted
-                and not item.untracked_parts
-            ):
-                found.append(
-                    rules.ITEM_NOT_OPEN.finding(
-                        f"{_where(kind, index)}: content part {number(part)} is not open",
-                        index,
-                        event.offset,
-                    )
-                )
+        handler = _ITEM_HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, payload, item, event, index, found)
 
     def _not_open(
         self, kind: str, output_index: int | None, item_id: str | None, event: Event, index: int
@@ -668,177 +707,101 @@ class OpenAIResponsesChecker(LegacyChecker):
             if item_id is not None:
                 what = f"no open item has item_id {describe(item_id)}"
         else:
-            if output_index >= self._items_added:
+            if output_index >= self._items.opened:
                 state = "was never added"
             elif output_index >= 0 and self._indices_in_order:
                 state = "is already done"
             else:
                 state = "was never added, or is already done"
             what = f"the item at output_index {number(output_index)} {state}"
-        return rules.ITEM_NOT_OPEN.finding(f"{_where(kind, index)}: {what}", index, event.offset)
+        return self.finding(rules.ITEM_NOT_OPEN, event, index, f"{_named(kind)}: {what}")
 
     def _index_of(self, item_id: str) -> int | None:
         """The output_index of the open item with this id (at most MAX_OPEN_ITEMS to look
         through, and only for events that name no output_index)."""
         key = _id_key(item_id)
-        for output_index, item in self._open.items():
+        for output_index, item in self._items.open.items():
             if item.id == key:
                 return output_index
         return None
 
     def _adopt(self, output_index: int, item_id: str | None) -> _OpenItem | None:
         """A resumed stream met an item opened before its first event: take it as open."""
-        if not 0 <= output_index < _MAX_INDEX or len(self._open) >= MAX_OPEN_ITEMS:
+        if not 0 <= output_index < _MAX_INDEX or len(self._items.open) >= MAX_OPEN_ITEMS:
             return None
-        self._items_added = output_index + 1
-        key = None if item_id is None else _id_key(item_id)
-        item = self._open[output_index] = _OpenItem(key, adopted=True)
+        item = _OpenItem(output_index, None if item_id is None else _id_key(item_id), True)
+        self._items.add(output_index, item)
         return item
 
-    def _item_added(
-        self,
-        output_index: int,
-        fields: _Item,
-        event: Event,
-        index: int,
-        found: list[Finding],
+    def _on_item_done(
+        self, payload: _Event, item: _OpenItem, event: Event, index: int, found: list[Finding]
     ) -> None:
-        where = _where("response.output_item.added", index)
-        expected = self._items_added
-        if output_index != expected:
-            if output_index in self._open:
-                how = "is already open (an index is used once)"
-            elif 0 <= output_index < expected and self._indices_in_order:
-                how = "was already used by an earlier item (an index is used once)"
-            else:
-                how = f"expected {number(expected)}"
-            found.append(
-                rules.ITEM_OUT_OF_ORDER.finding(
-                    f"{where}: output_index {number(output_index)}, {how}", index, event.offset
-                )
-            )
-        still_open = len(self._open) + self._untracked_items
-        if still_open and not self._once & _ONCE_ITEM_OVERLAP:
-            self._once |= _ONCE_ITEM_OVERLAP
-            found.append(
-                rules.ITEM_OVERLAP.finding(
-                    f"{where}: item {number(output_index)} opens while {still_open} other "
-                    f"item(s) are still open{_listing(sorted(self._open), still_open)}",
-                    index,
-                    event.offset,
-                )
-            )
-        status = fields.get("status")
-        if status is not None and status != "in_progress":
-            found.append(
-                rules.ITEM_STATUS_UNEXPECTED.finding(
-                    f"{where}: item {number(output_index)} is added with status "
-                    f"{_status(status)}, expected 'in_progress'",
-                    index,
-                    event.offset,
-                )
-            )
-        if not 0 <= output_index < _MAX_INDEX:
-            self._untracked_items += 1
-            return
-        if output_index > expected:
-            self._indices_in_order = False
-        self._items_added = max(expected, output_index + 1)
-        replaced = self._open.pop(output_index, None)
-        if replaced is not None:  # the index was reused while open: follow the new item
-            self._drop_item(replaced)
-        if len(self._open) >= MAX_OPEN_ITEMS:
-            self._untracked_items += 1
-            return
-        item_id = fields.get("id")
-        self._open[output_index] = _OpenItem(None if item_id is None else _id_key(item_id))
-
-    def _item_done(
-        self,
-        output_index: int,
-        item: _OpenItem,
-        final: _Item,
-        kind: str,
-        event: Event,
-        index: int,
-        found: list[Finding],
-    ) -> None:
-        del self._open[output_index]
-        open_parts = len(item.contents) + len(item.summaries) + item.untracked_parts
+        self._items.close(item.number)
+        where = f"{_named(payload['type'])}: item {number(item.number)}"
+        open_parts = len(item.parts.open) + item.untracked_parts
         if open_parts:
-            labels = [f"content part {n}" for n in sorted(item.contents)]
-            labels += [f"summary part {n}" for n in sorted(item.summaries)]
-            found.append(
-                rules.ITEM_NOT_CLOSED.finding(
-                    f"{_where(kind, index)}: item {number(output_index)} closes with "
-                    f"{open_parts} part(s) still open{_listing(labels, open_parts)}",
-                    index,
-                    event.offset,
-                )
-            )
-        status = final.get("status")
+            keys = sorted(item.parts.open, key=lambda key: (key & 1, key))  # content first
+            labels = [f"{'summary' if key & 1 else 'content'} part {key >> 1}" for key in keys]
+            detail = f"{where} closes with {open_parts} part(s) still open"
+            detail += _listing(labels, open_parts)
+            found.append(self.finding(rules.ITEM_NOT_CLOSED, event, index, detail))
+        status = (payload.get("item") or {}).get("status")
         if status is not None and status not in _DONE_ITEM_STATUSES:
-            found.append(
-                rules.ITEM_STATUS_UNEXPECTED.finding(
-                    f"{_where(kind, index)}: item {number(output_index)} is done with status "
-                    f"{_status(status)}, expected 'completed', 'incomplete' or 'failed'",
-                    index,
-                    event.offset,
-                )
+            detail = (
+                f"{where} is done with status {_status(status)}, expected 'completed', "
+                "'incomplete' or 'failed'"
             )
+            found.append(self.finding(rules.ITEM_STATUS_UNEXPECTED, event, index, detail))
         self._drop_item(item)
 
+    # -- parts and texts ---------------------------------------------------------------
+
     def _on_part(
-        self,
-        payload: _Event,
-        kind: str,
-        part_event: tuple[bool, bool],
-        item: _OpenItem,
-        event: Event,
-        index: int,
-        found: list[Finding],
+        self, payload: _Event, item: _OpenItem, event: Event, index: int, found: list[Finding]
     ) -> None:
-        content, opens = part_event
+        content, opens = _PART_EVENTS[payload["type"]]
         part = payload.get("content_index") if content else payload.get("summary_index")
         if part is None:  # missing: schema_mismatch said so, and no part can be named
             return
-        parts = item.contents if content else item.summaries
         if opens:
-            self._open_part(item, parts, part, compare=not item.adopted)
+            self._open_part(item, content, part, compare=not item.adopted)
             return
-        text = parts.pop(part, None)
+        text = item.parts.close(_part_key(content, part))
         if text is not None:
             self._forget(text)
         elif item.untracked_parts:  # presumably a part past the bound
             item.untracked_parts -= 1
         elif not item.adopted:
-            found.append(_part_not_open(kind, index, event, content, part))
+            found.append(self._part_not_open(payload, event, index, content, part))
 
-    def _open_part(
-        self, item: _OpenItem, parts: dict[int, _Text], part: int, compare: bool
-    ) -> _Text | None:
-        replaced = parts.pop(part, None)
+    def _open_part(self, item: _OpenItem, content: bool, part: int, compare: bool) -> _Text | None:
+        key = _part_key(content, part)
+        replaced = item.parts.close(key)
         if replaced is not None:  # added again: its text starts over
             self._forget(replaced)
-        elif (
-            not 0 <= part < _MAX_INDEX or len(item.contents) + len(item.summaries) >= MAX_OPEN_PARTS
-        ):
+        text = _Text(compare)
+        if key < 0 or not item.parts.add(key, text):
             item.untracked_parts += 1
             return None
-        text = parts[part] = _Text(compare)
         return text
 
-    def _on_text(
-        self,
-        payload: _Event,
-        kind: str,
-        text_event: tuple[str | None, str, bool],
-        item: _OpenItem,
-        event: Event,
-        index: int,
-        found: list[Finding],
+    def _on_annotation(
+        self, payload: _Event, item: _OpenItem, event: Event, index: int, found: list[Finding]
     ) -> None:
-        field, final, is_delta = text_event
+        part = payload.get("content_index")
+        if (
+            part is not None
+            and _part_key(True, part) not in item.parts.open
+            and not item.adopted
+            and not item.untracked_parts
+        ):
+            found.append(self._part_not_open(payload, event, index, True, part))
+
+    def _on_text(
+        self, payload: _Event, item: _OpenItem, event: Event, index: int, found: list[Finding]
+    ) -> None:
+        kind = payload["type"]
+        field, final, is_delta = _TEXT_EVENTS[kind]
         part = None
         if field is None:  # a tool call's input: one text per item
             text = item.text
@@ -849,13 +812,12 @@ class OpenAIResponsesChecker(LegacyChecker):
             part = payload.get("content_index") if content else payload.get("summary_index")
             if part is None:  # missing: schema_mismatch said so, and no part can be named
                 return
-            parts = item.contents if content else item.summaries
-            found_text = parts.get(part)
+            found_text = item.parts.open.get(_part_key(content, part))
             if found_text is None:
                 if item.adopted:  # opened before a resumed stream's first event
-                    found_text = self._open_part(item, parts, part, compare=False)
+                    found_text = self._open_part(item, content, part, compare=False)
                 elif not item.untracked_parts:
-                    found.append(_part_not_open(kind, index, event, content, part))
+                    found.append(self._part_not_open(payload, event, index, content, part))
                 if found_text is None:
                     return
             text = found_text
@@ -864,66 +826,76 @@ class OpenAIResponsesChecker(LegacyChecker):
         if is_delta:
             if text.done:
                 label = "input" if part is None else f"{field} {number(part)}"
-                found.append(
-                    rules.ITEM_NOT_OPEN.finding(
-                        f"{_where(kind, index)}: a delta follows the .done of its {label}",
-                        index,
-                        event.offset,
-                    )
-                )
-                return
-            pieces = text.pieces
-            if pieces is not None:
+                detail = f"{_named(kind)}: a delta follows the .done of its {label}"
+                found.append(self.finding(rules.ITEM_NOT_OPEN, event, index, detail))
+            elif text.compare:
                 delta = payload.get("delta")
                 if type(delta) is str and text.final == final:
-                    size = len(delta)
-                    if self.keep_text(size):
-                        pieces.append(delta)
-                        text.chars += size
-                        return
-                self._forget(text)  # not a string, another family's delta, or past the budget
+                    if text.deltas is None:
+                        text.deltas = KeptText()
+                    text.deltas.add(self, delta)  # past the stream's budget: none compared
+                else:  # not a string, or another family's delta
+                    self._forget(text)
             return
         text.done = True
-        pieces = text.pieces
         done_text = payload.get(final)
-        if (
-            pieces  # deltas were seen and kept
-            and type(done_text) is str
-            and text.final == final
-            and not _same_text(pieces, done_text)
-        ):
-            found.append(
-                rules.DONE_TEXT_MISMATCH.finding(
-                    f"{_where(kind, index)}: {final} ({preview(done_text)}) differs from "
-                    f"its joined deltas ({text.chars} characters)",
-                    index,
-                    event.offset,
+        if type(done_text) is str and text.final == final and text.compare and text.deltas:
+            kept = text.deltas.text()
+            if kept is not None and kept != done_text:
+                detail = (
+                    f"{_named(kind)}: {final} ({preview(done_text)}) differs from its joined "
+                    f"deltas ({len(kept)} characters)"
                 )
-            )
+                found.append(self.finding(rules.DONE_TEXT_MISMATCH, event, index, detail))
         self._forget(text)
+
+    def _part_not_open(
+        self, payload: _Event, event: Event, index: int, content: bool, part: int
+    ) -> Finding:
+        """``item_not_open`` for an event naming a content or summary part that is not open."""
+        label = "content part" if content else "summary part"
+        detail = f"{_named(payload['type'])}: {label} {number(part)} is not open"
+        return self.finding(rules.ITEM_NOT_OPEN, event, index, detail)
 
     # -- kept state ----------------------------------------------------------------------
 
     def _forget(self, text: _Text) -> None:
         """Stop keeping a text's deltas and give their room back to the stream's budget."""
-        self.free_text(text.chars)
-        text.chars = 0
-        text.pieces = None
+        if text.deltas is not None:
+            text.deltas.release(self)
+            text.deltas = None
+        text.compare = False
 
     def _drop_item(self, item: _OpenItem) -> None:
-        for text in item.contents.values():
-            self._forget(text)
-        for text in item.summaries.values():
+        for text in item.parts.open.values():
             self._forget(text)
         if item.text is not None:
             self._forget(item.text)
 
     def _release(self) -> None:
         """The response ended: nothing more is checked, so keep nothing more."""
-        for item in self._open.values():
+        for item in self._items.open.values():
             self._drop_item(item)
-        self._open.clear()
+        self._items.open.clear()
         self._untracked_items = 0
+
+
+#: The payload handler of each event type; any other type that names an item goes to
+#: ``_on_item_event``.
+_HANDLERS: dict[str, _Handler] = {
+    **dict.fromkeys(_OPENING_TYPES, OpenAIResponsesChecker._on_opening),
+    **dict.fromkeys(TERMINAL_TYPES, OpenAIResponsesChecker._on_terminal),
+    "error": OpenAIResponsesChecker._on_error,
+    "response.output_item.added": OpenAIResponsesChecker._on_item_added,
+    "response.output_item.done": OpenAIResponsesChecker._on_item_event,  # even without an index
+}
+#: The handler of each event type inside an item, once ``_on_item_event`` found the item.
+_ITEM_HANDLERS: dict[str, _ItemHandler] = {
+    **dict.fromkeys(_TEXT_EVENTS, OpenAIResponsesChecker._on_text),
+    **dict.fromkeys(_PART_EVENTS, OpenAIResponsesChecker._on_part),
+    "response.output_item.done": OpenAIResponsesChecker._on_item_done,
+    "response.output_text.annotation.added": OpenAIResponsesChecker._on_annotation,
+}
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -939,8 +911,17 @@ def _status(value: object) -> str:
     return "missing or not a string" if value is None else token(value, _STATUSES)
 
 
-def _where(kind: str, index: int) -> str:
-    return f"event {index} ({_kind(kind)})"
+def _named(kind: str) -> str:
+    """An event's type as it follows ``event N`` in a message: `` ('response.completed')``."""
+    return f" ({_kind(kind)})"
+
+
+def _part_key(content: bool, part: int) -> int:
+    """A part's key in its item's ``parts`` (content and summary parts share the item's
+    bound); -1, never a key, for an index outside ``0 <= i < _MAX_INDEX``."""
+    if not 0 <= part < _MAX_INDEX:
+        return -1
+    return part * 2 + (0 if content else 1)
 
 
 def _listing(labels: Iterable[object], total: int) -> str:
@@ -958,16 +939,6 @@ def _id_key(value: str) -> str | bytes:
     if len(value) <= _MAX_ID_CHARS:
         return value
     return blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _same_text(pieces: list[str], text: str) -> bool:
-    """Whether the deltas joined equal ``text``, without building the joined copy."""
-    position = 0
-    for piece in pieces:
-        if not text.startswith(piece, position):
-            return False
-        position += len(piece)
-    return position == len(text)
 
 
 def _type_of(event: Event) -> str | None:
@@ -990,14 +961,10 @@ def _salvage(data: str) -> _Event | None:
         return None
     if not isinstance(raw, dict) or type(raw.get("type")) is not str:
         return None
-    kept: dict[str, Any] = {}
-    for field, kind in _SCALAR_FIELDS.items():
-        value = raw.get(field)
-        if type(value) is kind:
-            kept[field] = value
-    for field in _ANY_FIELDS:
-        if field in raw:
-            kept[field] = raw[field]
+    kept = {
+        field: raw[field] for field, kind in _SCALAR_FIELDS.items() if type(raw.get(field)) is kind
+    }
+    kept.update((field, raw[field]) for field in _ANY_FIELDS if field in raw)
     response = raw.get("response")
     if isinstance(response, dict):
         kept["response"] = {
@@ -1078,11 +1045,3 @@ def _starting_after(request: Mapping[str, Any] | None, path: str | None) -> int 
     ):
         value = int(value)
     return value if type(value) is int and value >= 0 else None
-
-
-def _part_not_open(kind: str, index: int, event: Event, content: bool, part: int) -> Finding:
-    """``item_not_open`` for an event naming a content or summary part that is not open."""
-    label = "content part" if content else "summary part"
-    return rules.ITEM_NOT_OPEN.finding(
-        f"{_where(kind, index)}: {label} {number(part)} is not open", index, event.offset
-    )

@@ -1,13 +1,14 @@
 """The long form of the rule catalog: what each rule means, why clients break, how to fix it.
 
-``streamguard.rules`` holds what the engine needs (name, protocols, severity, one-line
-summary); this package holds what a person needs when a rule fires: the meaning in full, what
-the official clients (openai-python, anthropic-python, google-genai, browsers'
-``EventSource``) do with such a stream, an example of an offending frame as it appears on
-the wire, and how to fix the sender. Its modules mirror ``streamguard.protocols``:
-``common`` holds the framing, lifecycle and HTTP rules every protocol shares, and each
-protocol's module the rules whose first protocol it is (a rule Gemini shares with OpenAI
-Chat is documented with OpenAI Chat). ``markdown`` renders the catalog and these docs into
+``streamguard.rules`` holds what the engine needs (name, severity, one-line summary; a
+rule's protocols come from the checkers that raise it); this package holds what a person
+needs when a rule fires: the meaning in full, what the official clients (openai-python,
+anthropic-python, google-genai, browsers' ``EventSource``) do with such a stream, an
+example of an offending frame as it appears on the wire, and how to fix the sender. Its
+modules mirror ``streamguard.protocols``:
+``common`` holds the framing, lifecycle and HTTP rules the protocols share, and each
+protocol's module the rules it raises (a rule Gemini shares with OpenAI Chat is documented
+with one of them). ``markdown`` renders the catalog and these docs into
 ``docs/rules.md`` (``streamguard rules --format markdown``).
 
 The client behaviour cited here comes from the SDK sources and captures summarised in the
@@ -20,7 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from streamguard.rule_docs import anthropic, common, gemini, openai_chat, openai_responses
+from streamguard.rule_docs import (
+    ag_ui,
+    ai_sdk_ui,
+    anthropic,
+    common,
+    gemini,
+    openai_chat,
+    openai_responses,
+)
 from streamguard.rule_docs._base import RuleDoc
 
 __all__ = ["RULE_DOCS", "RuleDoc", "get_rule_doc"]
@@ -42,6 +51,8 @@ RULE_DOCS: Mapping[str, RuleDoc] = _by_name(
         *openai_responses.DOCS,
         *anthropic.DOCS,
         *gemini.DOCS,
+        *ag_ui.DOCS,
+        *ai_sdk_ui.DOCS,
     )
 )
 """Every rule's documentation, by rule name, in catalog-section order."""

@@ -3,14 +3,15 @@
 ``collect`` (sync) and ``acollect`` (async) read an httpx streaming response's raw body
 bytes (``iter_raw``: exactly what came over the wire, nothing decoded) chunk by chunk and
 feed each chunk, as it arrives, to a ``StreamMonitor`` (the checking engine the middleware
-uses) and to an ``EventParser`` of the same configuration, which yields the events with
-their arrival times. The same bytes give the same events to both, so the record and its
-report agree with what the middleware sees on the server side.
+uses), which hands back each event it dispatches; the record keeps them with their arrival
+times. So the record and its report agree with what the middleware sees on the server side.
+A response that is not checked (not a 2xx event stream, or compressed) has no events.
 
 What only the client can see is recorded too: the status and headers (checked with the
-middleware's HTTP hygiene rules), and whether the body ended cleanly. A connection that
-closes before the body ends (a server crash, a proxy cut, a timeout) is reported as
-``response_not_finished`` with the transport error, and the outcome is ``unclosed``.
+middleware's HTTP hygiene rules), and whether the body ended cleanly. A connection lost
+before the body ends (a server crash, a proxy cut) is reported as ``response_not_finished``
+with the transport error's type, and the outcome is ``unclosed``; a read timeout is the
+client giving up: a ``stalled`` finding and the outcome ``client_disconnect``.
 """
 
 from __future__ import annotations

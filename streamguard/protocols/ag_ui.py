@@ -1,0 +1,787 @@
+"""AG-UI, the Agent User Interaction protocol (``ag-ui-protocol`` on PyPI, ``@ag-ui/client``
+on npm), over SSE: each event is ``data: <one JSON object>`` typed by an upper-case ``type``.
+
+A run opens with ``RUN_STARTED`` and ends with ``RUN_FINISHED`` or ``RUN_ERROR``; between
+them text messages (``TEXT_MESSAGE_START``/``CONTENT``/``END``), tool calls
+(``TOOL_CALL_START``/``ARGS``/``END``), reasoning (``REASONING_START``/``END`` around
+``REASONING_MESSAGE_START``/``CONTENT``/``END``), steps (``STEP_STARTED``/``FINISHED``) and
+subagents (``SUBAGENT_STARTED``/``FINISHED``/``ERROR``) open and close by id, and state
+arrives as ``STATE_SNAPSHOT`` and JSON Patch ``STATE_DELTA``. The Python SDK's
+``EventEncoder`` writes ``data: <json>`` and a blank line with LF endings.
+
+What the official client does, and so what is checked (``@ag-ui/client`` 1.0.0,
+``HttpAgent.runAgent``): it splits the body into events on LF LF only, parses each data as
+JSON (a frame that is not a JSON object with a string ``type`` errors the run), drops an
+event type it does not know with a console warning, translates the deprecated
+``THINKING_*`` events and a few ``null`` fields (``rawEvent``, ``parentMessageId``,
+``RUN_FINISHED.result`` and ``outcome``) in a compatibility layer, validates each event
+with the core zod schema (``EventSchema``), expands the ``*_CHUNK`` shorthands into start,
+content and end events (``transformChunks``) and then verifies the sequence
+(``verifyEvents``): the first event must be ``RUN_STARTED`` (or ``RUN_ERROR``), nothing but
+a new ``RUN_STARTED`` may follow ``RUN_ERROR``, nothing but a new ``RUN_STARTED`` or a
+``RUN_ERROR`` may follow ``RUN_FINISHED``, a start may not reuse an open id, a content,
+args or end event needs its id open, and ``RUN_FINISHED`` needs everything closed. Each of
+those is an ``AGUIError`` that ends the run.
+
+Theory of operation
+-------------------
+
+Each event is parsed once and dispatched on ``type``. The lifecycle kinds are ``start``
+(``RUN_STARTED``), the terminal (``RUN_FINISHED``), the in-band error (``RUN_ERROR``) and
+any other event; an unknown type takes no part in it, as the client drops it before
+verifying. A stream may carry several runs one after another (the client resets its
+records at each new ``RUN_STARTED``, "a replay of a stored thread being the common case"),
+so the terminal and error phases are not sealed: a new run reopens the stream. The
+stream's ``terminal_index`` and ``error_index`` stay those of the first run that ended
+(the engine records them once), so a stream whose second run is cut short reports
+``missing_terminal`` but keeps the outcome its first run earned; the engine has no way
+yet to take a terminal back.
+
+The payload handlers check the shape (``EVENT_SHAPES``, read from the 1.0 ``EventSchema``:
+required fields, their types, integer ``timestamp``, an object ``metadata``, no ``null``
+where the schema has an optional field and the compatibility layer does not translate it)
+and the ids: ``id_already_open``, ``id_not_open`` and, at ``RUN_FINISHED``,
+``id_not_closed``, for messages, tool calls, reasoning messages and spans, steps (by
+subagent lane and name, as the client keys them) and subagents. The chunk shorthands are
+followed as ``transformChunks`` expands them: a chunk with a new id opens a message or a
+call in its lane (the event's ``subagentRunId``), later chunks of that id continue it, and
+the next event of another kind (or a run boundary) closes it.
+
+``STATE_DELTA`` and ``ACTIVITY_DELTA`` patches are checked as the 1.0 schema types them
+(``invalid_state_patch``: an operation that is not RFC 6902, a path that is not an RFC
+6901 pointer; the client rejects the event and the run fails), and a ``STATE_DELTA``
+before any ``STATE_SNAPSHOT`` in the stream is noted once (``state_delta_before_snapshot``,
+info: legitimate when the client's own state, sent in ``RunAgentInput``, is the baseline;
+a patch to a path that is not there is dropped with a console warning).
+
+CR LF framing: the checker sees parsed events, not line endings, so it measures them. An
+event that is exactly ``data: <one line>`` ends 6 + len(data) bytes after its offset,
+followed by its two line endings: 2 bytes of gap to the next event with LF framing, 4 with
+CR LF. The first pair of such events with a gap of 2 or 4 decides; other gaps (a comment,
+``data:`` without the space) wait for the next pair. Known blind spots: CR-only framing (a
+gap of 2, like LF), a stream of one event (the client reads that one too), and LF framing
+with two stray blank lines after the first event (a gap of 4, reported as CR LF).
+
+Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
+
+    idle [initial]: no run has started
+        start          -> running
+        terminal       missing_run_started, then finished
+        error          -> errored
+        other          missing_run_started, then unannounced
+        end            missing_terminal, then idle
+    unannounced: events came before RUN_STARTED (reported once); the rest is checked
+        start          -> running
+        terminal       -> finished
+        error          -> errored
+        other          stays
+        end            missing_terminal, then unannounced
+    running: a run is active
+        start          duplicate_run_started, then running
+        terminal       -> finished
+        error          -> errored
+        other          stays
+        end            missing_terminal, then running
+    finished [terminal seen]: RUN_FINISHED arrived; only a new RUN_STARTED (or RUN_ERROR) follows
+        start          -> running
+        terminal       duplicate_terminal, then finished (payload not checked)
+        error          -> errored
+        other          event_after_terminal, then finished (payload not checked)
+        end            stays
+    errored [error seen]: RUN_ERROR arrived; only a new RUN_STARTED follows
+        start          -> running
+        end            stays
+        any other      event_after_terminal, then errored (payload not checked)
+
+Bounded state: at most ``MAX_OPEN_IDS`` open ids of each kind and ``MAX_LANES`` subagent
+lanes are tracked (ids longer than 64 characters by a digest); past that, the checks that
+need what was not kept are skipped. At most ``MAX_UNKNOWN_TYPES`` distinct unknown types
+are reported per stream. Messages name event types the protocol defines as they are and
+everything else from the wire (ids, names, unknown types) by size and hash.
+
+Auto-detection helpers (wired by the monitor): ``is_ag_ui_path`` (a path segment
+``ag-ui``, ``agui``, ``ag_ui`` or ``awp``, the quickstart's endpoint) and
+``ag_ui_from_event`` (a first event whose ``type`` is an AG-UI event type).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from streamguard import _wire, rules
+from streamguard.protocols._agent import (
+    ANY,
+    ARRAY,
+    BOOLEAN,
+    INTEGER,
+    OBJECT,
+    STRING_OR_ARRAY,
+    Field,
+    IdSet,
+    id_key,
+    opt,
+    req,
+    shape_problem,
+    shown,
+)
+from streamguard.protocols._base import Checker
+from streamguard.protocols._lifecycle import ANY as ANY_KIND
+from streamguard.protocols._lifecycle import (
+    END,
+    ERROR,
+    OTHER,
+    STAY,
+    TERMINAL,
+    Lifecycle,
+    broken,
+    go,
+)
+from streamguard.protocols._payload import parse_json
+from streamguard.report import Finding
+from streamguard.sse import Event
+
+__all__ = [
+    "EVENT_SHAPES",
+    "EVENT_TYPES",
+    "LIFECYCLE",
+    "MAX_LANES",
+    "MAX_OPEN_IDS",
+    "MAX_UNKNOWN_TYPES",
+    "AGUIChecker",
+    "ag_ui_from_event",
+    "is_ag_ui_path",
+]
+
+#: Open ids tracked per kind (messages, tool calls, reasoning, steps, subagents).
+MAX_OPEN_IDS = 256
+#: Subagent lanes whose chunk streams are followed.
+MAX_LANES = 64
+#: Distinct unknown event types reported per stream.
+MAX_UNKNOWN_TYPES = 16
+
+_ROLES = ("developer", "system", "assistant", "user")
+#: Fields every event may carry (``BaseEvent``).
+_BASE = (
+    opt("timestamp", INTEGER),
+    opt("rawEvent", ANY),
+    opt("metadata", OBJECT),
+    opt("subagentRunId"),
+)
+_PARENT = opt("parentMessageId", nullable=True)
+
+#: Event type -> its own fields, from the 1.0 ``EventSchema`` (``@ag-ui/core``); the
+#: deprecated ``THINKING_*`` events as the compatibility layer reads them.
+EVENT_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
+    "RUN_STARTED": (
+        req("threadId"),
+        req("runId"),
+        opt("protocolVersion"),
+        opt("parentRunId"),
+        opt("input", OBJECT),
+    ),
+    "RUN_FINISHED": (
+        req("threadId"),
+        req("runId"),
+        opt("result", ANY),
+        opt("outcome", OBJECT, nullable=True),
+        opt("usage", ARRAY),
+    ),
+    "RUN_ERROR": (req("message"), opt("code"), opt("usage", ARRAY)),
+    "STEP_STARTED": (req("stepName"),),
+    "STEP_FINISHED": (req("stepName"),),
+    "TEXT_MESSAGE_START": (req("messageId"), opt("role", values=_ROLES), opt("name")),
+    "TEXT_MESSAGE_CONTENT": (req("messageId"), req("delta")),
+    "TEXT_MESSAGE_END": (req("messageId"),),
+    "TEXT_MESSAGE_CHUNK": (
+        opt("messageId"),
+        opt("role", values=_ROLES),
+        opt("delta"),
+        opt("name"),
+    ),
+    "TOOL_CALL_START": (req("toolCallId"), req("toolCallName"), _PARENT),
+    "TOOL_CALL_ARGS": (req("toolCallId"), req("delta")),
+    "TOOL_CALL_END": (req("toolCallId"),),
+    "TOOL_CALL_CHUNK": (opt("toolCallId"), opt("toolCallName"), _PARENT, opt("delta")),
+    "TOOL_CALL_RESULT": (
+        req("messageId"),
+        req("toolCallId"),
+        req("content", STRING_OR_ARRAY),
+        opt("role", values=("tool",)),
+    ),
+    "STATE_SNAPSHOT": (req("snapshot", ANY),),
+    "STATE_DELTA": (req("delta", ARRAY),),
+    "MESSAGES_SNAPSHOT": (req("messages", ARRAY),),
+    "ACTIVITY_SNAPSHOT": (
+        req("messageId"),
+        req("activityType"),
+        req("content", OBJECT),
+        opt("replace", BOOLEAN),
+    ),
+    "ACTIVITY_DELTA": (req("messageId"), req("activityType"), req("patch", ARRAY)),
+    "RAW": (req("event", ANY), opt("source")),
+    "CUSTOM": (req("name"), req("value", ANY)),
+    "REASONING_START": (req("messageId"),),
+    "REASONING_MESSAGE_START": (req("messageId"), req("role", values=("reasoning",))),
+    "REASONING_MESSAGE_CONTENT": (req("messageId"), req("delta")),
+    "REASONING_MESSAGE_END": (req("messageId"),),
+    "REASONING_MESSAGE_CHUNK": (opt("messageId"), opt("delta")),
+    "REASONING_END": (req("messageId"),),
+    "REASONING_ENCRYPTED_VALUE": (
+        req("subtype", values=("tool-call", "message")),
+        req("entityId"),
+        req("encryptedValue"),
+    ),
+    "SUBAGENT_STARTED": (
+        req("subagentRunId"),
+        req("name"),
+        opt("description"),
+        opt("parentSubagentRunId"),
+        opt("parentToolCallId"),
+        opt("parentMessageId"),
+    ),
+    "SUBAGENT_FINISHED": (req("subagentRunId"), opt("result", ANY), opt("outcome", OBJECT)),
+    "SUBAGENT_ERROR": (req("subagentRunId"), req("message"), opt("code")),
+    "THINKING_START": (opt("title"),),
+    "THINKING_END": (),
+    "THINKING_TEXT_MESSAGE_START": (),
+    "THINKING_TEXT_MESSAGE_CONTENT": (req("delta"),),
+    "THINKING_TEXT_MESSAGE_END": (),
+}
+#: Every event type the client reads: what a message may quote.
+EVENT_TYPES: Final = frozenset(EVENT_SHAPES)
+#: ``RUN_FINISHED.outcome.type`` and ``SUBAGENT_FINISHED.outcome.type`` values.
+_RUN_OUTCOMES = frozenset({"success", "interrupt", "cancelled"})
+_SUBAGENT_OUTCOMES = frozenset({"success", "suspended"})
+#: RFC 6902 operations, and RFC 6901 pointers: "" or "/"-prefixed tokens with ~ escaped.
+_PATCH_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+_POINTER = re.compile(r"(/([^/~]|~[01])*)*")
+_PATH_SEGMENTS = frozenset({"ag-ui", "agui", "ag_ui", "awp"})
+
+# -- the lifecycle ---------------------------------------------------------------------
+
+#: ``RUN_STARTED``.
+START: Final = "start"
+_IDLE, _UNANNOUNCED = "idle", "unannounced"
+_RUNNING, _FINISHED, _ERRORED = "running", "finished", "errored"
+_NAMED = "event {index} ({name}) "
+
+LIFECYCLE: Final = Lifecycle(
+    phases={
+        _IDLE: "no run has started",
+        _UNANNOUNCED: "events came before RUN_STARTED (reported once); the rest is checked",
+        _RUNNING: "a run is active",
+        _FINISHED: "RUN_FINISHED arrived; only a new RUN_STARTED (or RUN_ERROR) follows",
+        _ERRORED: "RUN_ERROR arrived; only a new RUN_STARTED follows",
+    },
+    kinds={START: "RUN_STARTED"},
+    initial=_IDLE,
+    table={
+        (_IDLE, START): go(_RUNNING),
+        (_IDLE, TERMINAL): broken(
+            rules.MISSING_RUN_STARTED, _NAMED + "ends a run that never started", _FINISHED
+        ),
+        (_IDLE, ERROR): go(_ERRORED),
+        (_IDLE, OTHER): broken(
+            rules.MISSING_RUN_STARTED,
+            _NAMED + "is the first event; a run opens with RUN_STARTED",
+            _UNANNOUNCED,
+        ),
+        (_IDLE, END): broken(
+            rules.MISSING_TERMINAL,
+            "the body ended after {index} event(s) and {offset} byte(s) without a run "
+            "(no RUN_STARTED, RUN_FINISHED or RUN_ERROR)",
+        ),
+        (_UNANNOUNCED, START): go(_RUNNING),
+        (_UNANNOUNCED, TERMINAL): go(_FINISHED),
+        (_UNANNOUNCED, ERROR): go(_ERRORED),
+        (_UNANNOUNCED, OTHER): STAY,
+        (_UNANNOUNCED, END): broken(
+            rules.MISSING_TERMINAL,
+            "the body ended after {index} event(s) and {offset} byte(s) without RUN_FINISHED "
+            "or RUN_ERROR",
+        ),
+        (_RUNNING, START): broken(
+            rules.DUPLICATE_RUN_STARTED, _NAMED + "starts a run while one is active"
+        ),
+        (_RUNNING, TERMINAL): go(_FINISHED),
+        (_RUNNING, ERROR): go(_ERRORED),
+        (_RUNNING, OTHER): STAY,
+        (_RUNNING, END): broken(
+            rules.MISSING_TERMINAL,
+            "the body ended after {index} event(s) and {offset} byte(s) with a run still "
+            "active (no RUN_FINISHED or RUN_ERROR)",
+        ),
+        (_FINISHED, START): go(_RUNNING),
+        (_FINISHED, TERMINAL): broken(
+            rules.DUPLICATE_TERMINAL,
+            "event {index} repeats the RUN_FINISHED sent as event {terminal}",
+            checked=False,
+        ),
+        (_FINISHED, ERROR): go(_ERRORED),
+        (_FINISHED, OTHER): broken(
+            rules.EVENT_AFTER_TERMINAL,
+            _NAMED + "follows the RUN_FINISHED sent as event {terminal}",
+            checked=False,
+        ),
+        (_FINISHED, END): STAY,
+        (_ERRORED, START): go(_RUNNING),
+        (_ERRORED, END): STAY,
+        (_ERRORED, ANY_KIND): broken(
+            rules.EVENT_AFTER_TERMINAL,
+            _NAMED + "follows the RUN_ERROR sent as event {error}",
+            checked=False,
+        ),
+    },
+    ended=frozenset({_FINISHED}),
+    errored=frozenset({_ERRORED}),
+    sealed=frozenset(),
+)
+
+_KINDS = {"RUN_STARTED": START, "RUN_FINISHED": TERMINAL, "RUN_ERROR": ERROR}
+#: Events the client's chunk expansion passes without closing an open chunk stream.
+_KEEP_CHUNKS = frozenset(
+    {"RAW", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "REASONING_ENCRYPTED_VALUE", "SUBAGENT_STARTED"}
+)
+#: Events that close every lane's chunk stream.
+_CLOSE_ALL = frozenset({"RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "MESSAGES_SNAPSHOT"})
+#: Chunk shorthand -> (the kind of thing it streams, its id field).
+_CHUNKS = {
+    "TEXT_MESSAGE_CHUNK": ("text", "messageId"),
+    "TOOL_CALL_CHUNK": ("tool", "toolCallId"),
+    "REASONING_MESSAGE_CHUNK": ("reasoning", "messageId"),
+}
+#: Opening type -> (set, id field, what it is); content and end types -> the same.
+_OPENS = {
+    "TEXT_MESSAGE_START": ("text", "messageId"),
+    "TOOL_CALL_START": ("tool", "toolCallId"),
+    "REASONING_MESSAGE_START": ("reasoning", "messageId"),
+    "REASONING_START": ("span", "messageId"),
+}
+_CONTINUES = {
+    "TEXT_MESSAGE_CONTENT": ("text", "messageId", False),
+    "TEXT_MESSAGE_END": ("text", "messageId", True),
+    "TOOL_CALL_ARGS": ("tool", "toolCallId", False),
+    "TOOL_CALL_END": ("tool", "toolCallId", True),
+    "REASONING_MESSAGE_CONTENT": ("reasoning", "messageId", False),
+    "REASONING_MESSAGE_END": ("reasoning", "messageId", True),
+    "REASONING_END": ("span", "messageId", True),
+}
+_WHAT = {
+    "text": "text message",
+    "tool": "tool call",
+    "reasoning": "reasoning message",
+    "span": "reasoning span",
+    "step": "step",
+    "subagent": "subagent",
+}
+
+#: Bytes of an LF-framed simple event after its data line (the two line endings).
+_LF_GAP, _CRLF_GAP = 2, 4
+_DATA_PREFIX = len("data: ")
+
+Lane = str | bytes | None
+
+
+class AGUIChecker(Checker):
+    """Checks one AG-UI event stream; see the module docstring."""
+
+    __slots__ = (
+        "_end_of_simple",
+        "_framing_decided",
+        "_lanes_overflowed",
+        "_open",
+        "_pending",
+        "_snapshot_seen",
+        "_unknown_types",
+    )
+
+    name = "ag_ui"
+    LIFECYCLE = LIFECYCLE
+    RAISES = frozenset(
+        {
+            rules.INVALID_JSON,
+            rules.SCHEMA_MISMATCH,
+            rules.UNKNOWN_EVENT_TYPE,
+            rules.ID_NOT_OPEN,
+            rules.ID_ALREADY_OPEN,
+            rules.ID_NOT_CLOSED,
+            rules.STATE_DELTA_BEFORE_SNAPSHOT,
+            rules.INVALID_STATE_PATCH,
+            rules.CRLF_FRAMING,
+        }
+    )
+
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
+        super().__init__(request, path)
+        self._open = {what: IdSet(MAX_OPEN_IDS) for what in _WHAT}
+        #: Lane -> (kind, key) of the chunk stream the client's expansion holds open.
+        self._pending: dict[Lane, tuple[str, str | bytes]] = {}
+        self._lanes_overflowed = False
+        self._snapshot_seen = False
+        self._unknown_types: frozenset[str | bytes] = frozenset()
+        #: Where the next event starts if the last one was ``data: <line>`` with LF framing
+        #: minus the 2 line-ending bytes (None: the last event was not such an event).
+        self._end_of_simple: int | None = None
+        self._framing_decided = False
+
+    # -- one event ------------------------------------------------------------------------
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        found: list[Finding] = []
+        if not self._framing_decided:
+            self._check_framing(found, event, index)
+        payload = self.parse_object(event, index, found)
+        if payload is None:
+            self._advance(found, OTHER, event, index, "not JSON")
+            return found
+        kind_value = payload.get("type")
+        if type(kind_value) is not str or not kind_value:
+            found.append(
+                self.finding(
+                    rules.SCHEMA_MISMATCH,
+                    event,
+                    index,
+                    ": field `type` is missing, empty or not a string; the client ends the "
+                    "run on an event without a type",
+                )
+            )
+            self._advance(found, OTHER, event, index, "no type")
+            return found
+        shape = EVENT_SHAPES.get(kind_value)
+        if shape is None:
+            # The client drops it before verifying: it takes no part in the lifecycle.
+            self._unknown_type(found, kind_value, event, index)
+            return found
+        kind = _KINDS.get(kind_value, OTHER)
+        checked = self.checked_after(kind)
+        phase = self.phase
+        self._advance(found, kind, event, index, kind_value)
+        if not checked:
+            return found
+        if kind == START and phase in (_FINISHED, _ERRORED):
+            self._new_run()
+        self._close_chunk_streams(payload, kind_value)
+        problem = shape_problem(payload, _BASE) or shape_problem(payload, shape)
+        if problem is None:
+            problem = self._outcome_problem(payload, kind_value)
+        if problem is not None:
+            found.append(
+                self.finding(rules.SCHEMA_MISMATCH, event, index, f" ({kind_value}): {problem}")
+            )
+        self._check_ids(found, payload, kind_value, event, index)
+        if kind_value == "STATE_SNAPSHOT":
+            self._snapshot_seen = True
+        elif kind_value == "STATE_DELTA":
+            if not self._snapshot_seen:
+                self.report(
+                    found,
+                    rules.STATE_DELTA_BEFORE_SNAPSHOT,
+                    event,
+                    index,
+                    " (STATE_DELTA): no STATE_SNAPSHOT came before it; it patches the state "
+                    "the client holds",
+                )
+            self._check_patch(found, payload.get("delta"), kind_value, event, index)
+        elif kind_value == "ACTIVITY_DELTA":
+            self._check_patch(found, payload.get("patch"), kind_value, event, index)
+        return found
+
+    def _advance(
+        self, found: list[Finding], kind: str, event: Event, index: int, name: str
+    ) -> None:
+        finding = self.advance(kind, event, index, name)
+        if finding is not None:
+            found.append(finding)
+
+    def _unknown_type(self, found: list[Finding], kind: str, event: Event, index: int) -> None:
+        key = id_key(kind)
+        if key in self._unknown_types or len(self._unknown_types) >= MAX_UNKNOWN_TYPES:
+            return
+        self._unknown_types = self._unknown_types | {key}
+        found.append(
+            self.finding(
+                rules.UNKNOWN_EVENT_TYPE,
+                event,
+                index,
+                f": event type {_wire.describe(kind)} is not an AG-UI event type; the client "
+                "drops it with a console warning (each unknown type is reported once)",
+            )
+        )
+
+    def _new_run(self) -> None:
+        """A new run after one ended: the client forgets everything the last one opened."""
+        for ids in self._open.values():
+            ids.clear()
+        self._pending.clear()
+        self._lanes_overflowed = False
+
+    @staticmethod
+    def _outcome_problem(payload: dict[str, Any], kind: str) -> str | None:
+        if kind not in ("RUN_FINISHED", "SUBAGENT_FINISHED"):
+            return None
+        outcome = payload.get("outcome")
+        if type(outcome) is not dict:
+            return None
+        allowed = _RUN_OUTCOMES if kind == "RUN_FINISHED" else _SUBAGENT_OUTCOMES
+        value = outcome.get("type")
+        if value in allowed:
+            return None
+        listed = ", ".join(sorted(allowed))
+        return f"field `outcome.type` is {_wire.token(value, ())}, not one of {listed}"
+
+    # -- ids --------------------------------------------------------------------------------
+
+    def _check_ids(
+        self, found: list[Finding], payload: dict[str, Any], kind: str, event: Event, index: int
+    ) -> None:
+        if kind in _CHUNKS:
+            self._chunk(found, payload, kind, event, index)
+        elif kind in _OPENS:
+            what, field = _OPENS[kind]
+            value = payload.get(field)
+            if type(value) is str:
+                self._open_id(found, what, value, id_key(value), kind, event, index)
+        elif kind in _CONTINUES:
+            what, field, closes = _CONTINUES[kind]
+            value = payload.get(field)
+            if type(value) is str:
+                self._need_open(found, what, value, id_key(value), closes, kind, event, index)
+        elif kind in ("STEP_STARTED", "STEP_FINISHED"):
+            name = payload.get("stepName")
+            if type(name) is str:
+                key = self._step_key(payload.get("subagentRunId"), name)
+                if kind == "STEP_STARTED":
+                    self._open_id(found, "step", name, key, kind, event, index)
+                else:
+                    self._need_open(found, "step", name, key, True, kind, event, index)
+        elif kind in ("SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"):
+            run = payload.get("subagentRunId")
+            if type(run) is str:
+                if kind == "SUBAGENT_STARTED":
+                    self._open_id(found, "subagent", run, id_key(run), kind, event, index)
+                else:
+                    self._need_open(found, "subagent", run, id_key(run), True, kind, event, index)
+        elif kind == "RUN_FINISHED":
+            self._check_all_closed(found, event, index)
+
+    @staticmethod
+    def _step_key(lane: object, name: str) -> str | bytes:
+        # The client keys steps by subagent lane, then name.
+        owner = "-" if type(lane) is not str else f"s{len(lane)}:{lane}"
+        return id_key(f"{owner}\x00{name}")
+
+    def _open_id(
+        self,
+        found: list[Finding],
+        what: str,
+        value: str,
+        key: str | bytes,
+        kind: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        if not self._open[what].add(key):
+            found.append(
+                self.finding(
+                    rules.ID_ALREADY_OPEN,
+                    event,
+                    index,
+                    f" ({kind}): {_WHAT[what]} {shown(value)} is already open; the client throws",
+                )
+            )
+
+    def _need_open(
+        self,
+        found: list[Finding],
+        what: str,
+        value: str,
+        key: str | bytes,
+        closes: bool,
+        kind: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        ids = self._open[what]
+        if ids.known(key) is False:
+            found.append(
+                self.finding(
+                    rules.ID_NOT_OPEN,
+                    event,
+                    index,
+                    f" ({kind}): {_WHAT[what]} {shown(value)} is not open (never started, or "
+                    "already ended); the client throws",
+                )
+            )
+        if closes:
+            ids.discard(key)
+
+    def _check_all_closed(self, found: list[Finding], event: Event, index: int) -> None:
+        still = [f"{len(ids)} {_WHAT[what]}(s)" for what, ids in self._open.items() if len(ids)]
+        if still:
+            found.append(
+                self.finding(
+                    rules.ID_NOT_CLOSED,
+                    event,
+                    index,
+                    f" (RUN_FINISHED): the run finished with {', '.join(still)} still open; "
+                    "the client throws",
+                )
+            )
+        for ids in self._open.values():
+            ids.clear()
+
+    # -- the chunk shorthands -------------------------------------------------------------
+
+    def _lane(self, payload: dict[str, Any]) -> Lane:
+        lane = payload.get("subagentRunId")
+        return id_key(lane) if type(lane) is str else None
+
+    def _close_chunk_streams(self, payload: dict[str, Any], kind: str) -> None:
+        """What the client's chunk expansion closes before it passes ``kind`` on."""
+        if not self._pending or kind in _CHUNKS or kind in _KEEP_CHUNKS:
+            return
+        if kind in _CLOSE_ALL:
+            lanes: list[Lane] = list(self._pending)
+        else:
+            lanes = [self._lane(payload)]
+        for lane in lanes:
+            pending = self._pending.pop(lane, None)
+            if pending is not None:
+                self._open[pending[0]].discard(pending[1])
+
+    def _chunk(
+        self, found: list[Finding], payload: dict[str, Any], kind: str, event: Event, index: int
+    ) -> None:
+        what, field = _CHUNKS[kind]
+        value = payload.get(field)
+        if value is not None and type(value) is not str:
+            return  # a schema_mismatch already
+        lane = self._lane(payload)
+        pending = self._pending.get(lane)
+        key = None if value is None else id_key(value)
+        if pending is not None and pending[0] == what and (key is None or key == pending[1]):
+            return  # continues the open chunk stream
+        if pending is None and len(self._pending) >= MAX_LANES:
+            self._lanes_overflowed = True
+        if self._lanes_overflowed and pending is None:
+            return  # a lane this checker could not follow
+        if pending is not None:
+            del self._pending[lane]
+            self._open[pending[0]].discard(pending[1])
+        if value is None or key is None:
+            found.append(
+                self.finding(
+                    rules.ID_NOT_OPEN,
+                    event,
+                    index,
+                    f" ({kind}): a chunk without `{field}` continues no open {_WHAT[what]}; "
+                    "the client throws",
+                )
+            )
+            return
+        if what == "tool" and type(payload.get("toolCallName")) is not str:
+            found.append(
+                self.finding(
+                    rules.SCHEMA_MISMATCH,
+                    event,
+                    index,
+                    f" ({kind}): the first chunk of tool call {shown(value)} has no "
+                    "`toolCallName`; the client throws",
+                )
+            )
+            return
+        self._open_id(found, what, value, key, kind, event, index)
+        self._pending[lane] = (what, key)
+
+    # -- state patches --------------------------------------------------------------------
+
+    def _check_patch(
+        self, found: list[Finding], patch: object, kind: str, event: Event, index: int
+    ) -> None:
+        if type(patch) is not list:
+            return  # a schema_mismatch already
+        for number, operation in enumerate(patch):
+            problem = _patch_problem(operation)
+            if problem is not None:
+                found.append(
+                    self.finding(
+                        rules.INVALID_STATE_PATCH,
+                        event,
+                        index,
+                        f" ({kind}): operation {number} {problem}; the client rejects the event",
+                    )
+                )
+                return
+
+    # -- framing ----------------------------------------------------------------------------
+
+    def _check_framing(self, found: list[Finding], event: Event, index: int) -> None:
+        """CR LF or LF, measured from where events start (see the module docstring)."""
+        expected = self._end_of_simple
+        data = event.data
+        simple = event.event == "message" and event.id is None and "\n" not in data
+        if simple:
+            size = len(data) if data.isascii() else len(data.encode())
+            self._end_of_simple = event.offset + _DATA_PREFIX + size
+        else:
+            self._end_of_simple = None
+        if expected is None or not simple:
+            return
+        gap = event.offset - expected
+        if gap == _LF_GAP:
+            self._framing_decided = True
+        elif gap == _CRLF_GAP:
+            self._framing_decided = True
+            self.report(
+                found,
+                rules.CRLF_FRAMING,
+                event,
+                index,
+                ": events are framed with CR LF line endings; @ag-ui/client splits the body "
+                "on LF LF only, so it reads no event until the body ends and then fails",
+            )
+
+
+def _patch_problem(operation: object) -> str | None:
+    """What the 1.0 schema (``JsonPatchOperationSchema``) refuses in one operation, or None."""
+    if type(operation) is not dict:
+        return "is not an object"
+    op = operation.get("op")
+    if op not in _PATCH_OPS:
+        return "has no RFC 6902 `op`"
+    for field in ("path", "from") if op in ("move", "copy") else ("path",):
+        pointer = operation.get(field)
+        if type(pointer) is not str:
+            return f"has no string `{field}`"
+        if _POINTER.fullmatch(pointer) is None:
+            return f"has a `{field}` that is not a JSON Pointer (RFC 6901)"
+    if op in ("add", "replace", "test") and "value" not in operation:
+        return f"is `{op}` without a `value`"
+    return None
+
+
+# -- auto-detection ----------------------------------------------------------------------
+
+
+def is_ag_ui_path(path: str | None) -> bool:
+    """Whether a request path names AG-UI: a segment ``ag-ui``, ``agui``, ``ag_ui`` or
+    ``awp`` (the quickstart's endpoint). AG-UI has no fixed path: most endpoints are found
+    by their first event instead."""
+    if not path:
+        return False
+    return any(segment.lower() in _PATH_SEGMENTS for segment in path.split("/"))
+
+
+def ag_ui_from_event(event: Event) -> bool:
+    """Whether one event proves AG-UI: a JSON object whose ``type`` is an AG-UI event type
+    (upper-case names no other protocol uses)."""
+    data = event.data
+    if not data.startswith("{"):
+        return False
+    try:
+        payload = parse_json(data)
+    except ValueError:
+        return False
+    return type(payload) is dict and payload.get("type") in EVENT_TYPES

@@ -1,0 +1,697 @@
+"""The AI SDK UI message stream (``ai`` on npm, v5 and later): what ``useChat`` reads.
+
+A server answers a chat request with ``text/event-stream`` and the header
+``x-vercel-ai-ui-message-stream: v1``; every event is ``data: <one JSON chunk>`` typed by
+``type``, and the stream ends with ``data: [DONE]`` (the SDK's ``JsonToSseTransformStream``
+appends it when the chunk stream closes; the protocol page says "The stream ends with a
+special ``[DONE]`` marker"). The official reader (``DefaultChatTransport``:
+``parseJsonEventStream`` with ``uiMessageChunkSchema``, then ``processUIMessageStream``)
+validates every chunk against a zod union and throws on one that does not fit, and throws
+again on a delta or an end for a part it has no record of; so does ``readUIMessageStream``.
+
+Theory of operation
+-------------------
+
+Each chunk is parsed once and dispatched on its ``type``. The lifecycle (below) tells four
+kinds apart: ``finish`` (the message is complete), ``abort`` (the server stopped it), the
+``error`` chunk (an in-band error: ``useChat`` throws it and the chat ends in its error
+state; the server may still send ``finish-step``, ``finish`` and ``[DONE]`` after it, as
+``streamText`` does, so it does not seal the stream) and ``[DONE]`` (the terminal signal).
+
+The payload handlers check each chunk's shape (``CHUNK_SHAPES``, read from
+``uiMessageChunkSchema`` of ``ai`` 7.0.173) and the parts it keys by id:
+
+- ``text-*`` and ``reasoning-*`` parts open with a start and close with an end; a delta or
+  an end for an id that is not open is ``id_not_open`` (the client throws "Received
+  text-delta for missing text part"), a start for an id still open is ``id_already_open``
+  (the client replaces its record of the part, and the first one stays ``streaming``);
+- ``tool-input-delta`` needs a ``tool-input-start`` for its ``toolCallId`` in this stream
+  (the client throws "Received tool-input-delta for missing tool call"); a call whose input
+  started streaming must reach ``tool-input-available`` or ``tool-input-error``;
+- at ``finish`` (or at ``[DONE]`` when no ``finish`` came), a text or reasoning part still
+  open, or a tool input still streaming, is ``id_not_closed``; after an ``error`` or an
+  ``abort`` chunk nothing is expected to be closed;
+- ``reset-step`` drops every open part, as the client does; ``start-step`` and
+  ``finish-step`` must alternate (``step_not_balanced``, a warning: the client only marks
+  the boundary).
+
+Deliberately not checked, because the official client accepts them and real servers send
+them: tool outputs, approvals and denials for a ``toolCallId`` this stream never opened
+(a chat that continues an assistant message reads them against the previous response), a
+tool call with input and no output at ``finish`` (a client-side tool, or one awaiting
+approval), a stream without ``start`` or without ``finish`` (``createUIMessageStream``
+sends only what the app writes), ``data-*`` chunks of any name (the protocol's extension
+point), ``message-metadata``, ``source-*``, ``file``, ``custom``, ``steering-message``,
+repeated ``tool-output-available`` (preliminary outputs), unknown extra keys on a known
+chunk (the schema is loose since ``ai`` 7.0.x).
+
+Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
+
+    streaming [initial]: chunks arrive
+        finish         -> finished
+        abort          -> aborted
+        terminal       -> done
+        error          -> errored
+        other          stays
+        end            missing_terminal, then streaming
+    finished: the finish chunk arrived; only [DONE] follows
+        terminal       -> done
+        error          -> errored
+        end            missing_terminal, then finished
+        any other      chunk_after_finish, then after_finish
+    after_finish: chunks followed finish (reported once)
+        terminal       -> done
+        error          -> errored
+        end            missing_terminal, then after_finish
+        any other      stays
+    aborted: an abort chunk arrived; open parts stay open
+        terminal       -> done
+        error          -> errored
+        end            missing_terminal, then aborted
+        any other      stays
+    errored [error seen]: an error chunk arrived; finish-step, finish and [DONE] may follow
+        terminal       -> done
+        end            stays
+        any other      stays
+    done [terminal seen, sealed]: [DONE] arrived
+        terminal       duplicate_terminal, then done (payload not checked)
+        end            stays
+        any other      event_after_terminal, then done (payload not checked)
+
+Bounded state: at most ``MAX_OPEN_IDS`` ids per kind of part are tracked (an id longer
+than 64 characters by a digest); past that, checks that need the missing ones are
+skipped. At most ``MAX_UNKNOWN_TYPES`` distinct unknown chunk types are reported per
+stream. Messages name chunk types the SDK defines as they are and everything else from the
+wire (ids, unknown types, values) by size and hash.
+
+Auto-detection helpers (wired by the monitor): ``is_ai_sdk_ui_header`` (the response
+header), ``is_ai_sdk_ui_path`` (``/api/chat``, the default endpoint of
+``DefaultChatTransport``) and ``ai_sdk_ui_from_event`` (a first chunk only this protocol
+sends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from streamguard import _wire, rules
+from streamguard.protocols._agent import (
+    ANY,
+    ARRAY,
+    BOOLEAN,
+    OBJECT_OF_OBJECTS,
+    Field,
+    IdSet,
+    id_key,
+    opt,
+    req,
+    shape_problem,
+    shown,
+)
+from streamguard.protocols._base import Checker
+from streamguard.protocols._lifecycle import (
+    ANY as ANY_KIND,
+)
+from streamguard.protocols._lifecycle import (
+    END,
+    ERROR,
+    OTHER,
+    STAY,
+    TERMINAL,
+    Lifecycle,
+    broken,
+    go,
+)
+from streamguard.protocols._payload import parse_json
+from streamguard.report import Finding
+from streamguard.sse import Event
+
+__all__ = [
+    "CHUNK_SHAPES",
+    "CHUNK_TYPES",
+    "DONE",
+    "HEADER",
+    "MAX_OPEN_IDS",
+    "MAX_UNKNOWN_TYPES",
+    "AISDKUIChecker",
+    "ai_sdk_ui_from_event",
+    "is_ai_sdk_ui_header",
+    "is_ai_sdk_ui_path",
+]
+
+#: The terminal signal's data.
+DONE: Final = "[DONE]"
+#: The response header (name, value) that marks a UI message stream.
+HEADER: Final = (b"x-vercel-ai-ui-message-stream", b"v1")
+#: The default endpoint of ``DefaultChatTransport`` (``api: '/api/chat'``).
+_DEFAULT_PATH = "/api/chat"
+
+#: Open ids tracked per kind of part (text, reasoning, tool input).
+MAX_OPEN_IDS = 256
+#: Distinct unknown chunk types reported per stream.
+MAX_UNKNOWN_TYPES = 16
+
+_PROVIDER_METADATA = opt("providerMetadata", OBJECT_OF_OBJECTS)
+_TOOL_CALL = (
+    opt("providerExecuted", BOOLEAN),
+    _PROVIDER_METADATA,
+    opt("toolMetadata", "object"),
+    opt("dynamic", BOOLEAN),
+    opt("title"),
+)
+_FINISH_REASONS = (
+    "stop",
+    "length",
+    "content-filter",
+    "tool-calls",
+    "error",
+    "interrupted",
+    "other",
+)
+
+#: Chunk type -> its shape, from ``uiMessageChunkSchema`` (``ai`` 7.0.173). ``data-*``
+#: chunks have ``DATA_SHAPE``.
+CHUNK_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
+    "start": (opt("messageId"), opt("messageMetadata", ANY)),
+    "finish": (opt("finishReason", values=_FINISH_REASONS), opt("messageMetadata", ANY)),
+    "abort": (opt("reason"),),
+    "error": (req("errorText"),),
+    "message-metadata": (req("messageMetadata", ANY),),
+    "start-step": (),
+    "finish-step": (),
+    "reset-step": (),
+    "text-start": (req("id"), _PROVIDER_METADATA),
+    "text-delta": (req("id"), req("delta"), _PROVIDER_METADATA),
+    "text-end": (req("id"), opt("citations", ARRAY), _PROVIDER_METADATA),
+    "reasoning-start": (req("id"), _PROVIDER_METADATA),
+    "reasoning-delta": (req("id"), req("delta"), _PROVIDER_METADATA),
+    "reasoning-end": (req("id"), _PROVIDER_METADATA),
+    "tool-input-start": (
+        req("toolCallId"),
+        req("toolName"),
+        opt("inputEncoding", values=("json", "text")),
+        *_TOOL_CALL,
+    ),
+    "tool-input-delta": (req("toolCallId"), req("inputTextDelta")),
+    "tool-input-available": (req("toolCallId"), req("toolName"), req("input", ANY), *_TOOL_CALL),
+    "tool-input-error": (
+        req("toolCallId"),
+        req("toolName"),
+        req("input", ANY),
+        req("errorText"),
+        *_TOOL_CALL,
+    ),
+    "tool-approval-request": (
+        req("approvalId"),
+        req("toolCallId"),
+        opt("reason"),
+        opt("isAutomatic", BOOLEAN),
+        opt("signature"),
+    ),
+    "tool-approval-response": (
+        req("approvalId"),
+        req("approved", BOOLEAN),
+        opt("reason"),
+        opt("providerExecuted", BOOLEAN),
+        _PROVIDER_METADATA,
+    ),
+    "tool-output-available": (
+        req("toolCallId"),
+        req("output", ANY),
+        opt("providerExecuted", BOOLEAN),
+        _PROVIDER_METADATA,
+        opt("toolMetadata", "object"),
+        opt("dynamic", BOOLEAN),
+        opt("preliminary", BOOLEAN),
+    ),
+    "tool-output-error": (req("toolCallId"), req("errorText"), *_TOOL_CALL[:4]),
+    "tool-output-denied": (req("toolCallId"),),
+    "source-url": (req("sourceId"), req("url"), opt("title"), _PROVIDER_METADATA),
+    "source-document": (
+        req("sourceId"),
+        req("mediaType"),
+        req("title"),
+        opt("filename"),
+        _PROVIDER_METADATA,
+    ),
+    "file": (req("url"), req("mediaType"), _PROVIDER_METADATA),
+    "reasoning-file": (req("url"), req("mediaType"), _PROVIDER_METADATA),
+    "custom": (req("kind"), _PROVIDER_METADATA),
+    "steering-message": (req("id"), req("parts", ARRAY)),
+}
+#: Every chunk type the SDK defines (``data-*`` aside): what a message may quote.
+CHUNK_TYPES: Final = frozenset(CHUNK_SHAPES)
+#: The shape of a ``data-<name>`` chunk.
+DATA_SHAPE: Final = (opt("id"), req("data", ANY), opt("transient", BOOLEAN))
+_DATA_PREFIX = "data-"
+
+# -- the lifecycle ---------------------------------------------------------------------
+
+#: Kinds this protocol tells apart besides TERMINAL ([DONE]), ERROR and OTHER.
+FINISH: Final = "finish"
+ABORT: Final = "abort"
+
+_STREAMING, _FINISHED, _AFTER_FINISH = "streaming", "finished", "after_finish"
+_ABORTED, _ERRORED, _DONE = "aborted", "errored", "done"
+_NAMED = "event {index} ({name}) "
+_MISSING_DONE = broken(
+    rules.MISSING_TERMINAL,
+    "the body ended after {index} event(s) and {offset} byte(s) without the {protocol} "
+    "terminal signal (data: [DONE])",
+)
+
+LIFECYCLE: Final = Lifecycle(
+    phases={
+        _STREAMING: "chunks arrive",
+        _FINISHED: "the finish chunk arrived; only [DONE] follows",
+        _AFTER_FINISH: "chunks followed finish (reported once)",
+        _ABORTED: "an abort chunk arrived; open parts stay open",
+        _ERRORED: "an error chunk arrived; finish-step, finish and [DONE] may follow",
+        _DONE: "[DONE] arrived",
+    },
+    kinds={FINISH: "the finish chunk", ABORT: "the abort chunk"},
+    initial=_STREAMING,
+    table={
+        (_STREAMING, FINISH): go(_FINISHED),
+        (_STREAMING, ABORT): go(_ABORTED),
+        (_STREAMING, TERMINAL): go(_DONE),
+        (_STREAMING, ERROR): go(_ERRORED),
+        (_STREAMING, OTHER): STAY,
+        (_STREAMING, END): _MISSING_DONE,
+        (_FINISHED, TERMINAL): go(_DONE),
+        (_FINISHED, ERROR): go(_ERRORED),
+        (_FINISHED, END): _MISSING_DONE,
+        (_FINISHED, ANY_KIND): broken(
+            rules.CHUNK_AFTER_FINISH,
+            _NAMED + "follows the finish chunk (later ones are not reported)",
+            _AFTER_FINISH,
+        ),
+        (_AFTER_FINISH, TERMINAL): go(_DONE),
+        (_AFTER_FINISH, ERROR): go(_ERRORED),
+        (_AFTER_FINISH, END): _MISSING_DONE,
+        (_AFTER_FINISH, ANY_KIND): STAY,
+        (_ABORTED, TERMINAL): go(_DONE),
+        (_ABORTED, ERROR): go(_ERRORED),
+        (_ABORTED, END): _MISSING_DONE,
+        (_ABORTED, ANY_KIND): STAY,
+        (_ERRORED, TERMINAL): go(_DONE),
+        (_ERRORED, END): STAY,
+        (_ERRORED, ANY_KIND): STAY,
+        (_DONE, TERMINAL): broken(
+            rules.DUPLICATE_TERMINAL,
+            "event {index} repeats the [DONE] first sent as event {terminal}",
+            checked=False,
+        ),
+        (_DONE, END): STAY,
+        (_DONE, ANY_KIND): broken(
+            rules.EVENT_AFTER_TERMINAL,
+            _NAMED + "follows the [DONE] sent as event {terminal}",
+            checked=False,
+        ),
+    },
+    ended=frozenset({_DONE}),
+    errored=frozenset({_ERRORED}),
+    sealed=frozenset({_DONE}),
+)
+
+#: Phases in which parts still open at finish or [DONE] are a finding.
+_JUDGED = frozenset({_STREAMING})
+_KINDS = {"finish": FINISH, "abort": ABORT, "error": ERROR}
+
+
+class AISDKUIChecker(Checker):
+    """Checks one AI SDK UI message stream; see the module docstring."""
+
+    __slots__ = ("_reasoning", "_step_open", "_text", "_tools", "_unknown_types")
+
+    name = "ai_sdk_ui"
+    LIFECYCLE = LIFECYCLE
+    RAISES = frozenset(
+        {
+            rules.INVALID_JSON,
+            rules.SCHEMA_MISMATCH,
+            rules.UNKNOWN_CHUNK_TYPE,
+            rules.ID_NOT_OPEN,
+            rules.ID_ALREADY_OPEN,
+            rules.ID_NOT_CLOSED,
+            rules.STEP_NOT_BALANCED,
+        }
+    )
+
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
+        super().__init__(request, path)
+        self._text = IdSet(MAX_OPEN_IDS)
+        self._reasoning = IdSet(MAX_OPEN_IDS)
+        #: Tool calls whose input started streaming in this stream; True while it streams.
+        self._tools: dict[str | bytes, bool] = {}
+        self._step_open = False
+        self._unknown_types: frozenset[str | bytes] = frozenset()
+
+    def is_terminal(self, event: Event) -> bool:
+        return event.data == DONE
+
+    # -- one event ------------------------------------------------------------------------
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        found: list[Finding] = []
+        if event.data == DONE:
+            if self.phase in _JUDGED:
+                self._check_closed(found, event, index, "[DONE]")
+            self._advance(found, TERMINAL, event, index, DONE)
+            return found
+        chunk = self.parse_object(event, index, found)
+        if chunk is None:
+            self._advance(found, OTHER, event, index, "not JSON")
+            return found
+        kind_value = chunk.get("type")
+        if type(kind_value) is not str:
+            shown_type = "no type" if kind_value is None else f"type a {type(kind_value).__name__}"
+            found.append(
+                self.finding(
+                    rules.SCHEMA_MISMATCH,
+                    event,
+                    index,
+                    ": field `type` is missing or not a string; every chunk is typed",
+                )
+            )
+            self._advance(found, OTHER, event, index, shown_type)
+            return found
+        # A type the SDK defines is shown as it is; any other (data-* included) by size and
+        # hash.
+        name = kind_value if kind_value in CHUNK_TYPES else _wire.describe(kind_value)
+        kind = _KINDS.get(kind_value, OTHER)
+        checked = self.checked_after(kind)
+        phase = self.phase
+        self._advance(found, kind, event, index, name)
+        if checked:
+            self._check_chunk(found, chunk, kind_value, name, phase, event, index)
+        return found
+
+    def _advance(
+        self, found: list[Finding], kind: str, event: Event, index: int, name: str
+    ) -> None:
+        finding = self.advance(kind, event, index, name)
+        if finding is not None:
+            found.append(finding)
+
+    def _check_chunk(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        kind: str,
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        shape = CHUNK_SHAPES.get(kind)
+        if shape is None:
+            if kind.startswith(_DATA_PREFIX):
+                shape = DATA_SHAPE
+            else:
+                self._unknown_type(found, kind, event, index)
+                return
+        problem = shape_problem(chunk, shape)
+        if problem is not None:
+            found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, f" ({name}): {problem}"))
+            id_field = _ID_FIELDS.get(kind)
+            if id_field is not None and type(chunk.get(id_field)) is not str:
+                return  # the part it names is unknown; its other rules still apply
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, found, chunk, name, phase, event, index)
+
+    def _unknown_type(self, found: list[Finding], kind: str, event: Event, index: int) -> None:
+        key = id_key(kind)
+        if key in self._unknown_types or len(self._unknown_types) >= MAX_UNKNOWN_TYPES:
+            return
+        self._unknown_types = self._unknown_types | {key}
+        found.append(
+            self.finding(
+                rules.UNKNOWN_CHUNK_TYPE,
+                event,
+                index,
+                f": chunk type {_wire.describe(kind)} is not one the AI SDK defines, nor "
+                "data-*; the client's schema rejects it (each unknown type is reported once)",
+            )
+        )
+
+    # -- parts keyed by id ------------------------------------------------------------------
+
+    def _start(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        parts = self._text if chunk["type"] == "text-start" else self._reasoning
+        part_id = chunk["id"]
+        if not parts.add(id_key(part_id)):
+            found.append(
+                self.finding(
+                    rules.ID_ALREADY_OPEN,
+                    event,
+                    index,
+                    f" ({name}): part {shown(part_id)} is already open; the client forgets "
+                    "the first one, which stays streaming",
+                )
+            )
+
+    def _continue(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        kind: str = chunk["type"]
+        parts = self._text if kind.startswith("text") else self._reasoning
+        part_id = chunk["id"]
+        key = id_key(part_id)
+        if parts.known(key) is False:
+            found.append(
+                self.finding(
+                    rules.ID_NOT_OPEN,
+                    event,
+                    index,
+                    f" ({name}): part {shown(part_id)} is not open (never started, or "
+                    "already ended); the client throws",
+                )
+            )
+        if kind.endswith("-end"):
+            parts.discard(key)
+
+    def _tool_input_start(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        key = id_key(chunk["toolCallId"])
+        if key in self._tools or len(self._tools) < MAX_OPEN_IDS:
+            self._tools[key] = True
+
+    def _tool_input_delta(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        call_id = chunk["toolCallId"]
+        if id_key(call_id) not in self._tools and len(self._tools) < MAX_OPEN_IDS:
+            found.append(
+                self.finding(
+                    rules.ID_NOT_OPEN,
+                    event,
+                    index,
+                    f" ({name}): tool call {shown(call_id)} has no tool-input-start in this "
+                    "stream; the client throws",
+                )
+            )
+
+    def _tool_input_done(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        key = id_key(chunk["toolCallId"])
+        if key in self._tools:
+            self._tools[key] = False
+
+    def _reset_step(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        # The client forgets the step's open parts and partial tool calls.
+        self._text.clear()
+        self._reasoning.clear()
+        self._tools.clear()
+
+    def _start_step(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        if self._step_open:
+            found.append(
+                self.finding(
+                    rules.STEP_NOT_BALANCED,
+                    event,
+                    index,
+                    f" ({name}): a step is already open (no finish-step since the last start-step)",
+                )
+            )
+        self._step_open = True
+
+    def _finish_step(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        if not self._step_open:
+            found.append(
+                self.finding(rules.STEP_NOT_BALANCED, event, index, f" ({name}): no step is open")
+            )
+        self._step_open = False
+
+    def _finish(
+        self,
+        found: list[Finding],
+        chunk: dict[str, Any],
+        name: str,
+        phase: str,
+        event: Event,
+        index: int,
+    ) -> None:
+        if phase not in _JUDGED:
+            return
+        self._check_closed(found, event, index, "finish")
+        if self._step_open:
+            found.append(
+                self.finding(
+                    rules.STEP_NOT_BALANCED,
+                    event,
+                    index,
+                    f" ({name}): a step is still open (no finish-step)",
+                )
+            )
+            self._step_open = False
+
+    def _check_closed(self, found: list[Finding], event: Event, index: int, what: str) -> None:
+        """The parts still open when the message ends: each kind counted, none quoted."""
+        streaming = sum(self._tools.values())
+        counts = [
+            (len(self._text), "text part(s)"),
+            (len(self._reasoning), "reasoning part(s)"),
+            (streaming, "tool input(s)"),
+        ]
+        still = [f"{n} {label}" for n, label in counts if n]
+        if still:
+            found.append(
+                self.finding(
+                    rules.ID_NOT_CLOSED,
+                    event,
+                    index,
+                    f" ({what}): the message ended with {', '.join(still)} still open; the "
+                    "client leaves them in their streaming state",
+                )
+            )
+        self._text.clear()
+        self._reasoning.clear()
+        self._tools.clear()
+
+
+#: The field a handler keys its part by: without it as a string, the handler cannot run.
+_ID_FIELDS = {
+    "text-start": "id",
+    "text-delta": "id",
+    "text-end": "id",
+    "reasoning-start": "id",
+    "reasoning-delta": "id",
+    "reasoning-end": "id",
+    "tool-input-start": "toolCallId",
+    "tool-input-delta": "toolCallId",
+    "tool-input-available": "toolCallId",
+    "tool-input-error": "toolCallId",
+}
+
+_HANDLERS = {
+    "text-start": AISDKUIChecker._start,
+    "reasoning-start": AISDKUIChecker._start,
+    "text-delta": AISDKUIChecker._continue,
+    "text-end": AISDKUIChecker._continue,
+    "reasoning-delta": AISDKUIChecker._continue,
+    "reasoning-end": AISDKUIChecker._continue,
+    "tool-input-start": AISDKUIChecker._tool_input_start,
+    "tool-input-delta": AISDKUIChecker._tool_input_delta,
+    "tool-input-available": AISDKUIChecker._tool_input_done,
+    "tool-input-error": AISDKUIChecker._tool_input_done,
+    "reset-step": AISDKUIChecker._reset_step,
+    "start-step": AISDKUIChecker._start_step,
+    "finish-step": AISDKUIChecker._finish_step,
+    "finish": AISDKUIChecker._finish,
+}
+
+# -- auto-detection ----------------------------------------------------------------------
+
+
+def is_ai_sdk_ui_header(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether ASGI response headers mark a UI message stream
+    (``x-vercel-ai-ui-message-stream: v1``, the SDK's ``UI_MESSAGE_STREAM_HEADERS``)."""
+    name, value = HEADER
+    return any(key.lower() == name and raw.strip().lower() == value for key, raw in headers)
+
+
+def is_ai_sdk_ui_path(path: str | None) -> bool:
+    """Whether a request path is ``DefaultChatTransport``'s default endpoint, ``/api/chat``."""
+    return path is not None and path.rstrip("/").endswith(_DEFAULT_PATH)
+
+
+def ai_sdk_ui_from_event(event: Event) -> bool:
+    """Whether one event proves a UI message stream: a JSON chunk whose ``type`` only this
+    protocol uses (``start``, ``text-start``, ``data-*``, ...; ``error`` only with its
+    ``errorText``, since other protocols have an ``error`` type too)."""
+    data = event.data
+    if not data.startswith("{"):
+        return False
+    try:
+        chunk = parse_json(data)
+    except ValueError:
+        return False
+    if type(chunk) is not dict:
+        return False
+    kind = chunk.get("type")
+    if type(kind) is not str:
+        return False
+    if kind == "error":
+        return type(chunk.get("errorText")) is str
+    return kind in CHUNK_TYPES or kind.startswith(_DATA_PREFIX)

@@ -1,0 +1,308 @@
+"""The AG-UI checker: its rules beyond the fixtures, its bounds, its docs and the detection
+helpers the monitor wires into auto-detection."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from streamguard import check_stream
+from streamguard.protocols import CHECKERS
+from streamguard.protocols.ag_ui import (
+    MAX_LANES,
+    MAX_OPEN_IDS,
+    MAX_UNKNOWN_TYPES,
+    AGUIChecker,
+    ag_ui_from_event,
+    is_ag_ui_path,
+)
+from streamguard.rule_docs import ag_ui
+from streamguard.rules import RULES
+from streamguard.sse import Event
+from tests.chunking import chunkings
+
+from .sse_fixtures import fixtures
+
+START = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+FINISH = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
+
+
+def body(*events: Any, eol: str = "\n") -> bytes:
+    return b"".join(
+        f"data: {json.dumps(e, separators=(',', ':'))}{eol}{eol}".encode() for e in events
+    )
+
+
+def found(*events: Any) -> list[tuple[str, int | None]]:
+    report = check_stream(body(*events), protocol="ag_ui")
+    return [(f.rule, f.event_index) for f in report.findings]
+
+
+def text(message_id: str, **extra: Any) -> list[dict[str, Any]]:
+    return [
+        {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant", **extra},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": "a", **extra},
+        {"type": "TEXT_MESSAGE_END", "messageId": message_id, **extra},
+    ]
+
+
+def test_the_checker_is_registered() -> None:
+    """``ag_ui`` names this checker in the registry the config, CLI and auto use."""
+    assert CHECKERS["ag_ui"] is AGUIChecker
+
+
+def test_a_new_run_forgets_what_the_last_one_left_open() -> None:
+    """After RUN_ERROR, a new RUN_STARTED starts clean: the open message is not carried over."""
+    assert (
+        found(
+            START,
+            {"type": "TEXT_MESSAGE_START", "messageId": "m"},
+            {"type": "RUN_ERROR", "message": "x"},
+            START,
+            *text("m"),
+            FINISH,
+        )
+        == []
+    )
+
+
+def test_a_chunk_stream_is_closed_by_the_next_event_of_another_kind() -> None:
+    """TEXT_MESSAGE_CONTENT for an id a chunk stream holds: the expansion ends it first."""
+    assert found(
+        START,
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "a"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "b"},
+        FINISH,
+    ) == [("id_not_open", 2)]
+
+
+def test_events_that_keep_a_chunk_stream_open() -> None:
+    """RAW and ACTIVITY_* pass through the expansion: the chunk stream goes on after them."""
+    assert (
+        found(
+            START,
+            {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "a"},
+            {"type": "RAW", "event": {}},
+            {"type": "TEXT_MESSAGE_CHUNK", "delta": "b"},
+            FINISH,
+        )
+        == []
+    )
+
+
+def test_a_chunk_opening_an_open_message_is_a_second_start() -> None:
+    """A chunk with the id of a message opened by TEXT_MESSAGE_START starts it again."""
+    assert found(
+        START,
+        {"type": "TEXT_MESSAGE_START", "messageId": "m"},
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "a"},
+        FINISH,
+    ) == [("id_already_open", 2)]
+
+
+def test_steps_are_keyed_by_subagent_lane() -> None:
+    """A step finished in another lane than it started in is not open there."""
+    assert found(
+        START,
+        {"type": "STEP_STARTED", "stepName": "s"},
+        {"type": "STEP_FINISHED", "stepName": "s", "subagentRunId": "sub"},
+        {"type": "STEP_FINISHED", "stepName": "s"},
+        FINISH,
+    ) == [("id_not_open", 2)]
+
+
+def test_subagents_open_and_close() -> None:
+    """A subagent still running at RUN_FINISHED is open; finishing one never started is not."""
+    assert found(
+        START,
+        {"type": "SUBAGENT_STARTED", "subagentRunId": "a", "name": "x"},
+        {"type": "SUBAGENT_FINISHED", "subagentRunId": "b"},
+        FINISH,
+    ) == [("id_not_open", 2), ("id_not_closed", 3)]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("subagentRunId", None),
+        ("metadata", None),
+        ("metadata", []),
+        ("timestamp", "1764460800"),
+        ("timestamp", 1.5),
+    ],
+)
+def test_base_fields_have_the_schema_types(field: str, value: Any) -> None:
+    """Every event's optional base fields: no null, an object metadata, an integer time."""
+    assert found(START, {"type": "CUSTOM", "name": "n", "value": 1, field: value}, FINISH) == [
+        ("schema_mismatch", 1)
+    ]
+
+
+def test_an_integral_float_timestamp_is_an_integer() -> None:
+    """1764460800000.0 is an integer to JavaScript's schema."""
+    assert found({**START, "timestamp": 1764460800000.0}, FINISH) == []
+
+
+@pytest.mark.parametrize(
+    ("operation", "clean"),
+    [
+        ({"op": "add", "path": "/a", "value": None}, True),
+        ({"op": "remove", "path": "/a"}, True),
+        ({"op": "replace", "path": "", "value": {}}, True),
+        ({"op": "move", "from": "/a", "path": "/b"}, True),
+        ({"op": "test", "path": "/a", "value": 1}, True),
+        ({"op": "add", "path": "/a"}, False),
+        ({"op": "copy", "path": "/b"}, False),
+        ({"op": "upsert", "path": "/a", "value": 1}, False),
+        ({"op": "remove", "path": "a"}, False),
+        ({"op": "remove", "path": 3}, False),
+        ({"op": "remove", "path": "/a~2"}, False),
+        ({"op": "_get", "path": "/a"}, False),
+        ({"op": "move", "from": "a", "path": "/b"}, False),
+        (["remove", "/a"], False),
+    ],
+)
+def test_state_patches_are_checked_as_the_schema_types_them(operation: Any, clean: bool) -> None:
+    """The operations the 1.0 schema's JSON Patch type accepts, and those it refuses."""
+    events = [START, {"type": "STATE_SNAPSHOT", "snapshot": {}}]
+    events.append({"type": "STATE_DELTA", "delta": [operation]})
+    assert found(*events, FINISH) == ([] if clean else [("invalid_state_patch", 2)])
+
+
+@pytest.mark.parametrize(
+    ("separator", "expected"),
+    [
+        ("\n", []),
+        ("\r\n", [("crlf_framing", 1)]),
+        ("\r", []),  # a blind spot: CR-only framing measures like LF
+    ],
+)
+def test_crlf_framing_is_measured_from_event_offsets(
+    separator: str, expected: list[tuple[str, int]]
+) -> None:
+    """LF framing is clean, CR LF is reported once, however the body is cut."""
+    data = body(START, *text("m"), FINISH, eol=separator)
+    for _, chunks in chunkings(data):
+        report = check_stream(chunks, protocol="ag_ui")
+        assert [(f.rule, f.event_index) for f in report.findings] == expected
+
+
+def test_comments_and_missing_spaces_wait_for_a_clean_pair() -> None:
+    """A comment or ``data:`` without its space says nothing; the next clean pair decides."""
+    lf = b": ping\n\n".join(body(e) for e in [START, *text("m")]) + body(FINISH)
+    assert check_stream(lf, protocol="ag_ui").findings == ()
+    crlf = body(START, eol="\r\n").replace(b"data: ", b"data:") + body(
+        *text("m"), FINISH, eol="\r\n"
+    )
+    report = check_stream(crlf, protocol="ag_ui")
+    assert [(f.rule, f.event_index) for f in report.findings] == [("crlf_framing", 2)]
+
+
+def test_a_single_event_is_never_judged_for_framing() -> None:
+    """One event has no gap to measure (and the client reads a lone event anyway)."""
+    report = check_stream(body({"type": "RUN_ERROR", "message": "x"}, eol="\r\n"), protocol="ag_ui")
+    assert report.findings == ()
+
+
+def test_open_ids_and_lanes_are_bounded() -> None:
+    """Past the caps nothing more is kept, and no false finding comes of it."""
+    checker = AGUIChecker()
+    events: list[Any] = [START]
+    events += [
+        {"type": "TEXT_MESSAGE_START", "messageId": f"m{i}"} for i in range(MAX_OPEN_IDS + 9)
+    ]
+    events += [
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": f"c{i}", "subagentRunId": f"s{i}"}
+        for i in range(MAX_LANES + 9)
+    ]
+    events.append(
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{MAX_OPEN_IDS + 5}", "delta": "x"}
+    )
+    rules = []
+    for index, event in enumerate(events):
+        rules += [f.rule for f in checker.on_event(Event("message", json.dumps(event)), index)]
+    assert rules == []
+    assert len(checker._pending) == MAX_LANES
+    assert all(len(ids) <= MAX_OPEN_IDS for ids in checker._open.values())
+
+
+def test_unknown_types_are_reported_once_each_and_bounded() -> None:
+    """Each unknown type once; at most MAX_UNKNOWN_TYPES of them per stream."""
+    events = [START, *({"type": f"X_{i % 40}"} for i in range(200)), FINISH]
+    assert [rule for rule, _ in found(*events)] == ["unknown_event_type"] * MAX_UNKNOWN_TYPES
+
+
+def test_messages_never_quote_wire_values() -> None:
+    """Ids, step names, unknown types and enum values appear by size and hash only."""
+    secret = "SECRET-VALUE-42"
+    report = check_stream(
+        body(
+            START,
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": secret, "delta": "a"},
+            {"type": "STEP_FINISHED", "stepName": secret},
+            {"type": secret},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": secret},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": {"type": secret}},
+        ),
+        protocol="ag_ui",
+    )
+    assert len(report.findings) >= 5
+    assert not any(secret in f.message for f in report.findings)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/api/ag-ui/agent", True),
+        ("/awp", True),
+        ("/agui/", True),
+        ("/", False),
+        ("/api/chat", False),
+        ("/v1/messages", False),
+        (None, False),
+    ],
+)
+def test_paths_that_name_ag_ui(path: str | None, expected: bool) -> None:
+    """A path segment that names the protocol; most AG-UI endpoints are found by event."""
+    assert is_ag_ui_path(path) is expected
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ('{"type":"RUN_STARTED","threadId":"t","runId":"r"}', True),
+        ('{"type":"RUN_ERROR","message":"x"}', True),
+        ('{"type":"TEXT_MESSAGE_CHUNK","delta":"a"}', True),
+        ('{"type":"start","messageId":"m"}', False),
+        ('{"type":"message_start","message":{}}', False),
+        ('{"type":"error","error":{}}', False),
+        ('{"type":"ON_CHAT_MODEL_STREAM"}', False),
+        ("[DONE]", False),
+    ],
+)
+def test_a_first_event_decides_by_its_type(data: str, expected: bool) -> None:
+    """An AG-UI event type (upper case, no other protocol uses them) decides."""
+    assert ag_ui_from_event(Event("message", data)) is expected
+
+
+def test_docs_live_with_their_first_protocol() -> None:
+    """rule_docs/ag_ui.py documents the AG-UI rules and the id rules it shares."""
+    for doc in ag_ui.DOCS:
+        assert RULES[doc.name].protocols[0] == "ag_ui", doc.name
+
+
+@pytest.mark.parametrize("doc", ag_ui.DOCS, ids=lambda doc: doc.name)
+def test_each_example_fires_its_rule(doc: Any) -> None:
+    """Every example here is a whole stream that breaks its rule (CR LF written as escapes)."""
+    example = doc.example.replace("\\r\\n", "\r\n").replace("\r\n\n", "\r\n")
+    report = check_stream((example + "\n\n").encode(), protocol="ag_ui")
+    assert doc.name in report.rules()
+
+
+def test_every_raised_rule_has_a_fixture() -> None:
+    """Each rule the checker can raise fires on at least one of its fixtures."""
+    raised = {r.name for r in AGUIChecker.RAISES | AGUIChecker.LIFECYCLE.rules}
+    seen = {rule for fixture in fixtures("ag_ui") for rule in fixture.check().rules()}
+    assert raised <= seen
