@@ -465,3 +465,33 @@ def test_replayed_findings_do_not_depend_on_the_cutting() -> None:
     ]
     for chunks in ([held, body[len(held) :]], *(chunks for _, chunks in chunkings(body))):
         assert check_stream(chunks).findings == whole.findings
+
+
+AGENT_FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    sorted(
+        path.relative_to(AGENT_FIXTURES).as_posix()
+        for protocol in ("ai_sdk_ui", "ag_ui")
+        for path in (AGENT_FIXTURES / protocol).glob("ok_*.sse")
+    ),
+)
+def test_agent_protocols_are_decided_by_their_first_decisive_event(fixture: str) -> None:
+    """A healthy AI SDK or AG-UI stream on an unknown path is detected and judged as configured."""
+    protocol = fixture.split("/")[0]
+    body = (AGENT_FIXTURES / fixture).read_bytes()
+    configured = check_stream(body, protocol=protocol)
+    report = check_stream(body, path="/stream")
+    assert (report.protocol, report.protocol_source) == (protocol, "event")
+    assert report.findings == configured.findings
+
+
+@pytest.mark.parametrize(
+    ("path", "protocol"),
+    [("/api/chat", "ai_sdk_ui"), ("/agents/ag-ui", "ag_ui"), ("/awp", "ag_ui"), ("/chat", None)],
+)
+def test_agent_protocol_paths(path: str, protocol: str | None) -> None:
+    """useChat's default endpoint and AG-UI's path segments name their protocols."""
+    assert protocol_for_path(path) == protocol

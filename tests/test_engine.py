@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -11,13 +13,12 @@ import pytest
 from streamguard import rules
 from streamguard.monitor import check_stream
 from streamguard.protocols import CHECKERS, Checker
-from streamguard.protocols._base import LegacyChecker, terminated_lifecycle
+from streamguard.protocols._base import terminated_lifecycle
 from streamguard.protocols._lifecycle import ANY, END, ERROR, OTHER, STAY, TERMINAL, Lifecycle
 from streamguard.sse import Event
 from tests.toy_protocol import DoneChecker
 
 FIXTURES = sorted(Path(__file__).parent.joinpath("fixtures").rglob("*.sse"))
-PORTED = sorted(name for name, cls in CHECKERS.items() if not issubclass(cls, LegacyChecker))
 
 
 def _events(checker: Checker, *data: str) -> list[tuple[str, int | None]]:
@@ -97,9 +98,9 @@ def test_once_per_stream_rules_are_reported_once() -> None:
     assert [f.message for f in found] == ["event 0 is odd (reported once per stream)"]
 
 
-@pytest.mark.parametrize("protocol", PORTED)
+@pytest.mark.parametrize("protocol", sorted(CHECKERS))
 def test_the_docstring_shows_the_lifecycle_table(protocol: str) -> None:
-    """Each ported protocol's theory of operation carries its table, so the two cannot drift."""
+    """Each protocol's theory of operation carries its table, so the two cannot drift."""
     checker = CHECKERS[protocol]
     doc = sys.modules[checker.__module__].__doc__ or ""
     assert textwrap.indent(checker.LIFECYCLE.describe(), "    ") in doc
@@ -153,3 +154,22 @@ def test_a_step_message_may_name_what_the_protocol_remembers() -> None:
     report = check_stream(body.encode(), protocol="openai_chat", request=asked)
     (late,) = [f for f in report.findings if f.rule == "usage_not_last"]
     assert late.message == ("event 2 follows the usage chunk (event 1); only [DONE] may follow it")
+
+
+#: Rules the shared helpers raise for a checker (parse_object, validation_finding).
+_HELPER_RULES = frozenset({rules.INVALID_JSON, rules.SCHEMA_MISMATCH})
+
+
+@pytest.mark.parametrize("protocol", sorted(CHECKERS))
+def test_raises_matches_the_rules_the_module_names(protocol: str) -> None:
+    """Every rule a checker's module names is declared, and every declared payload rule is named."""
+    checker = CHECKERS[protocol]
+    source = inspect.getsource(sys.modules[checker.__module__])
+    named = {
+        rule
+        for attribute in re.findall(r"rules\.([A-Z][A-Z_0-9]+)\b", source)
+        if isinstance(rule := getattr(rules, attribute, None), rules.Rule)
+    }
+    declared = checker.RAISES | checker.LIFECYCLE.rules
+    assert not {r.name for r in named - declared}, "raised but not declared"
+    assert not {r.name for r in checker.RAISES - named - _HELPER_RULES}, "declared, never raised"

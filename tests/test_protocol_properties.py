@@ -790,6 +790,8 @@ DETECTED_PATHS = {
     "openai_responses": "/v1/responses",
     "anthropic": "/v1/messages",
     "gemini": "/v1beta/models/g:streamGenerateContent",
+    "ai_sdk_ui": "/api/chat",
+    "ag_ui": "/ag-ui",
 }
 
 

@@ -54,7 +54,9 @@ __all__ = [
     "Checker",
     "KeptText",
     "Slots",
+    "Transcript",
     "event_name",
+    "json_object",
     "terminated_lifecycle",
 ]
 
@@ -336,6 +338,13 @@ class Checker:
         """Give back the room of kept text that was checked or dropped."""
         self._kept_text_left += chars
 
+    @classmethod
+    def transcribe(cls, data: str, out: Transcript) -> bool:
+        """What one event's data says, for the test helpers and the CLI: its text (by
+        choice or candidate) and finish reasons, into ``out``; whether it carried text.
+        Plain SSE has no payload rules: the data is the text."""
+        return out.add(0, data)
+
     # -- for subclasses ---------------------------------------------------------------
 
     def is_terminal(self, event: Event) -> bool:
@@ -427,59 +436,42 @@ class Slots(Generic[T]):
         return number < self.opened
 
 
-class LegacyChecker(Checker):
-    """Transitional: the lifecycle written by hand, as before the engine, for checkers
-    not yet moved onto a ``LIFECYCLE`` table. Removed once every protocol is ported."""
-
-    __slots__ = ()
-
-    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        if self.terminal_index is None:
-            if self.error_index is None:
-                return self.check_event(event, index)
-            return (
-                rules.EVENT_AFTER_TERMINAL.finding(
-                    f"event {index} ({event_name(event.event)}) follows the in-band error sent as "
-                    f"event {self.error_index}",
-                    index,
-                    event.offset,
-                ),
-            )
-        if self.is_terminal(event):
-            return (
-                rules.DUPLICATE_TERMINAL.finding(
-                    f"event {index} repeats the terminal signal first sent as event "
-                    f"{self.terminal_index}",
-                    index,
-                    event.offset,
-                ),
-            )
-        return (
-            rules.EVENT_AFTER_TERMINAL.finding(
-                f"event {index} ({event_name(event.event)}) follows the terminal signal sent "
-                f"as event {self.terminal_index}",
-                index,
-                event.offset,
-            ),
-        )
-
-    def on_end(self, events: int, offset: int) -> Sequence[Finding]:
-        return self.check_end(events, offset)
-
-    def check_end(self, events: int, offset: int) -> Sequence[Finding]:
-        if self.has_terminal and self.terminal_index is None and self.error_index is None:
-            return (
-                rules.MISSING_TERMINAL.finding(
-                    f"the body ended after {events} event(s) and {offset} byte(s) without "
-                    f"the {self.name} terminal signal",
-                    events,
-                    offset,
-                ),
-            )
-        return NO_FINDINGS
+def json_object(data: str) -> dict[str, Any] | None:
+    """``data`` as a JSON object, or None (for transcripts, which judge nothing)."""
+    if not data.startswith("{"):
+        return None
+    try:
+        value = parse_json(data)
+    except ValueError:
+        return None
+    return value if type(value) is dict else None
 
 
-#: The lifecycle rules a hand-written (legacy) lifecycle can raise.
-LEGACY_LIFECYCLE_RULES = frozenset(
-    {rules.MISSING_TERMINAL, rules.DUPLICATE_TERMINAL, rules.EVENT_AFTER_TERMINAL}
-)
+class Transcript:
+    """What a stream said, as a client would read it: text by choice or candidate index,
+    the number of events that carried text, and the finish reasons in arrival order.
+    Built by ``Checker.transcribe`` for ``streamguard.testing`` and the CLI, never on the
+    middleware's path. Indices past 1,024 count as 0, so a stream cannot size it."""
+
+    __slots__ = ("deltas", "finish_reasons", "parts")
+
+    def __init__(self) -> None:
+        self.parts: dict[int, list[str]] = {}
+        self.deltas = 0
+        self.finish_reasons: list[str] = []
+
+    def add(self, index: object, text: object) -> bool:
+        if not isinstance(text, str) or not text:
+            return False
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 1024:
+            index = 0
+        self.parts.setdefault(index, []).append(text)
+        return True
+
+    def finish(self, reason: object) -> None:
+        if isinstance(reason, str) and reason:
+            self.finish_reasons.append(reason)
+
+    def texts(self) -> tuple[str, ...]:
+        size = max(self.parts, default=-1) + 1
+        return tuple("".join(self.parts.get(i, ())) for i in range(size))

@@ -775,8 +775,7 @@ def is_ag_ui_path(path: str | None) -> bool:
 
 
 def ag_ui_from_event(event: Event) -> bool:
-    """Whether one event proves AG-UI: a JSON object whose ``type`` is an AG-UI event type
-    (upper-case names no other protocol uses)."""
+    """Whether one event proves AG-UI (see ``is_ag_ui_event``)."""
     data = event.data
     if not data.startswith("{"):
         return False
@@ -784,4 +783,10 @@ def ag_ui_from_event(event: Event) -> bool:
         payload = parse_json(data)
     except ValueError:
         return False
-    return type(payload) is dict and payload.get("type") in EVENT_TYPES
+    return type(payload) is dict and is_ag_ui_event(payload)
+
+
+def is_ag_ui_event(payload: dict[str, Any]) -> bool:
+    """Whether a parsed event's ``type`` is an AG-UI event type (upper-case names no other
+    protocol uses)."""
+    return payload.get("type") in EVENT_TYPES

@@ -677,9 +677,7 @@ def is_ai_sdk_ui_path(path: str | None) -> bool:
 
 
 def ai_sdk_ui_from_event(event: Event) -> bool:
-    """Whether one event proves a UI message stream: a JSON chunk whose ``type`` only this
-    protocol uses (``start``, ``text-start``, ``data-*``, ...; ``error`` only with its
-    ``errorText``, since other protocols have an ``error`` type too)."""
+    """Whether one event proves a UI message stream (see ``is_ai_sdk_ui_chunk``)."""
     data = event.data
     if not data.startswith("{"):
         return False
@@ -687,8 +685,13 @@ def ai_sdk_ui_from_event(event: Event) -> bool:
         chunk = parse_json(data)
     except ValueError:
         return False
-    if type(chunk) is not dict:
-        return False
+    return type(chunk) is dict and is_ai_sdk_ui_chunk(chunk)
+
+
+def is_ai_sdk_ui_chunk(chunk: dict[str, Any]) -> bool:
+    """Whether a parsed chunk's ``type`` is one only this protocol uses (``start``,
+    ``text-start``, ``data-*``, ...; ``error`` only with its ``errorText``, since other
+    protocols have an ``error`` type too)."""
     kind = chunk.get("type")
     if type(kind) is not str:
         return False

@@ -109,7 +109,9 @@ from streamguard.protocols._base import (
     Checker,
     KeptText,
     Slots,
+    Transcript,
     event_name,
+    json_object,
     terminated_lifecycle,
     type_name,
 )
@@ -394,6 +396,19 @@ class AnthropicChecker(Checker):
         return {"start": self._start_index}  # duplicate_message_start names the first
 
     # -- one event ------------------------------------------------------------------------
+
+    @classmethod
+    def transcribe(cls, data: str, out: Transcript) -> bool:
+        payload = json_object(data)
+        delta = None if payload is None else payload.get("delta")
+        if payload is None or not isinstance(delta, dict):
+            return False
+        kind = payload.get("type")
+        if kind == "content_block_delta" and delta.get("type") == "text_delta":
+            return out.add(0, delta.get("text"))
+        if kind == "message_delta":
+            out.finish(delta.get("stop_reason"))
+        return False
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         name = event.event

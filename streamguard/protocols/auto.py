@@ -30,6 +30,8 @@ data line the same way.
 from __future__ import annotations
 
 from streamguard.protocols._payload import parse_json
+from streamguard.protocols.ag_ui import is_ag_ui_event, is_ag_ui_path
+from streamguard.protocols.ai_sdk_ui import is_ai_sdk_ui_chunk, is_ai_sdk_ui_path
 from streamguard.sse import Event
 
 __all__ = [
@@ -76,6 +78,10 @@ def protocol_for_path(path: str | None) -> str | None:
     for suffix, protocol in _PATH_SUFFIXES:
         if path.endswith(suffix):
             return protocol
+    if is_ag_ui_path(path):
+        return "ag_ui"
+    if is_ai_sdk_ui_path(path):  # useChat's default endpoint: the weakest sign, so last
+        return "ai_sdk_ui"
     return None
 
 
@@ -117,4 +123,8 @@ def protocol_for_event(event: Event) -> str | None:
         return "openai_chat"
     if any(key in payload for key in _GEMINI_KEYS):
         return "gemini"
+    if is_ag_ui_event(payload):
+        return "ag_ui"
+    if is_ai_sdk_ui_chunk(payload):
+        return "ai_sdk_ui"
     return None

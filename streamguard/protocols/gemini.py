@@ -82,7 +82,13 @@ from typing import Any
 
 from streamguard import rules
 from streamguard._wire import number, token
-from streamguard.protocols._base import Checker, terminated_lifecycle, type_name
+from streamguard.protocols._base import (
+    Checker,
+    Transcript,
+    json_object,
+    terminated_lifecycle,
+    type_name,
+)
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -293,6 +299,25 @@ class GeminiChecker(Checker):
         return found if finding is None else [*found, finding]
 
     # -- one chunk --------------------------------------------------------------------------
+
+    @classmethod
+    def transcribe(cls, data: str, out: Transcript) -> bool:
+        chunk = json_object(data)
+        if chunk is None:
+            return False
+        carried = False
+        candidates = chunk.get("candidates")
+        for candidate in candidates if isinstance(candidates, list) else ():
+            if not isinstance(candidate, dict):
+                continue
+            number = candidate.get("index", 0)
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            for part in parts if isinstance(parts, list) else ():
+                if isinstance(part, dict) and not part.get("thought"):
+                    carried |= out.add(number, part.get("text"))
+            out.finish(candidate.get("finishReason"))
+        return carried
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         found: list[Finding] = []

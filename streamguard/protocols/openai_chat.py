@@ -80,7 +80,14 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from streamguard import _wire, rules
-from streamguard.protocols._base import NO_FINDINGS, Checker, KeptText, terminated_lifecycle
+from streamguard.protocols._base import (
+    NO_FINDINGS,
+    Checker,
+    KeptText,
+    Transcript,
+    json_object,
+    terminated_lifecycle,
+)
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -495,6 +502,22 @@ class OpenAIChatChecker(Checker):
         if self.phase in _LIFECYCLE.sealed:
             return NO_FINDINGS
         return self._unfinished_choices(events, offset, "the body ended")
+
+    @classmethod
+    def transcribe(cls, data: str, out: Transcript) -> bool:
+        chunk = json_object(data)
+        if chunk is None:
+            return False
+        carried = False
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                carried |= out.add(choice.get("index", 0), delta.get("content"))
+            out.finish(choice.get("finish_reason"))
+        return carried
 
     def message_fields(self) -> Mapping[str, object]:
         return {"usage": self._usage_at}  # usage_not_last names the usage chunk

@@ -108,7 +108,15 @@ from typing_extensions import TypedDict
 
 from streamguard import rules
 from streamguard._wire import describe, number, token
-from streamguard.protocols._base import NO_FINDINGS, Checker, KeptText, Slots, terminated_lifecycle
+from streamguard.protocols._base import (
+    NO_FINDINGS,
+    Checker,
+    KeptText,
+    Slots,
+    Transcript,
+    json_object,
+    terminated_lifecycle,
+)
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -481,6 +489,22 @@ class OpenAIResponsesChecker(Checker):
         return {"created": self._created_index}  # "a second response.created (the first ...)"
 
     # -- one event ---------------------------------------------------------------------
+
+    @classmethod
+    def transcribe(cls, data: str, out: Transcript) -> bool:
+        payload = json_object(data)
+        if payload is None:
+            return False
+        kind = payload.get("type")
+        if kind == "response.output_text.delta":
+            return out.add(0, payload.get("delta"))
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            response = payload.get("response")
+            if isinstance(response, dict):
+                details = response.get("incomplete_details")
+                reason = details.get("reason") if isinstance(details, dict) else None
+                out.finish(reason or response.get("status"))
+        return False
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         try:

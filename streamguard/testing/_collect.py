@@ -17,15 +17,14 @@ client giving up: a ``stalled`` finding and the outcome ``client_disconnect``.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import from_json
-
 from streamguard.config import TimerConfig
 from streamguard.monitor import StreamEnd, StreamMonitor
-from streamguard.protocols import AUTO
+from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
+from streamguard.protocols._base import Transcript
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.request import request_facts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event
@@ -314,132 +313,13 @@ def _request_json(response: httpx.Response) -> Mapping[str, Any] | None:
 # -- what the events say, per protocol ----------------------------------------------------
 
 
-class _Texts:
-    def __init__(self) -> None:
-        self.parts: dict[int, list[str]] = {}
-        self.deltas = 0
-        self.finish_reasons: list[str] = []
-
-    def add(self, index: Any, text: Any) -> bool:
-        if not isinstance(text, str) or not text:
-            return False
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < 1024:
-            index = 0
-        self.parts.setdefault(index, []).append(text)
-        return True
-
-    def finish(self, reason: Any) -> None:
-        if isinstance(reason, str) and reason:
-            self.finish_reasons.append(reason)
-
-    def result(self) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
-        size = max(self.parts, default=-1) + 1
-        texts = tuple("".join(self.parts.get(i, ())) for i in range(size))
-        return texts, self.deltas, tuple(self.finish_reasons)
-
-
-#: What one event says: its text (by choice or candidate) and finish reasons, into ``out``;
-#: whether it carried text.
-Extractor = Callable[[Event | ReceivedEvent, _Texts], bool]
-
-
 def _extract(
     protocol: str, events: Iterable[Event | ReceivedEvent]
 ) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
-    """Text by choice, the number of events that carried text, and the finish reasons."""
-    out = _Texts()
-    extract = EXTRACTORS.get(protocol, _plain_sse)
+    """Text by choice, the number of events that carried text, and the finish reasons:
+    each protocol's checker knows what its events say (``Checker.transcribe``)."""
+    out = Transcript()
+    transcribe = CHECKERS.get(protocol, PlainSSEChecker).transcribe
     for event in events:
-        out.deltas += extract(event, out)
-    return out.result()
-
-
-def _payload(event: Event | ReceivedEvent) -> dict[str, Any] | None:
-    """The event's data as a JSON object, or ``None``."""
-    if not event.data.startswith("{"):
-        return None
-    try:
-        payload = from_json(event.data)
-    except ValueError:
-        return None
-    return payload if isinstance(payload, dict) else None
-
-
-def _plain_sse(event: Event | ReceivedEvent, out: _Texts) -> bool:
-    return out.add(0, event.data)  # no payload rules: the data is the text
-
-
-def _openai_chat(event: Event | ReceivedEvent, out: _Texts) -> bool:
-    chunk = _payload(event)
-    if chunk is None:
-        return False
-    carried = False
-    choices = chunk.get("choices")
-    for choice in choices if isinstance(choices, list) else ():
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
-            carried |= out.add(choice.get("index", 0), delta.get("content"))
-        out.finish(choice.get("finish_reason"))
-    return carried
-
-
-def _openai_responses(event: Event | ReceivedEvent, out: _Texts) -> bool:
-    payload = _payload(event)
-    if payload is None:
-        return False
-    kind = payload.get("type")
-    if kind == "response.output_text.delta":
-        return out.add(0, payload.get("delta"))
-    if kind in ("response.completed", "response.incomplete", "response.failed"):
-        response = payload.get("response")
-        if isinstance(response, dict):
-            details = response.get("incomplete_details")
-            reason = details.get("reason") if isinstance(details, dict) else None
-            out.finish(reason or response.get("status"))
-    return False
-
-
-def _anthropic(event: Event | ReceivedEvent, out: _Texts) -> bool:
-    payload = _payload(event)
-    if payload is None:
-        return False
-    kind = payload.get("type")
-    delta = payload.get("delta")
-    if not isinstance(delta, dict):
-        return False
-    if kind == "content_block_delta" and delta.get("type") == "text_delta":
-        return out.add(0, delta.get("text"))
-    if kind == "message_delta":
-        out.finish(delta.get("stop_reason"))
-    return False
-
-
-def _gemini(event: Event | ReceivedEvent, out: _Texts) -> bool:
-    chunk = _payload(event)
-    if chunk is None:
-        return False
-    carried = False
-    candidates = chunk.get("candidates")
-    for candidate in candidates if isinstance(candidates, list) else ():
-        if not isinstance(candidate, dict):
-            continue
-        number = candidate.get("index", 0)
-        content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
-        for part in parts if isinstance(parts, list) else ():
-            if isinstance(part, dict) and not part.get("thought"):
-                carried |= out.add(number, part.get("text"))
-        out.finish(candidate.get("finishReason"))
-    return carried
-
-
-#: The text extractor of each protocol, by name (to move into the protocol modules).
-EXTRACTORS: dict[str, Extractor] = {
-    "sse": _plain_sse,
-    "openai_chat": _openai_chat,
-    "openai_responses": _openai_responses,
-    "anthropic": _anthropic,
-    "gemini": _gemini,
-}
+        out.deltas += transcribe(event.data, out)
+    return out.texts(), out.deltas, tuple(out.finish_reasons)
