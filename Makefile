@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.timers
 	$(BIN)/python -m benchmarks.memory
 	$(BIN)/python -m benchmarks.e2e
+	$(BIN)/python -m benchmarks.transport
 
 # The documentation site (mkdocs.yml), built strictly into site/ (gitignored).
 docs: $(STAMP)

@@ -6,9 +6,10 @@ downstream ``[DONE]``. A translation bug there is invisible upstream and fatal d
 so streamguard watches both sides:
 
 * downstream, ``StreamGuardMiddleware`` checks what the proxy sends (``openai_chat``);
-* upstream, a ``StreamMonitor`` (the incremental engine behind ``check_stream`` and
-  ``collect``) is fed every upstream chunk as the proxy reads it (``anthropic``); its
-  report goes to ``on_upstream_report``.
+* upstream, the proxy's httpx client reads through ``AsyncStreamGuardTransport``, which
+  checks every upstream chunk as the proxy reads it (``anthropic``), with the same rules;
+  its report goes to ``on_upstream_report``, and its metrics are the
+  ``streamguard_upstream_*`` series of the same registry.
 
 ``?bug=no_done`` switches on a deliberate pass-through bug: the proxy drops ``[DONE]``.
 The upstream stays clean and the downstream report says ``missing_terminal``: the fault is
@@ -28,6 +29,7 @@ Run it against the example app::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -44,14 +46,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from examples.asgi_endpoint import ASGIEndpoint
-from streamguard import (
-    Event,
-    EventParser,
-    StreamEnd,
-    StreamGuardMiddleware,
-    StreamMonitor,
-    StreamReport,
-)
+from streamguard import Event, StreamGuardMiddleware, StreamMonitor, StreamReport
+from streamguard.httpx import AsyncStreamGuardTransport
 from streamguard.metrics import metrics_app
 
 __all__ = ["BUGS", "FINISH_REASONS", "Translator", "app", "build_proxy", "to_anthropic"]
@@ -227,9 +223,19 @@ def build_proxy(
     """The proxy app, forwarding to ``{upstream_url}/v1/messages``.
 
     ``on_report`` receives each downstream report (from the middleware), and
-    ``on_upstream_report`` each upstream one; by default the upstream report is logged.
+    ``on_upstream_report`` each upstream one (from the transport); by default the upstream
+    report is logged.
     """
-    report_upstream = on_upstream_report or _log_upstream
+    # One client for the app's lifetime: a gateway keeps its upstream connections warm.
+    upstream_client = httpx.AsyncClient(
+        base_url=upstream_url,
+        timeout=httpx.Timeout(30, read=120),
+        transport=AsyncStreamGuardTransport(
+            routes={"/v1/messages": {"protocol": "anthropic", "name": "upstream_messages"}},
+            metrics=registry,
+            on_report=on_upstream_report or _log_upstream,
+        ),
+    )
 
     async def chat_completions(request: Request) -> Response:
         bug = request.query_params.get("bug")
@@ -240,43 +246,46 @@ def build_proxy(
         params = {}
         if "upstream_fault" in request.query_params:
             params["fault"] = request.query_params["upstream_fault"]
-        client = httpx.AsyncClient(base_url=upstream_url, timeout=httpx.Timeout(30, read=120))
-        upstream = await client.send(
-            client.build_request("POST", "/v1/messages", json=upstream_request, params=params),
+        upstream = await upstream_client.send(
+            upstream_client.build_request(
+                "POST", "/v1/messages", json=upstream_request, params=params
+            ),
             stream=True,
         )
         if upstream.status_code != 200:
             body = await upstream.aread()
             await upstream.aclose()
-            await client.aclose()
             message = f"upstream answered HTTP {upstream.status_code}: {body[:200]!r}"
             return JSONResponse({"error": {"message": message, "type": "upstream_error"}}, 502)
         include_usage = bool((chat.get("stream_options") or {}).get("include_usage"))
         translator = Translator(chat.get("model", "fake"), include_usage, bug)
-        monitor = StreamMonitor("anthropic", request=upstream_request, path="/v1/messages")
 
         async def frames() -> AsyncIterator[bytes]:
-            parser = EventParser()
-            end = StreamEnd.CLIENT_DISCONNECT  # unless the loop ends: the proxy's client left
+            # The transport checks the upstream; this monitor only hands the proxy the
+            # events to translate (plain SSE: no payload rules, its findings unused).
+            events: list[Event] = []
+            reader = StreamMonitor("sse", on_event=lambda event, _index: events.append(event))
             try:
                 async for chunk in upstream.aiter_raw():
-                    monitor.feed(chunk)  # the upstream check, as the bytes arrive
-                    for event in parser.feed(chunk):
+                    reader.feed(chunk)
+                    for event in events:
                         if not (translator.done or translator.failed):  # nothing after the end
                             for frame in translator.on_event(event):
                                 yield frame
-                end = StreamEnd.BODY_ENDED
+                    events.clear()
                 if not (translator.done or translator.failed):
                     yield translator.upstream_cut()
-            except httpx.TransportError:
-                end = StreamEnd.APP_ERROR  # the upstream connection broke mid-body
-                raise
             finally:
+                # Closing before the body ended (the proxy's own client left) is reported
+                # upstream as client_disconnect; a transport error as connection_lost.
                 await upstream.aclose()
-                await client.aclose()
-                report_upstream(monitor.finish(end))
 
         return StreamingResponse(frames(), media_type="text/event-stream")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await upstream_client.aclose()
 
     return Starlette(
         routes=[
@@ -291,6 +300,7 @@ def build_proxy(
                 on_report=on_report,
             )
         ],
+        lifespan=lifespan,
     )
 
 

@@ -68,12 +68,13 @@ EXIT_BROKEN_PIPE = 141
 PROTOCOLS = [AUTO, *CHECKERS]
 #: ``--fail-on-outcome`` of ``probe``: every end a probe can see but ``completed``. A nightly
 #: check should go red when the endpoint answered with an in-band error (overloaded, rate
-#: limited), never finished, or stalled, even when the stream was well formed. For a probe,
+#: limited), never finished, lost its connection, or stalled, even when the stream was well
+#: formed. For a probe,
 #: ``client_disconnect`` is the probe itself giving up on a stall (``--timeout``): the
 #: ``stalled`` finding is only a warning, the outcome fails. ``app_error`` and ``cancelled``
 #: are the server's view and never reach a client. ``check`` fails on none: a capture is
 #: judged for its structure, and an in-band error is a well-formed end.
-PROBE_FAIL_ON_OUTCOME = "error_event,unclosed,client_disconnect"
+PROBE_FAIL_ON_OUTCOME = "error_event,unclosed,client_disconnect,connection_lost"
 PROBE_STALL_HELP = "; client_disconnect is the probe giving up on a stall (--timeout)"
 NO_OUTCOME = "none"
 #: The largest JSON request parsed for request-aware checks (``--request``, ``--data``), in

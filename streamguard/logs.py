@@ -15,6 +15,9 @@ Events:
 * ``streamguard_internal_error`` (error), when streamguard itself fails, with ``where``
   and the exception's type and place; logged even with the stream events turned off.
 
+The transports (``streamguard.httpx``) log the same events with ``side="upstream"`` bound:
+what a provider sent, told apart from what the app sent (which carries no ``side``).
+
 No message content, header or query string is logged unless content excerpts are turned
 on, and then only a shortened, escaped excerpt of the offending frame.
 """
@@ -35,7 +38,7 @@ __all__ = ["LogSink", "StreamLog", "ViolationLimiter", "summary_level"]
 
 _logger = structlog.get_logger("streamguard")
 
-_FAILED_OUTCOMES = {Outcome.UNCLOSED, Outcome.APP_ERROR}
+_FAILED_OUTCOMES = {Outcome.UNCLOSED, Outcome.APP_ERROR, Outcome.CONNECTION_LOST}
 _NOTABLE_OUTCOMES = {Outcome.ERROR_EVENT, Outcome.CANCELLED}
 
 
@@ -83,34 +86,62 @@ class LogSink:
 
     name = "logs"
 
-    def __init__(self, config: LogConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: LogConfig,
+        clock: Callable[[], float] = time.monotonic,
+        side: str | None = None,
+    ) -> None:
         self.config = config
         #: Shared by every stream of the sink, so the per-minute budget is per (route, rule).
         self.limiter = ViolationLimiter(config.violations_per_minute, clock)
+        #: Bound as ``side`` on every event when set (``"upstream"`` for the transports).
+        self.side = side
 
     def stream_started(self, route: str, protocol: str, unchecked: str | None) -> StreamLog | None:
         if not self.config.enabled:
             return None
-        return StreamLog(self.config, self.limiter, route, protocol)
+        return StreamLog(self.config, self.limiter, route, protocol, self.side)
 
     def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
+        side = {} if self.side is None else {"side": self.side}
         _logger.error(
-            "streamguard_internal_error", where=where, error=error, route=route, protocol=protocol
+            "streamguard_internal_error",
+            where=where,
+            error=error,
+            route=route,
+            protocol=protocol,
+            **side,
         )
 
 
 class StreamLog:
     """The log of one stream: a bound logger plus its per-stream violation budget."""
 
-    __slots__ = ("_bound", "_config", "_limiter", "_logged", "_not_logged", "_protocol", "_route")
+    __slots__ = (
+        "_bound",
+        "_config",
+        "_limiter",
+        "_logged",
+        "_not_logged",
+        "_protocol",
+        "_route",
+        "_side",
+    )
 
     def __init__(
-        self, config: LogConfig, limiter: ViolationLimiter, route: str, protocol: str
+        self,
+        config: LogConfig,
+        limiter: ViolationLimiter,
+        route: str,
+        protocol: str,
+        side: str | None = None,
     ) -> None:
         self._config = config
         self._limiter = limiter
         self._route = route
         self._protocol = protocol
+        self._side = side
         self._bound: Any = None
         self._logged = 0
         self._not_logged = 0
@@ -119,9 +150,10 @@ class StreamLog:
     def _logger(self) -> Any:
         """The stream's bound logger, bound when first used: an idle stream needs none."""
         if self._bound is None:
-            self._bound = structlog.get_logger("streamguard").bind(
+            bound = structlog.get_logger("streamguard").bind(
                 route=self._route, protocol=self._protocol
             )
+            self._bound = bound if self._side is None else bound.bind(side=self._side)
         return self._bound
 
     def findings(self, found: Sequence[Finding]) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "DURATION_BUCKETS",
     "FIRST_EVENT_BUCKETS",
     "UNCHECKED_REASONS",
+    "UPSTREAM_NAMESPACE",
     "MetricsApp",
     "StreamGuardMetrics",
     "StreamMetrics",
@@ -55,6 +56,10 @@ FIRST_EVENT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 
 
 #: The ``reason`` label of ``unchecked_streams_total``.
 UNCHECKED_REASONS = (NOT_SAMPLED, COMPRESSED)
+#: The namespace of the transports' metrics (``streamguard.httpx``): what an upstream sent
+#: is counted apart from what the app sent (``streamguard_upstream_streams_total``, ...),
+#: so existing queries on ``streamguard_*`` keep their meaning.
+UPSTREAM_NAMESPACE = "streamguard_upstream"
 
 _LABELS = ("route", "protocol")
 
@@ -65,10 +70,11 @@ class StreamGuardMetrics:
     name = "metrics"
 
     # Keyed by the registry itself, weakly: an id() could be reused by a new registry
-    # once the old one is gone, and would hand it metrics registered elsewhere.
-    _defaults: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, StreamGuardMetrics]] = (
-        weakref.WeakKeyDictionary()
-    )
+    # once the old one is gone, and would hand it metrics registered elsewhere. Then by
+    # namespace: the transports' metrics live beside the middleware's.
+    _defaults: ClassVar[
+        weakref.WeakKeyDictionary[CollectorRegistry, dict[str, StreamGuardMetrics]]
+    ] = weakref.WeakKeyDictionary()
     _defaults_lock = threading.Lock()
 
     def __init__(
@@ -122,12 +128,16 @@ class StreamGuardMetrics:
         self._lock = threading.Lock()
 
     @classmethod
-    def default(cls, registry: CollectorRegistry = REGISTRY) -> StreamGuardMetrics:
-        """The one instance for ``registry`` in this process, built on first use."""
+    def default(
+        cls, registry: CollectorRegistry = REGISTRY, namespace: str = "streamguard"
+    ) -> StreamGuardMetrics:
+        """The one instance for ``registry`` and ``namespace`` in this process, built on
+        first use (``UPSTREAM_NAMESPACE`` for the transports')."""
         with cls._defaults_lock:
-            metrics = cls._defaults.get(registry)
+            by_namespace = cls._defaults.setdefault(registry, {})
+            metrics = by_namespace.get(namespace)
             if metrics is None:
-                metrics = cls._defaults[registry] = cls(registry)
+                metrics = by_namespace[namespace] = cls(registry, namespace)
             return metrics
 
     def for_stream(self, route: str, protocol: str) -> StreamMetrics:

@@ -78,7 +78,8 @@ class StreamEnd(Enum):
     APP_ERROR = "app_error"
     CANCELLED = "cancelled"
     #: The reader's connection broke before the body ended (a network or protocol error
-    #: while reading): the client side of a cut, seen by ``streamguard.testing``.
+    #: while reading): the client side of a cut, seen by ``streamguard.testing`` and the
+    #: transports (``streamguard.httpx``).
     CONNECTION_LOST = "connection_lost"
     #: The reader stopped waiting for the next bytes (its read timeout) before the body
     #: ended: the client left first, and the silence it gave up on is a ``stalled`` finding.
@@ -99,9 +100,10 @@ _C, _E, _U = Outcome.COMPLETED, Outcome.ERROR_EVENT, Outcome.UNCLOSED
 #: fact on the report (``client_closed_after_end``), not the outcome. Failures on the
 #: server's side (the app raising, returning without ending the body, being cancelled)
 #: stay what they are even after the terminal: the client's connection still broke. On the
-#: client's side, a lost connection is such a break, and a reader that gave up waiting is
-#: a client that left. A terminal counts only once the message carrying it was handed to
-#: the server.
+#: client's side, a lost connection is such a break, its own outcome (``connection_lost``:
+#: the network or the peer, not the app, is the first suspect), and a reader that gave up
+#: waiting is a client that left. A terminal counts only once the message carrying it was
+#: handed to the server.
 OUTCOMES: dict[StreamEnd, tuple[Outcome, Outcome, Outcome, Outcome]] = {
     #                              error    terminal  neither   unjudged
     StreamEnd.BODY_ENDED:         (_E,      _C,       _U,       _C),
@@ -110,7 +112,7 @@ OUTCOMES: dict[StreamEnd, tuple[Outcome, Outcome, Outcome, Outcome]] = {
     StreamEnd.APP_RETURNED:       (_U,      _U,       _U,       _U),
     StreamEnd.APP_ERROR:          (Outcome.APP_ERROR,) * 4,
     StreamEnd.CANCELLED:          (Outcome.CANCELLED,) * 4,
-    StreamEnd.CONNECTION_LOST:    (_U,      _U,       _U,       _U),
+    StreamEnd.CONNECTION_LOST:    (Outcome.CONNECTION_LOST,) * 4,
     StreamEnd.READ_TIMEOUT:       (_E,      _C,       Outcome.CLIENT_DISCONNECT,
                                                                 Outcome.CLIENT_DISCONNECT),
 }  # fmt: skip

@@ -30,6 +30,9 @@ class Outcome(StrEnum):
     CLIENT_DISCONNECT = "client_disconnect"
     APP_ERROR = "app_error"
     CANCELLED = "cancelled"
+    #: Client side only: the connection broke while the body was being read (a network or
+    #: protocol error mid-body), before the body ended.
+    CONNECTION_LOST = "connection_lost"
 
 
 @dataclass(frozen=True, slots=True)

@@ -569,7 +569,7 @@ def test_probe_fails_on_a_stream_that_ended_with_an_in_band_error(
     assert "Findings:" not in out
     assert out.endswith(
         "\nthe stream ended error_event, an outcome --fail-on-outcome lists "
-        "(error_event or unclosed or client_disconnect)\n"
+        "(error_event or unclosed or client_disconnect or connection_lost)\n"
     )
     code, out, _ = run(capsys, "probe", "--format", "json", url)
     assert (code, json.loads(out)["failed"], json.loads(out)["findings"]) == (1, True, [])
@@ -602,7 +602,7 @@ def test_fail_on_outcome_rejects_an_unknown_outcome(capsys: pytest.CaptureFixtur
     assert err.endswith(
         "argument --fail-on-outcome: unknown outcome 'error': expected none or outcomes from "
         "completed, error_event, unclosed, client_disconnect, app_error, cancelled, "
-        "separated by commas\n"
+        "connection_lost, separated by commas\n"
     )
 
 

@@ -117,10 +117,10 @@ def test_an_async_read_timeout_is_classified_the_same(url: str) -> None:
 
 
 def test_a_lost_connection_names_the_exception_type_only(url: str) -> None:
-    """A cut mid-body is response_not_finished and unclosed; no exception text is shown."""
+    """A cut mid-body is response_not_finished and connection_lost; no exception text is shown."""
     with httpx.stream("GET", url + "/cut") as response:
         record = collect(response)
-    assert record.outcome is Outcome.UNCLOSED
+    assert record.outcome is Outcome.CONNECTION_LOST
     assert record.error == "RemoteProtocolError: the connection was lost before the body ended"
     assert [finding.message for finding in record.findings] == [
         "the connection closed before the body ended, after 15 byte(s): RemoteProtocolError: "
@@ -177,11 +177,11 @@ def test_monitor_read_timeout_before_any_byte_counts_from_the_start() -> None:
 
 
 def test_monitor_connection_lost_runs_the_end_rules() -> None:
-    """CONNECTION_LOST is unclosed; the body's end rules still run, after the cut itself."""
+    """CONNECTION_LOST is its own outcome; the body's end rules still run, after the cut."""
     monitor = StreamMonitor("sse")
     monitor.feed(b"data: a\n\ndata: b")
     report = monitor.finish(StreamEnd.CONNECTION_LOST, cause=ConnectionResetError(SECRET))
-    assert report.outcome is Outcome.UNCLOSED
+    assert report.outcome is Outcome.CONNECTION_LOST
     assert report.rules() == ["response_not_finished", "unterminated_frame"]
     assert report.findings[0].message == (
         "the connection closed before the body ended, after 16 byte(s): ConnectionResetError: "

@@ -148,7 +148,9 @@ def test_thousand_concurrent_mixed_protocol_streams_each_get_their_own_report() 
         malformed += report.malformed
     assert malformed > TOTAL // 10  # the comparison covers many findings, not only clean runs
     assert Counter((r.path or "").split("/")[1] for r in reports) == Counter(p for p, _, _ in plan)
-    assert {outcome for _, outcome in outcomes} >= {o.value for o in Outcome} - {"cancelled"}
+    # connection_lost is a reader's outcome (the transports, collect): a server never sees it.
+    server_side = {o.value for o in Outcome} - {"cancelled", "connection_lost"}
+    assert {outcome for _, outcome in outcomes} >= server_side
 
     in_progress = [
         sample.value

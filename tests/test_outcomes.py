@@ -40,7 +40,7 @@ EXPECTED = {
     StreamEnd.APP_RETURNED: dict.fromkeys(HANDED_OVER, U),
     StreamEnd.APP_ERROR: dict.fromkeys(HANDED_OVER, Outcome.APP_ERROR),
     StreamEnd.CANCELLED: dict.fromkeys(HANDED_OVER, Outcome.CANCELLED),
-    StreamEnd.CONNECTION_LOST: dict.fromkeys(HANDED_OVER, U),
+    StreamEnd.CONNECTION_LOST: dict.fromkeys(HANDED_OVER, Outcome.CONNECTION_LOST),
     StreamEnd.READ_TIMEOUT: {"error": E, "terminal": C, "neither": D, "unjudged": D},
 }
 #: The ends at which the client closed the connection.

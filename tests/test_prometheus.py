@@ -32,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from examples.plain_sse_app import ROUTES, build_app
 from streamguard import StreamGuardMiddleware
+from streamguard.httpx import StreamGuardTransport
 from streamguard.testing import serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,12 +171,32 @@ def test_dashboard_ratios_divide_by_checked_streams() -> None:
     assert "sum by (reason)" in exprs["Unchecked streams by reason"]
 
 
+def test_dashboard_has_an_upstream_row_on_its_own_series() -> None:
+    """The Upstream row reads only streamguard_upstream_* series; the others never do."""
+    titles = [panel["title"] for panel in dashboard()["panels"]]
+    row = titles.index("Upstream: what providers sent (streamguard.httpx transports)")
+    exprs = panel_queries()
+    upstream = [(title, expr) for title, expr in exprs if title.startswith("Upstream ")]
+    assert {title for title, _ in upstream} == set(titles[row + 1 :])
+    for title, expr in exprs:
+        metrics = set(re.findall(r"\b(streamguard_\w+)\{", expr))
+        assert metrics, title
+        assert all(m.startswith("streamguard_upstream_") for m in metrics) == (
+            title.startswith("Upstream ")
+        ), title
+    ratio = dict(upstream)["Upstream unclosed ratio"]
+    assert 'outcome=~"unclosed|connection_lost"' in ratio
+    assert "streamguard_upstream_unchecked_streams_total" in ratio
+
+
 # -- a real Prometheus scraping the example app ----------------------------------------------
 
 
-def drive_example_streams(base_url: str, stop_event: threading.Event) -> None:
+def drive_example_streams(
+    base_url: str, stop_event: threading.Event, transport: httpx.BaseTransport | None = None
+) -> None:
     """Request every example route over and over until ``stop_event`` is set."""
-    with httpx.Client(base_url=base_url, timeout=5) as client:
+    with httpx.Client(base_url=base_url, timeout=5, transport=transport) as client:
         while not stop_event.is_set():
             for path in ROUTES:
                 # /crash and /never-finished cut their responses short on purpose.
@@ -224,6 +245,14 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusA
         )
         driver.start()
         cleanup.callback(driver.join, timeout=10)
+        # The same routes read as an upstream, through the transport, into the same registry:
+        # the streamguard_upstream_* series of the dashboard's Upstream row and upstream rules.
+        upstream = StreamGuardTransport(metrics=registry, routes=dict.fromkeys(ROUTES, "sse"))
+        upstream_driver = threading.Thread(
+            target=drive_example_streams, args=(app_url, stop_event, upstream), daemon=True
+        )
+        upstream_driver.start()
+        cleanup.callback(upstream_driver.join, timeout=10)
         cleanup.callback(stop_event.set)
         port = free_port()
         config = {  # JSON is YAML
@@ -354,6 +383,7 @@ def test_ratios_single_out_the_broken_routes(prometheus: PrometheusAPI) -> None:
         return result
 
     unclosed = ratios("streams_unclosed:ratio_rate10m", "/never-finished", "/healthy", "/cut-frame")
+    upstream = ratios("upstream_streams_unclosed:ratio_rate10m", "/crash", "/healthy")
     malformed = ratios(
         "streams_malformed:ratio_rate10m", "/cut-frame", "/invalid-utf8", "/healthy", "/keepalive"
     )
@@ -364,6 +394,9 @@ def test_ratios_single_out_the_broken_routes(prometheus: PrometheusAPI) -> None:
     assert malformed["/invalid-utf8"] == 1
     assert malformed["/healthy"] == 0
     assert malformed["/keepalive"] == 0
+    # Read through the transport, a crash mid-body is the connection lost: never finished.
+    assert upstream["/crash"] == 1
+    assert upstream["/healthy"] == 0
 
 
 # -- multiprocess: two uvicorn workers, one /metrics ------------------------------------------

@@ -119,13 +119,13 @@ def test_collect_honours_a_forced_protocol(app_url: str) -> None:
 
 
 def test_collect_records_a_connection_cut_mid_stream(app_url: str) -> None:
-    """A body cut off by the server is response_not_finished, outcome unclosed."""
+    """A body cut off by the server is response_not_finished, outcome connection_lost."""
     with httpx.stream("GET", app_url + "/cut") as r:
         record = collect(r)
     assert record.body_ended is False
     assert record.error is not None
     assert record.error.startswith("RemoteProtocolError: ")
-    assert record.outcome is Outcome.UNCLOSED
+    assert record.outcome is Outcome.CONNECTION_LOST
     assert record.report.rules() == ["response_not_finished"]
     finding = record.findings[0]
     assert finding.event_index == 1

@@ -10,7 +10,7 @@ A response that is not checked (not a 2xx event stream, or compressed) has no ev
 What only the client can see is recorded too: the status and headers (checked with the
 middleware's HTTP hygiene rules), and whether the body ended cleanly. A connection lost
 before the body ends (a server crash, a proxy cut) is reported as ``response_not_finished``
-with the transport error's type, and the outcome is ``unclosed``; a read timeout is the
+with the transport error's type, and the outcome is ``connection_lost``; a read timeout is the
 client giving up: a ``stalled`` finding and the outcome ``client_disconnect``.
 """
 
