@@ -124,8 +124,8 @@ def test_plain_sse_lists_no_lifecycle_rule() -> None:
     assert "invalid_json" in names
 
 
-def test_the_end_kind_is_not_an_event() -> None:
-    """END is only ever taken by on_end (a table's END row never fires on an event)."""
+def test_the_shared_table_reports_a_missing_terminal_at_the_end_only() -> None:
+    """In the shared table an ordinary event stays, and the END row is missing_terminal."""
     lifecycle = terminated_lifecycle()
     assert lifecycle.step("streaming", END).rule is rules.MISSING_TERMINAL
     assert lifecycle.step("streaming", OTHER) is STAY
