@@ -638,8 +638,8 @@ class StreamMonitor:
             protocol=self.protocol,
             outcome=OUTCOMES[end][column],
             findings=self.findings,
-            events=0,
-            bytes=0,
+            events=self._events,  # what was counted before the failure still counts
+            bytes=self._bytes,
             body_messages=self.body_messages,
             started_at=self.started_at,
             first_byte_at=self.first_byte_at,
@@ -649,6 +649,8 @@ class StreamMonitor:
             internal_error=self.internal_error,
             path=self.path,
             route=self.route,
+            protocol_source=self._protocol_source,
+            notes=self.notes,
         )
         return self.report
 

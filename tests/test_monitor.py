@@ -153,3 +153,15 @@ def test_unknown_protocol_is_rejected() -> None:
     """An unknown protocol name fails at construction with the known names listed."""
     with pytest.raises(ValueError, match="unknown protocol 'smtp'"):
         StreamMonitor("smtp")
+
+
+def test_the_fallback_report_keeps_what_was_counted() -> None:
+    """After an internal error the report still has the events, bytes and notes seen so far."""
+    monitor = StreamMonitor("openai_chat")
+    body = b'data: {"a": 1}\n\ndata: {"a": 2}\n\n'
+    monitor.feed(body)
+    monitor.add_note("a note")
+    monitor.fail(RuntimeError("boom"))
+    report = monitor.fallback_report(StreamEnd.BODY_ENDED)
+    assert (report.events, report.bytes, report.notes) == (2, len(body), ("a note",))
+    assert (report.inspected, report.protocol_source) == (False, "configured")
