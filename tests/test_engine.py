@@ -96,6 +96,8 @@ def test_once_per_stream_rules_are_reported_once() -> None:
     for index in range(3):
         checker.report(found, rule, Event("message", "x"), index, " is odd")
     assert [f.message for f in found] == ["event 0 is odd (reported once per stream)"]
+    assert checker.reported(rule)
+    assert not DoneChecker().reported(rule)
 
 
 @pytest.mark.parametrize("protocol", sorted(CHECKERS))

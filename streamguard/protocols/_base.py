@@ -286,6 +286,11 @@ class Checker:
             detail += " (reported once per stream)"
         found.append(rule.finding(f"event {index}{detail}", index, event.offset))
 
+    def reported(self, rule: Rule) -> bool:
+        """Whether a once-per-stream ``rule`` was reported already: ask before building an
+        expensive detail (a digest, a framing check) that ``report`` would drop."""
+        return rule.name in self._reported_once
+
     def first_time(self, rule: Rule) -> bool:
         """Whether ``rule`` is reported for the first time in this stream (and note that it
         now is): ``report``'s bookkeeping, for a message that must end otherwise."""

@@ -258,8 +258,8 @@ class GeminiChecker(Checker):
     def on_event(self, event: Event, index: int) -> Sequence[Finding]:
         # Overridden for the framing check alone: it reads every event, those after a blocked
         # prompt included (a sealed phase, where the engine runs the lifecycle alone).
-        if self.error_index is not None:
-            return super().on_event(event, index)
+        if self.error_index is not None or self.reported(rules.SDK_INCOMPATIBLE_FRAMING):
+            return super().on_event(event, index)  # nothing more to find, nor to track
         problem = self._framing_problem(event, index)
         found = super().on_event(event, index)
         if problem is None:

@@ -550,7 +550,7 @@ class OpenAIChatChecker(Checker):
         """Every chunk the fast path did not vouch for: the full shape check and all rules."""
         found: list[Finding] = []
         name = event.event
-        if name != "message":
+        if name != "message" and not self.reported(rules.UNEXPECTED_EVENT_FIELD):
             routed = " (the SDK routes thread.* names to Assistants)"
             self.report(
                 found,

@@ -537,7 +537,7 @@ class OpenAIResponsesChecker(Checker):
                     found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, detail))
                     break
         name = event.event
-        if name != "message" and name != kind:
+        if name != "message" and name != kind and not self.reported(rules.EVENT_TYPE_MISMATCH):
             detail = f" is named {_kind(name)} but its type is {_kind(kind)}"
             self.report(found, rules.EVENT_TYPE_MISMATCH, event, index, detail)
         lifecycle = _KINDS.get(kind, OTHER)
