@@ -6,8 +6,8 @@ Theory of operation
 The stream is data-only SSE: one JSON chunk per event, ended by ``data: [DONE]``
 (reference §1). ``[DONE]`` is recognised by prefix before any JSON parsing, as the SDK does
 (``data.startswith("[DONE]")``). Every other payload is parsed and shape-checked in one
-pass by pydantic-core against ``_Chunk`` (a strict TypedDict that declares only the fields
-a rule reads; unknown keys are ignored, so providers' additions never matter).
+pass by pydantic-core against ``_shapes.ChatChunk`` (a strict TypedDict that declares only
+the fields a rule reads; unknown keys are ignored, so providers' additions never matter).
 
 Each event is of one kind (``[DONE]`` is the terminal, a chunk with a truthy top-level
 ``error`` the error) and takes the step of ``LIFECYCLE``, the engine's table (a test keeps
@@ -74,10 +74,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final, Literal, NotRequired, cast
+from typing import Any, Final, cast
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
-from typing_extensions import TypedDict
+from pydantic import ValidationError
 
 from streamguard import _wire, rules
 from streamguard.protocols._base import (
@@ -99,6 +98,15 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import parse_json, preview, validation_finding
+from streamguard.protocols._shapes import (
+    ChatChoice,
+    ChatChunk,
+    ChatDelta,
+    ChatFunction,
+    ChatToolCallDelta,
+    ChatUsage,
+    validate_chat_chunk,
+)
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -128,94 +136,14 @@ MAX_TRACKED_TOOL_CALLS = 512
 #: How many choice indices one message lists before it says "and N more".
 _MAX_LISTED = 5
 
-_STRICT = ConfigDict(strict=True)
-
-
-# -- The documented chunk shape (openai-python types/chat/chat_completion_chunk.py) --------
-
-
-class _Function(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    name: str | None
-    arguments: str | None
-
-
-class _ToolCallDelta(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    index: Any  # checked by hand: its own rule, tool_call_index_invalid
-    id: str | None
-    type: str | None
-    function: _Function | None
-
-
-class _Delta(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    role: Literal["developer", "system", "user", "assistant", "tool"] | None
-    content: str | None
-    refusal: str | None
-    tool_calls: list[_ToolCallDelta] | None
-    function_call: _Function | None
-
-
-class _TopLogprob(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    token: str
-    logprob: float
-    bytes: NotRequired[list[int] | None]
-
-
-class _TokenLogprob(_TopLogprob):
-    top_logprobs: list[_TopLogprob]
-
-
-class _Logprobs(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    content: list[_TokenLogprob] | None
-    refusal: list[_TokenLogprob] | None
-
-
-class _Choice(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    index: int
-    delta: NotRequired[_Delta]  # absent on Azure async-filter annotation chunks
-    finish_reason: NotRequired[str | None]
-    logprobs: NotRequired[_Logprobs | None]
-
-
-class _Usage(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-class _Chunk(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    id: str
-    object: str  # a Literal, except on Azure's annotation chunk: checked by hand
-    created: int
-    model: str
-    choices: NotRequired[list[_Choice] | None]  # null/absent: compat usage chunks only
-    usage: NotRequired[_Usage | None]
-    system_fingerprint: NotRequired[str | None]
-    service_tier: NotRequired[str | None]
-    obfuscation: NotRequired[str | None]
-    prompt_filter_results: NotRequired[Any]
-    prompt_annotations: NotRequired[Any]
-    error: NotRequired[Any]  # OpenRouter: a truthy error on an otherwise normal chunk
-
-
 _STR_OR_NONE = frozenset({str, type(None)})
 _NO_CHOICES = ": field choices: missing or null on a chunk without usage"
-#: The full shape check, run on the already-parsed chunk (no second parse) whenever the
-#: fast check below does not vouch for it; it names the field path of the first problem.
-_validate_chunk = TypeAdapter(_Chunk).validator.validate_python
 
 
 # -- Reading a chunk that failed the shape check -------------------------------------------
 
 
-def _lenient_chunk(raw: dict[str, Any]) -> _Chunk:
+def _lenient_chunk(raw: dict[str, Any]) -> ChatChunk:
     """What the rules can use of a chunk the strict validator rejected.
 
     Each field the rules read is kept only when its type is the documented one (the strict
@@ -243,7 +171,7 @@ def _lenient_chunk(raw: dict[str, Any]) -> _Chunk:
     usage = raw.get("usage")
     if type(usage) is dict:
         view["usage"] = usage  # _on_usage reads its counts defensively
-    return cast(_Chunk, view)
+    return cast(ChatChunk, view)
 
 
 def _lenient_choice(raw: dict[str, Any]) -> dict[str, Any]:
@@ -574,7 +502,7 @@ class OpenAIChatChecker(Checker):
             parsed = {**parsed, "choices": choices[:MAX_TRACKED_CHOICES]}
         strict = True
         try:
-            chunk: _Chunk = _validate_chunk(parsed)
+            chunk: ChatChunk = validate_chat_chunk(parsed)
         except ValidationError as invalid:
             # Report the shape, then check what the chunk does carry (no blind spot).
             found.append(validation_finding(invalid, event, index))
@@ -656,7 +584,7 @@ class OpenAIChatChecker(Checker):
                 f": in-band error payload: {'; '.join(problems)}",
             )
 
-    def _on_chunk(self, chunk: _Chunk, event: Event, index: int, found: list[Finding]) -> None:
+    def _on_chunk(self, chunk: ChatChunk, event: Event, index: int, found: list[Finding]) -> None:
         choices, usage = chunk.get("choices"), chunk.get("usage")
         if choices is None and usage is None:
             return  # nothing the rules read (the shape finding follows in _general)
@@ -682,7 +610,7 @@ class OpenAIChatChecker(Checker):
     # -- the parts of a chunk ----------------------------------------------------------
 
     def _check_identity(
-        self, chunk: _Chunk, event: Event, index: int, found: list[Finding]
+        self, chunk: ChatChunk, event: Event, index: int, found: list[Finding]
     ) -> None:
         # .get throughout: a chunk read leniently may lack any of these (already reported).
         kind = chunk.get("object")
@@ -713,7 +641,9 @@ class OpenAIChatChecker(Checker):
                 f": id {_shown_id(chunk_id)} differs from the first chunk's {_shown_id(self._id)}",
             )
 
-    def _on_choice(self, choice: _Choice, event: Event, index: int, found: list[Finding]) -> None:
+    def _on_choice(
+        self, choice: ChatChoice, event: Event, index: int, found: list[Finding]
+    ) -> None:
         number = choice["index"]
         state = self._choice(number)
         if state is None:
@@ -778,7 +708,7 @@ class OpenAIChatChecker(Checker):
         return choices
 
     def _on_delta(
-        self, state: _ChoiceState, delta: _Delta, event: Event, index: int, found: list[Finding]
+        self, state: _ChoiceState, delta: ChatDelta, event: Event, index: int, found: list[Finding]
     ) -> None:
         state.deltas += 1
         if delta.get("role") is not None:
@@ -813,7 +743,7 @@ class OpenAIChatChecker(Checker):
     def _on_tool_call(
         self,
         state: _ChoiceState,
-        call: _ToolCallDelta,
+        call: ChatToolCallDelta,
         event: Event,
         index: int,
         found: list[Finding],
@@ -888,7 +818,12 @@ class OpenAIChatChecker(Checker):
             self._mixed(state, event, index, found)
 
     def _on_function_call(
-        self, state: _ChoiceState, call: _Function, event: Event, index: int, found: list[Finding]
+        self,
+        state: _ChoiceState,
+        call: ChatFunction,
+        event: Event,
+        index: int,
+        found: list[Finding],
     ) -> None:
         if state.legacy_function is None:
             state.legacy_function = _ToolCall(0)
@@ -908,7 +843,7 @@ class OpenAIChatChecker(Checker):
         )
 
     def _content_after_finish(
-        self, state: _ChoiceState, delta: _Delta, event: Event, index: int, found: list[Finding]
+        self, state: _ChoiceState, delta: ChatDelta, event: Event, index: int, found: list[Finding]
     ) -> None:
         # Empty strings and empty lists carry nothing: only real content counts.
         kinds = [
@@ -979,8 +914,8 @@ class OpenAIChatChecker(Checker):
 
     def _on_usage(
         self,
-        chunk: _Chunk,
-        usage: _Usage,
+        chunk: ChatChunk,
+        usage: ChatUsage,
         event: Event,
         index: int,
         found: list[Finding],

@@ -76,12 +76,12 @@ kept per part to compare with the ``.done`` text. Unknown ``response.*`` event t
 ``keepalive`` are legal. In-band errors (``error`` events, ``response.failed``'s
 ``response.error``) are checked against the shape the openai-python SDK reads.
 
-Payloads are parsed and shape-checked in one pass by pydantic-core against ``_Event``, a
-strict TypedDict of the fields the rules read (unknown keys are ignored); which of those
-fields an event type requires is in ``_REQUIRED``. A payload that fails that check is
-reported (``schema_mismatch``) and then checked like any other on the fields that do have
-the right type (``_salvage``): a non-conforming server is where the lifecycle rules matter.
-A payload that is not JSON at all takes no lifecycle step.
+Payloads are parsed and shape-checked in one pass by pydantic-core against
+``_shapes.ResponsesEvent``, a strict TypedDict of the fields the rules read (unknown keys
+are ignored); which of those fields an event type requires is in ``_REQUIRED``. A payload
+that fails that check is reported (``schema_mismatch``) and then checked like any other on
+the fields that do have the right type (``_salvage``): a non-conforming server is where the
+lifecycle rules matter. A payload that is not JSON at all takes no lifecycle step.
 
 Bounded state
 -------------
@@ -101,10 +101,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from hashlib import blake2b
 from itertools import islice
-from typing import Any, NotRequired, cast
+from typing import Any, cast
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
-from typing_extensions import TypedDict
+from pydantic import ValidationError
 
 from streamguard import rules
 from streamguard._wire import describe, number, token
@@ -129,6 +128,11 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import parse_json, preview, validation_finding
+from streamguard.protocols._shapes import (
+    RESPONSES_EVENT,
+    ResponsesEvent,
+    ResponsesResponse,
+)
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -244,51 +248,7 @@ _MAX_ID_CHARS = 128
 #: Items or parts a message lists before "and N more".
 _SHOWN = 3
 
-_STRICT = ConfigDict(strict=True, cache_strings="keys")
-
-
-class _Response(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    id: str
-    status: str
-    error: Any
-    usage: Any
-    incomplete_details: Any
-
-
-class _Item(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    id: str
-    type: str
-    status: str
-
-
-class _Event(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    type: str
-    sequence_number: int
-    response: NotRequired[_Response]
-    output_index: NotRequired[int]
-    content_index: NotRequired[int]
-    summary_index: NotRequired[int]
-    item_id: NotRequired[str]
-    item: NotRequired[_Item]
-    part: NotRequired[Any]
-    delta: NotRequired[Any]
-    text: NotRequired[str]
-    refusal: NotRequired[str]
-    arguments: NotRequired[str]
-    input: NotRequired[str]
-    # An error event's fields, checked by hand (their types depend on the error's shape).
-    code: NotRequired[Any]
-    message: NotRequired[Any]
-    param: NotRequired[Any]
-    error: NotRequired[Any]
-
-
-_EVENT = TypeAdapter(_Event)
-
-#: ``_Event``'s scalar fields and their types, for reading a payload that failed the
+#: ``ResponsesEvent``'s scalar fields and their types, for reading a payload that failed the
 #: strict check (``type(value) is`` matches strict mode: a bool is not an int).
 _SCALAR_FIELDS: dict[str, type] = {
     "type": str,
@@ -409,9 +369,9 @@ class _OpenItem:
         self.untracked_parts = 0  # open parts past MAX_OPEN_PARTS, counted, not followed
 
 
-_Handler = Callable[["OpenAIResponsesChecker", _Event, Event, int, list[Finding]], None]
+_Handler = Callable[["OpenAIResponsesChecker", ResponsesEvent, Event, int, list[Finding]], None]
 _ItemHandler = Callable[
-    ["OpenAIResponsesChecker", _Event, _OpenItem, Event, int, list[Finding]], None
+    ["OpenAIResponsesChecker", ResponsesEvent, _OpenItem, Event, int, list[Finding]], None
 ]
 
 
@@ -508,7 +468,7 @@ class OpenAIResponsesChecker(Checker):
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         try:
-            payload = _EVENT.validate_json(event.data)
+            payload = RESPONSES_EVENT.validate_json(event.data)
         except ValidationError as error:  # report it, then check what it carries
             shape = validation_finding(error, event, index)
             salvaged = _salvage(event.data) if shape.rule == rules.SCHEMA_MISMATCH.name else None
@@ -521,7 +481,7 @@ class OpenAIResponsesChecker(Checker):
         return self._check(payload, event, index, [])
 
     def _check(
-        self, payload: _Event, event: Event, index: int, found: list[Finding]
+        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
     ) -> list[Finding]:
         """The rules of every event, its lifecycle step, then its type's handler."""
         kind = payload["type"]
@@ -574,18 +534,24 @@ class OpenAIResponsesChecker(Checker):
 
     # -- the response's lifecycle events --------------------------------------------------
 
-    def _on_opening(self, payload: _Event, event: Event, index: int, found: list[Finding]) -> None:
+    def _on_opening(
+        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
+    ) -> None:
         if payload["type"] == "response.created" and self._created_index is None:
             self._created_index = index
         self._check_response(payload, event, index, found)
 
-    def _on_error(self, payload: _Event, event: Event, index: int, found: list[Finding]) -> None:
+    def _on_error(
+        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
+    ) -> None:
         self._release()  # only response.failed or [DONE] may follow: no item is checked
         problem = _error_event_problem(payload)
         if problem is not None and not self._event_malformed:
             found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, f": field {problem}"))
 
-    def _on_terminal(self, payload: _Event, event: Event, index: int, found: list[Finding]) -> None:
+    def _on_terminal(
+        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
+    ) -> None:
         self._check_response(payload, event, index, found)
         kind = payload["type"]
         still_open = len(self._items.open) + self._untracked_items
@@ -598,7 +564,7 @@ class OpenAIResponsesChecker(Checker):
         self._release()
 
     def _check_response(
-        self, payload: _Event, event: Event, index: int, found: list[Finding]
+        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
     ) -> None:
         response = payload.get("response")
         if response is None:  # missing or not an object: schema_mismatch said so
@@ -640,7 +606,7 @@ class OpenAIResponsesChecker(Checker):
     # -- output items ------------------------------------------------------------------
 
     def _on_item_added(
-        self, payload: _Event, event: Event, index: int, found: list[Finding]
+        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
     ) -> None:
         output_index = payload.get("output_index")
         if output_index is None:  # the item cannot be placed: schema_mismatch said so
@@ -686,7 +652,7 @@ class OpenAIResponsesChecker(Checker):
             self._untracked_items += 1
 
     def _on_item_event(
-        self, payload: _Event, event: Event, index: int, found: list[Finding]
+        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
     ) -> None:
         """An event inside an item (parts, deltas, hosted-tool progress, its done): find
         the open item it names, then hand it to its type's item handler."""
@@ -758,7 +724,12 @@ class OpenAIResponsesChecker(Checker):
         return item
 
     def _on_item_done(
-        self, payload: _Event, item: _OpenItem, event: Event, index: int, found: list[Finding]
+        self,
+        payload: ResponsesEvent,
+        item: _OpenItem,
+        event: Event,
+        index: int,
+        found: list[Finding],
     ) -> None:
         self._items.close(item.number)
         where = f"{_named(payload['type'])}: item {number(item.number)}"
@@ -781,7 +752,12 @@ class OpenAIResponsesChecker(Checker):
     # -- parts and texts ---------------------------------------------------------------
 
     def _on_part(
-        self, payload: _Event, item: _OpenItem, event: Event, index: int, found: list[Finding]
+        self,
+        payload: ResponsesEvent,
+        item: _OpenItem,
+        event: Event,
+        index: int,
+        found: list[Finding],
     ) -> None:
         content, opens = _PART_EVENTS[payload["type"]]
         part = payload.get("content_index") if content else payload.get("summary_index")
@@ -810,7 +786,12 @@ class OpenAIResponsesChecker(Checker):
         return text
 
     def _on_annotation(
-        self, payload: _Event, item: _OpenItem, event: Event, index: int, found: list[Finding]
+        self,
+        payload: ResponsesEvent,
+        item: _OpenItem,
+        event: Event,
+        index: int,
+        found: list[Finding],
     ) -> None:
         part = payload.get("content_index")
         if (
@@ -822,7 +803,12 @@ class OpenAIResponsesChecker(Checker):
             found.append(self._part_not_open(payload, event, index, True, part))
 
     def _on_text(
-        self, payload: _Event, item: _OpenItem, event: Event, index: int, found: list[Finding]
+        self,
+        payload: ResponsesEvent,
+        item: _OpenItem,
+        event: Event,
+        index: int,
+        found: list[Finding],
     ) -> None:
         kind = payload["type"]
         field, final, is_delta = _TEXT_EVENTS[kind]
@@ -874,7 +860,7 @@ class OpenAIResponsesChecker(Checker):
         self._forget(text)
 
     def _part_not_open(
-        self, payload: _Event, event: Event, index: int, content: bool, part: int
+        self, payload: ResponsesEvent, event: Event, index: int, content: bool, part: int
     ) -> Finding:
         """``item_not_open`` for an event naming a content or summary part that is not open."""
         label = "content part" if content else "summary part"
@@ -970,14 +956,14 @@ def _type_of(event: Event) -> str | None:
     if event.event != "message":
         return event.event
     try:
-        return _EVENT.validate_json(event.data)["type"]
+        return RESPONSES_EVENT.validate_json(event.data)["type"]
     except ValidationError:
         payload = _salvage(event.data)
         return None if payload is None else payload["type"]
 
 
-def _salvage(data: str) -> _Event | None:
-    """The fields of a payload that failed the strict check that do have ``_Event``'s types
+def _salvage(data: str) -> ResponsesEvent | None:
+    """The fields of a payload that failed the strict check that do have ``ResponsesEvent``'s types
     (nested objects keep their well-typed fields); None without a string ``type``."""
     try:
         raw = parse_json(data)
@@ -998,14 +984,14 @@ def _salvage(data: str) -> _Event | None:
     item = raw.get("item")
     if isinstance(item, dict):
         kept["item"] = _strings(item, ("id", "type", "status"))
-    return cast(_Event, kept)
+    return cast(ResponsesEvent, kept)
 
 
 def _strings(source: dict[str, Any], fields: tuple[str, ...]) -> dict[str, str]:
     return {field: source[field] for field in fields if type(source.get(field)) is str}
 
 
-def _error_event_problem(payload: _Event) -> str | None:
+def _error_event_problem(payload: ResponsesEvent) -> str | None:
     """Where an ``error`` event differs from what openai-python reads, as
     ``<field path>: <problem>``; None when it fits.
 
@@ -1046,7 +1032,7 @@ def _fields_problem(
     return None
 
 
-def _reason(response: _Response) -> object:
+def _reason(response: ResponsesResponse) -> object:
     details = response.get("incomplete_details")
     return details.get("reason") if isinstance(details, Mapping) else None
 

@@ -1,0 +1,160 @@
+"""The documented payload shapes pydantic-core checks chat chunks and Responses events against.
+
+These TypedDicts declare only the fields a rule reads (unknown keys are ignored, so a
+provider's additions never matter), each strict: a wrong type is a finding, not a coercion.
+
+This module is never compiled. mypyc builds a TypedDict from ``typing.TypedDict``, which
+pydantic refuses before Python 3.12, and cannot read a module global in a class body; and
+the validators are built once at import, so compiling them would buy nothing. The checkers
+that use these shapes are compiled and see them as plain dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired
+
+from pydantic import ConfigDict, TypeAdapter
+from typing_extensions import TypedDict
+
+__all__ = [
+    "RESPONSES_EVENT",
+    "ChatChoice",
+    "ChatChunk",
+    "ChatDelta",
+    "ChatFunction",
+    "ChatLogprobs",
+    "ChatToolCallDelta",
+    "ChatUsage",
+    "ResponsesEvent",
+    "ResponsesItem",
+    "ResponsesResponse",
+    "validate_chat_chunk",
+]
+
+_CHAT_CONFIG = ConfigDict(strict=True)
+_RESPONSES_CONFIG = ConfigDict(strict=True, cache_strings="keys")
+
+
+# -- Chat Completions chunks (openai-python types/chat/chat_completion_chunk.py) -------------
+
+
+class ChatFunction(TypedDict, total=False):
+    __pydantic_config__ = _CHAT_CONFIG  # type: ignore[misc]
+    name: str | None
+    arguments: str | None
+
+
+class ChatToolCallDelta(TypedDict, total=False):
+    __pydantic_config__ = _CHAT_CONFIG  # type: ignore[misc]
+    index: Any  # checked by hand: its own rule, tool_call_index_invalid
+    id: str | None
+    type: str | None
+    function: ChatFunction | None
+
+
+class ChatDelta(TypedDict, total=False):
+    __pydantic_config__ = _CHAT_CONFIG  # type: ignore[misc]
+    role: Literal["developer", "system", "user", "assistant", "tool"] | None
+    content: str | None
+    refusal: str | None
+    tool_calls: list[ChatToolCallDelta] | None
+    function_call: ChatFunction | None
+
+
+class ChatTopLogprob(TypedDict):
+    __pydantic_config__ = _CHAT_CONFIG  # type: ignore[misc]
+    token: str
+    logprob: float
+    bytes: NotRequired[list[int] | None]
+
+
+class ChatTokenLogprob(ChatTopLogprob):
+    top_logprobs: list[ChatTopLogprob]
+
+
+class ChatLogprobs(TypedDict, total=False):
+    __pydantic_config__ = _CHAT_CONFIG  # type: ignore[misc]
+    content: list[ChatTokenLogprob] | None
+    refusal: list[ChatTokenLogprob] | None
+
+
+class ChatChoice(TypedDict):
+    __pydantic_config__ = _CHAT_CONFIG  # type: ignore[misc]
+    index: int
+    delta: NotRequired[ChatDelta]  # absent on Azure async-filter annotation chunks
+    finish_reason: NotRequired[str | None]
+    logprobs: NotRequired[ChatLogprobs | None]
+
+
+class ChatUsage(TypedDict):
+    __pydantic_config__ = _CHAT_CONFIG  # type: ignore[misc]
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatChunk(TypedDict):
+    __pydantic_config__ = _CHAT_CONFIG  # type: ignore[misc]
+    id: str
+    object: str  # a Literal, except on Azure's annotation chunk: checked by hand
+    created: int
+    model: str
+    choices: NotRequired[list[ChatChoice] | None]  # null/absent: compat usage chunks only
+    usage: NotRequired[ChatUsage | None]
+    system_fingerprint: NotRequired[str | None]
+    service_tier: NotRequired[str | None]
+    obfuscation: NotRequired[str | None]
+    prompt_filter_results: NotRequired[Any]
+    prompt_annotations: NotRequired[Any]
+    error: NotRequired[Any]  # OpenRouter: a truthy error on an otherwise normal chunk
+
+
+#: The full chunk shape check, run on the already-parsed chunk (no second parse) whenever
+#: the checker's fast check does not vouch for it; it names the field path of the first
+#: problem.
+validate_chat_chunk = TypeAdapter(ChatChunk).validator.validate_python
+
+
+# -- Responses events (openai-python types/responses/response_stream_event.py) --------------
+
+
+class ResponsesResponse(TypedDict, total=False):
+    __pydantic_config__ = _RESPONSES_CONFIG  # type: ignore[misc]
+    id: str
+    status: str
+    error: Any
+    usage: Any
+    incomplete_details: Any
+
+
+class ResponsesItem(TypedDict, total=False):
+    __pydantic_config__ = _RESPONSES_CONFIG  # type: ignore[misc]
+    id: str
+    type: str
+    status: str
+
+
+class ResponsesEvent(TypedDict):
+    __pydantic_config__ = _RESPONSES_CONFIG  # type: ignore[misc]
+    type: str
+    sequence_number: int
+    response: NotRequired[ResponsesResponse]
+    output_index: NotRequired[int]
+    content_index: NotRequired[int]
+    summary_index: NotRequired[int]
+    item_id: NotRequired[str]
+    item: NotRequired[ResponsesItem]
+    part: NotRequired[Any]
+    delta: NotRequired[Any]
+    text: NotRequired[str]
+    refusal: NotRequired[str]
+    arguments: NotRequired[str]
+    input: NotRequired[str]
+    # An error event's fields, checked by hand (their types depend on the error's shape).
+    code: NotRequired[Any]
+    message: NotRequired[Any]
+    param: NotRequired[Any]
+    error: NotRequired[Any]
+
+
+RESPONSES_EVENT = TypeAdapter(ResponsesEvent)
