@@ -4,17 +4,31 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench docs fuzz clean
+.PHONY: test demo lint bench docs fuzz clean compiled
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench,docs]'
+	STREAMGUARD_PURE_PYTHON=1 $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench,docs]'
 	touch $(STAMP)
 
+# The sans-I/O core compiled with mypyc (setup.py, streamguard/_build.py), in place beside
+# its sources, when a C compiler is here. The stamp says which build resulted: "compiled",
+# or "pure" when compiling was not possible (setup.py warns why). Old extension modules
+# go first, so a failed build can never leave a stale one to be imported.
+CORE_SOURCES := $(wildcard streamguard/*.py streamguard/protocols/*.py)
+COMPILED_STAMP := $(VENV)/.compiled
+$(COMPILED_STAMP): $(STAMP) setup.py $(CORE_SOURCES)
+	find streamguard -name '*.so' -delete
+	$(BIN)/python setup.py --quiet build_ext --inplace
+	$(BIN)/python -c "import streamguard; print('compiled' if streamguard.compiled else 'pure')" > $(COMPILED_STAMP)
+	@echo "streamguard core: $$(cat $(COMPILED_STAMP)) build"
+
+compiled: $(COMPILED_STAMP)
+
 lint: $(STAMP)
-	$(BIN)/ruff check streamguard tests examples benchmarks fuzz
-	$(BIN)/ruff format --check streamguard tests examples benchmarks fuzz
+	$(BIN)/ruff check setup.py streamguard tests examples benchmarks fuzz
+	$(BIN)/ruff format --check setup.py streamguard tests examples benchmarks fuzz
 	$(BIN)/mypy --strict streamguard
 
 # The JavaScript clients the agent-protocol interop tests run (tests/node), when npm is
@@ -25,10 +39,24 @@ $(NODE_STAMP): tests/node/package-lock.json
 	  npm ci --prefix tests/node --no-audit --no-fund --loglevel=error && touch $(NODE_STAMP); \
 	fi
 
-test: lint docs $(NODE_STAMP)
-	$(BIN)/pytest
+# The whole suite runs against both builds of the core: the compiled one (what a normal
+# install runs) and the pure-Python one (no C compiler, or STREAMGUARD_PURE_PYTHON=1).
+# STREAMGUARD_EXPECT_BUILD makes the suite refuse to run on the other build by mistake.
+# Without a C compiler only the pure build is tested, unless STREAMGUARD_REQUIRE_COMPILED=1
+# (CI) makes that an error.
+test: lint docs $(NODE_STAMP) $(COMPILED_STAMP)
+	@if [ "$$(cat $(COMPILED_STAMP))" = compiled ]; then \
+	  echo "== the compiled core"; \
+	  STREAMGUARD_EXPECT_BUILD=compiled $(BIN)/pytest || exit 1; \
+	elif [ -n "$$STREAMGUARD_REQUIRE_COMPILED" ]; then \
+	  echo "the compiled core did not build (see setup.py's warning above)" >&2; exit 1; \
+	else \
+	  echo "== no compiled core here (no C compiler?): testing the pure-Python build only"; \
+	fi
+	@echo "== the pure-Python core"
+	STREAMGUARD_PURE_PYTHON=1 STREAMGUARD_EXPECT_BUILD=pure $(BIN)/pytest
 
-demo: $(STAMP)
+demo: $(COMPILED_STAMP)
 	$(BIN)/streamguard demo
 
 bench: $(STAMP)
@@ -52,4 +80,5 @@ fuzz: $(STAMP)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_checkers.py -max_total_time=$(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site build
+	find streamguard -name '*.so' -delete

@@ -11,7 +11,9 @@ without changing a byte, and reports what it finds. The public names:
 * ``RULES``: every ``Rule`` by name, the catalog behind metrics, logs and docs
   (``streamguard.rules``);
 * ``EventParser``, ``Event``: the incremental WHATWG event-stream parser
-  (``streamguard.sse``).
+  (``streamguard.sse``);
+* ``compiled``: whether this process runs the core compiled with mypyc or as pure Python
+  (``STREAMGUARD_PURE_PYTHON=1`` asks for the latter; ``streamguard._build``).
 
 Each is imported on first use, from the module that defines it: the sans-I/O core
 (``streamguard.sse``, ``streamguard.monitor``) loads without Starlette, structlog or
@@ -23,12 +25,19 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from streamguard import _build
+
+if _build.wants_sources():  # before any core module loads: the two builds never mix
+    _build.prefer_sources()
+
 if TYPE_CHECKING:
     from streamguard.middleware import StreamGuardMiddleware
     from streamguard.monitor import StreamEnd, StreamMonitor, check_stream
     from streamguard.report import Finding, Outcome, Severity, StreamReport
     from streamguard.rules import RULES, Rule
     from streamguard.sse import Event, EventParser
+
+    compiled: bool
 
 __all__ = [
     "RULES",
@@ -43,6 +52,7 @@ __all__ = [
     "StreamMonitor",
     "StreamReport",
     "check_stream",
+    "compiled",
 ]
 
 __version__ = "0.1.0"
@@ -61,6 +71,7 @@ _SOURCES = {
     "StreamMonitor": "streamguard.monitor",
     "StreamReport": "streamguard.report",
     "check_stream": "streamguard.monitor",
+    "compiled": "streamguard._build",
 }
 
 

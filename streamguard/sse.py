@@ -343,7 +343,8 @@ class EventParser:
 
     def _strip_bom(self, data: bytes) -> bytes:
         assert self._bom_window is not None
-        window = self._bom_window + data
+        # No concatenation for the usual first chunk: compiled, ``b"" + data`` copies it.
+        window = self._bom_window + data if self._bom_window else data
         if len(window) < len(_BOM) and _BOM.startswith(window):
             self._bom_window = window
             return b""

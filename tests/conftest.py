@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator, MutableMapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,8 @@ import structlog
 from hypothesis import settings
 from structlog.testing import LogCapture
 
+import streamguard
+from streamguard import _build
 from streamguard.protocols import CHECKERS
 
 from .toy_protocol import DoneChecker
@@ -60,7 +64,41 @@ class _LogAudit:
 LOG_AUDIT = _LogAudit()
 
 
+def _build_name() -> str:
+    return "compiled" if streamguard.compiled else "pure"
+
+
+def _stale_compiled_modules() -> list[str]:
+    """Core modules whose source changed after their extension module was built."""
+    stale = []
+    for name in _build.COMPILED_MODULES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None or spec.origin.endswith(".py"):
+            continue
+        origin = Path(spec.origin)
+        source = origin.with_name(origin.name.split(".", 1)[0] + ".py")
+        if source.stat().st_mtime > origin.stat().st_mtime:
+            stale.append(name)
+    return stale
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"streamguard core: {_build_name()} build"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # The suite runs once per build of the core (Makefile), each run saying which build it
+    # expects: running the pure build twice by mistake must not pass as testing both.
+    expected = os.environ.get("STREAMGUARD_EXPECT_BUILD")
+    if expected and expected != _build_name():
+        raise pytest.UsageError(
+            f"STREAMGUARD_EXPECT_BUILD={expected}, but the {_build_name()} core was loaded"
+        )
+    if stale := _stale_compiled_modules():
+        raise pytest.UsageError(
+            f"the compiled core is older than its source ({', '.join(stale)}): run "
+            "`make compiled`, or set STREAMGUARD_PURE_PYTHON=1 to test the sources"
+        )
     # First of the configured processors (the list object is shared with bound loggers and
     # kept by capture_logs), and inside LogCapture, which capture_logs puts in their place.
     structlog.get_config()["processors"].insert(0, LOG_AUDIT)

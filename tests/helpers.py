@@ -8,11 +8,13 @@ Fixture files are read through ``tests.sse_fixtures``; ways to cut bytes into ch
 
 from __future__ import annotations
 
+import ast
 import gc
 import json
 import socket
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from starlette.requests import Request
@@ -36,6 +38,7 @@ __all__ = [
     "FakeClock",
     "ResponsesFeeder",
     "anthropic_stream",
+    "break_monitors",
     "chat_call",
     "chat_choice",
     "chat_chunk",
@@ -50,6 +53,8 @@ __all__ = [
     "parse",
     "peak_memory",
     "run_checker",
+    "source_docstring",
+    "source_of",
 ]
 
 T = TypeVar("T")
@@ -268,3 +273,59 @@ def gemini_chunk(*candidates: dict[str, Any], **fields: Any) -> bytes:
 def gemini_text(text: str, index: object = 0, **fields: Any) -> dict[str, Any]:
     """A candidate whose content is one text part."""
     return {"content": {"parts": [{"text": text}], "role": "model"}, "index": index, **fields}
+
+
+# -- reading the sources (the compiled build keeps no docstrings) ---------------------------
+
+
+def source_of(module_name: str) -> str:
+    """The text of a module's ``.py`` file in this checkout, whichever build was imported.
+
+    ``inspect.getsource`` and ``__doc__`` see nothing in a module mypyc compiled (its file
+    is the extension module beside the source), so tests about what the source says read
+    the source.
+    """
+    path = Path(__file__).resolve().parent.parent.joinpath(*module_name.split("."))
+    package = path / "__init__.py"
+    return (package if package.exists() else path.with_suffix(".py")).read_text(encoding="utf-8")
+
+
+def source_docstring(owner: Any) -> str:
+    """The docstring a module, class or function has in its source (see ``source_of``)."""
+    if isinstance(owner, type(ast)):
+        return ast.get_docstring(ast.parse(source_of(owner.__name__)), clean=False) or ""
+    tree = ast.parse(source_of(owner.__module__))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name == owner.__name__
+        ):
+            return ast.get_docstring(node, clean=False) or ""
+    raise LookupError(f"{owner.__module__}.{owner.__name__} is not defined in its source")
+
+
+# -- fault injection that works on the compiled build ---------------------------------------
+
+
+def break_monitors(monkeypatch: Any, module: Any, method: str, fault: Callable[..., Any]) -> None:
+    """Make ``method`` of every ``StreamMonitor`` that ``module`` creates call ``fault``.
+
+    A compiled class's methods cannot be patched, so the fault goes in one step out: the
+    interpreted module that builds monitors (the middleware, the transports) gets a stand-in
+    that wraps a real monitor (its ``real``) and answers ``method`` (``"__init__"``
+    included) with ``fault`` called as the method would be, ``self`` first.
+    """
+    real = module.StreamMonitor
+
+    class BrokenMonitor:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if method == "__init__":
+                fault(self, *args, **kwargs)
+            self.real = real(*args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            if name == method:
+                return lambda *args, **kwargs: fault(self, *args, **kwargs)
+            return getattr(self.real, name)
+
+    monkeypatch.setattr(module, "StreamMonitor", BrokenMonitor)

@@ -23,6 +23,7 @@ from streamguard.rule_docs import RULE_DOCS, ag_ui, ai_sdk_ui
 from streamguard.rules import RULES
 from streamguard.sse import Event
 
+from .helpers import source_docstring
 from .sse_fixtures import fixtures
 
 
@@ -263,6 +264,6 @@ def test_every_raised_rule_has_a_fixture() -> None:
 def test_the_docstring_names_its_tables() -> None:
     """The module docstring quotes the chunk types the checker reads, so the prose says
     what the code does."""
-    doc = sys.modules[AISDKUIChecker.__module__].__doc__ or ""
+    doc = source_docstring(sys.modules[AISDKUIChecker.__module__])
     for phrase in ("data-*", "tool-input-delta", "reset-step", "[DONE]"):
         assert phrase in doc

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import re
 import sys
 import textwrap
@@ -16,6 +15,7 @@ from streamguard.protocols import CHECKERS, Checker
 from streamguard.protocols._base import terminated_lifecycle
 from streamguard.protocols._lifecycle import ANY, END, ERROR, OTHER, STAY, TERMINAL, Lifecycle
 from streamguard.sse import Event
+from tests.helpers import source_docstring, source_of
 from tests.toy_protocol import DoneChecker
 
 FIXTURES = sorted(Path(__file__).parent.joinpath("fixtures").rglob("*.sse"))
@@ -104,7 +104,7 @@ def test_once_per_stream_rules_are_reported_once() -> None:
 def test_the_docstring_shows_the_lifecycle_table(protocol: str) -> None:
     """Each protocol's theory of operation carries its table, so the two cannot drift."""
     checker = CHECKERS[protocol]
-    doc = sys.modules[checker.__module__].__doc__ or ""
+    doc = source_docstring(sys.modules[checker.__module__])
     assert textwrap.indent(checker.LIFECYCLE.describe(), "    ") in doc
 
 
@@ -166,7 +166,7 @@ _HELPER_RULES = frozenset({rules.INVALID_JSON, rules.SCHEMA_MISMATCH})
 def test_raises_matches_the_rules_the_module_names(protocol: str) -> None:
     """Every rule a checker's module names is declared, and every declared payload rule is named."""
     checker = CHECKERS[protocol]
-    source = inspect.getsource(sys.modules[checker.__module__])
+    source = source_of(checker.__module__)
     named = {
         rule
         for attribute in re.findall(r"rules\.([A-Z][A-Z_0-9]+)\b", source)

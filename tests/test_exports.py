@@ -13,6 +13,8 @@ import pytest
 
 import streamguard
 
+from .helpers import source_docstring
+
 ROOT = Path(__file__).resolve().parent.parent
 #: What the sans-I/O core must never load: the server, logging and metrics libraries.
 HEAVY = ("starlette", "structlog", "prometheus_client")
@@ -39,8 +41,8 @@ def test_every_public_name_is_importable_and_documented(name: str) -> None:
     value = namespace[name]
     assert value is getattr(importlib.import_module(streamguard._SOURCES[name]), name)
     assert f"``{name}``" in (streamguard.__doc__ or ""), f"{name} is not in the package docstring"
-    if inspect.isclass(value) or inspect.isfunction(value):
-        doc = value.__doc__ or ""
+    if inspect.isclass(value) or inspect.isroutine(value):
+        doc = source_docstring(value)
         assert doc.strip(), f"{name} has no docstring"
         assert not doc.startswith(f"{name}("), f"{name} has only dataclass's generated docstring"
 

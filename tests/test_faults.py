@@ -15,10 +15,12 @@ import structlog
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
+import streamguard.middleware
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 from streamguard.handoff import ReportQueue
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+from .helpers import break_monitors
 
 STEPS = [
     sse_start(),
@@ -132,12 +134,11 @@ def test_a_failing_response_start_decision_leaks_nothing() -> None:
 
 def test_a_failure_after_the_stream_opened_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure in the head checks of an open stream still ends with a report."""
-    from streamguard.monitor import StreamMonitor
 
-    def explode(self: StreamMonitor, *args: object) -> list[object]:
+    def explode(self: object, *args: object) -> list[object]:
         raise RuntimeError("head check bug")
 
-    monkeypatch.setattr(StreamMonitor, "check_head", explode)
+    break_monitors(monkeypatch, streamguard.middleware, "check_head", explode)
     reports: list[StreamReport] = []
     middleware = StreamGuardMiddleware(ScriptedApp(STEPS), on_report=reports.append)
     recorder, raised = run(middleware)

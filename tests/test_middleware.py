@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from starlette.applications import Starlette
@@ -12,9 +13,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from streamguard import Outcome, StreamGuardMiddleware, StreamMonitor, StreamReport
+import streamguard.middleware
+from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+from .helpers import break_monitors
 
 
 def guarded(
@@ -337,16 +340,15 @@ def test_identity_content_encoding_is_inspected() -> None:
 def test_internal_error_stops_watching_only_that_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug in checking never reaches the app or the client; the report names it."""
     calls = 0
-    original = StreamMonitor.feed
 
-    def broken_feed(self: StreamMonitor, data: bytes) -> object:
+    def broken_feed(self: Any, data: bytes) -> object:
         nonlocal calls
         calls += 1
         if calls == 2:
             raise ZeroDivisionError("checker bug")
-        return original(self, data)
+        return self.real.feed(data)
 
-    monkeypatch.setattr(StreamMonitor, "feed", broken_feed)
+    break_monitors(monkeypatch, streamguard.middleware, "feed", broken_feed)
     middleware, reports = guarded(ScriptedApp(HEALTHY))
     recorder, raised = run(middleware)
     assert raised is None
@@ -360,7 +362,7 @@ def test_internal_error_stops_watching_only_that_stream(monkeypatch: pytest.Monk
     assert middleware.internal_errors == 1
     assert calls == 2  # nothing more was fed after the failure
 
-    monkeypatch.setattr(StreamMonitor, "feed", original)
+    monkeypatch.undo()
     run(middleware)  # the next stream is watched normally
     assert (reports[1].internal_error, reports[1].events) == (None, 2)
 

@@ -23,13 +23,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
+import streamguard._transport
 import streamguard.httpx
 import streamguard.httpx2
 from streamguard import (
     Finding,
     Outcome,
     StreamGuardMiddleware,
-    StreamMonitor,
     StreamReport,
     check_stream,
 )
@@ -37,7 +37,7 @@ from streamguard.config import StreamGuardConfig
 from streamguard.logs import summary_level
 
 from .asgi_driver import ScriptedApp
-from .helpers import FakeClock, chat_chunk
+from .helpers import FakeClock, break_monitors, chat_chunk
 
 CHUNK = chat_chunk()
 FINISH = chat_chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
@@ -379,10 +379,10 @@ def test_a_failure_inside_streamguard_never_reaches_the_caller(
 ) -> None:
     """A checker that raises leaves the stream unwatched, counted; the caller reads on."""
 
-    def broken(self: StreamMonitor, data: bytes) -> None:
+    def broken(self: object, data: bytes) -> None:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(StreamMonitor, "feed", broken)
+    break_monitors(monkeypatch, streamguard._transport, "feed", broken)
     transport = client.transport(client.mock(client.body(HEALTHY)))
     with (
         client.http.Client(transport=transport) as http,
@@ -416,7 +416,7 @@ def test_a_failure_deciding_leaves_the_response_alone(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(StreamMonitor, "__init__", broken)
+    break_monitors(monkeypatch, streamguard._transport, "__init__", broken)
     body = client.body(HEALTHY)
     transport = client.transport(client.mock(body))
     response = transport.handle_request(client.http.Request("POST", "http://api.test/x"))

@@ -58,8 +58,6 @@ def make_checker(
     configuration): the plain checker then reports data that does not parse. The other
     protocols define their payloads themselves and ignore it.
     """
-    if protocol == PlainSSEChecker.name:
-        return PlainSSEChecker(request, path, json_data=json_data)
     try:
         checker_class = CHECKERS[protocol]
     except KeyError:
@@ -69,4 +67,6 @@ def make_checker(
             ) from None
         known = ", ".join(sorted([AUTO, *CHECKERS]))
         raise ValueError(f"unknown protocol {protocol!r}; expected one of: {known}") from None
+    if issubclass(checker_class, PlainSSEChecker):
+        return checker_class(request, path, json_data=json_data)
     return checker_class(request, path)

@@ -27,7 +27,7 @@ things that open and close.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from streamguard import _wire, rules
@@ -46,6 +46,16 @@ from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.rules import Rule
 from streamguard.sse import Event
+
+_C = TypeVar("_C")
+
+try:
+    from mypy_extensions import mypyc_attr
+except ImportError:  # not installed: the decorator only speaks to the compiler anyway
+
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> Callable[[_C], _C]:
+        return lambda cls: cls
+
 
 __all__ = [
     "KNOWN_EVENT_NAMES",
@@ -150,6 +160,9 @@ UNTERMINATED = Lifecycle(
 T = TypeVar("T")
 
 
+# A protocol of one's own is a Checker subclass in plain Python (registered in CHECKERS):
+# the compiled build must let interpreted classes inherit from this one.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Checker:
     """The engine every protocol checker runs on; see the module docstring.
 

@@ -77,7 +77,7 @@ any other gap means lines the SDK cannot read. Known blind spot: bytes after the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from streamguard import rules
@@ -244,8 +244,8 @@ class GeminiChecker(Checker):
         }
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
+        super().__init__(request, path)
         self._candidates: dict[int, _Candidate] | None = None
         self._unfinished = 0  # how many tracked candidates have no finishReason now
         self._usage: dict[str, int] | None = None

@@ -595,10 +595,11 @@ class OpenAIChatChecker(Checker):
                 self._on_usage(chunk, usage, event, index, found)
             return
         # Azure's async-filter annotation chunks carry no delta (and Azure's empty ids).
+        fields: Mapping[str, Any] = chunk  # read leniently, it may lack any of these
         if (
-            chunk.get("id") != self._id
-            or chunk.get("created") != self._created
-            or chunk.get("object") != _CHUNK_OBJECT
+            fields.get("id") != self._id
+            or fields.get("created") != self._created
+            or fields.get("object") != _CHUNK_OBJECT
         ) and (not choices or any("delta" in choice for choice in choices)):
             self._check_identity(chunk, event, index, found)
         if choices:
@@ -612,8 +613,10 @@ class OpenAIChatChecker(Checker):
     def _check_identity(
         self, chunk: ChatChunk, event: Event, index: int, found: list[Finding]
     ) -> None:
-        # .get throughout: a chunk read leniently may lack any of these (already reported).
-        kind = chunk.get("object")
+        # Untyped .get throughout: a chunk read leniently may lack any of these (already
+        # reported), whatever ChatChunk says (and the compiled build enforces what it says).
+        fields: Mapping[str, Any] = chunk
+        kind = fields.get("object")
         if kind is not None and kind != _CHUNK_OBJECT:
             self.report(
                 found,
@@ -622,7 +625,7 @@ class OpenAIChatChecker(Checker):
                 index,
                 f": field object: expected {_CHUNK_OBJECT!r}, got {_wire.token(kind, _OBJECTS)}",
             )
-        chunk_id, created = chunk.get("id"), chunk.get("created")
+        chunk_id, created = fields.get("id"), fields.get("created")
         if created is not None:
             # Groq, xAI, Perplexity, Ollama and Azure-hosted models move ``created`` on by a
             # second mid-stream; no client keys anything by it, so only the latest is kept
@@ -929,9 +932,11 @@ class OpenAIChatChecker(Checker):
                 index,
                 " carries usage but stream_options.include_usage was not requested",
             )
-        # .get: a chunk read leniently may carry a usage with missing or mistyped counts.
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        total = usage.get("total_tokens")
+        # Untyped .get: a chunk read leniently may carry a usage with missing or mistyped
+        # counts, whatever ChatUsage says.
+        counts: Mapping[str, Any] = usage
+        prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
+        total = counts.get("total_tokens")
         if (
             type(prompt) is int
             and type(completion) is int

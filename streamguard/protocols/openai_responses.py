@@ -485,7 +485,8 @@ class OpenAIResponsesChecker(Checker):
     ) -> list[Finding]:
         """The rules of every event, its lifecycle step, then its type's handler."""
         kind = payload["type"]
-        sequence = payload.get("sequence_number")
+        fields: Mapping[str, Any] = payload  # salvaged, it may lack a required field
+        sequence = fields.get("sequence_number")
         if sequence is None:  # the wrong type: it presumably took its slot
             self._next_sequence += 1
         else:

@@ -1,0 +1,75 @@
+"""Build streamguard's sans-I/O core with mypyc where a C compiler is available.
+
+Everything else about the package is declared in ``pyproject.toml``; this file only adds
+the extension modules. The build falls back to pure Python, with a warning, when
+``STREAMGUARD_PURE_PYTHON=1`` is set, when mypyc is missing, or when compiling fails (no
+C compiler, no Python headers): the ``.py`` sources are always installed, so the package
+works either way. ``streamguard._build`` lists the compiled modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _compiled_modules() -> list[str]:
+    """``COMPILED_MODULES`` from streamguard/_build.py, read without importing the package."""
+    tree = ast.parse((ROOT / "streamguard" / "_build.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "COMPILED_MODULES" for t in targets):
+                assert node.value is not None
+                return list(ast.literal_eval(node.value))
+    raise RuntimeError("streamguard/_build.py defines no COMPILED_MODULES")
+
+
+def _source_path(module: str) -> str:
+    path = Path(*module.split("."))
+    package_init = path / "__init__.py"
+    return str(package_init if (ROOT / package_init).exists() else path.with_suffix(".py"))
+
+
+def _warn(message: str) -> None:
+    print(f"streamguard: {message}; installing the pure-Python build", file=sys.stderr)
+
+
+class _OptionalBuildExt(build_ext):
+    """``build_ext`` that leaves a working pure-Python install when compiling fails."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as error:  # any failure to compile means "no compiler here"
+            _warn(f"compiling the core failed ({type(error).__name__}: {error})")
+            # All or nothing: a compiled module without the shared library beside it
+            # would fail to import.
+            for ext in self.extensions:
+                Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
+            self.extensions = []
+
+
+def _extensions() -> list[Any]:
+    if os.environ.get("STREAMGUARD_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes"):
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        _warn("mypyc is not installed")
+        return []
+    paths = [_source_path(module) for module in _compiled_modules()]
+    # One group: the modules share one C library (streamguard/_core__mypyc), so calls
+    # between them are native calls.
+    return mypycify(paths, opt_level="3", group_name="streamguard._core")
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": _OptionalBuildExt})

@@ -1,0 +1,119 @@
+"""The two builds of the core: which one loads, the switch between them, and the fallback."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from importlib.machinery import ExtensionFileLoader, SourceFileLoader
+from pathlib import Path
+
+import pytest
+
+import streamguard
+from streamguard import _build
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Prints, for a fresh interpreter, ``streamguard.compiled`` then each core module's loader.
+_PROBE = (
+    "import importlib, streamguard\n"
+    "from streamguard._build import COMPILED_MODULES\n"
+    "print(streamguard.compiled)\n"
+    "for name in COMPILED_MODULES:\n"
+    "    print(name, type(importlib.import_module(name).__spec__.loader).__name__)\n"
+)
+
+
+def _probe(**environ: str) -> tuple[str, dict[str, str]]:
+    env = {key: value for key, value in os.environ.items() if key != _build.PURE_PYTHON_ENV}
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        env={**env, **environ},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    first, *rest = result.stdout.splitlines()
+    return first, dict(line.split() for line in rest)
+
+
+def _has_compiled_build() -> bool:
+    return any((ROOT / "streamguard").rglob("*.so")) or any((ROOT / "streamguard").rglob("*.pyd"))
+
+
+def test_every_core_module_comes_from_the_build_streamguard_compiled_names() -> None:
+    """The whole core is compiled or none of it is: the two builds never mix in a process."""
+    wanted = ExtensionFileLoader if streamguard.compiled else SourceFileLoader
+    for name in _build.COMPILED_MODULES:
+        spec = importlib.import_module(name).__spec__
+        assert spec is not None
+        assert isinstance(spec.loader, wanted), name
+
+
+def test_the_pure_python_switch_loads_every_core_module_from_its_source() -> None:
+    """STREAMGUARD_PURE_PYTHON=1 gives the sources even where extension modules sit beside them."""
+    compiled, loaders = _probe(STREAMGUARD_PURE_PYTHON="1")
+    assert compiled == "False"
+    assert loaders == dict.fromkeys(_build.COMPILED_MODULES, "SourceFileLoader")
+
+
+def test_without_the_switch_the_compiled_build_is_preferred_where_present() -> None:
+    """A normal import takes the extension modules when they were built, all of them."""
+    compiled, loaders = _probe()
+    expected = "ExtensionFileLoader" if _has_compiled_build() else "SourceFileLoader"
+    assert compiled == str(_has_compiled_build())
+    assert loaders == dict.fromkeys(_build.COMPILED_MODULES, expected)
+
+
+@pytest.mark.parametrize("value", ["0", "", "no"])
+def test_the_switch_is_off_unless_it_says_yes(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only 1, true or yes turn the switch on; 0 or an empty value leave the default build."""
+    monkeypatch.setenv(_build.PURE_PYTHON_ENV, value)
+    assert not _build.wants_sources()
+    monkeypatch.setenv(_build.PURE_PYTHON_ENV, " True ")
+    assert _build.wants_sources()
+
+
+def test_the_compiled_modules_are_real_and_leave_out_what_mypyc_cannot_build() -> None:
+    """Each listed module has a source; the TypedDict shapes and the package registry stay
+    interpreted (mypyc cannot build those TypedDicts, and a compiled package cannot find an
+    interpreted submodule)."""
+    for name in _build.COMPILED_MODULES:
+        assert ROOT.joinpath(*name.split(".")).with_suffix(".py").is_file(), name
+    assert "streamguard.protocols._shapes" not in _build.COMPILED_MODULES
+    assert "streamguard.protocols" not in _build.COMPILED_MODULES
+
+
+def test_unknown_attributes_of_the_build_module_are_attribute_errors() -> None:
+    """``compiled`` is computed on first use; any other missing name is an AttributeError."""
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _build.nope  # noqa: B018
+
+
+@pytest.mark.slow
+def test_setup_falls_back_to_pure_python_without_a_c_compiler(tmp_path: Path) -> None:
+    """With no working C compiler the build warns and leaves no extension module behind."""
+    env = {key: value for key, value in os.environ.items() if key != _build.PURE_PYTHON_ENV}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "setup.py",
+            "build_ext",
+            "--build-lib",
+            str(tmp_path / "lib"),
+            "--build-temp",
+            str(tmp_path / "temp"),
+        ],
+        env={**env, "CC": "/nonexistent/cc", "LDSHARED": "/nonexistent/cc -shared"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "installing the pure-Python build" in result.stderr
+    assert not list(tmp_path.rglob("*.so"))
