@@ -59,14 +59,21 @@ test: lint docs $(NODE_STAMP) $(COMPILED_STAMP)
 demo: $(COMPILED_STAMP)
 	$(BIN)/streamguard demo
 
-bench: $(STAMP)
-	$(BIN)/python -m benchmarks.parse
-	$(BIN)/python -m benchmarks.check_openai
-	$(BIN)/python -m benchmarks.check_anthropic
-	$(BIN)/python -m benchmarks.timers
-	$(BIN)/python -m benchmarks.memory
-	$(BIN)/python -m benchmarks.e2e
-	$(BIN)/python -m benchmarks.transport
+# Every benchmark once per build of the core (compiled, then pure Python), then the table
+# of every budget for both (benchmarks/budgets.py; docs/performance.md keeps a copy).
+BENCHMARKS := parse check_openai check_anthropic timers memory e2e transport
+bench: $(COMPILED_STAMP)
+	@for build in compiled pure; do \
+	  if [ $$build = compiled ] && [ "$$(cat $(COMPILED_STAMP))" != compiled ]; then \
+	    echo "== no compiled core here: benchmarking the pure-Python build only"; continue; \
+	  fi; \
+	  for name in $(BENCHMARKS); do \
+	    echo "== $$name ($$build build)"; \
+	    if [ $$build = pure ]; then export STREAMGUARD_PURE_PYTHON=1; fi; \
+	    $(BIN)/python -m benchmarks.$$name || exit 1; \
+	  done; \
+	done
+	$(BIN)/python -m benchmarks.budgets
 
 # The documentation site (mkdocs.yml), built strictly into site/ (gitignored).
 docs: $(STAMP)

@@ -28,14 +28,23 @@ def best_of(function: Callable[[], object], repeats: int = 7) -> float:
     return best
 
 
+def build() -> str:
+    """Which build of the core this process runs: ``compiled`` or ``pure``."""
+    import streamguard
+
+    return "compiled" if streamguard.compiled else "pure"
+
+
 def write_results(name: str, rows: list[dict[str, Any]]) -> Path:
+    """Keep a benchmark's rows as ``results/<name>.<build>.json``, one file per build."""
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}.json"
+    path = RESULTS / f"{name}.{build()}.json"
     path.write_text(json.dumps(rows, indent=2) + "\n")
     return path
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
+    print(f"[streamguard core: {build()} build]")
     headers = list(rows[0])
     cells = [[_cell(row[h]) for h in headers] for row in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]

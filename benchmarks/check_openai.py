@@ -11,7 +11,7 @@ chunks (``service_tier``, ``system_fingerprint``, ``"usage": null`` and a random
 * checked — ``check_stream(chunks, protocol="openai_chat", request=...)``: framing (the
   WHATWG parser), JSON and shape (pydantic-core, one pass), every chat rule, the report.
 
-Budget (DESIGN.md): checked ≤ 1.5x (a) and ≤ 0.25x (b).
+Budget (issue 15): checked ≤ 1.3x (a) and ≤ 0.25x (b).
 Run: ``python -m benchmarks.check_openai``.
 """
 
@@ -122,8 +122,8 @@ def main() -> int:
         )
     print_table(rows)
     path = write_results("check_openai", rows)
-    print(f"\nbudget: vs_split <= 1.5, vs_sdk <= 0.25; results in {path}")
-    over = [row["case"] for row in rows if row["vs_split"] > 1.5 or row["vs_sdk"] > 0.25]
+    print(f"\nbudget: vs_split <= 1.3, vs_sdk <= 0.25; results in {path}")
+    over = [row["case"] for row in rows if row["vs_split"] > 1.3 or row["vs_sdk"] > 0.25]
     if over:
         print(f"over budget: {', '.join(over)}")
     return 0  # a report, not a gate: budgets are judged by reading the ratios

@@ -130,7 +130,7 @@ def main() -> int:
     worst_floor = max(float(str(row["vs_floor"])) for row in rows)
     worst_httpx = max(float(str(row["vs_httpx_sse"])) for row in rows)
     print(
-        f"\nworst: {worst_floor:.2f}x the floor (budget 2.5x), {worst_httpx:.2f}x httpx-sse "
+        f"\nworst: {worst_floor:.2f}x the floor (budget 2.0x), {worst_httpx:.2f}x httpx-sse "
         f"(budget 0.4x); results in {path}"
     )
     return 0
