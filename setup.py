@@ -49,6 +49,10 @@ class _OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
+            # An unchanged module's extension is copied with its old time: stamp them all
+            # as of this build, so "built after its source changed" can be read off mtimes.
+            for ext in self.extensions:
+                os.utime(self.get_ext_fullpath(ext.name))
         except Exception as error:  # any failure to compile means "no compiler here"
             _warn(f"compiling the core failed ({type(error).__name__}: {error})")
             # All or nothing: a compiled module without the shared library beside it

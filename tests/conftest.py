@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Iterator, MutableMapping
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
 
@@ -69,16 +69,19 @@ def _build_name() -> str:
 
 
 def _stale_compiled_modules() -> list[str]:
-    """Core modules whose source changed after their extension module was built."""
+    """Core modules whose source changed after their extension module was built.
+
+    The paths come from the module names, not from ``__file__``: mypyc sets a wrong one
+    (one package level too deep) on a module first imported by another compiled module.
+    """
     stale = []
+    root = Path(__file__).resolve().parent.parent
     for name in _build.COMPILED_MODULES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None or spec.origin.endswith(".py"):
-            continue
-        origin = Path(spec.origin)
-        source = origin.with_name(origin.name.split(".", 1)[0] + ".py")
-        if source.stat().st_mtime > origin.stat().st_mtime:
-            stale.append(name)
+        source = root.joinpath(*name.split(".")).with_suffix(".py")
+        for suffix in EXTENSION_SUFFIXES:
+            built = source.with_name(source.stem + suffix)
+            if built.exists() and source.stat().st_mtime > built.stat().st_mtime:
+                stale.append(name)
     return stale
 
 
