@@ -26,7 +26,7 @@ from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
 from streamguard.protocols._base import Transcript
 from streamguard.report import Finding, Outcome, StreamReport
-from streamguard.request import request_facts
+from streamguard.request import add_http_facts, request_facts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event
 
 #: The largest request body read for request-aware checks, as the middleware's default.
@@ -299,15 +299,18 @@ def _start(
 
 
 def _request_json(response: httpx.Response) -> Mapping[str, Any] | None:
-    """The facts of the JSON request sent, if its body is one and was not streamed."""
+    """The facts of the request sent: its method and ``Last-Event-ID``, and its JSON body's
+    when it is one and was not streamed."""
     import httpx
 
+    request = response.request
     try:
-        content = response.request.content
+        content = request.content
     except httpx.RequestNotRead:
-        return None
-    facts, _why_not = request_facts(content, MAX_REQUEST_BYTES)
-    return facts
+        facts = None
+    else:
+        facts, _why_not = request_facts(content, MAX_REQUEST_BYTES)
+    return add_http_facts(facts, request.method, request.headers.raw)
 
 
 # -- what the events say, per protocol ----------------------------------------------------
