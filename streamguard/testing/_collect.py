@@ -222,9 +222,10 @@ def collect(
     Use it inside ``with client.stream(...) as response:``. ``request`` is the JSON request
     for request-aware checks; by default the body of ``response.request`` is used when it
     is a JSON object (or a JSON-RPC batch), with its method and ``Last-Event-ID`` header
-    (MCP tells a POST's stream from a GET's). ``started_at`` (a ``time.monotonic()`` reading) is when the request
-    was sent, for timings; by default, when ``collect`` is called. A transport error while
-    reading (the connection cut, a read timeout) ends the record instead of propagating.
+    (MCP tells a POST's stream from a GET's). ``started_at`` (a ``time.monotonic()``
+    reading) is when the request was sent, for timings; by default, when ``collect`` is
+    called. A transport error while reading (the connection cut, a read timeout) ends the
+    record instead of propagating.
     For a response of an ``httpx.AsyncClient``, use ``await acollect(response)``.
     ``timers`` (e.g. ``TimerConfig()``, the middleware's ``timers``) also judges the
     arrival times at the end:
