@@ -581,16 +581,11 @@ INVALID_JSONRPC = _rule(
     "exactly one of `result` and `error`, an error `code` that is not an integer, ...); the "
     "official MCP clients fail the call.",
 )
-MISSING_RESPONSE = _rule(
-    "missing_response",
-    E,
-    "The body ended before every request of the POST was answered; the client's call fails "
-    "or waits for its timeout.",
-)
 DUPLICATE_RESPONSE = _rule(
     "duplicate_response",
     E,
-    "A request of the POST was answered more than once in its stream.",
+    "A request was answered a second time before the POST's last answer (or where the POST's "
+    "requests are unknown); the last answer repeated is duplicate_terminal.",
 )
 UNREQUESTED_RESPONSE = _rule(
     "unrequested_response",

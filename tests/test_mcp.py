@@ -124,7 +124,7 @@ def test_a_resumable_stream_may_close_before_its_answer() -> None:
     """After an event with an id, the server may close and the client resume (2025-11-25)."""
     body = b"id: 0\r\ndata: \r\n\r\n" + sse(PROGRESS)
     assert found(body, request()) == []
-    assert found(sse(PROGRESS), request()) == [("missing_response", 1)]
+    assert found(sse(PROGRESS), request()) == [("missing_terminal", 1)]
 
 
 def test_responses_of_a_post_of_notifications_are_unrequested() -> None:
@@ -137,7 +137,24 @@ def test_an_id_repeated_in_a_batch_is_owed_twice() -> None:
     """Two requests with one id (a client's bug) owe two answers; a third is a duplicate."""
     batch = [request(1), request(1)]
     assert found(sse(result(1), result(1)), batch) == []
-    assert found(sse(result(1), result(1), result(1)), batch) == [("duplicate_response", 2)]
+    assert found(sse(result(1), result(1), result(1)), batch) == [("duplicate_terminal", 2)]
+
+
+def test_a_second_answer_is_the_terminal_again_once_all_are_answered() -> None:
+    """The last answer repeated is duplicate_terminal; an earlier one repeated while answers
+    are still owed, or where nothing is known to be owed, duplicate_response."""
+    assert found(sse(result(), error()), request()) == [("duplicate_terminal", 1)]
+    assert found(sse(error(), result()), request()) == [("duplicate_terminal", 1)]
+    batch = [request(1), request(2)]
+    assert found(sse(result(1), result(1), result(2)), batch) == [("duplicate_response", 1)]
+    assert found(sse([result(1), result(1)], result(2)), batch) == [("duplicate_response", 0)]
+    assert found(sse(result(1), result(1)), {"http_method": "POST"}) == [("duplicate_response", 1)]
+    report = check_stream(sse(result(), result()), protocol="mcp", request=request())
+    assert report.findings[0].message == (
+        "event 1 is a second response to the request with number id <1 chars #10220a3a>, "
+        "after the POST's last owed request was answered (event 0); the client settled that "
+        "call at the first"
+    )
 
 
 def test_ids_compare_by_json_type_and_value() -> None:
@@ -145,7 +162,7 @@ def test_ids_compare_by_json_type_and_value() -> None:
     assert found(sse(result(1.0)), request(1)) == []
     assert found(sse(result("1")), request(1)) == [
         ("unrequested_response", 0),
-        ("missing_response", 1),
+        ("missing_terminal", 1),
     ]
     assert jsonrpc_id_key(True) is None
     assert jsonrpc_id_key(None) is None
@@ -292,7 +309,7 @@ def test_messages_never_quote_wire_values() -> None:
     report = check_stream(body, protocol="mcp", request=request(secret))
     assert {f.rule for f in report.findings} >= {
         "invalid_jsonrpc",
-        "duplicate_response",
+        "duplicate_terminal",
         "unrequested_response",
         "duplicate_event_id",
         "event_after_terminal",
@@ -397,7 +414,7 @@ def test_the_middleware_reads_the_method_the_ids_and_last_event_id() -> None:
     head."""
     posted = json.dumps(request()).encode()
     report = _watched(http_scope("POST", "/mcp"), posted, sse(PROGRESS))
-    assert report.rules() == ["missing_response"]
+    assert report.rules() == ["missing_terminal"]
     report = _watched(http_scope("GET", "/mcp"), b"", sse(result()))
     assert report.rules() == ["response_on_standalone_stream"]
     resumed = http_scope("GET", "/mcp", headers=[(b"last-event-id", b"1_3")])
@@ -422,7 +439,7 @@ def test_collect_reads_the_method_of_the_request_sent() -> None:
         with client.stream("POST", "http://test/mcp", json=request(8)) as response:
             assert collect(response).report.rules() == [
                 "unrequested_response",
-                "missing_response",
+                "missing_terminal",
             ]
 
 
@@ -474,8 +491,7 @@ def test_fixtures_are_detected_and_judged_as_configured(fixture: Any) -> None:
 #: The request each rule's example answers.
 EXAMPLE_REQUESTS: dict[str, Any] = {
     "invalid_jsonrpc": request(),
-    "missing_response": request(),
-    "duplicate_response": request(),
+    "duplicate_response": [request(1), request(2, "tools/list")],
     "unrequested_response": request(),
     "response_on_standalone_stream": GET,
     "duplicate_event_id": request(),
@@ -489,7 +505,8 @@ def test_every_rule_is_documented_with_its_protocol() -> None:
     for name in own:
         assert RULES[name].protocols == ("mcp",)
     raised = {r.name for r in MCPChecker.RAISES | MCPChecker.LIFECYCLE.rules}
-    assert raised - {"invalid_json", "event_after_terminal"} == own
+    shared = {"invalid_json", "missing_terminal", "duplicate_terminal", "event_after_terminal"}
+    assert raised - shared == own
 
 
 @pytest.mark.parametrize("doc", mcp_docs.DOCS, ids=lambda doc: doc.name)

@@ -11,7 +11,7 @@ with and without streamguard, and every stream's report is clean.
 
 A deliberately broken server, an ASGI layer between the middleware and the SDK's app that
 rewrites one tool call's stream, is reported by the rule that names its fault: the response
-dropped (``missing_response``), sent twice (``duplicate_response``), or the body held open
+dropped (``missing_terminal``), sent twice (``duplicate_terminal``), or the body held open
 after it (``body_not_ended``); the client's result shows why the rule exists.
 """
 
@@ -232,8 +232,8 @@ class Breaker:
 @pytest.mark.parametrize(
     ("fault", "rule"),
     [
-        ("missing", "missing_response"),
-        ("twice", "duplicate_response"),
+        ("missing", "missing_terminal"),
+        ("twice", "duplicate_terminal"),
         ("held_open", "body_not_ended"),
     ],
 )

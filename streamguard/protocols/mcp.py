@@ -22,21 +22,26 @@ the ids of the POST's requests (``jsonrpc_ids``, bounded; ids compare by JSON ty
 value). A POST whose requests are known starts in ``waiting``: each response is matched to
 an owed id, and the one that answers the last of them is the terminal signal (the in-band
 error when it is a JSON-RPC error), after which the body must end (``body_not_ended`` if it
-stays open). Every other stream starts in ``open``, where nothing is owed and the body's end
-is a clean end: a GET, a resumption, a POST of notifications or responses only, a POST
-whose body was not read (or held more than ``MAX_REQUEST_IDS`` requests).
+stays open; ``missing_terminal`` if it ends before). Every other stream starts in ``open``,
+where nothing is owed and the body's end is a clean end: a GET, a resumption, a POST of
+notifications or responses only, a POST whose body was not read (or held more than
+``MAX_REQUEST_IDS`` requests).
 
 The payload handlers check each message (``invalid_jsonrpc``: ``jsonrpc`` exactly "2.0", a
 request's ``method`` a string and ``params`` an object, a response with exactly one of
 ``result`` (an object) and ``error`` (an object with an integer ``code`` and a string
-``message``), an id a string or a number) and each response: a second answer to one id is
-``duplicate_response``, an answer to an id the POST did not carry ``unrequested_response``,
-and any response on a standalone GET stream ``response_on_standalone_stream``. A response
-that is invalid in another way is still matched by its id, so one mistake is one finding.
-An error response without an id (or with ``id: null``, JSON-RPC's answer when the request
-could not be read) answers nothing and is never reported: the 2025-11-25 schema allows it,
-and the Python SDK routes such errors to the GET stream. Event ids must not come back: an
-id in effect that returns to a value it had before another one is ``duplicate_event_id``.
+``message``), an id a string or a number) and each response: an answer to an id the POST
+did not carry is ``unrequested_response``, and any response on a standalone GET stream
+``response_on_standalone_stream``. A second answer to one id is a ``repeat`` for the
+lifecycle: ``duplicate_terminal`` once the POST's last request was answered (the terminal
+sent again: with one request per POST, the usual case), ``duplicate_response`` before that
+or where nothing is known to be owed (within a batch event, the handler reports it). A
+response that is invalid in another way is still matched by its id, so one mistake is one
+finding. An error response without an id (or with ``id: null``, JSON-RPC's answer when the
+request could not be read) answers nothing and is never reported: the 2025-11-25 schema
+allows it, and the Python SDK routes such errors to the GET stream. Event ids must not come
+back: an id in effect that returns to a value it had before another one is
+``duplicate_event_id``.
 
 Deliberately clean: notifications and server requests before the response, events with
 empty data (priming, keepalive), ``retry`` fields, events named other than ``message``
@@ -49,24 +54,29 @@ Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical):
 
     waiting [initial]: responses to the POST's requests are owed
         cursor         -> resumable
+        repeat         duplicate_response, then waiting
         terminal       -> answered
         error          -> failed
-        end            missing_response, then waiting
+        end            missing_terminal, then waiting
         any other      stays
     resumable: responses are owed; an event id lets the client resume if the body ends
+        repeat         duplicate_response, then resumable
         terminal       -> answered
         error          -> failed
         end            -> closed
         any other      stays
     answered [terminal seen]: the last owed request was answered; the body ends next
+        repeat         duplicate_terminal, then answered
         other          event_after_terminal, then answered
         end            stays
         any other      stays
     failed [terminal seen, error seen]: answered with a JSON-RPC error; the body ends next
+        repeat         duplicate_terminal, then failed
         other          event_after_terminal, then failed
         end            stays
         any other      stays
     open: nothing is owed (a GET, a resumption, unknown requests); set by the request
+        repeat         duplicate_response, then open
         end            -> closed
         any other      stays
     closed [terminal seen]: the body ended a stream that owed nothing
@@ -138,6 +148,8 @@ CURSOR: Final = "cursor"
 RESPONSE: Final = "response"
 #: An event the clients skip: empty data, or a name other than ``message``.
 SKIPPED: Final = "skipped"
+#: A second response to a request this stream already answered.
+REPEAT: Final = "repeat"
 
 _WAITING, _RESUMABLE, _ANSWERED, _FAILED, _OPEN, _CLOSED = (
     "waiting",
@@ -149,6 +161,13 @@ _WAITING, _RESUMABLE, _ANSWERED, _FAILED, _OPEN, _CLOSED = (
 )
 _AFTER = "event {index} ({name}) follows the %s that answered the POST's last owed request " + (
     "(event {terminal}); official clients stop reading the stream there"
+)
+_REPEATED = "event {index} is {name}; the client settled that call at the first"
+_DUPLICATE_ANSWER = broken(rules.DUPLICATE_RESPONSE, _REPEATED)
+_DUPLICATE_LAST = broken(
+    rules.DUPLICATE_TERMINAL,
+    "event {index} is {name}, after the POST's last owed request was answered (event "
+    "{terminal}); the client settled that call at the first",
 )
 
 LIFECYCLE = Lifecycle(
@@ -164,28 +183,34 @@ LIFECYCLE = Lifecycle(
         CURSOR: "the first event that carries an SSE id while responses are owed",
         RESPONSE: "a response other than the one that answers the last owed request",
         SKIPPED: "an event clients skip: empty data, or a name other than message",
+        REPEAT: "a second response to a request this stream already answered",
     },
     initial=_WAITING,
     table={
         (_WAITING, CURSOR): go(_RESUMABLE),
         (_WAITING, TERMINAL): go(_ANSWERED),
         (_WAITING, ERROR): go(_FAILED),
+        (_WAITING, REPEAT): _DUPLICATE_ANSWER,
         (_WAITING, END): broken(
-            rules.MISSING_RESPONSE,
+            rules.MISSING_TERMINAL,
             "the body ended after {index} event(s) with {owed} of the POST's {requests} "
             "request(s) unanswered",
         ),
         (_WAITING, ANY_KIND): STAY,
         (_RESUMABLE, TERMINAL): go(_ANSWERED),
         (_RESUMABLE, ERROR): go(_FAILED),
+        (_RESUMABLE, REPEAT): _DUPLICATE_ANSWER,
         (_RESUMABLE, END): go(_CLOSED),
         (_RESUMABLE, ANY_KIND): STAY,
+        (_ANSWERED, REPEAT): _DUPLICATE_LAST,
         (_ANSWERED, OTHER): broken(rules.EVENT_AFTER_TERMINAL, _AFTER % "response"),
         (_ANSWERED, END): STAY,
         (_ANSWERED, ANY_KIND): STAY,
+        (_FAILED, REPEAT): _DUPLICATE_LAST,
         (_FAILED, OTHER): broken(rules.EVENT_AFTER_TERMINAL, _AFTER % "error response"),
         (_FAILED, END): STAY,
         (_FAILED, ANY_KIND): STAY,
+        (_OPEN, REPEAT): _DUPLICATE_ANSWER,
         (_OPEN, END): go(_CLOSED),
         (_OPEN, ANY_KIND): STAY,
         (_CLOSED, ANY_KIND): STAY,
@@ -275,13 +300,6 @@ def _shown_id(value: object) -> str:
     return f"number id {shown}"
 
 
-def _what(message: Mapping[str, Any]) -> str:
-    """A message as a lifecycle message names it (never its method: that is the wire's)."""
-    if "method" in message:
-        return "a request" if "id" in message else "a notification"
-    return "a response"
-
-
 class MCPChecker(Checker):
     """Checks one MCP Streamable HTTP event stream; see the module docstring."""
 
@@ -300,7 +318,7 @@ class MCPChecker(Checker):
         {
             rules.INVALID_JSON,
             rules.INVALID_JSONRPC,
-            rules.DUPLICATE_RESPONSE,
+            rules.DUPLICATE_RESPONSE,  # within a batch; else the table's
             rules.UNREQUESTED_RESPONSE,
             rules.RESPONSE_ON_STANDALONE_STREAM,
             rules.DUPLICATE_EVENT_ID,
@@ -383,7 +401,7 @@ class MCPChecker(Checker):
             )
             return OTHER, "not JSON"
         if type(value) is dict:
-            return self._check_message(found, value, event, index, ""), _what(value)
+            return self._check_message(found, value, event, index, "")
         if type(value) is list:
             return self._batch(found, value, event, index), "a batch"
         self._invalid(
@@ -410,7 +428,7 @@ class MCPChecker(Checker):
                 )
                 kinds.add(OTHER)
                 continue
-            kinds.add(self._check_message(items, message, event, index, where))
+            kinds.add(self._check_message(items, message, event, index, where)[0])
         found.extend(_folded(items))
         for kind in (TERMINAL, ERROR, OTHER, RESPONSE):
             if kind in kinds:
@@ -419,19 +437,25 @@ class MCPChecker(Checker):
 
     def _check_message(
         self, found: list[Finding], message: dict[str, Any], event: Event, index: int, where: str
-    ) -> str:
-        """Check one message; its lifecycle kind."""
+    ) -> tuple[str, str]:
+        """Check one message; its lifecycle kind and how a step's message names it. ``where``
+        places an item of a batch (empty for a message alone)."""
         problem = jsonrpc_problem(message)
         if problem is not None:
             self._invalid(found, event, index, where, problem)
-        if "method" in message or ("result" not in message and "error" not in message):
-            return OTHER  # a server request or notification (or no message at all)
+        if "method" in message:
+            return OTHER, "a request" if "id" in message else "a notification"
+        if "result" not in message and "error" not in message:
+            return OTHER, "not a JSON-RPC message"
         raw_id = message.get("id")
         key = jsonrpc_id_key(raw_id)
         if key is None:
-            return RESPONSE  # an error that answers nothing (or an id already reported)
+            return RESPONSE, "a response"  # answers nothing (or its id was just reported)
         is_error = "error" in message and "result" not in message
-        return self._answer(found, key, raw_id, is_error, event, index, where)
+        kind = self._answer(found, key, raw_id, is_error, event, index, where)
+        if kind == REPEAT:
+            return kind, f"a second response to the request with {_shown_id(raw_id)}"
+        return kind, "a response"
 
     def _answer(
         self,
@@ -469,13 +493,15 @@ class MCPChecker(Checker):
                 return ERROR if is_error else TERMINAL
         answered = self._answered
         if answered is not None and key in answered:
+            if not where:
+                return REPEAT  # the lifecycle says which rule: is it the last answer again?
             found.append(
                 self.finding(
                     rules.DUPLICATE_RESPONSE,
                     event,
                     index,
                     f"{where}: a second response to the request with {_shown_id(raw_id)}; "
-                    "the client already settled that call",
+                    "the client settled that call at the first",
                 )
             )
         elif owed is not None:

@@ -5,7 +5,10 @@ The client behaviour quoted is the official Python SDK, ``mcp`` 2.3.0
 (``StreamableHTTPTransport``: ``_handle_sse_response``, ``_handle_sse_event``), and the
 TypeScript SDK's ``StreamableHTTPClientTransport`` and ``Protocol``; the wire rules are the
 specification's transport page (revisions 2025-03-26, 2025-06-18 and 2025-11-25). Each
-example is a whole stream; the request it answers is named in its note.
+example is a whole stream; the request it answers is named in its note. MCP's terminal
+signal is the response to the POST's last request: the shared lifecycle rules
+(``missing_terminal``, ``duplicate_terminal``, ``event_after_terminal``) are documented in
+``common``, and ``docs/mcp.md`` says what they mean for MCP.
 """
 
 from __future__ import annotations
@@ -48,59 +51,33 @@ DOCS: tuple[RuleDoc, ...] = (
             `content`), and a response carries `result` or `error`, never both.""",
     ),
     rule_doc(
-        "missing_response",
-        meaning="""
-            A POST answered with an event stream promises one response per request it carried
-            (one request; several in a 2025-03-26 batch), and the body ended before all of them
-            were sent. The request's ids are read from the body the app read; a POST whose
-            body was not read, or that held more than 64 requests, is not judged. Not
-            reported when an event of the stream carried an SSE id: since 2025-11-25 the
-            server may close the connection after such an event and let the client resume
-            the stream with `Last-Event-ID`.""",
-        clients="""
-            The Python SDK sees the stream end without a response and, with no event id to
-            resume from, fails the call with "SSE stream ended without a response". The
-            TypeScript SDK waits for the response until the request's timeout (60 seconds by
-            default) and then rejects the call with a timeout error. Either way the tool's
-            result is lost, even when the work was done.""",
-        example="""
-            event: message
-            data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":7,"progress":1,"total":2}}
-            """,
-        note="The request was `tools/call` with id 7: progress came, then the body ended without the result.",
-        fix="""
-            Answer every request on every path: when the handler fails, send a JSON-RPC error
-            response for its id instead of closing the stream (the SDKs do this for an
-            exception in a tool; custom transports and proxies must too). A proxy that cuts
-            long streams should allow for the longest tool call, or the server should send
-            event ids so the client can resume.""",
-    ),
-    rule_doc(
         "duplicate_response",
         meaning="""
-            A request of the POST was answered twice in its stream: a second `result` or
-            `error` carries an id that was already answered (more than once, for an id the
-            batch carried once). Ids compare by JSON type and value, so the string "7" and the
-            number 7 are different ids.""",
+            A request was answered a second time while its stream still owed other answers: in
+            a 2025-03-26 batch POST, before the answer to the batch's last request, or within
+            one batch event; or on a stream whose requests are not known (a POST whose body was
+            not read, a GET that resumes one). The usual case, one request per POST answered
+            twice, is the terminal signal sent again: `duplicate_terminal`. Ids compare by JSON
+            type and value, so the string "7" and the number 7 are different ids.""",
         clients="""
             The first response settles the call; the second finds nothing waiting for it. The
-            Python SDK stops reading the stream at the first response, so the second one is
-            lost unread. The TypeScript SDK
+            Python SDK stops reading a POST's stream at the first response, so it never sees
+            the second (nor, for a batch, the answers after the first). The TypeScript SDK
             reads on and reports "Received a response for an unknown message ID" through its
-            error handler. A second, different answer is a server bug that the client silently
+            error handler. A second, different answer is a server bug the client silently
             ignores.""",
         example="""
-            event: message
-            data: {"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"done"}],"isError":false}}
+            data: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"one"}],"isError":false}}
 
-            event: message
-            data: {"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"done"}],"isError":false}}
+            data: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"one"}],"isError":false}}
+
+            data: {"jsonrpc":"2.0","id":2,"result":{"tools":[]}}
             """,
-        note="The request was `tools/call` with id 7.",
+        note="The POST was a batch of two requests, `tools/call` with id 1 and `tools/list` with id 2; request 1 is answered twice before request 2.",
         fix="""
             Send exactly one response per request: a handler that both returns a result and
             reports an error, or a retry wrapper that re-sends the response, answers twice.
-            End the stream right after the response.""",
+            End the stream right after the last response.""",
     ),
     rule_doc(
         "unrequested_response",
