@@ -60,6 +60,8 @@ _MAX_KEPT_ID_INT = 2**63
 _HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 _ABSENT: Any = object()
+#: The fields of a request that has none (a batch's facts are its ids alone).
+_NO_FIELDS: Mapping[str, Any] = {}
 
 #: What a JSON-RPC id is kept by: see ``jsonrpc_id_key``.
 IdKey = str | int | float | bytes
@@ -138,10 +140,9 @@ class RequestFacts(Mapping[str, Any]):
         self._jsonrpc_ids: Any = _ABSENT
         self._http_method: Any = _ABSENT
         self._last_event_id: Any = _ABSENT
-        if type(request) is list:
+        if isinstance(request, list):  # a batch: only its request ids are facts
             self._jsonrpc_ids = _request_ids(request)
-            request = {}
-        assert isinstance(request, Mapping)
+            request = _NO_FIELDS
         if request.get("jsonrpc") == "2.0":
             self._jsonrpc_ids = _request_ids((request,))
         method = request.get("http_method")

@@ -68,7 +68,7 @@ def make_checker(
     configuration): the plain checker then reports data that does not parse. The other
     protocols define their payloads themselves and ignore it.
     """
-    if isinstance(request, RequestFacts) and not request.body_read and protocol not in _READS_HEAD:
+    if type(request) is RequestFacts and not request.body_read and protocol not in _READS_HEAD:
         request = None  # no body was read: the request is unknown to a body-reading check
     if protocol == PlainSSEChecker.name:
         return PlainSSEChecker(request, path, json_data=json_data)

@@ -327,7 +327,8 @@ class MCPChecker(Checker):
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
-        method = ids = None
+        method: object = None
+        ids: object = None
         resuming = False
         if request is not None:
             method = request.get("http_method")
