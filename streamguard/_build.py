@@ -62,6 +62,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "streamguard.protocols.anthropic",
     "streamguard.protocols.auto",
     "streamguard.protocols.gemini",
+    "streamguard.protocols.mcp",
     "streamguard.protocols.openai_chat",
     "streamguard.protocols.openai_responses",
     "streamguard.protocols.sse",

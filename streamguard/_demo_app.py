@@ -1,4 +1,4 @@
-"""The demo app: healthy and deliberately broken plain-SSE streams (Starlette only).
+"""The demo app: healthy and deliberately broken streams of each protocol (Starlette only).
 
 Each route shows one way a stream goes wrong on the wire; streamguard is mounted as
 middleware and reports every stream through ``on_report``. ``streamguard demo`` serves it,
@@ -45,6 +45,8 @@ ROUTES = {
     "/ai-sdk/delta-before-start": "an AI SDK text-delta for a part that never started",
     "/ag-ui/agent": "a healthy AG-UI run (ag-ui-protocol's EventEncoder framing)",
     "/ag-ui/unclosed-message": "an AG-UI run finished with a text message still open",
+    "/mcp": "a healthy MCP standalone GET stream: priming event, server requests, notifications",
+    "/mcp/response-on-get": "an MCP GET stream carrying a tool's response (the POST's to carry)",
 }
 
 #: The protocol of each LLM-shaped route, as a deployment would configure it.
@@ -60,6 +62,8 @@ PROTOCOLS = {
     "/ai-sdk/delta-before-start": "ai_sdk_ui",
     "/ag-ui/agent": "ag_ui",
     "/ag-ui/unclosed-message": "ag_ui",
+    "/mcp": "mcp",
+    "/mcp/response-on-get": "mcp",
 }
 
 #: Short liveness timers, so the demo shows them within a second.
@@ -298,6 +302,36 @@ async def _ag_ui_unclosed(request: Request) -> Response:
     return _sse(_ag_ui(unclosed=True))
 
 
+def _mcp(response_on_get: bool = False) -> list[bytes]:
+    """A GET's standalone stream as mcp's StreamableHTTPServerTransport writes it (CRLF,
+    ``event: message``, an id on each event after a priming event)."""
+    messages: list[object] = [
+        {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
+        {"jsonrpc": "2.0", "id": 0, "method": "roots/list"},
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "info", "data": "index rebuilt"},
+        },
+    ]
+    if response_on_get:
+        content = [{"type": "text", "text": "It is 18 degrees in Paris."}]
+        messages.append({"jsonrpc": "2.0", "id": 7, "result": {"content": content}})
+    frames = [b"id: 0\r\nretry: 1000\r\ndata: \r\n\r\n"]
+    for number, message in enumerate(messages, 1):
+        data = json.dumps(message, separators=(",", ":"))
+        frames.append(f"id: {number}\r\nevent: message\r\ndata: {data}\r\n\r\n".encode())
+    return frames
+
+
+async def _mcp_ok(request: Request) -> Response:
+    return _sse(_mcp())
+
+
+async def _mcp_response_on_get(request: Request) -> Response:
+    return _sse(_mcp(response_on_get=True))
+
+
 def build_app(
     on_report: Callable[[StreamReport], None] | None = None, **options: Any
 ) -> StreamGuardMiddleware:
@@ -327,6 +361,8 @@ def build_app(
             Route("/ai-sdk/delta-before-start", _ai_sdk_delta_before_start),
             Route("/ag-ui/agent", _ag_ui_ok),
             Route("/ag-ui/unclosed-message", _ag_ui_unclosed),
+            Route("/mcp", _mcp_ok),
+            Route("/mcp/response-on-get", _mcp_response_on_get),
         ]
     )
     options.setdefault("routes", PROTOCOLS)

@@ -53,7 +53,7 @@ from streamguard.monitor import Clock, StreamEnd, StreamMonitor, error_name
 from streamguard.protocols import AUTO, CHECKERS
 from streamguard.protocols.auto import protocol_for_path
 from streamguard.report import Finding
-from streamguard.request import RequestFacts, request_facts
+from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.sinks import (
     COMPRESSED,
     NOT_SAMPLED,
@@ -430,6 +430,8 @@ class _StreamWatch:
             None if content_encoding is None else content_encoding.decode("latin-1"),
         )
         request, note = self._request_facts()
+        scope = self._scope
+        request = add_http_facts(request, scope.get("method"), scope.get("headers", ()))
         monitor = StreamMonitor(
             protocol,
             request=request,

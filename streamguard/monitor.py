@@ -203,7 +203,7 @@ class StreamMonitor:
         json_data: bool = False,
         on_event: EventCallback | None = None,
     ) -> None:
-        if request is not None and not isinstance(request, RequestFacts):
+        if request is not None and type(request) is not RequestFacts:
             request = RequestFacts(request)  # only the bounded facts the checks read
         self._undecided: _Undecided | None = None
         self._checker: Checker | None = None

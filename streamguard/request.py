@@ -7,17 +7,33 @@ facts are out, so an open stream holds a few hundred bytes of request whatever w
 Every check that reads a fact treats a missing one as "unknown" and skips, never guesses.
 
 The middleware and the client-side helpers (``streamguard.testing``) both call
-``request_facts``, so they read the same request the same way.
+``request_facts``, so they read the same request the same way, and both add the two facts
+of the request's head a protocol reads (``add_http_facts``): the HTTP method and whether a
+``Last-Event-ID`` header asked to resume (MCP Streamable HTTP answers a POST and a GET
+differently, and a resumed GET may replay responses).
+
+JSON-RPC request ids (MCP) are kept by a bounded key (``jsonrpc_id_key``): a string id of
+at most 64 characters and a number as they are, anything longer as a 16-byte digest; at most
+``MAX_REQUEST_IDS`` of them, and past that none (the per-request checks are then skipped).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from hashlib import blake2b
 from typing import Any
 
 from pydantic_core import from_json
 
-__all__ = ["MAX_REQUESTED_CHOICES", "MAX_REQUEST_CONTAINERS", "RequestFacts", "request_facts"]
+__all__ = [
+    "MAX_REQUESTED_CHOICES",
+    "MAX_REQUEST_CONTAINERS",
+    "MAX_REQUEST_IDS",
+    "RequestFacts",
+    "add_http_facts",
+    "jsonrpc_id_key",
+    "request_facts",
+]
 
 #: A request body with more ``{`` and ``[`` bytes than this is not parsed: an agent's long
 #: history has a few thousand objects, while 1 MiB of ``[{},{},…]`` has 350,000, and the
@@ -32,8 +48,63 @@ MAX_REQUESTED_CHOICES = 128
 #: 100,000 digits.
 _MAX_FACT_INT = 2**53
 
+#: The JSON-RPC requests of one POST whose ids are kept (a 2025-03-26 batch holds several);
+#: a body with more is read as one whose requests are unknown, so the per-request checks
+#: are skipped rather than sized by the client.
+MAX_REQUEST_IDS = 64
+#: The longest string id kept as it is; a longer one is kept as a digest.
+_MAX_KEPT_ID_CHARS = 64
+#: Integer ids kept as they are; a larger one (JSON numbers have no bound) by a digest.
+_MAX_KEPT_ID_INT = 2**63
+#: The HTTP methods kept as a fact; any other reads as unknown.
+_HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 _ABSENT: Any = object()
+#: The fields of a request that has none (a batch's facts are its ids alone).
+_NO_FIELDS: Mapping[str, Any] = {}
+
+#: What a JSON-RPC id is kept by: see ``jsonrpc_id_key``.
+IdKey = str | int | float | bytes
+
+
+def jsonrpc_id_key(value: object) -> IdKey | None:
+    """The key a JSON-RPC id is kept and compared by, or None when ``value`` is no id.
+
+    Ids compare by JSON type and value: the string ``"1"`` and the number ``1`` differ,
+    while ``1`` and ``1.0`` are the same JSON number. A short string and a number of sane
+    size are their own key; a longer string or a huge integer is a 16-byte digest (tagged
+    by type, so no string digest equals a number's), so an id never sizes what is kept.
+    ``null``, ``true`` and ``false``, objects and arrays are no id.
+    """
+    if type(value) is str:
+        if len(value) <= _MAX_KEPT_ID_CHARS:
+            return value
+        return blake2b(b"s" + value.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    if type(value) is float:
+        if not value.is_integer():
+            return value  # a fraction (or inf, nan): rare, and compared as it is
+        value = int(value)
+    if type(value) is int:
+        if -_MAX_KEPT_ID_INT < value < _MAX_KEPT_ID_INT:
+            return value
+        raw = value.to_bytes((value.bit_length() + 8) // 8, "big", signed=True)
+        return blake2b(b"i" + raw, digest_size=16).digest()
+    return None
+
+
+def _request_ids(messages: Iterable[object]) -> tuple[IdKey, ...] | None:
+    """The keys of the requests among JSON-RPC ``messages`` (a request has a ``method`` and
+    an ``id``), in order; None when there are more than ``MAX_REQUEST_IDS`` of them, or
+    one has an id that is no id (its response could not be matched)."""
+    ids: list[IdKey] = []
+    for message in messages:
+        if type(message) is not dict or "method" not in message or "id" not in message:
+            continue  # a notification, a response, or no message at all
+        key = jsonrpc_id_key(message["id"])
+        if key is None or len(ids) >= MAX_REQUEST_IDS:
+            return None
+        ids.append(key)
+    return tuple(ids)
 
 
 class RequestFacts(Mapping[str, Any]):
@@ -42,11 +113,43 @@ class RequestFacts(Mapping[str, Any]):
     Only ``stream``, ``n``, ``stream_options.include_usage`` and ``starting_after`` are
     kept, and only when their types are right; everything else in the request is gone. An
     ``n`` that is present but unusable reads as ``None``: per-choice counts go unchecked.
+
+    A JSON-RPC 2.0 body (MCP) gives ``jsonrpc_ids``: the keys of its requests' ids
+    (``jsonrpc_id_key``), ``()`` when it holds only notifications or responses, ``None``
+    when there are too many to keep. ``request`` is the body's object, or the list of a
+    2025-03-26 batch. The request's head adds ``http_method`` (``"GET"``, ``"POST"``, ...)
+    and ``last_event_id`` (``True`` when a ``Last-Event-ID`` header asked to resume): from
+    ``add_http_facts``, or from those keys in ``request`` (how a test or the command line
+    says a stream answered a GET).
     """
 
-    __slots__ = ("_include_usage", "_n", "_starting_after", "_stream")
+    __slots__ = (
+        "_body_read",
+        "_http_method",
+        "_include_usage",
+        "_jsonrpc_ids",
+        "_last_event_id",
+        "_n",
+        "_starting_after",
+        "_stream",
+    )
 
-    def __init__(self, request: Mapping[str, Any]) -> None:
+    def __init__(self, request: Mapping[str, Any] | list[Any]) -> None:
+        #: Whether the facts come from a request body (False: from the head alone).
+        self._body_read = True
+        self._jsonrpc_ids: Any = _ABSENT
+        self._http_method: Any = _ABSENT
+        self._last_event_id: Any = _ABSENT
+        if isinstance(request, list):  # a batch: only its request ids are facts
+            self._jsonrpc_ids = _request_ids(request)
+            request = _NO_FIELDS
+        if request.get("jsonrpc") == "2.0":
+            self._jsonrpc_ids = _request_ids((request,))
+        method = request.get("http_method")
+        if method in _HTTP_METHODS:
+            self._http_method = method
+        if request.get("last_event_id") is True:
+            self._last_event_id = True
         stream = request.get("stream")
         self._stream: Any = stream if type(stream) is bool else _ABSENT
         n = request.get("n", _ABSENT)
@@ -64,18 +167,30 @@ class RequestFacts(Mapping[str, Any]):
             else _ABSENT
         )
 
+    @property
+    def body_read(self) -> bool:
+        """Whether a request body was read: False when only the head's facts are known (a
+        GET, or a body that could not be read), and a check that reads the body's facts
+        must treat the request as unknown."""
+        return self._body_read
+
     def __getitem__(self, key: str) -> Any:
         if key == "stream_options" and self._include_usage is not _ABSENT:
             return {"include_usage": self._include_usage}
-        value = {"stream": self._stream, "n": self._n, "starting_after": self._starting_after}.get(
-            key, _ABSENT
-        )
+        value = {
+            "stream": self._stream,
+            "n": self._n,
+            "starting_after": self._starting_after,
+            "jsonrpc_ids": self._jsonrpc_ids,
+            "http_method": self._http_method,
+            "last_event_id": self._last_event_id,
+        }.get(key, _ABSENT)
         if value is _ABSENT:
             raise KeyError(key)
         return value
 
     def __iter__(self) -> Iterator[str]:
-        for key in ("stream", "n", "stream_options", "starting_after"):
+        for key in _KEYS:
             if key in self:
                 yield key
 
@@ -91,6 +206,36 @@ class RequestFacts(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"RequestFacts({dict(self)!r})"
+
+
+_KEYS = (
+    "stream",
+    "n",
+    "stream_options",
+    "starting_after",
+    "jsonrpc_ids",
+    "http_method",
+    "last_event_id",
+)
+
+
+def add_http_facts(
+    facts: RequestFacts | None, method: object, headers: Iterable[tuple[bytes, bytes]]
+) -> RequestFacts | None:
+    """``facts`` with the request head's: its HTTP ``method`` and whether ``headers`` (raw,
+    as ASGI and httpx hold them) carry a ``Last-Event-ID``. Without body facts, facts of the
+    head alone (``body_read`` False); None when the head says nothing either."""
+    resuming = any(name.lower() == b"last-event-id" for name, _ in headers)
+    if method not in _HTTP_METHODS and not resuming:
+        return facts
+    if facts is None:
+        facts = RequestFacts({})
+        facts._body_read = False
+    if method in _HTTP_METHODS:
+        facts._http_method = method
+    if resuming:
+        facts._last_event_id = True
+    return facts
 
 
 def request_facts(
@@ -114,6 +259,10 @@ def request_facts(
         request = from_json(raw, cache_strings=False)
     except ValueError:
         return None, "request body is not JSON: request checks skipped"
+    if type(request) is list and any(
+        type(message) is dict and message.get("jsonrpc") == "2.0" for message in request
+    ):
+        return RequestFacts(request), None  # a JSON-RPC batch (MCP 2025-03-26)
     if not isinstance(request, dict):
         return None, "request body is not a JSON object: request checks skipped"
     return RequestFacts(request), None

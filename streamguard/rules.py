@@ -572,3 +572,36 @@ STEP_NOT_BALANCED = _rule(
     "finish-step without an open step, start-step while one is open, or a step still open "
     "at finish.",
 )
+
+# -- MCP Streamable HTTP (protocols/mcp.py) ----------------------------------------------
+INVALID_JSONRPC = _rule(
+    "invalid_jsonrpc",
+    E,
+    'A message is not valid JSON-RPC 2.0 (`jsonrpc` other than "2.0", a response without '
+    "exactly one of `result` and `error`, an error `code` that is not an integer, ...); the "
+    "official MCP clients fail the call.",
+)
+DUPLICATE_RESPONSE = _rule(
+    "duplicate_response",
+    E,
+    "A request was answered a second time before the POST's last answer (or where the POST's "
+    "requests are unknown); the last answer repeated is duplicate_terminal.",
+)
+UNREQUESTED_RESPONSE = _rule(
+    "unrequested_response",
+    E,
+    "A response carries an id that no request of the POST carried.",
+)
+RESPONSE_ON_STANDALONE_STREAM = _rule(
+    "response_on_standalone_stream",
+    E,
+    "A JSON-RPC response arrived on the standalone GET stream, which carries only server "
+    "requests and notifications (unless it resumes a stream with Last-Event-ID).",
+)
+DUPLICATE_EVENT_ID = _rule(
+    "duplicate_event_id",
+    W,
+    "An SSE event id came back after other ids in the stream; a client resuming from it "
+    "with Last-Event-ID is replayed the wrong events.",
+    once_per_stream=True,
+)

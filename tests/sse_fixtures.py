@@ -40,7 +40,15 @@ __all__ = [
 FIXTURES = Path(__file__).parent / "fixtures"
 REALWORLD = FIXTURES / "realworld"
 #: The protocol directories directly under ``tests/fixtures``.
-PROTOCOLS = ("openai_chat", "openai_responses", "anthropic", "gemini", "ai_sdk_ui", "ag_ui")
+PROTOCOLS = (
+    "openai_chat",
+    "openai_responses",
+    "anthropic",
+    "gemini",
+    "ai_sdk_ui",
+    "ag_ui",
+    "mcp",
+)
 
 SIDECAR_KEYS = {"expect", "route_options", "note", "source", "sources", "provenance", "pending"}
 EXPECT_KEYS = {"outcome", "findings", "healthy", "rules", "detected_protocol", "any_finding_at"}

@@ -37,6 +37,8 @@ EXPECTED = {
     "/ai-sdk/delta-before-start": ({Outcome.COMPLETED}, ["id_not_open"]),
     "/ag-ui/agent": ({Outcome.COMPLETED}, []),
     "/ag-ui/unclosed-message": ({Outcome.COMPLETED}, ["id_not_closed"]),
+    "/mcp": ({Outcome.COMPLETED}, []),
+    "/mcp/response-on-get": ({Outcome.COMPLETED}, ["response_on_standalone_stream"]),
 }
 
 

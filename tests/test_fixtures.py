@@ -170,6 +170,20 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
         "duplicate_terminal": ("duplicate_terminal", "ok_two_runs_replay"),
         "event_after_terminal": ("event_after_terminal", "ok_run_error_after_finished"),
     },
+    "mcp": {
+        "invalid_json": ("invalid_json", "ok_priming_event_and_retry"),
+        "invalid_jsonrpc": ("invalid_jsonrpc", "ok_error_response_method_not_found"),
+        "missing_terminal": ("missing_terminal", "ok_resumable_closed_before_response"),
+        "duplicate_terminal": ("duplicate_terminal", "ok_string_and_integer_ids"),
+        "duplicate_response": ("duplicate_response", "ok_batch_2025_03_26"),
+        "unrequested_response": ("unrequested_response", "ok_batch_2025_03_26"),
+        "response_on_standalone_stream": (
+            "response_on_standalone_stream",
+            "ok_resumed_get_replays_response",
+        ),
+        "duplicate_event_id": ("duplicate_event_id", "ok_priming_event_and_retry"),
+        "event_after_terminal": ("event_after_terminal", "ok_progress_then_response"),
+    },
 }
 
 #: Rules of the shared catalog (every protocol's) that each protocol's fixtures exercise.
@@ -210,6 +224,7 @@ SHARED = {
         "duplicate_terminal",
         "event_after_terminal",
     },
+    "mcp": {"invalid_json", "missing_terminal", "duplicate_terminal", "event_after_terminal"},
 }
 
 #: The OpenAI tables pick look-alikes that are clean and complete; the Anthropic and Gemini

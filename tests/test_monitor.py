@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
 from streamguard import Outcome, StreamEnd, StreamMonitor, check_stream
+from streamguard.protocols import CHECKERS, Checker
+from streamguard.protocols._base import terminated_lifecycle
+from streamguard.report import Finding
+from streamguard.request import RequestFacts
+from streamguard.sse import Event
 
 
 class FakeClock:
@@ -165,3 +173,29 @@ def test_the_fallback_report_keeps_what_was_counted() -> None:
     report = monitor.fallback_report(StreamEnd.BODY_ENDED)
     assert (report.events, report.bytes, report.notes) == (2, len(body), ("a note",))
     assert (report.inspected, report.protocol_source) == (False, "configured")
+
+
+def test_a_raw_request_reaches_the_checker_only_as_its_bounded_facts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plain request mapping is reduced to ``RequestFacts`` before any checker sees it
+    (in the compiled build too, where ``isinstance`` against a Mapping subclass misled)."""
+    seen: list[object] = []
+
+    class Recording(Checker):
+        name = "test_recording"
+        LIFECYCLE = terminated_lifecycle()
+
+        def __init__(self, request: Any = None, path: str | None = None) -> None:
+            super().__init__(request, path)
+            seen.append(request)
+
+        def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+            return ()
+
+    monkeypatch.setitem(CHECKERS, Recording.name, Recording)
+    raw = {"model": "m", "stream": True, "n": 2, "messages": [{"content": "x" * 1000}]}
+    StreamMonitor(Recording.name, request=raw)
+    StreamMonitor(Recording.name, request=RequestFacts(raw))
+    assert [type(request) for request in seen] == [RequestFacts, RequestFacts]
+    assert dict(seen[0]) == dict(seen[1]) == {"stream": True, "n": 2}

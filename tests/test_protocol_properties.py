@@ -687,6 +687,57 @@ def ag_ui_streams(draw: st.DrawFn) -> Generated:
     return Generated("ag_ui", frames, None, [], outcome)
 
 
+@st.composite
+def mcp_streams(draw: st.DrawFn) -> Generated:
+    """What mcp's StreamableHTTPServerTransport sends (CRLF and ``event: message``, as
+    sse-starlette writes it, or LF without names): on a POST's stream, notifications and
+    server requests, then the response (a result, or a JSON-RPC error: error_event); with an
+    event store, a priming event first and an id on every event; or a GET's standalone
+    stream of notifications and server requests only."""
+    get = draw(st.integers(0, 4)) == 0
+    request_id = draw(st.one_of(st.integers(-(10**6), 10**6), words.filter(bool)))
+    eol, name = draw(st.sampled_from([("\r\n", "message"), ("\n", None)]))
+    messages: list[dict[str, Any]] = []
+    for n in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(["progress", "log", "request"]))
+        if kind == "progress":
+            params = {"progressToken": request_id, "progress": n, "total": 4}
+            messages.append(
+                {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+            )
+        elif kind == "log":
+            params = {"level": "info", "data": draw(json_values)}
+            messages.append({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+        else:
+            params = {"message": draw(words), "requestedSchema": {"type": "object"}}
+            messages.append(
+                {"jsonrpc": "2.0", "id": n, "method": "elicitation/create", "params": params}
+            )
+    outcome = Outcome.COMPLETED
+    if not get:
+        if draw(st.integers(0, 3)) == 0:
+            error = {"code": -32602, "message": draw(words)}
+            messages.append({"jsonrpc": "2.0", "id": request_id, "error": error})
+            outcome = Outcome.ERROR_EVENT
+        else:
+            content = [{"type": "text", "text": draw(words)}]
+            result = {"content": content, "isError": draw(st.booleans())}
+            messages.append({"jsonrpc": "2.0", "id": request_id, "result": result})
+    event_ids = draw(st.booleans())
+    frames = [f"id: 0{eol}retry: 1000{eol}data: {eol}{eol}".encode()] if event_ids else []
+    for number, message in enumerate(messages, 1):
+        head = f"id: {number}{eol}" if event_ids else ""
+        frames.append(head.encode() + frame(eol, dumps(message), name))
+    if draw(st.booleans()):
+        frames.insert(draw(st.integers(0, len(frames))), f": ping{eol}{eol}".encode())
+    request: dict[str, Any] = (
+        {"http_method": "GET"}
+        if get
+        else {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "f"}}
+    )
+    return Generated("mcp", frames, request, [], outcome)
+
+
 VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "openai_chat": openai_chat_streams,
     "openai_responses": openai_responses_streams,
@@ -694,6 +745,7 @@ VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "gemini": gemini_streams,
     "ai_sdk_ui": ai_sdk_ui_streams,
     "ag_ui": ag_ui_streams,
+    "mcp": mcp_streams,
 }
 any_valid_stream = st.one_of(*(strategy() for strategy in VALID_STREAMS.values()))
 
@@ -792,6 +844,7 @@ DETECTED_PATHS = {
     "gemini": "/v1beta/models/g:streamGenerateContent",
     "ai_sdk_ui": "/api/chat",
     "ag_ui": "/ag-ui",
+    "mcp": "/mcp",
 }
 
 

@@ -3,6 +3,10 @@
 ``"auto"`` is not a checker: the monitor holds an auto-detected stream's first events and
 builds the checker its protocol names (``streamguard.monitor``; the signals are in
 ``streamguard.protocols.auto``).
+
+Request facts that hold only the request's head (the HTTP method, ``Last-Event-ID``; see
+``streamguard.request.add_http_facts``) reach only the checkers that read the head (MCP):
+to the others, a request whose body was not read is an unknown request, as it always was.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from streamguard.protocols.ag_ui import AGUIChecker
 from streamguard.protocols.ai_sdk_ui import AISDKUIChecker
 from streamguard.protocols.anthropic import AnthropicChecker
 from streamguard.protocols.gemini import GeminiChecker
+from streamguard.protocols.mcp import MCPChecker
 from streamguard.protocols.openai_chat import OpenAIChatChecker
 from streamguard.protocols.openai_responses import OpenAIResponsesChecker
 from streamguard.protocols.sse import PlainSSEChecker
+from streamguard.request import RequestFacts
 
 __all__ = [
     "AUTO",
@@ -40,7 +46,11 @@ CHECKERS: dict[str, type[Checker]] = {
     GeminiChecker.name: GeminiChecker,
     AISDKUIChecker.name: AISDKUIChecker,
     AGUIChecker.name: AGUIChecker,
+    MCPChecker.name: MCPChecker,
 }
+
+#: The protocols whose checkers read the request's head (``http_method``, ``last_event_id``).
+_READS_HEAD = frozenset({MCPChecker.name})
 
 
 def make_checker(
@@ -58,6 +68,8 @@ def make_checker(
     configuration): the plain checker then reports data that does not parse. The other
     protocols define their payloads themselves and ignore it.
     """
+    if type(request) is RequestFacts and not request.body_read and protocol not in _READS_HEAD:
+        request = None  # no body was read: the request is unknown to a body-reading check
     try:
         checker_class = CHECKERS[protocol]
     except KeyError:

@@ -6,13 +6,16 @@ decided once, by the first signal that settles it:
 
 1. the request path (``protocol_source = "path"``): ``/v1/chat/completions`` (and Azure's
    ``…/chat/completions``) → ``openai_chat``, ``/v1/responses`` → ``openai_responses``,
-   ``/v1/messages`` → ``anthropic``, ``…:streamGenerateContent`` → ``gemini``;
+   ``/v1/messages`` → ``anthropic``, ``…:streamGenerateContent`` → ``gemini``, ``…/mcp``
+   (the conventional MCP endpoint) → ``mcp``;
 2. otherwise the first *decisive* event (``protocol_source = "event"``), per protocols.md
    §0: ``event: message_start`` (or another name only Anthropic uses, such as
    ``content_block_delta``) or JSON ``type: "message_start"`` → anthropic; data
    ``[DONE]`` or JSON ``object: "chat.completion.chunk"`` → openai_chat; a JSON ``type``
    starting with ``response.`` → openai_responses; JSON with ``candidates``,
-   ``usageMetadata``, ``promptFeedback`` or ``modelVersion`` → gemini. The shape decides
+   ``usageMetadata``, ``promptFeedback`` or ``modelVersion`` → gemini; JSON with
+   ``"jsonrpc": "2.0"`` (or a batch array starting with such a message), or the legacy MCP
+   transport's ``event: endpoint`` → mcp. The shape decides
    too, not only exact values: a ``choices`` entry with a ``delta`` object is OpenAI Chat
    whatever ``object`` says (a server sending ``"object": "text_completion"`` is a broken
    chat stream, and the chat checker then says so). Azure's first chat chunk
@@ -32,6 +35,7 @@ from __future__ import annotations
 from streamguard.protocols._payload import parse_json
 from streamguard.protocols.ag_ui import is_ag_ui_event, is_ag_ui_path
 from streamguard.protocols.ai_sdk_ui import is_ai_sdk_ui_chunk, is_ai_sdk_ui_path
+from streamguard.protocols.mcp import is_endpoint_event, is_jsonrpc_message, is_mcp_path
 from streamguard.sse import Event
 
 __all__ = [
@@ -78,6 +82,8 @@ def protocol_for_path(path: str | None) -> str | None:
     for suffix, protocol in _PATH_SUFFIXES:
         if path.endswith(suffix):
             return protocol
+    if is_mcp_path(path):
+        return "mcp"
     if is_ag_ui_path(path):
         return "ag_ui"
     if is_ai_sdk_ui_path(path):  # useChat's default endpoint: the weakest sign, so last
@@ -90,9 +96,11 @@ def protocol_for_event(event: Event) -> str | None:
     if event.event in _ANTHROPIC_EVENT_NAMES:
         return "anthropic"
     data = event.data
+    if is_endpoint_event(event):
+        return "mcp"  # the legacy HTTP+SSE transport's first event: where to POST
     if data.startswith("[DONE]"):
         return "openai_chat"
-    if not data.startswith("{"):
+    if not data.startswith(("{", "[")):
         return None
     try:
         payload = parse_json(data)
@@ -103,6 +111,8 @@ def protocol_for_event(event: Event) -> str | None:
         if not newline:
             return None
         return protocol_for_event(Event(event.event, first))
+    if is_jsonrpc_message(payload):
+        return "mcp"
     if type(payload) is not dict:
         return None
     kind = payload.get("type")

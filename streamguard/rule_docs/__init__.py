@@ -3,8 +3,9 @@
 ``streamguard.rules`` holds what the engine needs (name, severity, one-line summary; a
 rule's protocols come from the checkers that raise it); this package holds what a person
 needs when a rule fires: the meaning in full, what the official clients (openai-python,
-anthropic-python, google-genai, browsers' ``EventSource``) do with such a stream, an
-example of an offending frame as it appears on the wire, and how to fix the sender. Its
+anthropic-python, google-genai, the MCP SDKs, browsers' ``EventSource``) do with such a
+stream, an example of an offending frame as it appears on the wire, and how to fix the
+sender. Its
 modules mirror ``streamguard.protocols``:
 ``common`` holds the framing, lifecycle and HTTP rules the protocols share, and each
 protocol's module the rules it raises (a rule Gemini shares with OpenAI Chat is documented
@@ -27,6 +28,7 @@ from streamguard.rule_docs import (
     anthropic,
     common,
     gemini,
+    mcp,
     openai_chat,
     openai_responses,
 )
@@ -53,6 +55,7 @@ RULE_DOCS: Mapping[str, RuleDoc] = _by_name(
         *gemini.DOCS,
         *ag_ui.DOCS,
         *ai_sdk_ui.DOCS,
+        *mcp.DOCS,
     )
 )
 """Every rule's documentation, by rule name, in catalog-section order."""

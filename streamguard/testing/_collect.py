@@ -26,7 +26,7 @@ from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
 from streamguard.protocols._base import Transcript
 from streamguard.report import Finding, Outcome, StreamReport
-from streamguard.request import request_facts
+from streamguard.request import add_http_facts, request_facts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event
 
 #: The largest request body read for request-aware checks, as the middleware's default.
@@ -221,9 +221,11 @@ def collect(
 
     Use it inside ``with client.stream(...) as response:``. ``request`` is the JSON request
     for request-aware checks; by default the body of ``response.request`` is used when it
-    is a JSON object. ``started_at`` (a ``time.monotonic()`` reading) is when the request
-    was sent, for timings; by default, when ``collect`` is called. A transport error while
-    reading (the connection cut, a read timeout) ends the record instead of propagating.
+    is a JSON object (or a JSON-RPC batch), with its method and ``Last-Event-ID`` header
+    (MCP tells a POST's stream from a GET's). ``started_at`` (a ``time.monotonic()``
+    reading) is when the request was sent, for timings; by default, when ``collect`` is
+    called. A transport error while reading (the connection cut, a read timeout) ends the
+    record instead of propagating.
     For a response of an ``httpx.AsyncClient``, use ``await acollect(response)``.
     ``timers`` (e.g. ``TimerConfig()``, the middleware's ``timers``) also judges the
     arrival times at the end:
@@ -299,15 +301,18 @@ def _start(
 
 
 def _request_json(response: httpx.Response) -> Mapping[str, Any] | None:
-    """The facts of the JSON request sent, if its body is one and was not streamed."""
+    """The facts of the request sent: its method and ``Last-Event-ID``, and its JSON body's
+    when it is one and was not streamed."""
     import httpx
 
+    request = response.request
     try:
-        content = response.request.content
+        content = request.content
     except httpx.RequestNotRead:
-        return None
-    facts, _why_not = request_facts(content, MAX_REQUEST_BYTES)
-    return facts
+        facts = None
+    else:
+        facts, _why_not = request_facts(content, MAX_REQUEST_BYTES)
+    return add_http_facts(facts, request.method, request.headers.raw)
 
 
 # -- what the events say, per protocol ----------------------------------------------------

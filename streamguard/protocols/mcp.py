@@ -1,0 +1,607 @@
+"""MCP Streamable HTTP (the Model Context Protocol's HTTP transport, spec revisions 2025-03-26
+onward; the official ``mcp`` Python SDK serves it from Starlette).
+
+A client POSTs one JSON-RPC 2.0 message to the MCP endpoint (2025-03-26 also allowed a batch
+array). When the body holds requests, the server answers either with one JSON object or
+with ``text/event-stream``: each SSE event carries one JSON-RPC message in its data (or, in
+2025-03-26, a batch array), and the stream ends once the response to every request of the
+POST was sent; server-to-client requests (sampling, elicitation, roots) and notifications
+(progress, logs) may come before. A GET opens a standalone stream for server requests and
+notifications that never carries a response, unless it resumes an earlier stream with
+``Last-Event-ID``. The official clients (``mcp`` 2.3, ``@modelcontextprotocol/sdk``) read
+events named ``message`` (or unnamed), skip one whose data is empty (the 2025-11-25 priming
+event: an id and empty data, sent first so the client can resume), validate each message,
+and stop reading a POST's stream at the response.
+
+Theory of operation
+-------------------
+
+What is owed depends on the request, so the checker reads the request's facts
+(``streamguard.request``): the HTTP method, whether a ``Last-Event-ID`` asked to resume, and
+the ids of the POST's requests (``jsonrpc_ids``, bounded; ids compare by JSON type and
+value). A POST whose requests are known starts in ``waiting``: each response is matched to
+an owed id, and the one that answers the last of them is the terminal signal (the in-band
+error when it is a JSON-RPC error), after which the body must end (``body_not_ended`` if it
+stays open; ``missing_terminal`` if it ends before). Every other stream starts in ``open``,
+where nothing is owed and the body's end is a clean end: a GET, a resumption, a POST of
+notifications or responses only, a POST whose body was not read (or held more than
+``MAX_REQUEST_IDS`` requests).
+
+The payload handlers check each message (``invalid_jsonrpc``: ``jsonrpc`` exactly "2.0", a
+request's ``method`` a string and ``params`` an object, a response with exactly one of
+``result`` (an object) and ``error`` (an object with an integer ``code`` and a string
+``message``), an id a string or a number) and each response: an answer to an id the POST
+did not carry is ``unrequested_response``, and any response on a standalone GET stream
+``response_on_standalone_stream``. A second answer to one id is a ``repeat`` for the
+lifecycle: ``duplicate_terminal`` once the POST's last request was answered (the terminal
+sent again: with one request per POST, the usual case), ``duplicate_response`` before that
+or where nothing is known to be owed (within a batch event, the handler reports it). A
+response that is invalid in another way is still matched by its id, so one mistake is one
+finding. An error response without an id (or with ``id: null``, JSON-RPC's answer when the
+request could not be read) answers nothing and is never reported: the 2025-11-25 schema
+allows it, and the Python SDK routes such errors to the GET stream. Event ids must not come
+back: an id in effect that returns to a value it had before another one is
+``duplicate_event_id``.
+
+Deliberately clean: notifications and server requests before the response, events with
+empty data (priming, keepalive), ``retry`` fields, events named other than ``message``
+(clients skip them; the legacy HTTP+SSE transport's ``endpoint`` event marks a GET stream
+that carries responses), string or integer ids, an error response as the answer, a body
+that ends before the answers after an event carried an id (2025-11-25 lets the server close
+the connection and the client resume with ``Last-Event-ID``).
+
+Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
+
+    waiting [initial]: responses to the POST's requests are owed
+        cursor         -> resumable
+        repeat         duplicate_response, then waiting
+        terminal       -> answered
+        error          -> failed
+        end            missing_terminal, then waiting
+        any other      stays
+    resumable: responses are owed; an event id lets the client resume if the body ends
+        repeat         duplicate_response, then resumable
+        terminal       -> answered
+        error          -> failed
+        end            -> closed
+        any other      stays
+    answered [terminal seen]: the last owed request was answered; the body ends next
+        repeat         duplicate_terminal, then answered
+        other          event_after_terminal, then answered
+        end            stays
+        any other      stays
+    failed [terminal seen, error seen]: answered with a JSON-RPC error; the body ends next
+        repeat         duplicate_terminal, then failed
+        other          event_after_terminal, then failed
+        end            stays
+        any other      stays
+    open: nothing is owed (a GET, a resumption, unknown requests); set by the request
+        repeat         duplicate_response, then open
+        end            -> closed
+        any other      stays
+    closed [terminal seen]: the body ended a stream that owed nothing
+        any other      stays
+
+Bounded state: at most ``MAX_REQUEST_IDS`` owed ids (from the request's facts), as many
+answered ids and ``MAX_EVENT_IDS`` event ids are kept, long ones by a digest; past those
+bounds the checks that need the rest are skipped. Within one batch event each rule is
+reported once, with a count. Messages never show an id or a method: ids by type, size and
+hash, methods as "a request" or "a notification".
+
+Auto-detection helpers (wired by the monitor): ``is_mcp_path`` (``/mcp``, the conventional
+endpoint and the SDK's default) and ``mcp_from_event`` (an event whose data is a JSON-RPC
+2.0 message, or the legacy transport's ``endpoint`` event).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Final
+
+from streamguard import _wire, rules
+from streamguard.protocols._agent import id_key
+from streamguard.protocols._base import Checker, type_name
+from streamguard.protocols._lifecycle import ANY as ANY_KIND
+from streamguard.protocols._lifecycle import (
+    END,
+    ERROR,
+    OTHER,
+    STAY,
+    TERMINAL,
+    Lifecycle,
+    broken,
+    go,
+)
+from streamguard.protocols._payload import parse_json, preview
+from streamguard.report import Finding
+from streamguard.request import MAX_REQUEST_IDS, IdKey, jsonrpc_id_key
+from streamguard.sse import Event
+
+__all__ = [
+    "ENDPOINT_EVENT",
+    "LIFECYCLE",
+    "MAX_EVENT_IDS",
+    "MAX_REQUEST_IDS",
+    "MCPChecker",
+    "is_endpoint_event",
+    "is_jsonrpc_message",
+    "is_mcp_path",
+    "jsonrpc_problem",
+    "mcp_from_event",
+]
+
+#: The legacy HTTP+SSE transport's (2024-11-05) first event: the URL to POST messages to.
+ENDPOINT_EVENT: Final = "endpoint"
+#: The event name clients read; any other is skipped.
+_MESSAGE = "message"
+#: The conventional MCP endpoint (``MCPServer.streamable_http_app``'s default path).
+_DEFAULT_PATH = "/mcp"
+#: Distinct event ids kept per stream for ``duplicate_event_id``.
+MAX_EVENT_IDS = 256
+
+# -- the lifecycle ---------------------------------------------------------------------------
+
+#: The first event in ``waiting`` whose SSE id in effect is not empty.
+CURSOR: Final = "cursor"
+#: A response that is not the terminal: one of several owed, or one its own rules judge.
+RESPONSE: Final = "response"
+#: An event the clients skip: empty data, or a name other than ``message``.
+SKIPPED: Final = "skipped"
+#: A second response to a request this stream already answered.
+REPEAT: Final = "repeat"
+
+_WAITING, _RESUMABLE, _ANSWERED, _FAILED, _OPEN, _CLOSED = (
+    "waiting",
+    "resumable",
+    "answered",
+    "failed",
+    "open",
+    "closed",
+)
+_AFTER = "event {index} ({name}) follows the %s that answered the POST's last owed request " + (
+    "(event {terminal}); official clients stop reading the stream there"
+)
+_REPEATED = "event {index} is {name}; the client settled that call at the first"
+_DUPLICATE_ANSWER = broken(rules.DUPLICATE_RESPONSE, _REPEATED)
+_DUPLICATE_LAST = broken(
+    rules.DUPLICATE_TERMINAL,
+    "event {index} is {name}, after the POST's last owed request was answered (event "
+    "{terminal}); the client settled that call at the first",
+)
+
+LIFECYCLE = Lifecycle(
+    phases={
+        _WAITING: "responses to the POST's requests are owed",
+        _RESUMABLE: "responses are owed; an event id lets the client resume if the body ends",
+        _ANSWERED: "the last owed request was answered; the body ends next",
+        _FAILED: "answered with a JSON-RPC error; the body ends next",
+        _OPEN: "nothing is owed (a GET, a resumption, unknown requests); set by the request",
+        _CLOSED: "the body ended a stream that owed nothing",
+    },
+    kinds={
+        CURSOR: "the first event that carries an SSE id while responses are owed",
+        RESPONSE: "a response other than the one that answers the last owed request",
+        SKIPPED: "an event clients skip: empty data, or a name other than message",
+        REPEAT: "a second response to a request this stream already answered",
+    },
+    initial=_WAITING,
+    table={
+        (_WAITING, CURSOR): go(_RESUMABLE),
+        (_WAITING, TERMINAL): go(_ANSWERED),
+        (_WAITING, ERROR): go(_FAILED),
+        (_WAITING, REPEAT): _DUPLICATE_ANSWER,
+        (_WAITING, END): broken(
+            rules.MISSING_TERMINAL,
+            "the body ended after {index} event(s) with {owed} of the POST's {requests} "
+            "request(s) unanswered",
+        ),
+        (_WAITING, ANY_KIND): STAY,
+        (_RESUMABLE, TERMINAL): go(_ANSWERED),
+        (_RESUMABLE, ERROR): go(_FAILED),
+        (_RESUMABLE, REPEAT): _DUPLICATE_ANSWER,
+        (_RESUMABLE, END): go(_CLOSED),
+        (_RESUMABLE, ANY_KIND): STAY,
+        (_ANSWERED, REPEAT): _DUPLICATE_LAST,
+        (_ANSWERED, OTHER): broken(rules.EVENT_AFTER_TERMINAL, _AFTER % "response"),
+        (_ANSWERED, END): STAY,
+        (_ANSWERED, ANY_KIND): STAY,
+        (_FAILED, REPEAT): _DUPLICATE_LAST,
+        (_FAILED, OTHER): broken(rules.EVENT_AFTER_TERMINAL, _AFTER % "error response"),
+        (_FAILED, END): STAY,
+        (_FAILED, ANY_KIND): STAY,
+        (_OPEN, REPEAT): _DUPLICATE_ANSWER,
+        (_OPEN, END): go(_CLOSED),
+        (_OPEN, ANY_KIND): STAY,
+        (_CLOSED, ANY_KIND): STAY,
+    },
+    ended=frozenset({_ANSWERED, _FAILED, _CLOSED}),
+    errored=frozenset({_FAILED}),
+    sealed=frozenset(),
+)
+
+# -- messages --------------------------------------------------------------------------------
+
+
+def _is_number(value: object) -> bool:
+    return (type(value) is int or type(value) is float) and value == value  # not NaN
+
+
+def _is_integer(value: object) -> bool:
+    # JSON has one number type: ``-32601.0`` is an integer to JavaScript and to pydantic.
+    return type(value) is int or (type(value) is float and value.is_integer())
+
+
+def _is_id(value: object) -> bool:
+    return type(value) is str or _is_number(value)
+
+
+def _field_type(name: str, value: object, wanted: str) -> str:
+    article = "an" if type_name(value)[0] in "aeiou" else "a"
+    return f"field `{name}` is {article} {type_name(value)}, not {wanted}"
+
+
+def jsonrpc_problem(message: Mapping[str, Any]) -> str | None:
+    """What makes ``message`` invalid JSON-RPC 2.0 as MCP uses it (the first problem), or None.
+
+    The text names fields and types only, never a value.
+    """
+    if message.get("jsonrpc") != "2.0":
+        if "jsonrpc" not in message:
+            return 'field `jsonrpc` is missing; every message carries "jsonrpc": "2.0"'
+        return 'field `jsonrpc` is not the string "2.0"'
+    if "method" in message:
+        if type(message["method"]) is not str:
+            return _field_type("method", message["method"], "a string")
+        if "result" in message or "error" in message:
+            return "a request or notification carries `result` or `error`"
+        if "params" in message and type(message["params"]) is not dict:
+            return _field_type("params", message["params"], "an object")
+        if "id" in message and not _is_id(message["id"]):
+            return _field_type("id", message["id"], "a string or a number")
+        return None
+    has_result, has_error = "result" in message, "error" in message
+    if has_result and has_error:
+        return "a response carries both `result` and `error`"
+    if not has_result and not has_error:
+        return "neither `method` (a request or notification) nor `result` or `error` (a response)"
+    if has_result:
+        if "id" not in message:
+            return "a result response has no `id`"
+        if not _is_id(message["id"]):
+            return _field_type("id", message["id"], "a string or a number")
+        if type(message["result"]) is not dict:
+            return _field_type("result", message["result"], "an object")
+        return None
+    error = message["error"]
+    if type(error) is not dict:
+        return _field_type("error", error, "an object")
+    if "code" not in error:
+        return "field `error.code` is missing"
+    if not _is_integer(error["code"]):
+        return _field_type("error.code", error["code"], "an integer")
+    if type(error.get("message")) is not str:
+        return (
+            "field `error.message` is missing"
+            if "message" not in error
+            else _field_type("error.message", error["message"], "a string")
+        )
+    if message.get("id") is not None and not _is_id(message["id"]):
+        return _field_type("id", message["id"], "a string, a number or null")
+    return None
+
+
+def _shown_id(value: object) -> str:
+    """An id as a message may show it: its JSON type, size and hash, never the id."""
+    if type(value) is str:
+        return f"string id {_wire.describe(value)}"
+    key = jsonrpc_id_key(value)
+    shown = _wire.describe(key) if type(key) is bytes else _wire.describe(repr(key))
+    return f"number id {shown}"
+
+
+class MCPChecker(Checker):
+    """Checks one MCP Streamable HTTP event stream; see the module docstring."""
+
+    __slots__ = (
+        "_answered",
+        "_event_ids",
+        "_last_event_key",
+        "_owed",
+        "_requests",
+        "_standalone",
+    )
+
+    name = "mcp"
+    LIFECYCLE = LIFECYCLE
+    RAISES = frozenset(
+        {
+            rules.INVALID_JSON,
+            rules.INVALID_JSONRPC,
+            rules.DUPLICATE_RESPONSE,  # within a batch; else the table's
+            rules.UNREQUESTED_RESPONSE,
+            rules.RESPONSE_ON_STANDALONE_STREAM,
+            rules.DUPLICATE_EVENT_ID,
+        }
+    )
+
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
+        super().__init__(request, path)
+        method: object = None
+        ids: object = None
+        resuming = False
+        if request is not None:
+            method = request.get("http_method")
+            ids = request.get("jsonrpc_ids")
+            resuming = request.get("last_event_id") is True
+        #: A GET that does not resume: no response belongs on it.
+        self._standalone = method == "GET" and not resuming
+        #: Owed request id -> how many responses it is still owed (a batch may repeat an
+        #: id); None when what is owed is unknown.
+        self._owed: dict[IdKey, int] | None = None
+        #: How many requests the POST carried (for the end's message).
+        self._requests = 0
+        if method != "GET" and type(ids) is tuple:
+            owed: dict[IdKey, int] = {}
+            for key in ids:
+                owed[key] = owed.get(key, 0) + 1
+            self._owed = owed
+            self._requests = len(ids)
+        if not self._owed:
+            # Nothing is owed: the request decides the phase the stream starts in.
+            self.phase = _OPEN
+        #: Ids already answered in this stream, at most MAX_REQUEST_IDS of them.
+        self._answered: set[IdKey] | None = None
+        #: The event ids seen, and the key of the one in effect at the last event.
+        self._event_ids: set[str | bytes] | None = None
+        self._last_event_key: str | bytes | None = None
+
+    def message_fields(self) -> Mapping[str, object]:
+        owed = self._owed
+        return {"owed": sum(owed.values()) if owed else 0, "requests": self._requests}
+
+    # -- one event ------------------------------------------------------------------------
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        found: list[Finding] = []
+        kind, name = self._check_data(found, event, index)
+        if event.id:
+            self._check_event_id(found, event, index, event.id)
+            if self.phase == _WAITING:
+                self._advance(found, CURSOR, event, index, name)
+        self._advance(found, kind, event, index, name)
+        return found
+
+    def _advance(
+        self, found: list[Finding], kind: str, event: Event, index: int, name: str
+    ) -> None:
+        finding = self.advance(kind, event, index, name)
+        if finding is not None:
+            found.insert(0, finding)  # the lifecycle first, as the engine's end does
+
+    def _check_data(self, found: list[Finding], event: Event, index: int) -> tuple[str, str]:
+        """Check the event's messages; its lifecycle kind and how a message names it."""
+        if event.event != _MESSAGE:
+            if event.event == ENDPOINT_EVENT:
+                # The legacy transport's GET stream: the responses to POSTs come on it.
+                self._standalone = False
+            return SKIPPED, "a skipped event"
+        data = event.data
+        if not data:
+            return SKIPPED, "empty data"
+        try:
+            value = parse_json(data)
+        except ValueError as exc:
+            found.append(
+                self.finding(
+                    rules.INVALID_JSON,
+                    event,
+                    index,
+                    f": data is not JSON ({exc}): {preview(data)}",
+                )
+            )
+            return OTHER, "not JSON"
+        if type(value) is dict:
+            return self._check_message(found, value, event, index, "")
+        if type(value) is list:
+            return self._batch(found, value, event, index), "a batch"
+        self._invalid(
+            found,
+            event,
+            index,
+            "",
+            f"data is a JSON {type_name(value)}, not a JSON-RPC message or batch",
+        )
+        return OTHER, "not JSON-RPC"
+
+    def _batch(self, found: list[Finding], batch: list[Any], event: Event, index: int) -> str:
+        """A 2025-03-26 batch: each message checked; each rule reported once, with a count."""
+        if not batch:
+            self._invalid(found, event, index, "", "an empty batch array")
+            return OTHER
+        kinds: set[str] = set()
+        items: list[Finding] = []
+        for number, message in enumerate(batch):
+            where = f" (batch item {number})"
+            if type(message) is not dict:
+                self._invalid(
+                    items, event, index, where, f"a JSON {type_name(message)}, not a message"
+                )
+                kinds.add(OTHER)
+                continue
+            kinds.add(self._check_message(items, message, event, index, where)[0])
+        found.extend(_folded(items))
+        for kind in (TERMINAL, ERROR, OTHER, RESPONSE):
+            if kind in kinds:
+                return kind
+        return OTHER
+
+    def _check_message(
+        self, found: list[Finding], message: dict[str, Any], event: Event, index: int, where: str
+    ) -> tuple[str, str]:
+        """Check one message; its lifecycle kind and how a step's message names it. ``where``
+        places an item of a batch (empty for a message alone)."""
+        problem = jsonrpc_problem(message)
+        if problem is not None:
+            self._invalid(found, event, index, where, problem)
+        if "method" in message:
+            return OTHER, "a request" if "id" in message else "a notification"
+        if "result" not in message and "error" not in message:
+            return OTHER, "not a JSON-RPC message"
+        raw_id = message.get("id")
+        key = jsonrpc_id_key(raw_id)
+        if key is None:
+            return RESPONSE, "a response"  # answers nothing (or its id was just reported)
+        is_error = "error" in message and "result" not in message
+        kind = self._answer(found, key, raw_id, is_error, event, index, where)
+        if kind == REPEAT:
+            return kind, f"a second response to the request with {_shown_id(raw_id)}"
+        return kind, "a response"
+
+    def _answer(
+        self,
+        found: list[Finding],
+        key: IdKey,
+        raw_id: object,
+        is_error: bool,
+        event: Event,
+        index: int,
+        where: str,
+    ) -> str:
+        """Match a response to what the request owed; its lifecycle kind."""
+        if self._standalone:
+            found.append(
+                self.finding(
+                    rules.RESPONSE_ON_STANDALONE_STREAM,
+                    event,
+                    index,
+                    f"{where}: a response ({_shown_id(raw_id)}) on a GET stream that resumes "
+                    "nothing; a response belongs on the stream of the POST that asked",
+                )
+            )
+            return RESPONSE
+        owed = self._owed
+        if owed is not None:
+            left = owed.get(key)
+            if left is not None:
+                if left > 1:
+                    owed[key] = left - 1
+                else:
+                    del owed[key]
+                self._remember(key)
+                if owed:
+                    return RESPONSE
+                return ERROR if is_error else TERMINAL
+        answered = self._answered
+        if answered is not None and key in answered:
+            if not where:
+                return REPEAT  # the lifecycle says which rule: is it the last answer again?
+            found.append(
+                self.finding(
+                    rules.DUPLICATE_RESPONSE,
+                    event,
+                    index,
+                    f"{where}: a second response to the request with {_shown_id(raw_id)}; "
+                    "the client settled that call at the first",
+                )
+            )
+        elif owed is not None:
+            found.append(
+                self.finding(
+                    rules.UNREQUESTED_RESPONSE,
+                    event,
+                    index,
+                    f"{where}: a response to {_shown_id(raw_id)}, which no request of this "
+                    "POST carried",
+                )
+            )
+        else:
+            self._remember(key)
+        return RESPONSE
+
+    def _remember(self, key: IdKey) -> None:
+        answered = self._answered
+        if answered is None:
+            answered = self._answered = set()
+        if len(answered) < MAX_REQUEST_IDS:
+            answered.add(key)
+
+    def _invalid(
+        self, found: list[Finding], event: Event, index: int, where: str, problem: str
+    ) -> None:
+        found.append(self.finding(rules.INVALID_JSONRPC, event, index, f"{where}: {problem}"))
+
+    def _check_event_id(self, found: list[Finding], event: Event, index: int, value: str) -> None:
+        """An event id in effect that returns to a value it had before another one."""
+        key = id_key(value)
+        if key == self._last_event_key:
+            return  # the same cursor: repeated, or carried over from the last event
+        self._last_event_key = key
+        seen = self._event_ids
+        if seen is None:
+            seen = self._event_ids = set()
+        if key not in seen:
+            if len(seen) < MAX_EVENT_IDS:
+                seen.add(key)
+            return
+        if self.reported(rules.DUPLICATE_EVENT_ID):
+            return
+        self.report(
+            found,
+            rules.DUPLICATE_EVENT_ID,
+            event,
+            index,
+            f": event id {_wire.describe(value)} was an earlier event's; a client that resumes "
+            "from it with Last-Event-ID is replayed from the wrong place",
+        )
+
+
+def _folded(items: list[Finding]) -> list[Finding]:
+    """The first finding of each rule among ``items`` (one batch event), with a count of
+    the others in its message: a batch of many messages makes a bounded number."""
+    counts: dict[str, int] = {}
+    for finding in items:
+        counts[finding.rule] = counts.get(finding.rule, 0) + 1
+    first: list[Finding] = []
+    for finding in items:
+        count = counts.pop(finding.rule, 0)
+        if count:
+            more = f" (and {count - 1} more in this batch)" if count > 1 else ""
+            first.append(replace(finding, message=finding.message + more) if more else finding)
+    return first
+
+
+# -- auto-detection --------------------------------------------------------------------------
+
+
+def is_mcp_path(path: str | None) -> bool:
+    """Whether a request path is the conventional MCP endpoint, ``/mcp``."""
+    return path is not None and path.rstrip("/").endswith(_DEFAULT_PATH)
+
+
+def is_jsonrpc_message(payload: object) -> bool:
+    """Whether parsed data is a JSON-RPC 2.0 message, or a batch that starts with one."""
+    if type(payload) is list and payload:
+        payload = payload[0]
+    return type(payload) is dict and payload.get("jsonrpc") == "2.0"
+
+
+def is_endpoint_event(event: Event) -> bool:
+    """Whether an event is the legacy HTTP+SSE transport's ``endpoint`` event: the URL (or
+    path) the client is to POST its messages to."""
+    return event.event == ENDPOINT_EVENT and event.data.startswith(("/", "http://", "https://"))
+
+
+def mcp_from_event(event: Event) -> bool:
+    """Whether one event proves MCP: its data is a JSON-RPC 2.0 message, or it is the legacy
+    transport's ``endpoint`` event."""
+    if is_endpoint_event(event):
+        return True
+    data = event.data
+    if not data.startswith(("{", "[")):
+        return False
+    try:
+        payload = parse_json(data)
+    except ValueError:
+        return False
+    return is_jsonrpc_message(payload)
