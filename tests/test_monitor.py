@@ -178,8 +178,7 @@ def test_the_fallback_report_keeps_what_was_counted() -> None:
 def test_a_raw_request_reaches_the_checker_only_as_its_bounded_facts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A plain request mapping is reduced to ``RequestFacts`` before any checker sees it
-    (in the compiled build too, where ``isinstance`` against a Mapping subclass misled)."""
+    """A plain request mapping is reduced to ``RequestFacts`` before any checker sees it."""
     seen: list[object] = []
 
     class Recording(Checker):
