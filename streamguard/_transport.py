@@ -208,6 +208,7 @@ class Upstream:
             protocol,
             request=facts,
             path=path,
+            headers=response.headers.raw,
             route=route,
             clock=self.clock,
             started_at=started_at,

@@ -436,6 +436,7 @@ class _StreamWatch:
             protocol,
             request=request,
             path=path,
+            headers=message.get("headers", ()),
             route=route,
             clock=watching.clock,
             started_at=self.started_at,

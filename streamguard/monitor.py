@@ -9,8 +9,9 @@ Auto-detection
 --------------
 
 A stream configured as ``"auto"`` is decided once, by the first signal that settles it
-(``streamguard.protocols.auto`` holds the signals): the request path (``protocol_source``
-``"path"``), else the first decisive event (``"event"``), else plain SSE (``"default"``)
+(``streamguard.protocols.auto`` holds the signals): a protocol the response headers
+declare (``protocol_source`` ``"header"``), else the request path (``"path"``), else the
+first decisive event (``"event"``), else plain SSE (``"default"``)
 after ``MAX_UNDECIDED_EVENTS`` events, once the held events carry more than
 ``MAX_UNDECIDED_CHARS`` characters, or at the end of the body. Until then the monitor holds
 the events (bounded by those two limits) and checks nothing; when it decides, it builds the
@@ -37,6 +38,7 @@ from streamguard.protocols.auto import (
     MAX_UNDECIDED_CHARS,
     MAX_UNDECIDED_EVENTS,
     protocol_for_event,
+    protocol_for_headers,
     protocol_for_path,
 )
 from streamguard.report import Finding, Outcome, StreamReport
@@ -153,6 +155,9 @@ class StreamMonitor:
     message that reached the server; a terminal signal or in-band error counts for the
     outcome only once it did. Offline, everything fed counts as delivered.
 
+    ``headers`` are the response headers (ASGI pairs of bytes); under ``"auto"`` a protocol
+    that declares itself there decides before the path does.
+
     ``on_event``, if given, receives each dispatched event with its index, after the
     checks of the chunk that completed it: a client-side reader that needs the events
     (``streamguard.testing``) takes them from here rather than parsing the bytes again.
@@ -193,6 +198,7 @@ class StreamMonitor:
         *,
         request: Mapping[str, Any] | None = None,
         path: str | None = None,
+        headers: Iterable[tuple[bytes, bytes]] = (),
         clock: Clock = time.monotonic,
         started_at: float | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
@@ -211,8 +217,12 @@ class StreamMonitor:
         if protocol != AUTO:
             self._checker = make_checker(protocol, request, path, json_data=json_data)
         else:
+            by_header = protocol_for_headers(headers)
             by_path = protocol_for_path(path)
-            if by_path is not None and by_path in CHECKERS:
+            if by_header is not None and by_header in CHECKERS:
+                self._checker = make_checker(by_header, request, path)
+                self._protocol_source = "header"
+            elif by_path is not None and by_path in CHECKERS:
                 self._checker = make_checker(by_path, request, path)
                 self._protocol_source = "path"
             else:
@@ -257,7 +267,8 @@ class StreamMonitor:
 
     @property
     def protocol_source(self) -> str:
-        """How the protocol was chosen: ``configured``, or by ``path``, ``event``, ``default``."""
+        """How the protocol was chosen: ``configured``, or by ``header``, ``path``, ``event``
+        or ``default``."""
         return self._protocol_source
 
     @property

@@ -74,6 +74,8 @@ class StreamReport:
     inspected: bool = True
     internal_error: str | None = None
     path: str | None = None
+    #: How the protocol was chosen: ``configured``, or under ``auto`` by ``header``,
+    #: ``path``, ``event`` or ``default`` (``streamguard.protocols.auto``).
     protocol_source: str = "configured"
     #: The ``route`` label: a configured name or a route template, never a raw path.
     route: str | None = None

@@ -97,7 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"STREAMGUARD_EXPECT_BUILD={expected}, but the {_build_name()} core was loaded"
         )
-    if stale := _stale_compiled_modules():
+    if streamguard.compiled and (stale := _stale_compiled_modules()):
         raise pytest.UsageError(
             f"the compiled core is older than its source ({', '.join(stale)}): run "
             "`make compiled`, or set STREAMGUARD_PURE_PYTHON=1 to test the sources"

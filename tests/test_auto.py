@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streamguard import StreamMonitor, check_stream
+from streamguard import StreamGuardMiddleware, StreamMonitor, StreamReport, check_stream
 from streamguard.protocols import CHECKERS, make_checker
 from streamguard.protocols.auto import (
     MAX_UNDECIDED_CHARS,
@@ -16,6 +16,7 @@ from streamguard.protocols.auto import (
     protocol_for_path,
 )
 from streamguard.sse import Event
+from tests.asgi_driver import ScriptedApp, body, run, sse_start
 from tests.chunking import chunkings
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -495,3 +496,36 @@ def test_agent_protocols_are_decided_by_their_first_decisive_event(fixture: str)
 def test_agent_protocol_paths(path: str, protocol: str | None) -> None:
     """useChat's default endpoint and AG-UI's path segments name their protocols."""
     assert protocol_for_path(path) == protocol
+
+
+_UI_HEADER = (b"X-Vercel-AI-UI-Message-Stream", b"v1")
+_UI_STREAM = _data({"type": "start"}, {"type": "finish"}, "[DONE]")
+
+
+def test_the_ui_message_stream_header_decides_before_the_path() -> None:
+    """``x-vercel-ai-ui-message-stream: v1`` decides ai_sdk_ui, even on a chat path."""
+    for path in (None, "/stream", "/v1/chat/completions"):
+        monitor = StreamMonitor(path=path, headers=[_UI_HEADER])
+        assert (monitor.protocol, monitor.protocol_source) == ("ai_sdk_ui", "header")
+
+
+@pytest.mark.parametrize(
+    "header", [(b"x-vercel-ai-ui-message-stream", b"v2"), (b"x-vercel-ai-data-stream", b"v1")]
+)
+def test_other_headers_decide_nothing(header: tuple[bytes, bytes]) -> None:
+    """Another version or the older data-stream header leaves the path and events to decide."""
+    monitor = StreamMonitor(path="/stream", headers=[header])
+    assert (monitor.protocol_source, monitor.decided) == ("default", False)
+
+
+def test_the_middleware_passes_the_response_headers() -> None:
+    """An unlisted route whose response declares a UI message stream is checked as one."""
+    reports: list[StreamReport] = []
+    steps = [sse_start(_UI_HEADER), body(_UI_STREAM, more=False)]
+    run(StreamGuardMiddleware(ScriptedApp(steps), on_report=reports.append, metrics=False))
+    [report] = reports
+    assert (report.protocol, report.protocol_source, report.findings) == (
+        "ai_sdk_ui",
+        "header",
+        (),
+    )

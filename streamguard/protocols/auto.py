@@ -4,11 +4,14 @@ These are the signals only; ``StreamMonitor`` holds the undecided events, applie
 bounds below and builds the chosen checker (see ``streamguard.monitor``). A stream is
 decided once, by the first signal that settles it:
 
-1. the request path (``protocol_source = "path"``): ``/v1/chat/completions`` (and Azure's
+1. the response headers (``protocol_source = "header"``): ``x-vercel-ai-ui-message-stream:
+   v1`` declares the AI SDK's UI message stream → ``ai_sdk_ui`` (no other protocol names
+   itself in a header);
+2. the request path (``protocol_source = "path"``): ``/v1/chat/completions`` (and Azure's
    ``…/chat/completions``) → ``openai_chat``, ``/v1/responses`` → ``openai_responses``,
    ``/v1/messages`` → ``anthropic``, ``…:streamGenerateContent`` → ``gemini``, ``…/mcp``
    (the conventional MCP endpoint) → ``mcp``;
-2. otherwise the first *decisive* event (``protocol_source = "event"``), per protocols.md
+3. otherwise the first *decisive* event (``protocol_source = "event"``), per protocols.md
    §0: ``event: message_start`` (or another name only Anthropic uses, such as
    ``content_block_delta``) or JSON ``type: "message_start"`` → anthropic; data
    ``[DONE]`` or JSON ``object: "chat.completion.chunk"`` → openai_chat; a JSON ``type``
@@ -20,7 +23,7 @@ decided once, by the first signal that settles it:
    whatever ``object`` says (a server sending ``"object": "text_completion"`` is a broken
    chat stream, and the chat checker then says so). Azure's first chat chunk
    (``"object": ""``, ``choices: []``) and anything else decide nothing;
-3. otherwise, after ``MAX_UNDECIDED_EVENTS`` events, once the held events carry more than
+4. otherwise, after ``MAX_UNDECIDED_EVENTS`` events, once the held events carry more than
    ``MAX_UNDECIDED_CHARS`` characters, or at the end of the body, plain SSE
    (``protocol_source = "default"``).
 
@@ -32,9 +35,15 @@ data line the same way.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from streamguard.protocols._payload import parse_json
 from streamguard.protocols.ag_ui import is_ag_ui_event, is_ag_ui_path
-from streamguard.protocols.ai_sdk_ui import is_ai_sdk_ui_chunk, is_ai_sdk_ui_path
+from streamguard.protocols.ai_sdk_ui import (
+    is_ai_sdk_ui_chunk,
+    is_ai_sdk_ui_header,
+    is_ai_sdk_ui_path,
+)
 from streamguard.protocols.mcp import is_endpoint_event, is_jsonrpc_message, is_mcp_path
 from streamguard.sse import Event
 
@@ -42,6 +51,7 @@ __all__ = [
     "MAX_UNDECIDED_CHARS",
     "MAX_UNDECIDED_EVENTS",
     "protocol_for_event",
+    "protocol_for_headers",
     "protocol_for_path",
 ]
 
@@ -70,6 +80,12 @@ _ANTHROPIC_EVENT_NAMES = frozenset(
     }
 )
 _GEMINI_KEYS = ("candidates", "usageMetadata", "promptFeedback", "modelVersion")
+
+
+def protocol_for_headers(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The protocol the response headers declare, or ``None``: only the AI SDK's UI message
+    stream declares itself (``x-vercel-ai-ui-message-stream: v1``)."""
+    return "ai_sdk_ui" if is_ai_sdk_ui_header(headers) else None
 
 
 def protocol_for_path(path: str | None) -> str | None:
