@@ -347,6 +347,16 @@ def test_unlisted_urls_are_unknown_or_skipped(client: Client) -> None:
     assert b"".join(chunks) == b"".join(HEALTHY)
 
 
+def test_an_upstream_that_declares_a_ui_message_stream_is_checked_as_one(client: Client) -> None:
+    """The response header decides the protocol of an unlisted upstream, before its path."""
+    headers = {**SSE, "x-vercel-ai-ui-message-stream": "v1"}
+    stream = client.body([b'data: {"type":"start"}\n\n', b'data: {"type":"finish"}\n\n'])
+    client.read(stream, headers=headers)
+    report = client.report
+    assert (report.protocol, report.protocol_source) == ("ai_sdk_ui", "header")
+    assert report.rules() == ["missing_terminal"]
+
+
 def test_a_compressed_upstream_is_reported_not_inspected(client: Client) -> None:
     """Content-Encoding on an event stream: compressed_stream, and the bytes untouched."""
     headers = {**SSE, "content-encoding": "gzip"}
