@@ -63,7 +63,7 @@ from streamguard.monitor import Clock, StreamEnd, StreamMonitor, error_name
 from streamguard.protocols import AUTO, CHECKERS
 from streamguard.protocols.auto import protocol_for_path
 from streamguard.report import Finding
-from streamguard.request import RequestFacts, request_facts
+from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.sinks import COMPRESSED, NOT_SAMPLED, ReportCallback, ReportSink, Sink, StreamSink
 from streamguard.sweeper import Sweeper, Sweepers
 
@@ -204,6 +204,7 @@ class Upstream:
             return None
         protocol = spec.protocol if spec is not None else config.protocol
         facts, note = self._request_facts(request)
+        facts = add_http_facts(facts, request.method, request.headers.raw)
         monitor = StreamMonitor(
             protocol,
             request=facts,

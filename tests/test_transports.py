@@ -357,6 +357,21 @@ def test_an_upstream_that_declares_a_ui_message_stream_is_checked_as_one(client:
     assert report.rules() == ["missing_terminal"]
 
 
+def test_an_upstream_mcp_get_stream_is_held_to_the_standalone_rules(client: Client) -> None:
+    """The request's method reaches the checker: a response on an MCP GET stream is flagged."""
+    stream = client.body(
+        [
+            b'data: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n',
+            b'data: {"jsonrpc":"2.0","id":7,"result":{}}\n\n',
+        ]
+    )
+    client.read(stream, "http://api.test/mcp", method="GET")
+    assert (client.report.protocol, client.report.rules()) == (
+        "mcp",
+        ["response_on_standalone_stream"],
+    )
+
+
 def test_a_compressed_upstream_is_reported_not_inspected(client: Client) -> None:
     """Content-Encoding on an event stream: compressed_stream, and the bytes untouched."""
     headers = {**SSE, "content-encoding": "gzip"}
