@@ -27,7 +27,8 @@ things that open and close.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import islice
 from typing import Any, ClassVar, Generic, TypeVar
 
 from streamguard import _wire, rules
@@ -62,11 +63,13 @@ __all__ = [
     "MAX_KEPT_TEXT_CHARS",
     "NO_FINDINGS",
     "Checker",
+    "Found",
     "KeptText",
     "Slots",
     "Transcript",
     "event_name",
     "json_object",
+    "listing",
     "terminated_lifecycle",
 ]
 
@@ -217,10 +220,16 @@ class Checker:
     def on_event(self, event: Event, index: int) -> Sequence[Finding]:
         """Check one event: in a sealed phase only the lifecycle, else the protocol."""
         if self.phase in self.LIFECYCLE.sealed:
-            kind = TERMINAL if self.is_terminal(event) else OTHER
-            finding = self.advance(kind, event, index)
-            return NO_FINDINGS if finding is None else (finding,)
+            kind, name = self.sealed_kind(event)
+            return self.step_only(kind, event, index, name)
         return self.check_event(event, index)
+
+    def step_only(
+        self, kind: str, event: Event, index: int, name: str | None = None
+    ) -> Sequence[Finding]:
+        """``advance`` for an event whose payload is not checked: its findings."""
+        finding = self.advance(kind, event, index, name)
+        return NO_FINDINGS if finding is None else (finding,)
 
     def on_end(self, events: int, offset: int) -> Sequence[Finding]:
         """The app finished sending: the lifecycle's end step, then the protocol's own
@@ -369,6 +378,11 @@ class Checker:
         """Whether an event in a sealed phase is the terminal signal (sent again)."""
         return False
 
+    def sealed_kind(self, event: Event) -> tuple[str, str | None]:
+        """An event's kind in a sealed phase, read without parsing it, and its name as a
+        message shows it (None: as ``event_name`` shows its SSE name)."""
+        return (TERMINAL if self.is_terminal(event) else OTHER), None
+
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         raise NotImplementedError
 
@@ -379,6 +393,40 @@ class Checker:
 
 #: Shared by every stream that has reported no once-per-stream rule (most of them).
 _NOTHING_REPORTED: frozenset[str] = frozenset()
+
+
+class Found:
+    """The findings on the event being checked: a handler adds one with ``add`` without
+    passing the event and its index along."""
+
+    __slots__ = ("checker", "event", "index", "items")
+
+    def __init__(
+        self, checker: Checker, event: Event, index: int, items: list[Finding] | None = None
+    ) -> None:
+        self.checker = checker
+        self.event = event
+        self.index = index
+        self.items: list[Finding] = [] if items is None else items
+
+    def add(self, rule: Rule, detail: str) -> None:
+        """A finding on the event (``Checker.report``: ``detail`` follows ``event N``)."""
+        self.checker.report(self.items, rule, self.event, self.index, detail)
+
+    def step(self, kind: str, name: str | None = None) -> None:
+        """Take the event's lifecycle step as ``kind`` (``Checker.advance``), adding its
+        finding, if any."""
+        finding = self.checker.advance(kind, self.event, self.index, name)
+        if finding is not None:
+            self.items.append(finding)
+
+
+def listing(labels: Iterable[str], total: int, limit: int = 3) -> str:
+    """``0, 1, 2 and 5 more``: the first ``limit`` labels, then how many of ``total`` were
+    not shown (things past a tracking bound have no label, only a count)."""
+    shown = list(islice(labels, limit))
+    rest = total - len(shown)
+    return ", ".join(shown) + (f" and {rest} more" if rest > 0 else "")
 
 
 def type_name(value: object) -> str:
