@@ -326,31 +326,27 @@ class Checker:
     ) -> dict[str, Any] | None:
         """The event's data as a JSON object, or None with the ``invalid_json`` finding in
         ``found``. ``where`` follows ``event N`` in the message (`` (name)``, say)."""
+        value = self.parse_value(event, index, found, where)
+        if type(value) is dict:
+            return value
+        if value is not _NOT_JSON:
+            problem = f"{where}: data is a JSON {type_name(value)}, not an object"
+            found.append(self.finding(rules.INVALID_JSON, event, index, problem))
+        return None
+
+    def parse_value(
+        self, event: Event, index: int, found: list[Finding], where: str = ""
+    ) -> object:
+        """The event's data as a JSON value, or ``_NOT_JSON`` with the ``invalid_json``
+        finding in ``found``."""
         try:
-            value = parse_json(event.data)
+            return parse_json(event.data)
         except ValueError as exc:
             # ``exc`` is pydantic-core's description: a fixed text and a position, never
             # the data; the data itself is shown by size only.
-            found.append(
-                self.finding(
-                    rules.INVALID_JSON,
-                    event,
-                    index,
-                    f"{where}: data is not JSON ({exc}): {preview(event.data)}",
-                )
-            )
-            return None
-        if type(value) is not dict:
-            found.append(
-                self.finding(
-                    rules.INVALID_JSON,
-                    event,
-                    index,
-                    f"{where}: data is a JSON {type_name(value)}, not an object",
-                )
-            )
-            return None
-        return value
+            problem = f"{where}: data is not JSON ({exc}): {preview(event.data)}"
+            found.append(self.finding(rules.INVALID_JSON, event, index, problem))
+            return _NOT_JSON
 
     def keep_text(self, chars: int) -> bool:
         """Reserve room for ``chars`` more kept characters; False when the stream's budget
@@ -391,6 +387,8 @@ class Checker:
         return NO_FINDINGS
 
 
+#: ``parse_value``'s answer for data that is not JSON.
+_NOT_JSON = object()
 #: Shared by every stream that has reported no once-per-stream rule (most of them).
 _NOTHING_REPORTED: frozenset[str] = frozenset()
 

@@ -86,6 +86,7 @@ from streamguard.protocols._base import (
     KeptText,
     Transcript,
     json_object,
+    listing,
     terminated_lifecycle,
 )
 from streamguard.protocols._lifecycle import (
@@ -98,7 +99,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json, preview, validation_finding
+from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
 from streamguard.protocols._shapes import (
     ChatChoice,
     ChatChunk,
@@ -145,72 +146,14 @@ _NO_CHOICES = ": field choices: missing or null on a chunk without usage"
 
 
 def _lenient_chunk(raw: dict[str, Any]) -> ChatChunk:
-    """What the rules can use of a chunk the strict validator rejected.
-
-    Each field the rules read is kept only when its type is the documented one (the strict
-    validator already reported what is wrong); the rest of the chunk is dropped, so every
-    rule then runs on exactly the fields it can trust.
-    """
-    view: dict[str, Any] = {}
-    for key in ("id", "object", "model"):
-        if type(raw.get(key)) is str:
-            view[key] = raw[key]
-    if type(raw.get("created")) is int:
-        view["created"] = raw["created"]
-    for key in ("prompt_filter_results", "prompt_annotations"):
-        if key in raw:
-            view[key] = raw[key]
-    choices = raw.get("choices")
-    if type(choices) is list:
-        view["choices"] = [
-            _lenient_choice(choice)
-            for choice in choices
-            if type(choice) is dict and type(choice.get("index")) is int
-        ]
-    elif choices is not None:
-        view["choices"] = []  # mistyped (reported): not the "choices missing" case
-    usage = raw.get("usage")
-    if type(usage) is dict:
-        view["usage"] = usage  # _on_usage reads its counts defensively
-    return cast(ChatChunk, view)
+    """What the rules can use of a chunk the strict validator rejected (``lenient``): a
+    choice's ``delta`` of the wrong type still makes it a content chunk, not an annotation
+    chunk."""
+    return cast(ChatChunk, lenient(ChatChunk, raw, _PRESENT))
 
 
-def _lenient_choice(raw: dict[str, Any]) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": raw["index"]}
-    delta = raw.get("delta")
-    if type(delta) is dict:
-        choice["delta"] = _lenient_delta(delta)
-    elif "delta" in raw:
-        choice["delta"] = {}  # mistyped: still a content chunk, not an annotation chunk
-    if type(raw.get("finish_reason")) is str:
-        choice["finish_reason"] = raw["finish_reason"]
-    return choice
-
-
-def _lenient_delta(raw: dict[str, Any]) -> dict[str, Any]:
-    delta: dict[str, Any] = {}
-    for key in ("role", "content", "refusal"):
-        if type(raw.get(key)) is str:
-            delta[key] = raw[key]
-    calls = raw.get("tool_calls")
-    if type(calls) is list:
-        delta["tool_calls"] = [_lenient_call(call) for call in calls if type(call) is dict]
-    if type(raw.get("function_call")) is dict:
-        delta["function_call"] = _lenient_function(raw["function_call"])
-    return delta
-
-
-def _lenient_call(raw: dict[str, Any]) -> dict[str, Any]:
-    call: dict[str, Any] = {"index": raw.get("index")}  # checked by its own rule
-    if type(raw.get("id")) is str:
-        call["id"] = raw["id"]
-    if type(raw.get("function")) is dict:
-        call["function"] = _lenient_function(raw["function"])
-    return call
-
-
-def _lenient_function(raw: dict[str, Any]) -> dict[str, Any]:
-    return {key: raw[key] for key in ("name", "arguments") if type(raw.get(key)) is str}
+#: Fields whose presence counts even when their value is of the wrong type.
+_PRESENT = frozenset({"delta"})
 
 
 # -- The in-band error payload (openai-python _streaming.py and _exceptions.APIError) ------
@@ -259,9 +202,7 @@ def _json_kind(value: object) -> str:
 
 def _listed(numbers: Sequence[int]) -> str:
     """At most ``_MAX_LISTED`` choice indices, then how many more: messages stay short."""
-    shown = ", ".join(_wire.number(n) for n in numbers[:_MAX_LISTED])
-    more = len(numbers) - _MAX_LISTED
-    return f"{shown} and {more} more" if more > 0 else shown
+    return listing(map(_wire.number, numbers), len(numbers), _MAX_LISTED)
 
 
 def _joined(*named: tuple[str, bool]) -> str:

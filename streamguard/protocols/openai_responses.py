@@ -127,7 +127,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json, preview, validation_finding
+from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
 from streamguard.protocols._shapes import (
     RESPONSES_EVENT,
     ResponsesEvent,
@@ -247,23 +247,6 @@ _MAX_INDEX = 2**31
 _MAX_ID_CHARS = 128
 #: Items or parts a message lists before "and N more".
 _SHOWN = 3
-
-#: ``ResponsesEvent``'s scalar fields and their types, for reading a payload that failed the
-#: strict check (``type(value) is`` matches strict mode: a bool is not an int).
-_SCALAR_FIELDS: dict[str, type] = {
-    "type": str,
-    "sequence_number": int,
-    "output_index": int,
-    "content_index": int,
-    "summary_index": int,
-    "item_id": str,
-    "text": str,
-    "refusal": str,
-    "arguments": str,
-    "input": str,
-}
-_ANY_FIELDS = ("part", "delta", "code", "message", "param", "error")
-
 
 # The lifecycle's kinds besides TERMINAL (completed, incomplete), ERROR and OTHER, and its
 # phases; ``_KINDS`` classifies event types (any other is OTHER).
@@ -906,32 +889,15 @@ def _type_of(event: Event) -> str | None:
 
 
 def _salvage(data: str) -> ResponsesEvent | None:
-    """The fields of a payload that failed the strict check that do have ``ResponsesEvent``'s types
-    (nested objects keep their well-typed fields); None without a string ``type``."""
+    """The fields of a payload that failed the strict check that do have ``ResponsesEvent``'s
+    types (``lenient``); None without a string ``type``."""
     try:
         raw = parse_json(data)
     except ValueError:
         return None
     if not isinstance(raw, dict) or type(raw.get("type")) is not str:
         return None
-    kept = {
-        field: raw[field] for field, kind in _SCALAR_FIELDS.items() if type(raw.get(field)) is kind
-    }
-    kept.update((field, raw[field]) for field in _ANY_FIELDS if field in raw)
-    response = raw.get("response")
-    if isinstance(response, dict):
-        kept["response"] = {
-            **_strings(response, ("id", "status")),
-            **{k: response[k] for k in ("error", "usage", "incomplete_details") if k in response},
-        }
-    item = raw.get("item")
-    if isinstance(item, dict):
-        kept["item"] = _strings(item, ("id", "type", "status"))
-    return cast(ResponsesEvent, kept)
-
-
-def _strings(source: dict[str, Any], fields: tuple[str, ...]) -> dict[str, str]:
-    return {field: source[field] for field in fields if type(source.get(field)) is str}
+    return cast(ResponsesEvent, lenient(ResponsesEvent, raw))
 
 
 def _error_event_problem(payload: ResponsesEvent) -> str | None:
