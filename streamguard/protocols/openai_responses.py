@@ -322,7 +322,6 @@ def _lifecycle() -> Lifecycle:
 
 
 _LIFECYCLE = _lifecycle()
-_SEALED = _LIFECYCLE.sealed
 
 
 class _Text:
