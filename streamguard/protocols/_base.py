@@ -14,17 +14,16 @@ rules its payload handlers can raise (``RAISES``). The engine here owns the phas
 checker classifies an event into a kind and calls ``advance``, which looks the step up,
 makes the lifecycle finding when the event breaks one, and records the terminal and the
 error. Events in a sealed phase (after the terminal, say) never reach the protocol's
-code: ``on_event`` asks ``sealed_kind`` for their kind and name, and advances. At the body's end,
-``on_end`` advances with ``END`` (a missing terminal) and then runs the protocol's own
-end-of-stream rules (``check_end``).
+code: ``on_event`` asks ``sealed_kind`` for their kind and name, and advances. At the
+body's end, ``on_end`` advances with ``END`` (a missing terminal) and then runs the
+protocol's own end-of-stream rules (``check_end``).
 
 The rest is shared so that protocols read the same: ``Found`` holds the findings on the
 event being checked, so a handler adds one with ``found.add(rule, detail)``; ``report``
 builds a finding for an event (the ``event N`` prefix and the byte offset), honouring
-``Rule.once_per_stream``;
-``parse_object`` parses a payload or makes the ``invalid_json`` finding; ``KeptText``
-holds text for a later check within the stream's budget; ``Slots`` tracks numbered
-things that open and close.
+``Rule.once_per_stream``; ``parse_object`` parses a payload or makes the ``invalid_json``
+finding; ``KeptText`` holds text for a later check within the stream's budget; ``Slots``
+tracks numbered things that open and close; ``listing`` shows a few entries and a count.
 """
 
 from __future__ import annotations
