@@ -6,14 +6,17 @@ import re
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any, Literal, NotRequired
 
 import pytest
+from typing_extensions import TypedDict
 
 from streamguard import rules
 from streamguard.monitor import check_stream
 from streamguard.protocols import CHECKERS, Checker
-from streamguard.protocols._base import terminated_lifecycle
+from streamguard.protocols._base import Found, listing, terminated_lifecycle
 from streamguard.protocols._lifecycle import ANY, END, ERROR, OTHER, STAY, TERMINAL, Lifecycle
+from streamguard.protocols._payload import lenient
 from streamguard.sse import Event
 from tests.helpers import source_docstring, source_of
 from tests.toy_protocol import DoneChecker
@@ -175,3 +178,77 @@ def test_raises_matches_the_rules_the_module_names(protocol: str) -> None:
     declared = checker.RAISES | checker.LIFECYCLE.rules
     assert not {r.name for r in named - declared}, "raised but not declared"
     assert not {r.name for r in checker.RAISES - named - _HELPER_RULES}, "declared, never raised"
+
+
+class _NamedAfterEnd(DoneChecker):
+    """Names the events it sees after the end itself."""
+
+    def sealed_kind(self, event: Event) -> tuple[str, str | None]:
+        return (TERMINAL if event.data == "END" else OTHER), "'late'"
+
+
+def test_a_sealed_phase_takes_the_kind_and_name_the_checker_gives() -> None:
+    """sealed_kind() classifies events after the end unparsed, and names them in the message."""
+    checker = _NamedAfterEnd()
+    found = [f for data in ("END", "x") for f in checker.on_event(Event("message", data), 1)]
+    assert [f.message for f in found] == [
+        "event 1 ('late') follows the terminal signal sent as event 1"
+    ]
+
+
+def test_found_adds_findings_on_its_event_and_takes_its_step() -> None:
+    """Found.add() reports on the event it holds; Found.step() adds the lifecycle finding."""
+    checker = DoneChecker()
+    checker.on_event(Event("message", "END"), 0)
+    found = Found(checker, Event("message", "x", offset=7), 3)
+    found.add(rules.SCHEMA_MISMATCH, ": odd")
+    found.step(OTHER)
+    assert [(f.rule, f.message, f.byte_offset) for f in found.items] == [
+        ("schema_mismatch", "event 3: odd", 7),
+        (
+            "event_after_terminal",
+            "event 3 ('message') follows the terminal signal sent as event 0",
+            7,
+        ),
+    ]
+
+
+def test_listing_shows_a_few_entries_then_a_count() -> None:
+    """listing() counts what it does not show, labelled or not."""
+    assert listing(["0", "1"], 2) == "0, 1"
+    assert listing(map(str, range(9)), 9) == "0, 1, 2 and 6 more"
+    assert listing(["a"], 5) == "a and 4 more"
+
+
+class _Inner(TypedDict):
+    name: str
+    size: NotRequired[int | None]
+
+
+class _Outer(TypedDict, total=False):
+    id: str
+    anything: Any
+    entries: list[_Inner] | None
+    inner: _Inner
+    kind: Literal["a", "b"]
+
+
+def test_lenient_keeps_only_the_fields_that_have_their_declared_type() -> None:
+    """lenient() reads a payload through its TypedDict: well-typed fields stay, others go."""
+    raw = {
+        "id": 1,
+        "anything": None,
+        "entries": [{"name": "x", "size": True}, {"size": 1}, "y", {"name": "z", "size": 2}],
+        "inner": [],
+        "kind": "c",
+        "extra": "dropped",
+    }
+    assert lenient(_Outer, raw) == {
+        "anything": None,
+        "entries": [{"name": "x"}, {"name": "z", "size": 2}],
+        "kind": "c",
+    }
+    assert lenient(_Outer, {"entries": {}, "inner": 0}, frozenset({"inner"})) == {
+        "entries": [],
+        "inner": {},
+    }

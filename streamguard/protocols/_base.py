@@ -14,20 +14,22 @@ rules its payload handlers can raise (``RAISES``). The engine here owns the phas
 checker classifies an event into a kind and calls ``advance``, which looks the step up,
 makes the lifecycle finding when the event breaks one, and records the terminal and the
 error. Events in a sealed phase (after the terminal, say) never reach the protocol's
-code: ``on_event`` classifies them with ``is_terminal`` and advances. At the body's end,
-``on_end`` advances with ``END`` (a missing terminal) and then runs the protocol's own
-end-of-stream rules (``check_end``).
+code: ``on_event`` asks ``sealed_kind`` for their kind and name, and advances. At the
+body's end, ``on_end`` advances with ``END`` (a missing terminal) and then runs the
+protocol's own end-of-stream rules (``check_end``).
 
-The rest is shared so that protocols read the same: ``finding`` builds a finding for an
-event (the ``event N`` prefix and the byte offset), honouring ``Rule.once_per_stream``;
-``parse_object`` parses a payload or makes the ``invalid_json`` finding; ``KeptText``
-holds text for a later check within the stream's budget; ``Slots`` tracks numbered
-things that open and close.
+The rest is shared so that protocols read the same: ``Found`` holds the findings on the
+event being checked, so a handler adds one with ``found.add(rule, detail)``; ``report``
+builds a finding for an event (the ``event N`` prefix and the byte offset), honouring
+``Rule.once_per_stream``; ``parse_object`` parses a payload or makes the ``invalid_json``
+finding; ``KeptText`` holds text for a later check within the stream's budget; ``Slots``
+tracks numbered things that open and close; ``listing`` shows a few entries and a count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import islice
 from typing import Any, ClassVar, Generic, TypeVar
 
 from streamguard import _wire, rules
@@ -62,11 +64,13 @@ __all__ = [
     "MAX_KEPT_TEXT_CHARS",
     "NO_FINDINGS",
     "Checker",
+    "Found",
     "KeptText",
     "Slots",
     "Transcript",
     "event_name",
     "json_object",
+    "listing",
     "terminated_lifecycle",
 ]
 
@@ -167,8 +171,8 @@ class Checker:
     """The engine every protocol checker runs on; see the module docstring.
 
     A protocol sets ``name``, ``has_terminal``, ``LIFECYCLE`` and ``RAISES``, implements
-    ``check_event`` (and ``is_terminal`` when it has a terminal signal) and, for rules of
-    its own at the body's end, ``check_end``.
+    ``check_event`` (and ``is_terminal``, or ``sealed_kind``, when it has a terminal
+    signal) and, for rules of its own at the body's end, ``check_end``.
     """
 
     # Slots: one checker lives per open stream, and an idle stream must stay small.
@@ -217,10 +221,16 @@ class Checker:
     def on_event(self, event: Event, index: int) -> Sequence[Finding]:
         """Check one event: in a sealed phase only the lifecycle, else the protocol."""
         if self.phase in self.LIFECYCLE.sealed:
-            kind = TERMINAL if self.is_terminal(event) else OTHER
-            finding = self.advance(kind, event, index)
-            return NO_FINDINGS if finding is None else (finding,)
+            kind, name = self.sealed_kind(event)
+            return self.step_only(kind, event, index, name)
         return self.check_event(event, index)
+
+    def step_only(
+        self, kind: str, event: Event, index: int, name: str | None = None
+    ) -> Sequence[Finding]:
+        """``advance`` for an event whose payload is not checked: its findings."""
+        finding = self.advance(kind, event, index, name)
+        return NO_FINDINGS if finding is None else (finding,)
 
     def on_end(self, events: int, offset: int) -> Sequence[Finding]:
         """The app finished sending: the lifecycle's end step, then the protocol's own
@@ -317,31 +327,27 @@ class Checker:
     ) -> dict[str, Any] | None:
         """The event's data as a JSON object, or None with the ``invalid_json`` finding in
         ``found``. ``where`` follows ``event N`` in the message (`` (name)``, say)."""
+        value = self.parse_value(event, index, found, where)
+        if type(value) is dict:
+            return value
+        if value is not _NOT_JSON:
+            problem = f"{where}: data is a JSON {type_name(value)}, not an object"
+            found.append(self.finding(rules.INVALID_JSON, event, index, problem))
+        return None
+
+    def parse_value(
+        self, event: Event, index: int, found: list[Finding], where: str = ""
+    ) -> object:
+        """The event's data as a JSON value, or ``_NOT_JSON`` with the ``invalid_json``
+        finding in ``found``."""
         try:
-            value = parse_json(event.data)
+            return parse_json(event.data)
         except ValueError as exc:
             # ``exc`` is pydantic-core's description: a fixed text and a position, never
             # the data; the data itself is shown by size only.
-            found.append(
-                self.finding(
-                    rules.INVALID_JSON,
-                    event,
-                    index,
-                    f"{where}: data is not JSON ({exc}): {preview(event.data)}",
-                )
-            )
-            return None
-        if type(value) is not dict:
-            found.append(
-                self.finding(
-                    rules.INVALID_JSON,
-                    event,
-                    index,
-                    f"{where}: data is a JSON {type_name(value)}, not an object",
-                )
-            )
-            return None
-        return value
+            problem = f"{where}: data is not JSON ({exc}): {preview(event.data)}"
+            found.append(self.finding(rules.INVALID_JSON, event, index, problem))
+            return _NOT_JSON
 
     def keep_text(self, chars: int) -> bool:
         """Reserve room for ``chars`` more kept characters; False when the stream's budget
@@ -369,6 +375,11 @@ class Checker:
         """Whether an event in a sealed phase is the terminal signal (sent again)."""
         return False
 
+    def sealed_kind(self, event: Event) -> tuple[str, str | None]:
+        """An event's kind in a sealed phase, read without parsing it, and its name as a
+        message shows it (None: as ``event_name`` shows its SSE name)."""
+        return (TERMINAL if self.is_terminal(event) else OTHER), None
+
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         raise NotImplementedError
 
@@ -377,8 +388,44 @@ class Checker:
         return NO_FINDINGS
 
 
+#: ``parse_value``'s answer for data that is not JSON.
+_NOT_JSON = object()
 #: Shared by every stream that has reported no once-per-stream rule (most of them).
 _NOTHING_REPORTED: frozenset[str] = frozenset()
+
+
+class Found:
+    """The findings on the event being checked: a handler adds one with ``add`` without
+    passing the event and its index along."""
+
+    __slots__ = ("checker", "event", "index", "items")
+
+    def __init__(
+        self, checker: Checker, event: Event, index: int, items: list[Finding] | None = None
+    ) -> None:
+        self.checker = checker
+        self.event = event
+        self.index = index
+        self.items: list[Finding] = [] if items is None else items
+
+    def add(self, rule: Rule, detail: str) -> None:
+        """A finding on the event (``Checker.report``: ``detail`` follows ``event N``)."""
+        self.checker.report(self.items, rule, self.event, self.index, detail)
+
+    def step(self, kind: str, name: str | None = None) -> None:
+        """Take the event's lifecycle step as ``kind`` (``Checker.advance``), adding its
+        finding, if any."""
+        finding = self.checker.advance(kind, self.event, self.index, name)
+        if finding is not None:
+            self.items.append(finding)
+
+
+def listing(labels: Iterable[str], total: int, limit: int = 3) -> str:
+    """``0, 1, 2 and 5 more``: the first ``limit`` labels, then how many of ``total`` were
+    not shown (things past a tracking bound have no label, only a count)."""
+    shown = list(islice(labels, limit))
+    rest = total - len(shown)
+    return ", ".join(shown) + (f" and {rest} more" if rest > 0 else "")
 
 
 def type_name(value: object) -> str:

@@ -17,7 +17,7 @@ A checker classifies each event into a kind (its payload handlers do the rest) a
 Three kinds exist in every protocol: ``TERMINAL`` (the terminal signal), ``ERROR`` (an
 in-band error) and ``OTHER`` (any other event); protocols add their own (``start``,
 ``usage``, ...). Phases listed as ``sealed`` have ended the stream: their events are
-classified by ``Checker.is_terminal`` alone, without parsing, and only lifecycle rules
+classified by ``Checker.sealed_kind`` alone, without parsing, and only lifecycle rules
 apply to them.
 
 Each protocol's module docstring carries ``describe()`` of its table, and a test keeps

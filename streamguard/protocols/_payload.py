@@ -1,16 +1,19 @@
-"""Turning a pydantic-core validation error on an event's data into a finding.
+"""Turning a pydantic-core validation error on an event's data into a finding, and reading
+what a payload that failed the check still carries.
 
 The OpenAI checkers parse and shape-check each payload in one pass with
 ``TypeAdapter(<TypedDict>).validate_json``. When that fails, the first error says whether
 the data was not JSON at all (``invalid_json``: syntax, recursion limit, a number out of
-range, a non-object) or JSON of the wrong shape (``schema_mismatch``), and where.
+range, a non-object) or JSON of the wrong shape (``schema_mismatch``), and where; then
+``lenient`` keeps the fields whose type is right, so the rules still run on them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, Literal, NotRequired, Union, get_args, get_origin, get_type_hints
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails, from_json
@@ -19,7 +22,7 @@ from streamguard import _wire, rules
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["field_path", "parse_json", "preview", "validation_finding"]
+__all__ = ["field_path", "lenient", "parse_json", "preview", "validation_finding"]
 
 #: Parse one payload. Only object keys go to pydantic-core's process-wide string cache:
 #: keys repeat on every frame, while values (the model's text) would fill the cache with
@@ -119,3 +122,85 @@ def validation_finding(error: ValidationError, event: Event, index: int) -> Find
     return rules.SCHEMA_MISMATCH.finding(
         f"event {index}: field {field_path(loc)}: {_problem(first)}{more}", index, event.offset
     )
+
+
+#: What a field of a payload shape holds, as ``lenient`` reads it: ``("any", None)``, one of
+#: some ``("scalar", types)``, an ``("object", TypedDict)``, or a ``("list", what)``.
+_Holds = tuple[str, Any]
+#: Per shape: its fields and what they hold, and its required fields (made on first use).
+_SHAPES: dict[type, tuple[dict[str, _Holds], frozenset[str]]] = {}
+#: ``_read``'s answer for a value of the wrong type.
+_UNUSABLE = object()
+
+
+def lenient(
+    shape: type, raw: Mapping[str, Any], present: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """What the rules can use of a payload the strict check refused: each field of ``shape``
+    (a TypedDict) that has the declared type, objects and lists read the same way.
+
+    A list entry without its required fields is dropped, a list of the wrong type reads as
+    empty (it was there, and said nothing usable), and an object of the wrong type is
+    dropped, unless its field is in ``present``, whose presence itself counts (a chat
+    choice's ``delta``): then it reads as empty.
+    """
+    view: dict[str, Any] = {}
+    for name, (kind, what) in _shape(shape)[0].items():
+        if name not in raw:
+            continue
+        value = raw[name]
+        if kind == "object" and type(value) is dict:
+            view[name] = lenient(what, value, present)
+        elif kind == "object" and name in present:
+            view[name] = {}
+        elif kind == "list" and value is not None:
+            entries = (
+                [_read(what, entry, present) for entry in value] if type(value) is list else []
+            )
+            view[name] = [entry for entry in entries if entry is not _UNUSABLE]
+        elif kind == "any" or (kind == "scalar" and type(value) in what):
+            view[name] = value
+    return view
+
+
+def _read(holds: _Holds, value: Any, present: frozenset[str]) -> Any:
+    """A list entry as ``lenient`` keeps it (an object with its required fields), or
+    ``_UNUSABLE``."""
+    kind, what = holds
+    if kind == "any" or (kind == "scalar" and type(value) in what):
+        return value
+    if kind != "object" or type(value) is not dict:
+        return _UNUSABLE
+    view = lenient(what, value, present)
+    return view if _shape(what)[1] <= view.keys() else _UNUSABLE
+
+
+def _shape(shape: type) -> tuple[dict[str, _Holds], frozenset[str]]:
+    known = _SHAPES.get(shape)
+    if known is None:
+        # Read from the annotations: with postponed annotations, ``__required_keys__`` cannot
+        # tell a NotRequired field.
+        hints = get_type_hints(shape, include_extras=True)
+        required = {name for name, hint in hints.items() if get_origin(hint) is not NotRequired}
+        total: bool = getattr(shape, "__total__", True)
+        fields = {name: _holds(hint) for name, hint in hints.items()}
+        known = _SHAPES[shape] = fields, frozenset(required if total else ())
+    return known
+
+
+def _holds(hint: Any) -> _Holds:
+    """What a field annotated ``hint`` holds (``X | None`` as ``X``: a null says nothing)."""
+    if get_origin(hint) is NotRequired:
+        (hint,) = get_args(hint)
+    if get_origin(hint) in (Union, UnionType):
+        (hint,) = (arg for arg in get_args(hint) if arg is not NoneType)
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is Any:
+        return ("any", None)
+    if origin is Literal:
+        return ("scalar", frozenset(type(arg) for arg in args))
+    if origin is list:
+        return ("list", _holds(args[0]))
+    if hasattr(hint, "__required_keys__"):
+        return ("object", hint)
+    return ("scalar", frozenset({hint}))

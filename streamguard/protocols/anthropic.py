@@ -97,8 +97,7 @@ stops or is forgotten.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import islice
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from streamguard import rules
@@ -107,11 +106,13 @@ from streamguard.protocols._base import (
     KNOWN_EVENT_NAMES,
     NO_FINDINGS,
     Checker,
+    Found,
     KeptText,
     Slots,
     Transcript,
     event_name,
     json_object,
+    listing,
     terminated_lifecycle,
     type_name,
 )
@@ -205,8 +206,6 @@ _BLOCK_TYPES = frozenset(
 _MAX_OPEN_BLOCKS = 64
 #: Distinct unknown event names reported per stream.
 _MAX_UNKNOWN_REPORTED = 8
-#: Entries a message lists before it says "and N more".
-_LISTED = 3
 
 # -- the lifecycle -------------------------------------------------------------------------
 
@@ -325,12 +324,6 @@ def _shown_reason(kept: str | None) -> str:
     return repr(kept) if kept in STOP_REASONS else kept
 
 
-def _listing(shown: Iterable[str], total: int) -> str:
-    """``0, 1, 2 and 5 more``: a few entries, then a count, whatever ``total`` is."""
-    text = ", ".join(islice(shown, _LISTED))
-    return text if total <= _LISTED else f"{text} and {total - _LISTED} more"
-
-
 def _is_json(data: str) -> bool:
     try:
         parse_json(data)
@@ -343,8 +336,7 @@ def _is_json(data: str) -> bool:
 _WHERE = {name: f" ({event_name(name)})" for name in KNOWN_EVENT_NAMES}
 
 _Payload = dict[str, Any]
-_Found = list[Finding]
-Handler = Callable[["AnthropicChecker", _Payload, Event, int, _Found], None]
+Handler = Callable[["AnthropicChecker", _Payload, Found], None]
 
 
 class AnthropicChecker(Checker):
@@ -412,74 +404,73 @@ class AnthropicChecker(Checker):
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         name = event.event
-        found: _Found = []
-        payload = self.parse_object(
-            event, index, found, _WHERE.get(name) or f" ({event_name(name)})"
-        )
+        found = Found(self, event, index)
+        where = _WHERE.get(name) or f" ({event_name(name)})"
+        payload = self.parse_object(event, index, found.items, where)
         if payload is None:
-            return self._unparsable(event, index, found)
+            return self._unparsable(found)
         kind = payload.get("type")
         if kind != name:
-            kind = self._disagreeing(kind, event, index, found)
+            kind = self._disagreeing(kind, found)
         step, handler = _HANDLERS.get(kind, _UNKNOWN)
-        if step in _STRAIGHT[self.phase] or self._step(step, kind, event, index, found):
-            handler(self, payload, event, index, found)
-        return found
+        if step in _STRAIGHT[self.phase] or self._step(step, kind, found):
+            handler(self, payload, found)
+        return found.items
 
-    def _step(self, step: str, kind: str, event: Event, index: int, found: _Found) -> bool:
+    def _step(self, step: str, kind: str, found: Found) -> bool:
         """Take the lifecycle step of an event of kind ``step``; whether its payload is still
         checked."""
         if step == _START and self._start_index is not None:
             step = _SECOND_START
         checked = self.checked_after(step)
-        finding = self.advance(step, event, index, event_name(kind))
-        if finding is not None:
-            found.append(finding)
+        found.step(step, event_name(kind))
         if checked and step == _BLOCK and self.phase == _DELTA_SENT:
             detail = f" ({kind}) comes after message_delta; content blocks come before it"
-            self.report(found, rules.BLOCK_AFTER_MESSAGE_DELTA, event, index, detail)
+            found.add(rules.BLOCK_AFTER_MESSAGE_DELTA, detail)
             return False
         return checked
 
-    def _unparsable(self, event: Event, index: int, found: _Found) -> Sequence[Finding]:
+    def _unparsable(self, found: Found) -> Sequence[Finding]:
         """Data that is not a JSON object, ``found`` holding its ``invalid_json``."""
         # Parsed again to tell "not JSON" from "not an object": rare, and only for a ping.
+        event = found.event
         if event.event == "ping" and not _is_json(event.data):
             return NO_FINDINGS  # the SDK skips pings by name, unparsed
         if event.data.startswith("[DONE]"):
-            found.clear()
+            found.items.clear()
             problem = "data is the OpenAI sentinel [DONE], which has no place in this protocol"
-            self._schema(found, event, index, problem + " (message_stop ends the stream)")
+            self._schema(found, problem + " (message_stop ends the stream)")
         if event.event == "error":  # the SDK raises on it whatever its data
-            self._step(ERROR, "error", event, index, found)
-        return found
+            self._step(ERROR, "error", found)
+        return found.items
 
-    def _disagreeing(self, kind: object, event: Event, index: int, found: _Found) -> str:
+    def _disagreeing(self, kind: object, found: Found) -> str:
         """The event name and the JSON ``type`` differ: say so; the kind to follow is the
         JSON's (or the name's, for ``error``, on which the SDK raises whatever the JSON
         says)."""
+        event = found.event
         if kind is None:
             # The SDK fills a missing type from the name, but the docs promise both.
-            self._schema(found, event, index, "the JSON has no 'type'")
+            self._schema(found, "the JSON has no 'type'")
             return event.event
         if not isinstance(kind, str):
-            self._schema(found, event, index, f"'type' is a {type_name(kind)}")
+            self._schema(found, f"'type' is a {type_name(kind)}")
             return event.event
         if event.event == "message":
             detail = f" has no event: line but its JSON type is {event_name(kind)}; the SDK "
             detail += "drops unnamed events"
         else:
             detail = f" is named {event_name(event.event)} but its JSON type is {event_name(kind)}"
-        self.report(found, rules.EVENT_NAME_MISMATCH, event, index, detail)
+        found.add(rules.EVENT_NAME_MISMATCH, detail)
         return "error" if event.event == "error" else kind
 
     # -- the payload handlers, one per documented event type ------------------------------
 
-    def _on_message_start(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
-        self._start_index = index
+    def _on_message_start(self, payload: _Payload, found: Found) -> None:
+        self._start_index = found.index
         message = payload.get("message")
         if type(message) is not dict:
-            self._schema(found, event, index, f"message is {type_name(message)}, not an object")
+            self._schema(found, f"message is {type_name(message)}, not an object")
             return
         problems = _problems(
             message,
@@ -496,7 +487,7 @@ class AnthropicChecker(Checker):
         if stop_reason is not None and not isinstance(stop_reason, str):
             problems.append(f"message.stop_reason is a {type_name(stop_reason)}")
             stop_reason = None
-        self._schema(found, event, index, "; ".join(problems))
+        self._schema(found, "; ".join(problems))
         content = message.get("content")
         if (type(content) is list and len(content) > 0) or stop_reason is not None:
             # Programmatic tool calling sends finished blocks (and a stop reason) here; the
@@ -508,9 +499,9 @@ class AnthropicChecker(Checker):
                 self._stop_reason = kept
             detail = f" (message_start) carries {blocks} content block(s) and stop_reason "
             detail += f"{_shown_reason(kept)}; the docs promise [] and null"
-            self.report(found, rules.PREPOPULATED_MESSAGE_START, event, index, detail)
+            found.add(rules.PREPOPULATED_MESSAGE_START, detail)
 
-    def _on_block_start(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+    def _on_block_start(self, payload: _Payload, found: Found) -> None:
         block_index = payload.get("index")
         block = payload.get("content_block")
         problems: list[str] = []
@@ -526,27 +517,27 @@ class AnthropicChecker(Checker):
         else:
             block_type = block["type"]
             problems += _problems(block, "content_block", _BLOCK_FIELDS.get(block_type, ()))
-        self._schema(found, event, index, "; ".join(problems))
+        self._schema(found, "; ".join(problems))
         blocks = self._blocks
         if type(block_index) is not int:
             # Where the block sits cannot be told, so it is not tracked (its deltas and stop
             # will say so); that it overlaps an open block can.
             if blocks.open:
-                self._overlap(found, "a content block", event, index)
+                self._overlap(found, "a content block")
             return
         expected = blocks.opened
         if block_index != expected:
             why = "was already started" if block_index < expected else "skips ahead"
             detail = f" starts content block {number(block_index)}, which {why}; the next block "
             detail += f"index is {expected}"
-            self.report(found, rules.BLOCK_INDEX_OUT_OF_ORDER, event, index, detail)
+            found.add(rules.BLOCK_INDEX_OUT_OF_ORDER, detail)
         if blocks.open:
-            self._overlap(found, f"content block {number(block_index)}", event, index)
+            self._overlap(found, f"content block {number(block_index)}")
             if len(blocks.open) >= _MAX_OPEN_BLOCKS:
                 self._forget(blocks.open.pop(next(iter(blocks.open))))
         blocks.add(block_index, _Block(block_type))
 
-    def _on_block_delta(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+    def _on_block_delta(self, payload: _Payload, found: Found) -> None:
         block_index = payload.get("index")
         delta = payload.get("delta")
         if type(block_index) is int and type(delta) is dict:
@@ -576,12 +567,12 @@ class AnthropicChecker(Checker):
                         f"delta.{field} is {type_name(delta.get(field))}, expected "
                         f"{field_type.__name__} in a {delta_type}"
                     )
-        self._schema(found, event, index, "; ".join(problems))
+        self._schema(found, "; ".join(problems))
         if type(block_index) is not int:
             return  # which block it belongs to cannot be told
         block = self._blocks.get(block_index)
         if block is None:
-            self._not_open(found, block_index, "a delta for", event, index)
+            self._not_open(found, block_index, "a delta for")
             return
         delta_rule = _DELTA_RULES.get(delta_type) if delta_type is not None else None
         if delta_rule is None:
@@ -589,10 +580,10 @@ class AnthropicChecker(Checker):
         where = f" sends {delta_type} into"
         if block.kind is not None and block.kind not in delta_rule[0]:
             detail = f"{where} content block {number(block_index)} of type {block.label}"
-            self.report(found, rules.DELTA_TYPE_MISMATCH, event, index, detail)
+            found.add(rules.DELTA_TYPE_MISMATCH, detail)
         if block.signed:
             detail = f"{where} thinking block {number(block_index)} after its signature_delta"
-            self.report(found, rules.SIGNATURE_NOT_LAST, event, index, detail)
+            found.add(rules.SIGNATURE_NOT_LAST, detail)
         if delta_type == "signature_delta" and block.kind == "thinking":
             block.signed = True
         elif delta_type == "input_json_delta" and type(delta) is dict:
@@ -601,23 +592,23 @@ class AnthropicChecker(Checker):
             if block.input is not None and type(fragment) is str:
                 block.input.add(self, fragment)
 
-    def _on_block_stop(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+    def _on_block_stop(self, payload: _Payload, found: Found) -> None:
         block_index = payload.get("index")
         if type(block_index) is not int:
             problem = f"index is {type_name(block_index)}, expected an integer"
-            self._schema(found, event, index, problem)
+            self._schema(found, problem)
             return
         block = self._blocks.close(block_index)
         if block is None:
-            self._not_open(found, block_index, "content_block_stop for", event, index)
+            self._not_open(found, block_index, "content_block_stop for")
         elif block.input is not None:
             # A tool block: its fragments must join into a JSON object ("" is {}).
             text = block.input.text()
             block.input.release(self)
             if text:  # None: past the budget, not checked; "": no deltas, the start's {}
-                self._check_input(found, text, block, block_index, event, index)
+                self._check_input(found, text, block, block_index)
 
-    def _on_message_delta(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+    def _on_message_delta(self, payload: _Payload, found: Found) -> None:
         delta = payload.get("delta")
         usage = payload.get("usage")
         problems = _problems(payload, "message_delta", (("delta", dict), ("usage", dict)))
@@ -627,47 +618,47 @@ class AnthropicChecker(Checker):
         if stop_reason is not None and not isinstance(stop_reason, str):
             problems.append(f"delta.stop_reason is a {type_name(stop_reason)}")
             stop_reason = None
-        self._schema(found, event, index, "; ".join(problems))
+        self._schema(found, "; ".join(problems))
         kept = None if stop_reason is None else _kept_reason(stop_reason)
         if kept is not None:
             if kept not in STOP_REASONS:
                 detail = f" (message_delta) has stop_reason {kept}, outside the documented set"
-                self.report(found, rules.UNKNOWN_STOP_REASON, event, index, detail)
+                found.add(rules.UNKNOWN_STOP_REASON, detail)
             if self._stop_reason is None:
                 self._stop_reason = kept
-        self._unstopped_blocks(found, kept, "message_delta", event, index)
+        self._unstopped_blocks(found, kept, "message_delta")
         output_tokens = usage.get("output_tokens") if type(usage) is dict else None
         if type(output_tokens) is int:
             last = self._output_tokens
             if last is not None and output_tokens < last:
                 detail = f" (message_delta) has usage.output_tokens {number(output_tokens)}, "
                 detail += f"below the {number(last)} sent before; the count is cumulative"
-                self.report(found, rules.USAGE_DECREASED, event, index, detail)
+                found.add(rules.USAGE_DECREASED, detail)
             self._output_tokens = output_tokens
 
-    def _on_message_stop(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
-        self._unstopped_blocks(found, None, "message_stop", event, index)
+    def _on_message_stop(self, payload: _Payload, found: Found) -> None:
+        self._unstopped_blocks(found, None, "message_stop")
         if self._stop_reason is None:
             detail = " (message_stop) ends the message, but no message_delta carried a "
             detail += "non-null stop_reason"
-            self.report(found, rules.MISSING_MESSAGE_DELTA, event, index, detail)
+            found.add(rules.MISSING_MESSAGE_DELTA, detail)
 
-    def _on_ping(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+    def _on_ping(self, payload: _Payload, found: Found) -> None:
         pass
 
-    def _on_error(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+    def _on_error(self, payload: _Payload, found: Found) -> None:
         # The documented shape is ErrorResponse: {"type": "error", "error": {"type": str,
         # "message": str}} (anthropic-sdk-python types/shared/error_response.py); the SDK
         # raises APIStatusError on the event either way, and code that reads
         # ``error.body["error"]["type"]`` to tell overload from a bad request breaks.
         error = payload.get("error")
         if type(error) is not dict:
-            self._schema(found, event, index, f"error is {type_name(error)}, not an object")
+            self._schema(found, f"error is {type_name(error)}, not an object")
         else:
             problems = _problems(error, "error", (("type", str), ("message", str)))
-            self._schema(found, event, index, "; ".join(problems))
+            self._schema(found, "; ".join(problems))
 
-    def _on_unknown(self, payload: _Payload, event: Event, index: int, found: _Found) -> None:
+    def _on_unknown(self, payload: _Payload, found: Found) -> None:
         # Reported once per distinct type, a few per stream; the type is the stream's (the
         # JSON's, or the name's when the JSON has none), of any length, so it is kept and
         # shown as a digest.
@@ -675,17 +666,15 @@ class AnthropicChecker(Checker):
         if len(reported) >= _MAX_UNKNOWN_REPORTED:
             return
         kind = payload.get("type")
-        shown = describe(kind if type(kind) is str else event.event)
+        shown = describe(kind if type(kind) is str else found.event.event)
         if shown not in reported:
             self._unknown_reported = reported | {shown}
             detail = f" has the undocumented type {shown} (reported once per stream)"
-            self.report(found, rules.UNKNOWN_EVENT_TYPE, event, index, detail)
+            found.add(rules.UNKNOWN_EVENT_TYPE, detail)
 
     # -- a tool block's input -------------------------------------------------------------
 
-    def _check_input(
-        self, found: _Found, text: str, block: _Block, block_index: int, event: Event, index: int
-    ) -> None:
+    def _check_input(self, found: Found, text: str, block: _Block, block_index: int) -> None:
         try:
             value = parse_json(text)
         except ValueError as exc:
@@ -696,7 +685,7 @@ class AnthropicChecker(Checker):
             problem = f"a JSON {type_name(value)}"
         detail = f" stops tool block {number(block_index)} ({block.label}), whose input_json_delta "
         detail += f"fragments ({preview(text)}) do not join into a JSON object: {problem}"
-        self.report(found, rules.TOOL_INPUT_INVALID, event, index, detail)
+        found.add(rules.TOOL_INPUT_INVALID, detail)
 
     def _forget(self, block: _Block) -> None:
         """Drop what a block kept and give its room back to the stream's budget."""
@@ -705,41 +694,37 @@ class AnthropicChecker(Checker):
 
     # -- findings shared by several handlers ----------------------------------------------
 
-    def _schema(self, found: _Found, event: Event, index: int, problem: str) -> None:
+    def _schema(self, found: Found, problem: str) -> None:
         """A ``schema_mismatch`` for ``problem``, if there is one."""
         if problem:
-            detail = f" ({event_name(event.event)}): {problem}"
-            self.report(found, rules.SCHEMA_MISMATCH, event, index, detail)
+            detail = f" ({event_name(found.event.event)}): {problem}"
+            found.add(rules.SCHEMA_MISMATCH, detail)
 
-    def _not_open(
-        self, found: _Found, block_index: int, what: str, event: Event, index: int
-    ) -> None:
+    def _not_open(self, found: Found, block_index: int, what: str) -> None:
         why = "was already stopped" if self._blocks.was_opened(block_index) else "was never started"
         detail = f" is {what} content block {number(block_index)}, which {why}"
-        self.report(found, rules.BLOCK_NOT_STARTED, event, index, detail)
+        found.add(rules.BLOCK_NOT_STARTED, detail)
 
-    def _overlap(self, found: _Found, what: str, event: Event, index: int) -> None:
+    def _overlap(self, found: Found, what: str) -> None:
         open_now = self._blocks.open
-        listed = _listing((number(i) for i in open_now), len(open_now))
+        listed = listing((number(i) for i in open_now), len(open_now))
         detail = f" starts {what} while block(s) {listed} are still open"
-        self.report(found, rules.BLOCK_OVERLAP, event, index, detail)
+        found.add(rules.BLOCK_OVERLAP, detail)
 
-    def _unstopped_blocks(
-        self, found: _Found, stop_reason: str | None, kind: str, event: Event, index: int
-    ) -> None:
+    def _unstopped_blocks(self, found: Found, stop_reason: str | None, kind: str) -> None:
         """Blocks still open at ``message_delta`` or ``message_stop``: say so, forget them."""
         open_now = self._blocks.open
         if not open_now:
             return
-        blocks = _listing((f"{number(i)} ({b.label})" for i, b in open_now.items()), len(open_now))
+        blocks = listing((f"{number(i)} ({b.label})" for i, b in open_now.items()), len(open_now))
         reason = stop_reason or self._stop_reason
         if reason in _LIMIT_STOP_REASONS:
             detail = f" ({kind}, stop_reason {_shown_reason(reason)}) leaves content block(s) "
             detail += f"{blocks} without content_block_stop"
-            self.report(found, rules.BLOCK_OPEN_AT_LIMIT, event, index, detail)
+            found.add(rules.BLOCK_OPEN_AT_LIMIT, detail)
         else:
             detail = f" ({kind}) arrives while content block(s) {blocks} are still open"
-            self.report(found, rules.BLOCK_NOT_STOPPED, event, index, detail)
+            found.add(rules.BLOCK_NOT_STOPPED, detail)
         for block in open_now.values():
             self._forget(block)
         open_now.clear()

@@ -84,8 +84,10 @@ from streamguard import rules
 from streamguard._wire import number, token
 from streamguard.protocols._base import (
     Checker,
+    Found,
     Transcript,
     json_object,
+    listing,
     terminated_lifecycle,
     type_name,
 )
@@ -226,7 +228,7 @@ class GeminiChecker(Checker):
     """Checks a Gemini ``streamGenerateContent?alt=sse`` stream; see the module docstring."""
 
     # Slots, and the per-stream tables made on first use: one checker lives per open stream.
-    __slots__ = ("_candidates", "_data_end", "_gap", "_unfinished", "_usage", "_usage_reported")
+    __slots__ = ("_candidates", "_data_end", "_gap", "_unfinished", "_usage")
 
     name = "gemini"
     # The terminal is "every candidate finished" at the end of the body (the END step into
@@ -249,7 +251,6 @@ class GeminiChecker(Checker):
         self._candidates: dict[int, _Candidate] | None = None
         self._unfinished = 0  # how many tracked candidates have no finishReason now
         self._usage: dict[str, int] | None = None
-        self._usage_reported = False  # usage_decreased is once per stream (in Gemini only)
         self._gap: int | None = None  # bytes from a data line to the next event, when clean
         self._data_end = 0
 
@@ -291,9 +292,7 @@ class GeminiChecker(Checker):
             unfinished = sorted(i for i, state in states if state.finished_at is None)
             shown = "no candidate ever received"
             if unfinished:
-                listed = ", ".join(map(number, unfinished[:_LISTED]))
-                if len(unfinished) > _LISTED:
-                    listed += f" and {len(unfinished) - _LISTED} more"
+                listed = listing(map(number, unfinished), len(unfinished))
                 shown = f"candidate(s) {listed} never received"
         finding = self.advance(END, end, index, shown)
         return found if finding is None else [*found, finding]
@@ -320,34 +319,31 @@ class GeminiChecker(Checker):
         return carried
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found: list[Finding] = []
-        chunk = self.parse_object(event, index, found)
+        found = Found(self, event, index)
+        chunk = self.parse_object(event, index, found.items)
         if chunk is None:
-            return found  # nothing it says is known: no step
+            return found.items  # nothing it says is known: no step
         error = chunk.get("error")
         kind = None
         if error is not None:
             kind = ERROR
-            self._on_error(error, event, index, found)
+            self._on_error(error, found)
         else:
             problems = _Problems()
             for field, handler in _FIELDS:
                 value = chunk.get(field)
                 if value is not None:
-                    kind = handler(self, value, event, index, found, problems) or kind
+                    kind = handler(self, value, found, problems) or kind
             if problems.total:
-                found.insert(0, self.finding(rules.SCHEMA_MISMATCH, event, index, f": {problems}"))
+                shape = self.finding(rules.SCHEMA_MISMATCH, event, index, f": {problems}")
+                found.items.insert(0, shape)
             if kind is None:
                 kind = _ALL_FINISHED if self._candidates and not self._unfinished else OTHER
         if (self.phase, kind) not in _STAYS:  # the common step skips the engine's call
-            finding = self.advance(kind, event, index)
-            if finding is not None:
-                found.append(finding)
-        return found
+            found.step(kind)
+        return found.items
 
-    def _on_candidates(
-        self, value: object, event: Event, index: int, found: list[Finding], problems: _Problems
-    ) -> None:
+    def _on_candidates(self, value: object, found: Found, problems: _Problems) -> None:
         if type(value) is not list:
             problems.add(f"candidates is {type_name(value)}, expected a list")
             return
@@ -396,7 +392,7 @@ class GeminiChecker(Checker):
                             f": candidate {shown} brings content after its finishReason in event "
                             f"{state.finished_at}"
                         )
-                        found.append(self.finding(rules.CONTENT_AFTER_FINISH, event, index, detail))
+                        found.add(rules.CONTENT_AFTER_FINISH, detail)
                 else:
                     # A finish repeated on every chunk (legacy), or an empty finish before the
                     # content (some translators): the stream goes on, but a relay that stops at
@@ -409,20 +405,18 @@ class GeminiChecker(Checker):
                             f": candidate {shown} brings {more} after the finishReason sent{what} "
                             f"in event {state.finished_at} (reported once per candidate)"
                         )
-                        self.report(found, rules.FINISH_REASON_NOT_LAST, event, index, detail)
+                        found.add(rules.FINISH_REASON_NOT_LAST, detail)
                     if finish is None:
                         state.finished_at = None  # that finish was not the end
                         self._unfinished += 1
             if finish is not None:
                 if state.finished_at is None:
                     self._unfinished -= 1
-                state.finished_at = index
+                state.finished_at = found.index
                 state.finish_reason = finish
                 state.finish_had_content = has_content
 
-    def _on_usage(
-        self, value: object, event: Event, index: int, found: list[Finding], problems: _Problems
-    ) -> None:
+    def _on_usage(self, value: object, found: Found, problems: _Problems) -> None:
         if type(value) is not dict:
             problems.add(f"usageMetadata is {type_name(value)}, expected an object")
             return
@@ -437,25 +431,23 @@ class GeminiChecker(Checker):
                 problems.add(f"usageMetadata.{counter} is {type_name(count)}")
                 continue
             before = seen.get(counter)
-            if before is not None and count < before and not self._usage_reported:
-                self._usage_reported = True
+            # Once per stream here (in Gemini only): first_time keeps the note.
+            if before is not None and count < before and self.first_time(rules.USAGE_DECREASED):
                 detail = (
                     f": usageMetadata.{counter} went down from {number(before)} to "
                     f"{number(count)}; usage is cumulative (reported once per stream)"
                 )
-                found.append(self.finding(rules.USAGE_DECREASED, event, index, detail))
+                found.add(rules.USAGE_DECREASED, detail)
             seen[counter] = count
 
-    def _on_feedback(
-        self, value: object, event: Event, index: int, found: list[Finding], problems: _Problems
-    ) -> str | None:
+    def _on_feedback(self, value: object, found: Found, problems: _Problems) -> str | None:
         if type(value) is not dict:
             problems.add(f"promptFeedback is {type_name(value)}, expected an object")
         elif value.get("blockReason"):
             return TERMINAL  # a blocked prompt is the whole stream: nothing may follow it
         return None
 
-    def _on_error(self, error: object, event: Event, index: int, found: list[Finding]) -> None:
+    def _on_error(self, error: object, found: Found) -> None:
         """An in-band error ends the stream; its shape is checked as google-genai reads it.
 
         ``request_streamed`` raises ``APIError.raise_error(error["code"], ...)``, which
@@ -480,9 +472,9 @@ class GeminiChecker(Checker):
         if problems.total:
             detail = (
                 ": the in-band error is not {code: integer, message: string, status: "
-                f"string}}: {problems} ({preview(event.data)})"
+                f"string}}: {problems} ({preview(found.event.data)})"
             )
-            found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, detail))
+            found.add(rules.SCHEMA_MISMATCH, detail)
 
     # -- framing the SDK cannot read ------------------------------------------------------
 
@@ -513,7 +505,7 @@ class GeminiChecker(Checker):
         )
 
 
-_Handler = Callable[[GeminiChecker, Any, Event, int, list[Finding], _Problems], str | None]
+_Handler = Callable[[GeminiChecker, Any, Found, _Problems], str | None]
 #: A chunk's fields and their handlers, in the order of their findings (a tuple walks faster
 #: than a dict); a handler returns the kind its field makes the chunk (blocked: TERMINAL).
 _FIELDS: tuple[tuple[str, _Handler], ...] = (

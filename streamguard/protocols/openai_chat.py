@@ -82,9 +82,11 @@ from streamguard import _wire, rules
 from streamguard.protocols._base import (
     NO_FINDINGS,
     Checker,
+    Found,
     KeptText,
     Transcript,
     json_object,
+    listing,
     terminated_lifecycle,
 )
 from streamguard.protocols._lifecycle import (
@@ -97,7 +99,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json, preview, validation_finding
+from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
 from streamguard.protocols._shapes import (
     ChatChoice,
     ChatChunk,
@@ -144,72 +146,14 @@ _NO_CHOICES = ": field choices: missing or null on a chunk without usage"
 
 
 def _lenient_chunk(raw: dict[str, Any]) -> ChatChunk:
-    """What the rules can use of a chunk the strict validator rejected.
-
-    Each field the rules read is kept only when its type is the documented one (the strict
-    validator already reported what is wrong); the rest of the chunk is dropped, so every
-    rule then runs on exactly the fields it can trust.
-    """
-    view: dict[str, Any] = {}
-    for key in ("id", "object", "model"):
-        if type(raw.get(key)) is str:
-            view[key] = raw[key]
-    if type(raw.get("created")) is int:
-        view["created"] = raw["created"]
-    for key in ("prompt_filter_results", "prompt_annotations"):
-        if key in raw:
-            view[key] = raw[key]
-    choices = raw.get("choices")
-    if type(choices) is list:
-        view["choices"] = [
-            _lenient_choice(choice)
-            for choice in choices
-            if type(choice) is dict and type(choice.get("index")) is int
-        ]
-    elif choices is not None:
-        view["choices"] = []  # mistyped (reported): not the "choices missing" case
-    usage = raw.get("usage")
-    if type(usage) is dict:
-        view["usage"] = usage  # _on_usage reads its counts defensively
-    return cast(ChatChunk, view)
+    """What the rules can use of a chunk the strict validator rejected (``lenient``): a
+    choice's ``delta`` of the wrong type still makes it a content chunk, not an annotation
+    chunk."""
+    return cast(ChatChunk, lenient(ChatChunk, raw, _PRESENT))
 
 
-def _lenient_choice(raw: dict[str, Any]) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": raw["index"]}
-    delta = raw.get("delta")
-    if type(delta) is dict:
-        choice["delta"] = _lenient_delta(delta)
-    elif "delta" in raw:
-        choice["delta"] = {}  # mistyped: still a content chunk, not an annotation chunk
-    if type(raw.get("finish_reason")) is str:
-        choice["finish_reason"] = raw["finish_reason"]
-    return choice
-
-
-def _lenient_delta(raw: dict[str, Any]) -> dict[str, Any]:
-    delta: dict[str, Any] = {}
-    for key in ("role", "content", "refusal"):
-        if type(raw.get(key)) is str:
-            delta[key] = raw[key]
-    calls = raw.get("tool_calls")
-    if type(calls) is list:
-        delta["tool_calls"] = [_lenient_call(call) for call in calls if type(call) is dict]
-    if type(raw.get("function_call")) is dict:
-        delta["function_call"] = _lenient_function(raw["function_call"])
-    return delta
-
-
-def _lenient_call(raw: dict[str, Any]) -> dict[str, Any]:
-    call: dict[str, Any] = {"index": raw.get("index")}  # checked by its own rule
-    if type(raw.get("id")) is str:
-        call["id"] = raw["id"]
-    if type(raw.get("function")) is dict:
-        call["function"] = _lenient_function(raw["function"])
-    return call
-
-
-def _lenient_function(raw: dict[str, Any]) -> dict[str, Any]:
-    return {key: raw[key] for key in ("name", "arguments") if type(raw.get(key)) is str}
+#: Fields whose presence counts even when their value is of the wrong type.
+_PRESENT = frozenset({"delta"})
 
 
 # -- The in-band error payload (openai-python _streaming.py and _exceptions.APIError) ------
@@ -258,9 +202,12 @@ def _json_kind(value: object) -> str:
 
 def _listed(numbers: Sequence[int]) -> str:
     """At most ``_MAX_LISTED`` choice indices, then how many more: messages stay short."""
-    shown = ", ".join(_wire.number(n) for n in numbers[:_MAX_LISTED])
-    more = len(numbers) - _MAX_LISTED
-    return f"{shown} and {more} more" if more > 0 else shown
+    return listing(map(_wire.number, numbers), len(numbers), _MAX_LISTED)
+
+
+def _joined(*named: tuple[str, bool]) -> str:
+    """The names whose flag is set, joined with "and" (the parts of a tool call's header)."""
+    return " and ".join(name for name, flag in named if flag)
 
 
 def _shown_id(value: str | None) -> str:
@@ -454,10 +401,9 @@ class OpenAIChatChecker(Checker):
         self, kind: str, payload: Any, event: Event, index: int, found: list[Finding]
     ) -> list[Finding]:
         """The lifecycle step for an event of ``kind``, then its payload handler."""
-        finding = self.advance(kind, event, index)
-        if finding is not None:
-            found.append(finding)
-        _HANDLERS[kind](self, payload, event, index, found)
+        on_event = Found(self, event, index, found)
+        on_event.step(kind)
+        _HANDLERS[kind](self, payload, on_event)
         return found
 
     # -- one event ---------------------------------------------------------------------
@@ -559,32 +505,24 @@ class OpenAIChatChecker(Checker):
 
     # -- payload handlers, one per kind (``_HANDLERS``) --------------------------------------
 
-    def _on_done(self, _: None, event: Event, index: int, found: list[Finding]) -> None:
-        found += self._unfinished_choices(index, event.offset, f"[DONE] (event {index})")
+    def _on_done(self, _: None, found: Found) -> None:
+        index, offset = found.index, found.event.offset
+        found.items += self._unfinished_choices(index, offset, f"[DONE] (event {index})")
         if self._include_usage and not self._usage_seen:
-            found.append(
-                rules.USAGE_MISSING.finding(
-                    f"[DONE] (event {index}) arrived but no chunk carried usage although "
-                    "stream_options.include_usage was requested",
-                    index,
-                    event.offset,
-                )
+            detail = (
+                f"[DONE] (event {index}) arrived but no chunk carried usage although "
+                "stream_options.include_usage was requested"
             )
+            found.items.append(rules.USAGE_MISSING.finding(detail, index, offset))
 
-    def _on_error(self, error: object, event: Event, index: int, found: list[Finding]) -> None:
+    def _on_error(self, error: object, found: Found) -> None:
         """An in-band error payload (truthy top-level ``error``) ends the stream; its shape
         is checked against what the SDK reads from it."""
         problems = _error_problems(error)
         if problems:
-            self.report(
-                found,
-                rules.SCHEMA_MISMATCH,
-                event,
-                index,
-                f": in-band error payload: {'; '.join(problems)}",
-            )
+            found.add(rules.SCHEMA_MISMATCH, f": in-band error payload: {'; '.join(problems)}")
 
-    def _on_chunk(self, chunk: ChatChunk, event: Event, index: int, found: list[Finding]) -> None:
+    def _on_chunk(self, chunk: ChatChunk, found: Found) -> None:
         choices, usage = chunk.get("choices"), chunk.get("usage")
         if choices is None and usage is None:
             return  # nothing the rules read (the shape finding follows in _general)
@@ -592,7 +530,7 @@ class OpenAIChatChecker(Checker):
             "prompt_filter_results" in chunk or "prompt_annotations" in chunk
         ):  # Azure's prompt-annotation chunk: its own empty id, object and created
             if usage is not None:
-                self._on_usage(chunk, usage, event, index, found)
+                self._on_usage(chunk, usage, found)
             return
         # Azure's async-filter annotation chunks carry no delta (and Azure's empty ids).
         fields: Mapping[str, Any] = chunk  # read leniently, it may lack any of these
@@ -601,30 +539,25 @@ class OpenAIChatChecker(Checker):
             or fields.get("created") != self._created
             or fields.get("object") != _CHUNK_OBJECT
         ) and (not choices or any("delta" in choice for choice in choices)):
-            self._check_identity(chunk, event, index, found)
+            self._check_identity(chunk, found)
         if choices:
             for choice in choices:
-                self._on_choice(choice, event, index, found)
+                self._on_choice(choice, found)
         if usage is not None:
-            self._on_usage(chunk, usage, event, index, found)
+            self._on_usage(chunk, usage, found)
 
     # -- the parts of a chunk ----------------------------------------------------------
 
-    def _check_identity(
-        self, chunk: ChatChunk, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _check_identity(self, chunk: ChatChunk, found: Found) -> None:
         # Untyped .get throughout: a chunk read leniently may lack any of these (already
         # reported), whatever ChatChunk says (and the compiled build enforces what it says).
         fields: Mapping[str, Any] = chunk
         kind = fields.get("object")
         if kind is not None and kind != _CHUNK_OBJECT:
-            self.report(
-                found,
-                rules.SCHEMA_MISMATCH,
-                event,
-                index,
-                f": field object: expected {_CHUNK_OBJECT!r}, got {_wire.token(kind, _OBJECTS)}",
+            detail = (
+                f": field object: expected {_CHUNK_OBJECT!r}, got {_wire.token(kind, _OBJECTS)}"
             )
+            found.add(rules.SCHEMA_MISMATCH, detail)
         chunk_id, created = fields.get("id"), fields.get("created")
         if created is not None:
             # Groq, xAI, Perplexity, Ollama and Azure-hosted models move ``created`` on by a
@@ -636,17 +569,12 @@ class OpenAIChatChecker(Checker):
         if self._id is None:
             self._id = chunk_id
         elif chunk_id != self._id:
-            self.report(
-                found,
-                rules.INCONSISTENT_ID,
-                event,
-                index,
-                f": id {_shown_id(chunk_id)} differs from the first chunk's {_shown_id(self._id)}",
+            detail = (
+                f": id {_shown_id(chunk_id)} differs from the first chunk's {_shown_id(self._id)}"
             )
+            found.add(rules.INCONSISTENT_ID, detail)
 
-    def _on_choice(
-        self, choice: ChatChoice, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_choice(self, choice: ChatChoice, found: Found) -> None:
         number = choice["index"]
         state = self._choice(number)
         if state is None:
@@ -654,38 +582,25 @@ class OpenAIChatChecker(Checker):
             tracked = (self._choice0 is not None) + (0 if others is None else len(others))
             if tracked >= MAX_TRACKED_CHOICES:
                 return  # past the bound: this choice goes unchecked
-            state = self._new_choice(number, event, index, found)
+            state = self._new_choice(number, found)
         delta = choice.get("delta")
         if delta is not None:
             if state.finished_at is not None:
-                self._content_after_finish(state, delta, event, index, found)
-            self._on_delta(state, delta, event, index, found)
+                self._content_after_finish(state, delta, found)
+            self._on_delta(state, delta, found)
         reason = choice.get("finish_reason")
         if reason is not None:
-            self._on_finish(state, reason, event, index, found)
+            self._on_finish(state, reason, found)
 
-    def _new_choice(
-        self, number: int, event: Event, index: int, found: list[Finding]
-    ) -> _ChoiceState:
+    def _new_choice(self, number: int, found: Found) -> _ChoiceState:
         highest = self._max_choice
+        shown = _wire.number(number)
         if number < 0 or (self._n is not None and number >= self._n):
             bound = f" (the request asked for n={self._n})" if self._n is not None else ""
-            self.report(
-                found,
-                rules.CHOICE_INDEX_INVALID,
-                event,
-                index,
-                f": choice index {_wire.number(number)} is out of range{bound}",
-            )
+            found.add(rules.CHOICE_INDEX_INVALID, f": choice index {shown} is out of range{bound}")
         elif highest is not None and number < highest:
-            self.report(
-                found,
-                rules.CHOICE_OUT_OF_ORDER,
-                event,
-                index,
-                f": choice {_wire.number(number)} first appears after choice "
-                f"{_wire.number(highest)}",
-            )
+            detail = f": choice {shown} first appears after choice {_wire.number(highest)}"
+            found.add(rules.CHOICE_OUT_OF_ORDER, detail)
         if highest is None or number > highest:
             self._max_choice = number
         state = _ChoiceState(number)
@@ -710,58 +625,33 @@ class OpenAIChatChecker(Checker):
             choices.update(self._choices)
         return choices
 
-    def _on_delta(
-        self, state: _ChoiceState, delta: ChatDelta, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_delta(self, state: _ChoiceState, delta: ChatDelta, found: Found) -> None:
         state.deltas += 1
         if delta.get("role") is not None:
+            where = f": choice {_wire.number(state.number)} sends delta.role"
             if state.role_at is not None:
-                self.report(
-                    found,
-                    rules.ROLE_REPEATED,
-                    event,
-                    index,
-                    f": choice {_wire.number(state.number)} sends delta.role again "
-                    f"(first at event {state.role_at})",
-                )
+                found.add(rules.ROLE_REPEATED, f"{where} again (first at event {state.role_at})")
             elif state.deltas > 1:
-                self.report(
-                    found,
-                    rules.ROLE_NOT_FIRST,
-                    event,
-                    index,
-                    f": choice {_wire.number(state.number)} sends delta.role on its "
-                    f"chunk #{state.deltas}, not its first",
+                found.add(
+                    rules.ROLE_NOT_FIRST, f"{where} on its chunk #{state.deltas}, not its first"
                 )
             if state.role_at is None:
-                state.role_at = index
+                state.role_at = found.index
         tool_calls = delta.get("tool_calls")
         if tool_calls:
             for call in tool_calls:
-                self._on_tool_call(state, call, event, index, found)
+                self._on_tool_call(state, call, found)
         function_call = delta.get("function_call")
         if function_call is not None:
-            self._on_function_call(state, function_call, event, index, found)
+            self._on_function_call(state, function_call, found)
 
-    def _on_tool_call(
-        self,
-        state: _ChoiceState,
-        call: ChatToolCallDelta,
-        event: Event,
-        index: int,
-        found: list[Finding],
-    ) -> None:
+    def _on_tool_call(self, state: _ChoiceState, call: ChatToolCallDelta, found: Found) -> None:
         where = f": choice {_wire.number(state.number)}"
         position = call.get("index")
         if type(position) is not int or position < 0:
             shown = "no index" if position is None else f"index {_wire.number(position)}"
-            self.report(
-                found,
-                rules.TOOL_CALL_INDEX_INVALID,
-                event,
-                index,
-                f"{where}: tool_calls entry has {shown}; an integer >= 0 is required",
-            )
+            detail = f"{where}: tool_calls entry has {shown}; an integer >= 0 is required"
+            found.add(rules.TOOL_CALL_INDEX_INVALID, detail)
             return
         function = call.get("function") or {}
         has_id, has_name = bool(call.get("id")), bool(function.get("name"))
@@ -769,48 +659,28 @@ class OpenAIChatChecker(Checker):
         if tools is None:
             tools = state.tools = {}
         tool = tools.get(position)
+        call_number = _wire.number(position)
         if tool is None:
             if self._tool_calls >= MAX_TRACKED_TOOL_CALLS:
                 return  # past the bound: this call goes unchecked
             self._tool_calls += 1
             expected = len(tools)
             if position != expected:
-                self.report(
-                    found,
-                    rules.TOOL_CALL_INDEX_INVALID,
-                    event,
-                    index,
-                    f"{where}: tool call index {_wire.number(position)} first appears "
-                    f"after {expected} call(s); expected index {expected}",
-                )
+                detail = f"{where}: tool call index {call_number} first appears after {expected} "
+                detail += f"call(s); expected index {expected}"
+                found.add(rules.TOOL_CALL_INDEX_INVALID, detail)
             tool = tools[position] = _ToolCall(position)
             if not (has_id and has_name):
-                missing = " and ".join(
-                    name for name, ok in (("id", has_id), ("function.name", has_name)) if not ok
-                )
-                self.report(
-                    found,
-                    rules.TOOL_CALL_HEADER_MISSING,
-                    event,
-                    index,
-                    f"{where}: the first delta of tool call {_wire.number(position)} has "
-                    f"no {missing}",
-                )
+                missing = _joined(("id", not has_id), ("function.name", not has_name))
+                detail = f"{where}: the first delta of tool call {call_number} has no {missing}"
+                found.add(rules.TOOL_CALL_HEADER_MISSING, detail)
         elif (has_id and tool.has_id) or (has_name and tool.has_name):
-            again = " and ".join(
-                name
-                for name, repeated in (
-                    ("id", has_id and tool.has_id),
-                    ("function.name", has_name and tool.has_name),
-                )
-                if repeated
+            again = _joined(
+                ("id", has_id and tool.has_id), ("function.name", has_name and tool.has_name)
             )
-            self.report(
-                found,
+            found.add(
                 rules.TOOL_CALL_HEADER_REPEATED,
-                event,
-                index,
-                f"{where}: tool call {_wire.number(position)} sends its {again} again",
+                f"{where}: tool call {call_number} sends its {again} again",
             )
         tool.has_id = tool.has_id or has_id
         tool.has_name = tool.has_name or has_name
@@ -818,36 +688,22 @@ class OpenAIChatChecker(Checker):
         if arguments and state.finished_at is None:  # after the finish nothing checks them
             tool.arguments.add(self, arguments)
         if state.legacy_function is not None:
-            self._mixed(state, event, index, found)
+            self._mixed(state, found)
 
-    def _on_function_call(
-        self,
-        state: _ChoiceState,
-        call: ChatFunction,
-        event: Event,
-        index: int,
-        found: list[Finding],
-    ) -> None:
+    def _on_function_call(self, state: _ChoiceState, call: ChatFunction, found: Found) -> None:
         if state.legacy_function is None:
             state.legacy_function = _ToolCall(0)
             if state.tools:
-                self._mixed(state, event, index, found)
+                self._mixed(state, found)
         arguments = call.get("arguments")
         if arguments and state.finished_at is None:
             state.legacy_function.arguments.add(self, arguments)
 
-    def _mixed(self, state: _ChoiceState, event: Event, index: int, found: list[Finding]) -> None:
-        self.report(
-            found,
-            rules.FUNCTION_CALL_MIXED,
-            event,
-            index,
-            f": choice {_wire.number(state.number)} mixes function_call and tool_calls deltas",
-        )
+    def _mixed(self, state: _ChoiceState, found: Found) -> None:
+        detail = f": choice {_wire.number(state.number)} mixes function_call and tool_calls deltas"
+        found.add(rules.FUNCTION_CALL_MIXED, detail)
 
-    def _content_after_finish(
-        self, state: _ChoiceState, delta: ChatDelta, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _content_after_finish(self, state: _ChoiceState, delta: ChatDelta, found: Found) -> None:
         # Empty strings and empty lists carry nothing: only real content counts.
         kinds = [
             kind
@@ -855,41 +711,29 @@ class OpenAIChatChecker(Checker):
             if delta.get(kind)
         ]
         if kinds:
-            self.report(
-                found,
-                rules.CONTENT_AFTER_FINISH,
-                event,
-                index,
+            detail = (
                 f": choice {_wire.number(state.number)} sends {', '.join(kinds)} after its "
                 f"finish_reason {_wire.token(state.finish_reason, FINISH_REASONS)} "
-                f"(event {state.finished_at})",
+                f"(event {state.finished_at})"
             )
+            found.add(rules.CONTENT_AFTER_FINISH, detail)
 
-    def _on_finish(
-        self, state: _ChoiceState, reason: str, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_finish(self, state: _ChoiceState, reason: str, found: Found) -> None:
+        where = f": choice {_wire.number(state.number)}"
         if state.finished_at is not None:
-            self.report(
-                found,
-                rules.MULTIPLE_FINISH_REASON,
-                event,
-                index,
-                f": choice {_wire.number(state.number)} finishes again with "
-                f"{_wire.token(reason, FINISH_REASONS)}; it finished with "
-                f"{_wire.token(state.finish_reason, FINISH_REASONS)} at event "
-                f"{state.finished_at}",
+            detail = (
+                f"{where} finishes again with {_wire.token(reason, FINISH_REASONS)}; it "
+                f"finished with {_wire.token(state.finish_reason, FINISH_REASONS)} at event "
+                f"{state.finished_at}"
             )
+            found.add(rules.MULTIPLE_FINISH_REASON, detail)
             return
-        state.finish_reason, state.finished_at = reason, index
+        state.finish_reason, state.finished_at = reason, found.index
         if reason not in FINISH_REASONS:
-            self.report(
-                found,
-                rules.UNKNOWN_FINISH_REASON,
-                event,
-                index,
-                f": choice {_wire.number(state.number)} finishes with the non-standard "
-                f"finish_reason {_wire.describe(reason)}",
+            detail = (
+                f"{where} finishes with the non-standard finish_reason {_wire.describe(reason)}"
             )
+            found.add(rules.UNKNOWN_FINISH_REASON, detail)
         calls = list(state.tools.values()) if state.tools else []
         if state.legacy_function is not None:
             calls.append(state.legacy_function)
@@ -906,32 +750,14 @@ class OpenAIChatChecker(Checker):
                     if call is state.legacy_function
                     else f"tool call {_wire.number(call.index)}"
                 )
-                self.report(
-                    found,
-                    rules.TOOL_CALL_ARGUMENTS_INVALID,
-                    event,
-                    index,
-                    f": choice {_wire.number(state.number)} finished but the arguments of "
-                    f"{what} are not JSON ({error}): {preview(text)}",
-                )
+                detail = f"{where} finished but the arguments of {what} are not JSON ({error}): "
+                found.add(rules.TOOL_CALL_ARGUMENTS_INVALID, detail + preview(text))
 
-    def _on_usage(
-        self,
-        chunk: ChatChunk,
-        usage: ChatUsage,
-        event: Event,
-        index: int,
-        found: list[Finding],
-    ) -> None:
+    def _on_usage(self, chunk: ChatChunk, usage: ChatUsage, found: Found) -> None:
         choices = chunk.get("choices")
         if self._include_usage is False:
-            self.report(
-                found,
-                rules.USAGE_UNREQUESTED,
-                event,
-                index,
-                " carries usage but stream_options.include_usage was not requested",
-            )
+            detail = " carries usage but stream_options.include_usage was not requested"
+            found.add(rules.USAGE_UNREQUESTED, detail)
         # Untyped .get: a chunk read leniently may carry a usage with missing or mistyped
         # counts, whatever ChatUsage says.
         counts: Mapping[str, Any] = usage
@@ -943,48 +769,29 @@ class OpenAIChatChecker(Checker):
             and type(total) is int
             and total != prompt + completion
         ):
-            self.report(
-                found,
-                rules.USAGE_TOTAL_MISMATCH,
-                event,
-                index,
+            detail = (
                 f": usage.total_tokens {_wire.number(total)} != prompt_tokens "
-                f"{_wire.number(prompt)} + completion_tokens {_wire.number(completion)}",
+                f"{_wire.number(prompt)} + completion_tokens {_wire.number(completion)}"
             )
+            found.add(rules.USAGE_TOTAL_MISMATCH, detail)
         self._usage_seen = True
         if choices or choices is None:
             # Compat placements (vLLM, continuous usage, usage on the finish chunk).
             where = "a chunk with choices" if choices else "a chunk with choices null or absent"
-            self.report(
-                found,
-                rules.USAGE_NONSTANDARD,
-                event,
-                index,
-                f" carries usage on {where}; OpenAI sends it on a chunk of its own with "
-                "choices: []",
-            )
+            detail = f" carries usage on {where}; OpenAI sends it on a chunk of its own with "
+            found.add(rules.USAGE_NONSTANDARD, detail + "choices: []")
             return
         if self._usage_at is not None:
-            self.report(
-                found,
-                rules.USAGE_REPEATED,
-                event,
-                index,
-                f" is a second usage chunk (the first was event {self._usage_at})",
-            )
+            detail = f" is a second usage chunk (the first was event {self._usage_at})"
+            found.add(rules.USAGE_REPEATED, detail)
             return
-        self._usage_at = index
+        self._usage_at = found.index
         unfinished = sorted(
             n for n, state in self._all_choices().items() if state.finished_at is None
         )
         if unfinished:
-            self.report(
-                found,
-                rules.USAGE_NOT_LAST,
-                event,
-                index,
-                f": the usage chunk arrives before choice(s) {_listed(unfinished)} finished",
-            )
+            detail = f": the usage chunk arrives before choice(s) {_listed(unfinished)} finished"
+            found.add(rules.USAGE_NOT_LAST, detail)
 
     def _unfinished_choices(self, index: int, offset: int, when: str) -> list[Finding]:
         # Bounded: at most MAX_TRACKED_CHOICES tracked, and n is at most MAX_CHECKED_N.
@@ -1007,7 +814,7 @@ class OpenAIChatChecker(Checker):
 
 
 #: What each kind of event's payload goes through after its lifecycle step.
-_Handler = Callable[[OpenAIChatChecker, Any, Event, int, list[Finding]], None]
+_Handler = Callable[[OpenAIChatChecker, Any, Found], None]
 _HANDLERS: dict[str, _Handler] = {
     TERMINAL: OpenAIChatChecker._on_done,
     ERROR: OpenAIChatChecker._on_error,

@@ -108,8 +108,8 @@ from pydantic import ValidationError
 from streamguard import rules
 from streamguard._wire import describe, number, token
 from streamguard.protocols._base import (
-    NO_FINDINGS,
     Checker,
+    Found,
     KeptText,
     Slots,
     Transcript,
@@ -127,7 +127,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json, preview, validation_finding
+from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
 from streamguard.protocols._shapes import (
     RESPONSES_EVENT,
     ResponsesEvent,
@@ -248,23 +248,6 @@ _MAX_ID_CHARS = 128
 #: Items or parts a message lists before "and N more".
 _SHOWN = 3
 
-#: ``ResponsesEvent``'s scalar fields and their types, for reading a payload that failed the
-#: strict check (``type(value) is`` matches strict mode: a bool is not an int).
-_SCALAR_FIELDS: dict[str, type] = {
-    "type": str,
-    "sequence_number": int,
-    "output_index": int,
-    "content_index": int,
-    "summary_index": int,
-    "item_id": str,
-    "text": str,
-    "refusal": str,
-    "arguments": str,
-    "input": str,
-}
-_ANY_FIELDS = ("part", "delta", "code", "message", "param", "error")
-
-
 # The lifecycle's kinds besides TERMINAL (completed, incomplete), ERROR and OTHER, and its
 # phases; ``_KINDS`` classifies event types (any other is OTHER).
 _CREATED, _FAILED, _DONE = "created", "failed", "[DONE]"
@@ -339,7 +322,6 @@ def _lifecycle() -> Lifecycle:
 
 
 _LIFECYCLE = _lifecycle()
-_SEALED = _LIFECYCLE.sealed
 
 
 class _Text:
@@ -369,10 +351,8 @@ class _OpenItem:
         self.untracked_parts = 0  # open parts past MAX_OPEN_PARTS, counted, not followed
 
 
-_Handler = Callable[["OpenAIResponsesChecker", ResponsesEvent, Event, int, list[Finding]], None]
-_ItemHandler = Callable[
-    ["OpenAIResponsesChecker", ResponsesEvent, _OpenItem, Event, int, list[Finding]], None
-]
+_Handler = Callable[["OpenAIResponsesChecker", ResponsesEvent, Found], None]
+_ItemHandler = Callable[["OpenAIResponsesChecker", ResponsesEvent, _OpenItem, Found], None]
 
 
 class OpenAIResponsesChecker(Checker):
@@ -413,9 +393,7 @@ class OpenAIResponsesChecker(Checker):
         super().__init__(request, path)
         starting_after = _starting_after(request, path)
         self._resumed = starting_after is not None
-        if self._resumed:
-            # ENGINE-CANDIDATE: an initial phase per stream. A resumed stream's
-            # response.created came before the events it asked for.
+        if self._resumed:  # its response.created came before the events it asked for
             self.phase = _UNCREATED
         self._next_sequence = 0 if starting_after is None else starting_after + 1
         self._gaps = 0  # bits: sequence_gap reported ahead (1), back (2)
@@ -430,20 +408,13 @@ class OpenAIResponsesChecker(Checker):
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        # Overridden (ENGINE-CANDIDATE: a sealed-phase classifier that returns a kind and a
-        # name, not is_terminal's yes or no): a gateway's [DONE] is a kind of its own in
-        # every phase, allowed once after the terminal, and the events after the end are
-        # named by their JSON type.
+    def sealed_kind(self, event: Event) -> tuple[str, str | None]:
+        # A gateway's [DONE] is a kind of its own (check_event takes it in every other
+        # phase), allowed once after the terminal; other events are named by their type.
         if event.data.startswith("[DONE]"):
-            finding = self.advance(_DONE, event, index, "[DONE]")
-        elif self.phase in _SEALED:
-            kind = _type_of(event)
-            lifecycle = OTHER if kind is None else _KINDS.get(kind, OTHER)
-            finding = self.advance(lifecycle, event, index, _kind(kind))
-        else:
-            return self.check_event(event, index)
-        return NO_FINDINGS if finding is None else (finding,)
+            return _DONE, "[DONE]"
+        kind = _type_of(event)
+        return (OTHER if kind is None else _KINDS.get(kind, OTHER)), _kind(kind)
 
     def message_fields(self) -> Mapping[str, object]:
         return {"created": self._created_index}  # "a second response.created (the first ...)"
@@ -467,6 +438,8 @@ class OpenAIResponsesChecker(Checker):
         return False
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        if event.data.startswith("[DONE]"):
+            return self.step_only(_DONE, event, index, "[DONE]")
         try:
             payload = RESPONSES_EVENT.validate_json(event.data)
         except ValidationError as error:  # report it, then check what it carries
@@ -476,13 +449,11 @@ class OpenAIResponsesChecker(Checker):
                 self._next_sequence += 1  # it presumably took its slot: no follow-on gap
                 return [shape]
             self._event_malformed = True
-            return self._check(salvaged, event, index, [shape])
+            return self._check(salvaged, Found(self, event, index, [shape]))
         self._event_malformed = False
-        return self._check(payload, event, index, [])
+        return self._check(payload, Found(self, event, index))
 
-    def _check(
-        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
-    ) -> list[Finding]:
+    def _check(self, payload: ResponsesEvent, found: Found) -> list[Finding]:
         """The rules of every event, its lifecycle step, then its type's handler."""
         kind = payload["type"]
         fields: Mapping[str, Any] = payload  # salvaged, it may lack a required field
@@ -490,34 +461,30 @@ class OpenAIResponsesChecker(Checker):
         if sequence is None:  # the wrong type: it presumably took its slot
             self._next_sequence += 1
         else:
-            self._check_sequence(sequence, event, index, found)
+            self._check_sequence(sequence, found)
         if not self._event_malformed:  # else schema_mismatch was reported for this event
             for field in _REQUIRED.get(kind, ()):
                 if field not in payload:
                     detail = f": field {field}: required on {_kind(kind)} but missing"
-                    found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, detail))
+                    found.add(rules.SCHEMA_MISMATCH, detail)
                     break
-        name = event.event
+        name = found.event.event
         if name != "message" and name != kind and not self.reported(rules.EVENT_TYPE_MISMATCH):
             detail = f" is named {_kind(name)} but its type is {_kind(kind)}"
-            self.report(found, rules.EVENT_TYPE_MISMATCH, event, index, detail)
+            found.add(rules.EVENT_TYPE_MISMATCH, detail)
         lifecycle = _KINDS.get(kind, OTHER)
         step = self.LIFECYCLE.step(self.phase, lifecycle)
         if step is not STAY:  # (STAY changes nothing: most events skip the call)
-            finding = self.advance(lifecycle, event, index, _kind(kind))
-            if finding is not None:
-                found.append(finding)
+            found.step(lifecycle, _kind(kind))
         if step.checked:
             handler = _HANDLERS.get(kind)
             if handler is not None:
-                handler(self, payload, event, index, found)
+                handler(self, payload, found)
             elif "output_index" in payload or "item_id" in payload:
-                self._on_item_event(payload, event, index, found)
-        return found
+                self._on_item_event(payload, found)
+        return found.items
 
-    def _check_sequence(
-        self, sequence: int, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _check_sequence(self, sequence: int, found: Found) -> None:
         expected, self._next_sequence = self._next_sequence, sequence + 1
         if sequence == expected:
             return
@@ -531,29 +498,23 @@ class OpenAIResponsesChecker(Checker):
             f" has sequence_number {number(sequence)}, expected {number(expected)}: the "
             f"numbering {how} (reported once per stream in each direction)"
         )
-        found.append(self.finding(rules.SEQUENCE_GAP, event, index, detail))
+        found.add(rules.SEQUENCE_GAP, detail)
 
     # -- the response's lifecycle events --------------------------------------------------
 
-    def _on_opening(
-        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_opening(self, payload: ResponsesEvent, found: Found) -> None:
         if payload["type"] == "response.created" and self._created_index is None:
-            self._created_index = index
-        self._check_response(payload, event, index, found)
+            self._created_index = found.index
+        self._check_response(payload, found)
 
-    def _on_error(
-        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_error(self, payload: ResponsesEvent, found: Found) -> None:
         self._release()  # only response.failed or [DONE] may follow: no item is checked
         problem = _error_event_problem(payload)
         if problem is not None and not self._event_malformed:
-            found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, f": field {problem}"))
+            found.add(rules.SCHEMA_MISMATCH, f": field {problem}")
 
-    def _on_terminal(
-        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
-    ) -> None:
-        self._check_response(payload, event, index, found)
+    def _on_terminal(self, payload: ResponsesEvent, found: Found) -> None:
+        self._check_response(payload, found)
         kind = payload["type"]
         still_open = len(self._items.open) + self._untracked_items
         if kind != "response.failed" and still_open:
@@ -561,12 +522,10 @@ class OpenAIResponsesChecker(Checker):
                 f"{_named(kind)}: {still_open} output item(s) were never done"
                 f"{_listing(sorted(self._items.open), still_open)}"
             )
-            found.append(self.finding(rules.ITEM_NOT_CLOSED, event, index, detail))
+            found.add(rules.ITEM_NOT_CLOSED, detail)
         self._release()
 
-    def _check_response(
-        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _check_response(self, payload: ResponsesEvent, found: Found) -> None:
         response = payload.get("response")
         if response is None:  # missing or not an object: schema_mismatch said so
             return
@@ -586,12 +545,11 @@ class OpenAIResponsesChecker(Checker):
         elif status not in _OPENING_STATUSES:
             problem = f"response.status is {_status(status)}, expected 'in_progress' or 'queued'"
         if problem is not None:
-            detail = f"{_named(kind)}: {problem}"
-            found.append(self.finding(rules.STATUS_MISMATCH, event, index, detail))
+            found.add(rules.STATUS_MISMATCH, f"{_named(kind)}: {problem}")
         if kind == "response.failed" and not self._event_malformed:
             shape = _response_error_problem(response.get("error"))
             if shape is not None:
-                found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, f": field {shape}"))
+                found.add(rules.SCHEMA_MISMATCH, f": field {shape}")
         response_id = response.get("id")
         if response_id is not None:
             key = _id_key(response_id)
@@ -602,13 +560,11 @@ class OpenAIResponsesChecker(Checker):
                     f"{_named(kind)}: response.id {describe(response_id)} differs from the id "
                     "of the earlier lifecycle events"
                 )
-                found.append(self.finding(rules.RESPONSE_ID_CHANGED, event, index, detail))
+                found.add(rules.RESPONSE_ID_CHANGED, detail)
 
     # -- output items ------------------------------------------------------------------
 
-    def _on_item_added(
-        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_item_added(self, payload: ResponsesEvent, found: Found) -> None:
         output_index = payload.get("output_index")
         if output_index is None:  # the item cannot be placed: schema_mismatch said so
             return
@@ -622,15 +578,17 @@ class OpenAIResponsesChecker(Checker):
                 how = "was already used by an earlier item (an index is used once)"
             else:
                 how = f"expected {number(expected)}"
-            detail = f"{where}: output_index {number(output_index)}, {how}"
-            found.append(self.finding(rules.ITEM_OUT_OF_ORDER, event, index, detail))
+            found.add(
+                rules.ITEM_OUT_OF_ORDER, f"{where}: output_index {number(output_index)}, {how}"
+            )
         still_open = len(items.open) + self._untracked_items
         if still_open and self.first_time(rules.ITEM_OVERLAP):
             detail = (
                 f"{where}: item {number(output_index)} opens while {still_open} other "
                 f"item(s) are still open{_listing(sorted(items.open), still_open)}"
             )
-            found.append(self.finding(rules.ITEM_OVERLAP, event, index, detail))
+            # Once per stream, without report()'s note: the message is complete as it is.
+            found.items.append(self.finding(rules.ITEM_OVERLAP, found.event, found.index, detail))
         fields = payload.get("item") or {}
         status = fields.get("status")
         if status is not None and status != "in_progress":
@@ -638,7 +596,7 @@ class OpenAIResponsesChecker(Checker):
                 f"{where}: item {number(output_index)} is added with status "
                 f"{_status(status)}, expected 'in_progress'"
             )
-            found.append(self.finding(rules.ITEM_STATUS_UNEXPECTED, event, index, detail))
+            found.add(rules.ITEM_STATUS_UNEXPECTED, detail)
         if not 0 <= output_index < _MAX_INDEX:
             self._untracked_items += 1
             return
@@ -652,9 +610,7 @@ class OpenAIResponsesChecker(Checker):
         if not items.add(output_index, item):
             self._untracked_items += 1
 
-    def _on_item_event(
-        self, payload: ResponsesEvent, event: Event, index: int, found: list[Finding]
-    ) -> None:
+    def _on_item_event(self, payload: ResponsesEvent, found: Found) -> None:
         """An event inside an item (parts, deltas, hosted-tool progress, its done): find
         the open item it names, then hand it to its type's item handler."""
         kind = payload["type"]
@@ -672,7 +628,7 @@ class OpenAIResponsesChecker(Checker):
                     if kind == "response.output_item.done":
                         self._untracked_items -= 1
                 else:
-                    found.append(self._not_open(kind, output_index, item_id, event, index))
+                    found.add(rules.ITEM_NOT_OPEN, self._not_open(kind, output_index, item_id))
                 return
             item = self._adopt(
                 self._items.opened if output_index is None else output_index, item_id
@@ -684,15 +640,14 @@ class OpenAIResponsesChecker(Checker):
                 f"{_named(kind)}: item_id {describe(item_id)} is not the id of the item open "
                 f"at output_index {number(item.number)}"
             )
-            found.append(self.finding(rules.ITEM_NOT_OPEN, event, index, detail))
+            found.add(rules.ITEM_NOT_OPEN, detail)
             # and go on as if it named the open item: one finding, not a cascade
         handler = _ITEM_HANDLERS.get(kind)
         if handler is not None:
-            handler(self, payload, item, event, index, found)
+            handler(self, payload, item, found)
 
-    def _not_open(
-        self, kind: str, output_index: int | None, item_id: str | None, event: Event, index: int
-    ) -> Finding:
+    def _not_open(self, kind: str, output_index: int | None, item_id: str | None) -> str:
+        """``item_not_open``'s detail for an event naming an item that is not open."""
         if output_index is None:
             what = "it names no open item"
             if item_id is not None:
@@ -705,7 +660,7 @@ class OpenAIResponsesChecker(Checker):
             else:
                 state = "was never added, or is already done"
             what = f"the item at output_index {number(output_index)} {state}"
-        return self.finding(rules.ITEM_NOT_OPEN, event, index, f"{_named(kind)}: {what}")
+        return f"{_named(kind)}: {what}"
 
     def _index_of(self, item_id: str) -> int | None:
         """The output_index of the open item with this id (at most MAX_OPEN_ITEMS to look
@@ -724,14 +679,7 @@ class OpenAIResponsesChecker(Checker):
         self._items.add(output_index, item)
         return item
 
-    def _on_item_done(
-        self,
-        payload: ResponsesEvent,
-        item: _OpenItem,
-        event: Event,
-        index: int,
-        found: list[Finding],
-    ) -> None:
+    def _on_item_done(self, payload: ResponsesEvent, item: _OpenItem, found: Found) -> None:
         self._items.close(item.number)
         where = f"{_named(payload['type'])}: item {number(item.number)}"
         open_parts = len(item.parts.open) + item.untracked_parts
@@ -739,27 +687,19 @@ class OpenAIResponsesChecker(Checker):
             keys = sorted(item.parts.open, key=lambda key: (key & 1, key))  # content first
             labels = [f"{'summary' if key & 1 else 'content'} part {key >> 1}" for key in keys]
             detail = f"{where} closes with {open_parts} part(s) still open"
-            detail += _listing(labels, open_parts)
-            found.append(self.finding(rules.ITEM_NOT_CLOSED, event, index, detail))
+            found.add(rules.ITEM_NOT_CLOSED, detail + _listing(labels, open_parts))
         status = (payload.get("item") or {}).get("status")
         if status is not None and status not in _DONE_ITEM_STATUSES:
             detail = (
                 f"{where} is done with status {_status(status)}, expected 'completed', "
                 "'incomplete' or 'failed'"
             )
-            found.append(self.finding(rules.ITEM_STATUS_UNEXPECTED, event, index, detail))
+            found.add(rules.ITEM_STATUS_UNEXPECTED, detail)
         self._drop_item(item)
 
     # -- parts and texts ---------------------------------------------------------------
 
-    def _on_part(
-        self,
-        payload: ResponsesEvent,
-        item: _OpenItem,
-        event: Event,
-        index: int,
-        found: list[Finding],
-    ) -> None:
+    def _on_part(self, payload: ResponsesEvent, item: _OpenItem, found: Found) -> None:
         content, opens = _PART_EVENTS[payload["type"]]
         part = payload.get("content_index") if content else payload.get("summary_index")
         if part is None:  # missing: schema_mismatch said so, and no part can be named
@@ -773,7 +713,7 @@ class OpenAIResponsesChecker(Checker):
         elif item.untracked_parts:  # presumably a part past the bound
             item.untracked_parts -= 1
         elif not item.adopted:
-            found.append(self._part_not_open(payload, event, index, content, part))
+            _part_not_open(payload, found, content, part)
 
     def _open_part(self, item: _OpenItem, content: bool, part: int, compare: bool) -> _Text | None:
         key = _part_key(content, part)
@@ -786,14 +726,7 @@ class OpenAIResponsesChecker(Checker):
             return None
         return text
 
-    def _on_annotation(
-        self,
-        payload: ResponsesEvent,
-        item: _OpenItem,
-        event: Event,
-        index: int,
-        found: list[Finding],
-    ) -> None:
+    def _on_annotation(self, payload: ResponsesEvent, item: _OpenItem, found: Found) -> None:
         part = payload.get("content_index")
         if (
             part is not None
@@ -801,16 +734,9 @@ class OpenAIResponsesChecker(Checker):
             and not item.adopted
             and not item.untracked_parts
         ):
-            found.append(self._part_not_open(payload, event, index, True, part))
+            _part_not_open(payload, found, True, part)
 
-    def _on_text(
-        self,
-        payload: ResponsesEvent,
-        item: _OpenItem,
-        event: Event,
-        index: int,
-        found: list[Finding],
-    ) -> None:
+    def _on_text(self, payload: ResponsesEvent, item: _OpenItem, found: Found) -> None:
         kind = payload["type"]
         field, final, is_delta = _TEXT_EVENTS[kind]
         part = None
@@ -828,7 +754,7 @@ class OpenAIResponsesChecker(Checker):
                 if item.adopted:  # opened before a resumed stream's first event
                     found_text = self._open_part(item, content, part, compare=False)
                 elif not item.untracked_parts:
-                    found.append(self._part_not_open(payload, event, index, content, part))
+                    _part_not_open(payload, found, content, part)
                 if found_text is None:
                     return
             text = found_text
@@ -838,7 +764,7 @@ class OpenAIResponsesChecker(Checker):
             if text.done:
                 label = "input" if part is None else f"{field} {number(part)}"
                 detail = f"{_named(kind)}: a delta follows the .done of its {label}"
-                found.append(self.finding(rules.ITEM_NOT_OPEN, event, index, detail))
+                found.add(rules.ITEM_NOT_OPEN, detail)
             elif text.compare:
                 delta = payload.get("delta")
                 if type(delta) is str and text.final == final:
@@ -857,16 +783,8 @@ class OpenAIResponsesChecker(Checker):
                     f"{_named(kind)}: {final} ({preview(done_text)}) differs from its joined "
                     f"deltas ({len(kept)} characters)"
                 )
-                found.append(self.finding(rules.DONE_TEXT_MISMATCH, event, index, detail))
+                found.add(rules.DONE_TEXT_MISMATCH, detail)
         self._forget(text)
-
-    def _part_not_open(
-        self, payload: ResponsesEvent, event: Event, index: int, content: bool, part: int
-    ) -> Finding:
-        """``item_not_open`` for an event naming a content or summary part that is not open."""
-        label = "content part" if content else "summary part"
-        detail = f"{_named(payload['type'])}: {label} {number(part)} is not open"
-        return self.finding(rules.ITEM_NOT_OPEN, event, index, detail)
 
     # -- kept state ----------------------------------------------------------------------
 
@@ -910,6 +828,12 @@ _ITEM_HANDLERS: dict[str, _ItemHandler] = {
 
 
 # -- helpers -----------------------------------------------------------------------------
+
+
+def _part_not_open(payload: ResponsesEvent, found: Found, content: bool, part: int) -> None:
+    """``item_not_open`` for an event naming a content or summary part that is not open."""
+    label = "content part" if content else "summary part"
+    found.add(rules.ITEM_NOT_OPEN, f"{_named(payload['type'])}: {label} {number(part)} is not open")
 
 
 def _kind(value: object) -> str:
@@ -964,32 +888,15 @@ def _type_of(event: Event) -> str | None:
 
 
 def _salvage(data: str) -> ResponsesEvent | None:
-    """The fields of a payload that failed the strict check that do have ``ResponsesEvent``'s types
-    (nested objects keep their well-typed fields); None without a string ``type``."""
+    """The fields of a payload that failed the strict check that do have ``ResponsesEvent``'s
+    types (``lenient``); None without a string ``type``."""
     try:
         raw = parse_json(data)
     except ValueError:
         return None
     if not isinstance(raw, dict) or type(raw.get("type")) is not str:
         return None
-    kept = {
-        field: raw[field] for field, kind in _SCALAR_FIELDS.items() if type(raw.get(field)) is kind
-    }
-    kept.update((field, raw[field]) for field in _ANY_FIELDS if field in raw)
-    response = raw.get("response")
-    if isinstance(response, dict):
-        kept["response"] = {
-            **_strings(response, ("id", "status")),
-            **{k: response[k] for k in ("error", "usage", "incomplete_details") if k in response},
-        }
-    item = raw.get("item")
-    if isinstance(item, dict):
-        kept["item"] = _strings(item, ("id", "type", "status"))
-    return cast(ResponsesEvent, kept)
-
-
-def _strings(source: dict[str, Any], fields: tuple[str, ...]) -> dict[str, str]:
-    return {field: source[field] for field in fields if type(source.get(field)) is str}
+    return cast(ResponsesEvent, lenient(ResponsesEvent, raw))
 
 
 def _error_event_problem(payload: ResponsesEvent) -> str | None:

@@ -20,7 +20,6 @@ from typing import Any
 
 from streamguard import rules
 from streamguard.protocols._base import NO_FINDINGS, Checker
-from streamguard.protocols._payload import parse_json, preview
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -53,17 +52,6 @@ class PlainSSEChecker(Checker):
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         if not self.json_data or event.data == _SENTINEL:
             return NO_FINDINGS
-        try:
-            parse_json(event.data)
-        except ValueError as exc:
-            # ``exc`` is pydantic-core's description: a fixed text and a position, never
-            # the data; the data itself is shown by size only.
-            return (
-                self.finding(
-                    rules.INVALID_JSON,
-                    event,
-                    index,
-                    f": data is not JSON ({exc}): {preview(event.data)}",
-                ),
-            )
-        return NO_FINDINGS
+        found: list[Finding] = []
+        self.parse_value(event, index, found)  # any JSON value, not only an object
+        return found
