@@ -17,6 +17,7 @@ from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import CHECKERS, make_checker
 from streamguard.protocols.auto import protocol_for_event, protocol_for_path
 from streamguard.protocols.mcp import (
+    MAX_BATCH_ITEMS,
     MAX_EVENT_IDS,
     MCPChecker,
     is_mcp_path,
@@ -37,6 +38,7 @@ from streamguard.sse import Event
 from streamguard.testing import collect
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+from .helpers import peak_memory
 from .sse_fixtures import fixtures
 
 
@@ -532,3 +534,12 @@ def test_the_docstring_names_what_it_reads() -> None:
     doc = ast.get_docstring(ast.parse(source.read_text(encoding="utf-8"))) or ""
     for phrase in ("Last-Event-ID", "jsonrpc_ids", "priming", "endpoint", "2025-03-26"):
         assert phrase in doc
+
+
+def test_a_huge_batch_costs_what_a_small_one_does() -> None:
+    """A 1 MiB batch of half a million items makes findings for at most MAX_BATCH_ITEMS."""
+    frame = b"data: [" + b",".join([b"1"] * 500_000) + b"]\n\n"
+    report, peak = peak_memory(lambda: check_stream([frame], protocol="mcp"))
+    assert report.rules() == ["invalid_jsonrpc"]
+    assert f"(and {MAX_BATCH_ITEMS - 1} more in this batch)" in report.findings[0].message
+    assert peak < 16 * 1024 * 1024, peak  # the parsed list itself is about 4 MB

@@ -97,6 +97,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from itertools import islice
 from typing import Any, Final
 
 from streamguard import _wire, rules
@@ -121,6 +122,7 @@ from streamguard.sse import Event
 __all__ = [
     "ENDPOINT_EVENT",
     "LIFECYCLE",
+    "MAX_BATCH_ITEMS",
     "MAX_EVENT_IDS",
     "MAX_REQUEST_IDS",
     "MCPChecker",
@@ -139,6 +141,10 @@ _MESSAGE = "message"
 _DEFAULT_PATH = "/mcp"
 #: Distinct event ids kept per stream for ``duplicate_event_id``.
 MAX_EVENT_IDS = 256
+#: The messages of one batch that are checked; the rest go unchecked. A batch answers the
+#: POST's requests (at most ``MAX_REQUEST_IDS`` are tracked), while a 1 MiB event can hold
+#: half a million items, each of which would make a finding.
+MAX_BATCH_ITEMS = 256
 
 # -- the lifecycle ---------------------------------------------------------------------------
 
@@ -415,13 +421,14 @@ class MCPChecker(Checker):
         return OTHER, "not JSON-RPC"
 
     def _batch(self, found: list[Finding], batch: list[Any], event: Event, index: int) -> str:
-        """A 2025-03-26 batch: each message checked; each rule reported once, with a count."""
+        """A 2025-03-26 batch: each message checked (the first ``MAX_BATCH_ITEMS``); each
+        rule reported once, with a count."""
         if not batch:
             self._invalid(found, event, index, "", "an empty batch array")
             return OTHER
         kinds: set[str] = set()
         items: list[Finding] = []
-        for number, message in enumerate(batch):
+        for number, message in enumerate(islice(batch, MAX_BATCH_ITEMS)):
             where = f" (batch item {number})"
             if type(message) is not dict:
                 self._invalid(
