@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+#: When mypyc read the sources: every extension is stamped with this time, so a source
+#: saved while the build ran still reads as newer than its extension module.
+BUILD_STARTED = time.time()
 
 
 def _compiled_modules() -> list[str]:
@@ -52,7 +56,7 @@ class _OptionalBuildExt(build_ext):
             # An unchanged module's extension is copied with its old time: stamp them all
             # as of this build, so "built after its source changed" can be read off mtimes.
             for ext in self.extensions:
-                os.utime(self.get_ext_fullpath(ext.name))
+                os.utime(self.get_ext_fullpath(ext.name), (BUILD_STARTED, BUILD_STARTED))
         except Exception as error:  # any failure to compile means "no compiler here"
             _warn(f"compiling the core failed ({type(error).__name__}: {error})")
             # All or nothing: a compiled module without the shared library beside it
@@ -71,9 +75,15 @@ def _extensions() -> list[Any]:
         _warn("mypyc is not installed")
         return []
     paths = [_source_path(module) for module in _compiled_modules()]
-    # One group: the modules share one C library (streamguard/_core__mypyc), so calls
-    # between them are native calls.
-    return mypycify(paths, opt_level="3", group_name="streamguard._core")
+    try:
+        # One group: the modules share one C library (streamguard/_core__mypyc), so calls
+        # between them are native calls. mypyc type-checks first and exits on an error
+        # (SystemExit), e.g. when a dependency it must read is missing from the build
+        # environment: that, too, is "cannot compile here".
+        return mypycify(paths, opt_level="3", group_name="streamguard._core")
+    except (Exception, SystemExit) as error:
+        _warn(f"mypyc could not compile the core ({type(error).__name__}: {error})")
+        return []
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": _OptionalBuildExt})

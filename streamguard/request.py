@@ -226,15 +226,15 @@ def add_http_facts(
     as ASGI and httpx hold them) carry a ``Last-Event-ID``. Without body facts, facts of the
     head alone (``body_read`` False); None when the head says nothing either."""
     resuming = any(name.lower() == b"last-event-id" for name, _ in headers)
-    if method not in _HTTP_METHODS and not resuming:
-        return facts
+    known = method in _HTTP_METHODS
     if facts is None:
+        if not known and not resuming:
+            return None
         facts = RequestFacts({})
         facts._body_read = False
-    if method in _HTTP_METHODS:
-        facts._http_method = method
-    if resuming:
-        facts._last_event_id = True
+    # The head says both, absent included: a body's keys never stand in for them.
+    facts._http_method = method if known else _ABSENT
+    facts._last_event_id = True if resuming else _ABSENT
     return facts
 
 
@@ -262,7 +262,15 @@ def request_facts(
     if type(request) is list and any(
         type(message) is dict and message.get("jsonrpc") == "2.0" for message in request
     ):
-        return RequestFacts(request), None  # a JSON-RPC batch (MCP 2025-03-26)
+        return _body_facts(request), None  # a JSON-RPC batch (MCP 2025-03-26)
     if not isinstance(request, dict):
         return None, "request body is not a JSON object: request checks skipped"
-    return RequestFacts(request), None
+    return _body_facts(request), None
+
+
+def _body_facts(request: dict[str, Any] | list[Any]) -> RequestFacts:
+    """The facts of a body a client sent: the head's facts (``http_method``,
+    ``last_event_id``) come from the head alone, never from keys the client put in it."""
+    facts = RequestFacts(request)
+    facts._http_method = facts._last_event_id = _ABSENT
+    return facts

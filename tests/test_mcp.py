@@ -543,3 +543,14 @@ def test_a_huge_batch_costs_what_a_small_one_does() -> None:
     assert report.rules() == ["invalid_jsonrpc"]
     assert f"(and {MAX_BATCH_ITEMS - 1} more in this batch)" in report.findings[0].message
     assert peak < 16 * 1024 * 1024, peak  # the parsed list itself is about 4 MB
+
+
+def test_a_body_cannot_claim_the_heads_facts() -> None:
+    """``http_method`` and ``last_event_id`` keys in a client's body are not head facts."""
+    sent = json.dumps({**request(), "http_method": "GET", "last_event_id": True}).encode()
+    facts, _ = request_facts(sent, 1024)
+    assert facts is not None
+    assert dict(facts) == {"jsonrpc_ids": (7,)}
+    head = add_http_facts(facts, "HEAD", [])  # a method outside the list: none is known
+    assert head is not None
+    assert dict(head) == {"jsonrpc_ids": (7,)}
