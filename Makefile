@@ -16,12 +16,15 @@ $(STAMP): pyproject.toml constraints.txt
 # its sources, when a C compiler is here. The stamp says which build resulted: "compiled",
 # or "pure" when compiling was not possible (setup.py warns why). Old extension modules
 # go first, so a failed build can never leave a stale one to be imported.
-CORE_SOURCES := $(wildcard streamguard/*.py streamguard/protocols/*.py)
+# A shell's STREAMGUARD_PURE_PYTHON=1 must not decide the build: `env -u` drops it. A
+# "pure" stamp is not retried until a source changes: `rm .venv/.compiled` after
+# installing a compiler.
+PACKAGE_SOURCES := $(shell find streamguard -name '*.py')
 COMPILED_STAMP := $(VENV)/.compiled
-$(COMPILED_STAMP): $(STAMP) setup.py $(CORE_SOURCES)
+$(COMPILED_STAMP): $(STAMP) setup.py $(PACKAGE_SOURCES)
 	find streamguard -name '*.so' -delete
-	$(BIN)/python setup.py --quiet build_ext --inplace
-	$(BIN)/python -c "import streamguard; print('compiled' if streamguard.compiled else 'pure')" > $(COMPILED_STAMP)
+	env -u STREAMGUARD_PURE_PYTHON $(BIN)/python setup.py --quiet build_ext --inplace
+	env -u STREAMGUARD_PURE_PYTHON $(BIN)/python -c "import streamguard; print('compiled' if streamguard.compiled else 'pure')" > $(COMPILED_STAMP)
 	@echo "streamguard core: $$(cat $(COMPILED_STAMP)) build"
 
 compiled: $(COMPILED_STAMP)
@@ -47,11 +50,11 @@ $(NODE_STAMP): tests/node/package-lock.json
 test: lint docs $(NODE_STAMP) $(COMPILED_STAMP)
 	@if [ "$$(cat $(COMPILED_STAMP))" = compiled ]; then \
 	  echo "== the compiled core"; \
-	  STREAMGUARD_EXPECT_BUILD=compiled $(BIN)/pytest || exit 1; \
+	  env -u STREAMGUARD_PURE_PYTHON STREAMGUARD_EXPECT_BUILD=compiled $(BIN)/pytest || exit 1; \
 	elif [ -n "$$STREAMGUARD_REQUIRE_COMPILED" ]; then \
 	  echo "the compiled core did not build (see setup.py's warning above)" >&2; exit 1; \
 	else \
-	  echo "== no compiled core here (no C compiler?): testing the pure-Python build only"; \
+	  echo "== no compiled core here (no C compiler? see setup.py's warning; rm $(COMPILED_STAMP) to retry): testing the pure-Python build only"; \
 	fi
 	@echo "== the pure-Python core"
 	STREAMGUARD_PURE_PYTHON=1 STREAMGUARD_EXPECT_BUILD=pure $(BIN)/pytest
@@ -63,13 +66,14 @@ demo: $(COMPILED_STAMP)
 # of every budget for both (benchmarks/budgets.py; docs/performance.md keeps a copy).
 BENCHMARKS := parse json_step check_openai check_anthropic timers memory e2e transport
 bench: $(COMPILED_STAMP)
+	rm -f benchmarks/results/*.json  # budgets.py must never read an earlier run's figures
 	@for build in compiled pure; do \
 	  if [ $$build = compiled ] && [ "$$(cat $(COMPILED_STAMP))" != compiled ]; then \
 	    echo "== no compiled core here: benchmarking the pure-Python build only"; continue; \
 	  fi; \
 	  for name in $(BENCHMARKS); do \
 	    echo "== $$name ($$build build)"; \
-	    if [ $$build = pure ]; then export STREAMGUARD_PURE_PYTHON=1; fi; \
+	    if [ $$build = pure ]; then export STREAMGUARD_PURE_PYTHON=1; else unset STREAMGUARD_PURE_PYTHON; fi; \
 	    $(BIN)/python -m benchmarks.$$name || exit 1; \
 	  done; \
 	done

@@ -167,7 +167,7 @@ def main() -> int:
     scale = {
         "streams": streams,
         "events_per_stream": 100,
-        "chunks_per_s": streams * 10,
+        "target_chunks_per_s": streams * 10,
         "server_cpu_s_none": none_cpu,
         "server_cpu_s_streamguard": guarded_cpu,
         "streamguard_share_of_cpu": (guarded_cpu - none_cpu) / guarded_cpu,

@@ -131,7 +131,7 @@ def main() -> int:
     worst_httpx = max(float(str(row["vs_httpx_sse"])) for row in rows)
     print(
         f"\nworst: {worst_floor:.2f}x the floor (budget 2.0x), {worst_httpx:.2f}x httpx-sse "
-        f"(budget 0.4x); results in {path}"
+        f"(for comparison); results in {path}"
     )
     return 0
 

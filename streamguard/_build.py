@@ -88,7 +88,7 @@ class _SourceFinder(MetaPathFinder):
             return None
         for entry in path if path is not None else sys.path:
             spec = FileFinder(entry, (SourceFileLoader, SOURCE_SUFFIXES)).find_spec(fullname)
-            if spec is not None:
+            if spec is not None and spec.loader is not None:  # not a bare directory
                 return spec
         return None
 

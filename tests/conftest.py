@@ -14,7 +14,6 @@ from hypothesis import settings
 from structlog.testing import LogCapture
 
 import streamguard
-from streamguard import _build
 from streamguard.protocols import CHECKERS
 
 from .toy_protocol import DoneChecker
@@ -68,21 +67,22 @@ def _build_name() -> str:
     return "compiled" if streamguard.compiled else "pure"
 
 
-def _stale_compiled_modules() -> list[str]:
-    """Core modules whose source changed after their extension module was built.
+def _sources_newer_than_the_compiled_core() -> list[str]:
+    """Sources changed after the compiled core was built (the Makefile rebuilds on these).
 
-    The paths come from the module names, not from ``__file__``: mypyc sets a wrong one
-    (one package level too deep) on a module first imported by another compiled module.
+    Any module of the package counts, not only the compiled ones: compiled code reads
+    interpreted modules too (``protocols/_shapes.py``, the registry). Paths come from the
+    files, not from ``__file__``: mypyc sets a wrong one (one package level too deep) on a
+    module first imported by another compiled module.
     """
-    stale = []
     root = Path(__file__).resolve().parent.parent
-    for name in _build.COMPILED_MODULES:
-        source = root.joinpath(*name.split(".")).with_suffix(".py")
-        for suffix in EXTENSION_SUFFIXES:
-            built = source.with_name(source.stem + suffix)
-            if built.exists() and source.stat().st_mtime > built.stat().st_mtime:
-                stale.append(name)
-    return stale
+    package = root / "streamguard"
+    built = [path for path in package.rglob("*") if path.name.endswith(tuple(EXTENSION_SUFFIXES))]
+    if not built:
+        return []
+    oldest = min(path.stat().st_mtime for path in built)
+    sources = [*package.rglob("*.py"), root / "setup.py"]
+    return sorted(str(p.relative_to(root)) for p in sources if p.stat().st_mtime > oldest)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -97,10 +97,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"STREAMGUARD_EXPECT_BUILD={expected}, but the {_build_name()} core was loaded"
         )
-    if streamguard.compiled and (stale := _stale_compiled_modules()):
+    if streamguard.compiled and (changed := _sources_newer_than_the_compiled_core()):
         raise pytest.UsageError(
-            f"the compiled core is older than its source ({', '.join(stale)}): run "
-            "`make compiled`, or set STREAMGUARD_PURE_PYTHON=1 to test the sources"
+            f"the compiled core is older than {', '.join(changed[:5])}: run `make compiled`, "
+            "or set STREAMGUARD_PURE_PYTHON=1 to test the sources"
         )
     # First of the configured processors (the list object is shared with bound loggers and
     # kept by capture_logs), and inside LogCapture, which capture_logs puts in their place.

@@ -324,6 +324,8 @@ def break_monitors(monkeypatch: Any, module: Any, method: str, fault: Callable[.
             self.real = real(*args, **kwargs)
 
         def __getattr__(self, name: str) -> Any:
+            if name == "real":  # read before it was set (a fault in __init__): no recursion
+                raise AttributeError(name)
             if name == method:
                 return lambda *args, **kwargs: fault(self, *args, **kwargs)
             return getattr(self.real, name)

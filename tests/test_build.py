@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
-from importlib.machinery import ExtensionFileLoader, SourceFileLoader
+from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, SourceFileLoader
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,18 @@ def test_the_compiled_modules_are_real_and_leave_out_what_mypyc_cannot_build() -
     assert "streamguard.protocols" not in _build.COMPILED_MODULES
 
 
+def test_the_only_extension_modules_are_the_listed_core() -> None:
+    """No stray extension module sits in the package: the switch covers every one there is."""
+    suffixes = tuple(EXTENSION_SUFFIXES)
+    found = {
+        ".".join((*path.relative_to(ROOT).parts[:-1], path.name.split(".", 1)[0]))
+        for path in (ROOT / "streamguard").rglob("*")
+        if path.name.endswith(suffixes)
+    }
+    if found:
+        assert found == {*_build.COMPILED_MODULES, "streamguard._core__mypyc"}
+
+
 def test_unknown_attributes_of_the_build_module_are_attribute_errors() -> None:
     """``compiled`` is computed on first use; any other missing name is an AttributeError."""
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
@@ -97,23 +110,24 @@ def test_unknown_attributes_of_the_build_module_are_attribute_errors() -> None:
 @pytest.mark.slow
 def test_setup_falls_back_to_pure_python_without_a_c_compiler(tmp_path: Path) -> None:
     """With no working C compiler the build warns and leaves no extension module behind."""
+    source = tmp_path / "source"  # a copy: mypyc writes its C files where it runs
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "node_modules", "site", ".*_cache", "*.so", "*.pyd"
+        ),
+    )
     env = {key: value for key, value in os.environ.items() if key != _build.PURE_PYTHON_ENV}
     result = subprocess.run(
-        [
-            sys.executable,
-            "setup.py",
-            "build_ext",
-            "--build-lib",
-            str(tmp_path / "lib"),
-            "--build-temp",
-            str(tmp_path / "temp"),
-        ],
+        [sys.executable, "setup.py", "build_ext", "--build-lib", str(tmp_path / "lib")],
         env={**env, "CC": "/nonexistent/cc", "LDSHARED": "/nonexistent/cc -shared"},
-        cwd=ROOT,
+        cwd=source,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "compiling the core failed" in result.stderr
     assert "installing the pure-Python build" in result.stderr
     assert not list(tmp_path.rglob("*.so"))
