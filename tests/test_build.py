@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
+import zipfile
 from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, SourceFileLoader
 from pathlib import Path
 
@@ -131,3 +133,36 @@ def test_setup_falls_back_to_pure_python_without_a_c_compiler(tmp_path: Path) ->
     assert "compiling the core failed" in result.stderr
     assert "installing the pure-Python build" in result.stderr
     assert not list(tmp_path.rglob("*.so"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_build.wants_sources(), reason="a build test: the suite's compiled run has it")
+@pytest.mark.skipif(
+    shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0]) is None,
+    reason="no C compiler here: the fallback test covers this machine",
+)
+def test_an_isolated_build_compiles_the_core(tmp_path: Path) -> None:
+    """``pip wheel`` in build isolation (only the build requirements) yields the compiled core."""
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "node_modules", "site", ".*_cache", "*.so", "*.pyd"
+        ),
+    )
+    env = {key: value for key, value in os.environ.items() if key != _build.PURE_PYTHON_ENV}
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), "."],
+        env=env,
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    [wheel] = tmp_path.glob("streamguard-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert any(name.startswith("streamguard/_core__mypyc.") for name in names), names
+    assert any(name.startswith("streamguard/sse.") and name.endswith(".so") for name in names)
