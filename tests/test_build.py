@@ -44,6 +44,19 @@ def _probe(**environ: str) -> tuple[str, dict[str, str]]:
     return first, dict(line.split() for line in rest)
 
 
+def _copy_of_the_checkout(tmp_path: Path) -> Path:
+    """The sources of this checkout under ``tmp_path``, without any build or cache."""
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "node_modules", "site", ".*_cache", "*.so", "*.pyd"
+        ),
+    )
+    return source
+
+
 def _has_compiled_build() -> bool:
     return any((ROOT / "streamguard").rglob("*.so")) or any((ROOT / "streamguard").rglob("*.pyd"))
 
@@ -112,14 +125,7 @@ def test_unknown_attributes_of_the_build_module_are_attribute_errors() -> None:
 @pytest.mark.slow
 def test_setup_falls_back_to_pure_python_without_a_c_compiler(tmp_path: Path) -> None:
     """With no working C compiler the build warns and leaves no extension module behind."""
-    source = tmp_path / "source"  # a copy: mypyc writes its C files where it runs
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv", "build", "node_modules", "site", ".*_cache", "*.so", "*.pyd"
-        ),
-    )
+    source = _copy_of_the_checkout(tmp_path)  # mypyc writes its C files where it runs
     env = {key: value for key, value in os.environ.items() if key != _build.PURE_PYTHON_ENV}
     result = subprocess.run(
         [sys.executable, "setup.py", "build_ext", "--build-lib", str(tmp_path / "lib")],
@@ -143,14 +149,7 @@ def test_setup_falls_back_to_pure_python_without_a_c_compiler(tmp_path: Path) ->
 )
 def test_an_isolated_build_compiles_the_core(tmp_path: Path) -> None:
     """``pip wheel`` in build isolation (only the build requirements) yields the compiled core."""
-    source = tmp_path / "source"
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv", "build", "node_modules", "site", ".*_cache", "*.so", "*.pyd"
-        ),
-    )
+    source = _copy_of_the_checkout(tmp_path)
     env = {key: value for key, value in os.environ.items() if key != _build.PURE_PYTHON_ENV}
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), "."],
