@@ -2,9 +2,11 @@
 
 Everything else about the package is declared in ``pyproject.toml``; this file only adds
 the extension modules. The build falls back to pure Python, with a warning, when
-``STREAMGUARD_PURE_PYTHON=1`` is set, when mypyc is missing, or when compiling fails (no
-C compiler, no Python headers): the ``.py`` sources are always installed, so the package
-works either way. ``streamguard._build`` lists the compiled modules.
+``STREAMGUARD_PURE_PYTHON=1`` is set, when mypyc is missing or cannot translate the core
+(it type-checks first: a dependency missing from the build environment stops it), or when
+compiling fails (no C compiler, no Python headers): the ``.py`` sources are always
+installed, so the package works either way. ``streamguard._build`` lists the compiled
+modules.
 """
 
 from __future__ import annotations
