@@ -55,6 +55,11 @@ RESPONSES = {
 }
 
 
+#: The middlewares of the module's server, so each test can start once the last one's
+#: streams have all reported.
+_GUARDS: list[StreamGuardMiddleware] = []
+
+
 def _app(reports: list[StreamReport]) -> ASGIApp:
     """One middleware per protocol, chosen by path, as a gateway would configure it."""
     chat = Starlette(
@@ -73,6 +78,7 @@ def _app(reports: list[StreamReport]) -> ASGIApp:
     guarded_responses = StreamGuardMiddleware(
         responses, protocol="openai_responses", on_report=reports.append
     )
+    _GUARDS[:] = [guarded_chat, guarded_responses]
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         chat_path = scope.get("path", "").endswith("/chat/completions")
@@ -92,6 +98,13 @@ def server() -> Iterator[tuple[str, list[StreamReport]]]:
     reports: list[StreamReport] = []
     with serve(_app(reports)) as url:
         yield url, reports
+
+
+@pytest.fixture(autouse=True)
+def _previous_streams_reported(server: tuple[str, list[StreamReport]]) -> None:
+    """The SDK returns once it read the terminal; the server's report of that stream may
+    land a moment later, so a test counts reports only once no stream is open."""
+    wait_until(lambda: all(guard.in_flight == 0 for guard in _GUARDS), 5)
 
 
 def _last_report(reports: list[StreamReport], before: int) -> StreamReport:
