@@ -1,14 +1,16 @@
 """The documentation site: generated pages are up to date, hand-written ones match the code.
 
-Two pages are generated and committed:
+Three pages are generated and committed:
 
 * ``docs/rules.md`` from ``streamguard rules --format markdown`` (``streamguard/rules.py``
   and the ``streamguard/rule_docs/`` package);
 * ``docs/configuration.md`` from the pydantic models in ``streamguard/config.py``, by
   ``configuration_markdown`` below (field descriptions are the ``#:`` comments above each
-  field in the source, or ``_EXTRA_DESCRIPTIONS`` here for fields without one).
+  field in the source, or ``_EXTRA_DESCRIPTIONS`` here for fields without one);
+* ``docs/lifecycles.md`` from each checker's ``LIFECYCLE`` table, by ``lifecycles_markdown``
+  below (the protocol modules' theory of operation points there instead of copying it).
 
-Regenerate both with ``.venv/bin/python -m tests.test_docs``. The CLI reference is written
+Regenerate them with ``.venv/bin/python -m tests.test_docs``. The CLI reference is written
 by hand; a test checks it names every subcommand and option the parser has.
 """
 
@@ -37,6 +39,7 @@ from streamguard.cli import (
     rules_markdown,
 )
 from streamguard.config import LogConfig, RouteConfig, StreamGuardConfig, TimerConfig
+from streamguard.protocols import CHECKERS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -232,9 +235,44 @@ def _prose(text: str) -> str:
     return " ".join(text.split())
 
 
+_LIFECYCLES_INTRO = """\
+# Protocol lifecycles
+
+<!-- Generated from the checkers' LIFECYCLE tables by `python -m tests.test_docs`; do not edit. -->
+
+Each protocol's lifecycle is a table in its module (`LIFECYCLE`, see
+[the protocol engine](architecture.md#the-protocol-engine)). This page prints every table
+as `Lifecycle.describe()` does, generated from the code, so it cannot drift from what the
+checkers do.
+
+How to read a table: each phase is a line, `name [tags]: what it means`; `initial` is where
+a stream starts, `terminal seen` and `error seen` phases record the terminal signal and the
+in-band error, and in a `sealed` phase events are no longer parsed. Under it, one row per
+kind of event: `-> phase` is a clean transition, `stays` changes nothing, and a rule name
+is the lifecycle rule the event breaks, then the phase it leaves the stream in ("payload
+not checked": its payload rules are skipped). `end` is the body's end, and `any other`
+every kind the phase does not list. Every protocol tells apart `terminal` (its terminal
+signal), `error` (an in-band error) and `other`; the kinds of its own are listed above its
+table.
+"""
+
+
+def lifecycles_markdown() -> str:
+    """The lifecycle page, generated from every checker's table."""
+    out = [_LIFECYCLES_INTRO]
+    for protocol, checker in CHECKERS.items():
+        lifecycle = checker.LIFECYCLE
+        out += [f"## `{protocol}`", ""]
+        if lifecycle.kinds:
+            out += [f"- `{kind}`: {what}" for kind, what in lifecycle.kinds.items()] + [""]
+        out += ["```", lifecycle.describe(), "```", ""]
+    return "\n".join(out)
+
+
 GENERATED: dict[str, Callable[[], str]] = {
     "rules.md": rules_markdown,
     "configuration.md": configuration_markdown,
+    "lifecycles.md": lifecycles_markdown,
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any, Literal, NotRequired
 
@@ -104,11 +103,19 @@ def test_once_per_stream_rules_are_reported_once() -> None:
 
 
 @pytest.mark.parametrize("protocol", sorted(CHECKERS))
-def test_the_docstring_shows_the_lifecycle_table(protocol: str) -> None:
-    """Each protocol's theory of operation carries its table, so the two cannot drift."""
-    checker = CHECKERS[protocol]
-    doc = source_docstring(sys.modules[checker.__module__])
-    assert textwrap.indent(checker.LIFECYCLE.describe(), "    ") in doc
+def test_the_lifecycles_page_shows_the_table(protocol: str) -> None:
+    """docs/lifecycles.md prints each table as describe() does, so the two cannot drift."""
+    page = Path(__file__).parent.parent.joinpath("docs", "lifecycles.md").read_text()
+    section = page.split(f"## `{protocol}`\n", 1)[1].split("\n## ", 1)[0]
+    assert f"```\n{CHECKERS[protocol].LIFECYCLE.describe()}\n```" in section
+
+
+@pytest.mark.parametrize("protocol", sorted(set(CHECKERS) - {"sse"}))
+def test_the_theory_of_operation_points_at_the_table(protocol: str) -> None:
+    """A protocol module's docstring names its LIFECYCLE and the page that prints it."""
+    doc = source_docstring(sys.modules[CHECKERS[protocol].__module__])
+    assert "``LIFECYCLE``" in doc
+    assert "``docs/lifecycles.md``" in doc
 
 
 @pytest.mark.parametrize("protocol", sorted(CHECKERS))

@@ -20,8 +20,9 @@ in-band error) and ``OTHER`` (any other event); protocols add their own (``start
 classified by ``Checker.sealed_kind`` alone, without parsing, and only lifecycle rules
 apply to them.
 
-Each protocol's module docstring carries ``describe()`` of its table, and a test keeps
-the two identical, so the prose cannot drift from the machine.
+``docs/lifecycles.md`` prints every protocol's table with ``describe()``; the page is
+generated from the tables, and a test fails when it is out of date, so the prose cannot
+drift from the machine.
 """
 
 from __future__ import annotations

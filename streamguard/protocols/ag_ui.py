@@ -62,36 +62,8 @@ CR LF. The first pair of such events with a gap of 2 or 4 decides; other gaps (a
 gap of 2, like LF), a stream of one event (the client reads that one too), and LF framing
 with two stray blank lines after the first event (a gap of 4, reported as CR LF).
 
-Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
-
-    idle [initial]: no run has started
-        start          -> running
-        terminal       missing_run_started, then finished
-        error          -> errored
-        other          missing_run_started, then unannounced
-        end            missing_terminal, then idle
-    unannounced: events came before RUN_STARTED (reported once); the rest is checked
-        start          -> running
-        terminal       -> finished
-        error          -> errored
-        other          stays
-        end            missing_terminal, then unannounced
-    running: a run is active
-        start          duplicate_run_started, then running
-        terminal       -> finished
-        error          -> errored
-        other          stays
-        end            missing_terminal, then running
-    finished [terminal seen]: RUN_FINISHED arrived; only a new RUN_STARTED (or RUN_ERROR) follows
-        start          -> running
-        terminal       duplicate_terminal, then finished (payload not checked)
-        error          -> errored
-        other          event_after_terminal, then finished (payload not checked)
-        end            stays
-    errored [error seen]: RUN_ERROR arrived; only a new RUN_STARTED follows
-        start          -> running
-        end            stays
-        any other      event_after_terminal, then errored (payload not checked)
+The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
+from the table, so the page cannot drift from the machine).
 
 Bounded state: at most ``MAX_OPEN_IDS`` open ids of each kind and ``MAX_LANES`` subagent
 lanes are tracked (ids longer than 64 characters by a digest); past that, the checks that

@@ -45,38 +45,8 @@ point), ``message-metadata``, ``source-*``, ``file``, ``custom``, ``steering-mes
 repeated ``tool-output-available`` (preliminary outputs), unknown extra keys on a known
 chunk (the schema is loose since ``ai`` 7.0.x).
 
-Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
-
-    streaming [initial]: chunks arrive
-        finish         -> finished
-        abort          -> aborted
-        terminal       -> done
-        error          -> errored
-        other          stays
-        end            missing_terminal, then streaming
-    finished: the finish chunk arrived; only [DONE] follows
-        terminal       -> done
-        error          -> errored
-        end            missing_terminal, then finished
-        any other      chunk_after_finish, then after_finish
-    after_finish: chunks followed finish (reported once)
-        terminal       -> done
-        error          -> errored
-        end            missing_terminal, then after_finish
-        any other      stays
-    aborted: an abort chunk arrived; open parts stay open
-        terminal       -> done
-        error          -> errored
-        end            missing_terminal, then aborted
-        any other      stays
-    errored [error seen]: an error chunk arrived; finish-step, finish and [DONE] may follow
-        terminal       -> done
-        end            stays
-        any other      stays
-    done [terminal seen, sealed]: [DONE] arrived
-        terminal       duplicate_terminal, then done (payload not checked)
-        end            stays
-        any other      event_after_terminal, then done (payload not checked)
+The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
+from the table, so the page cannot drift from the machine).
 
 Bounded state: at most ``MAX_OPEN_IDS`` ids per kind of part are tracked (an id longer
 than 64 characters by a digest); past that, checks that need the missing ones are

@@ -17,41 +17,7 @@ Each event's JSON ``type`` names its kind in the lifecycle and the handler that 
 payload (``_HANDLERS``): ``start`` is the first ``message_start`` and ``second_start`` any
 later one, ``block`` a ``content_block_*`` event, ``delta`` ``message_delta``, ``terminal``
 ``message_stop``, ``error`` an ``error``, ``other`` a ping or an undocumented type. The
-lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
-
-    awaiting_start [initial]: no message_start yet
-        start          -> in_blocks
-        delta          missing_message_start, then delta_sent
-        terminal       missing_message_start, then ended
-        error          -> errored
-        other          stays
-        end            missing_terminal, then awaiting_start
-        any other      missing_message_start, then in_blocks
-    in_blocks: message_start came (or was reported missing): content blocks open and close
-        start          stays
-        second_start   duplicate_message_start, then in_blocks (payload not checked)
-        block          stays
-        delta          -> delta_sent
-        terminal       -> ended
-        error          -> errored
-        other          stays
-        end            missing_terminal, then in_blocks
-    delta_sent: message_delta came: only message_delta and message_stop belong
-        start          stays
-        second_start   duplicate_message_start, then delta_sent (payload not checked)
-        block          stays
-        delta          stays
-        terminal       -> ended
-        error          -> errored
-        other          stays
-        end            missing_terminal, then delta_sent
-    ended [terminal seen, sealed]: message_stop arrived
-        terminal       duplicate_terminal, then ended (payload not checked)
-        end            stays
-        any other      event_after_terminal, then ended (payload not checked)
-    errored [error seen, sealed]: an in-band error arrived
-        end            stays
-        any other      event_after_terminal, then errored (payload not checked)
+lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated from it).
 
 A missing ``message_start`` is reported once, at the first event that needed it, and the
 stream is then checked as if it had come: a ``message_start`` after that is the first, not

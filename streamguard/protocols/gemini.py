@@ -14,28 +14,8 @@ prompt (``promptFeedback.blockReason``) is the ``terminal`` at once, an error ch
 ``generating`` is a truncated response: ``missing_finish_reason`` (rather than the generic
 ``missing_terminal``), outcome ``unclosed``.
 
-Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
-
-    generating [initial]: chunks arrive; a candidate lacks its finishReason, or none was seen
-        all_finished   -> finished
-        terminal       -> blocked
-        error          -> errored
-        other          stays
-        end            missing_finish_reason, then generating
-    finished: every candidate seen has a finishReason (a later chunk may reopen one)
-        all_finished   stays
-        terminal       -> blocked
-        error          -> errored
-        other          -> generating
-        end            -> completed
-    completed [terminal seen]: the body ended with every candidate finished
-        any other      stays
-    blocked [terminal seen, sealed]: the prompt was blocked (promptFeedback.blockReason)
-        end            stays
-        any other      event_after_terminal, then blocked (payload not checked)
-    errored [error seen, sealed]: an error chunk arrived
-        end            stays
-        any other      event_after_terminal, then errored (payload not checked)
+The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
+from the table, so the page cannot drift from the machine).
 
 Whether the stream finished is judged only at the end, because legacy (2024) streams
 repeat ``finishReason: "STOP"`` on every chunk and some OpenAI→Gemini translators send an

@@ -50,37 +50,8 @@ that carries responses), string or integer ids, an error response as the answer,
 that ends before the answers after an event carried an id (2025-11-25 lets the server close
 the connection and the client resume with ``Last-Event-ID``).
 
-Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
-
-    waiting [initial]: responses to the POST's requests are owed
-        cursor         -> resumable
-        repeat         duplicate_response, then waiting
-        terminal       -> answered
-        error          -> failed
-        end            missing_terminal, then waiting
-        any other      stays
-    resumable: responses are owed; an event id lets the client resume if the body ends
-        repeat         duplicate_response, then resumable
-        terminal       -> answered
-        error          -> failed
-        end            -> closed
-        any other      stays
-    answered [terminal seen]: the last owed request was answered; the body ends next
-        repeat         duplicate_terminal, then answered
-        other          event_after_terminal, then answered
-        end            stays
-        any other      stays
-    failed [terminal seen, error seen]: answered with a JSON-RPC error; the body ends next
-        repeat         duplicate_terminal, then failed
-        other          event_after_terminal, then failed
-        end            stays
-        any other      stays
-    open: nothing is owed (a GET, a resumption, unknown requests); set by the request
-        repeat         duplicate_response, then open
-        end            -> closed
-        any other      stays
-    closed [terminal seen]: the body ended a stream that owed nothing
-        any other      stays
+The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
+from the table, so the page cannot drift from the machine).
 
 Bounded state: at most ``MAX_REQUEST_IDS`` owed ids (from the request's facts), as many
 answered ids and ``MAX_EVENT_IDS`` event ids are kept, long ones by a digest; past those

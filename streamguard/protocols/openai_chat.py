@@ -10,31 +10,9 @@ pass by pydantic-core against ``_shapes.ChatChunk`` (a strict TypedDict that dec
 the fields a rule reads; unknown keys are ignored, so providers' additions never matter).
 
 Each event is of one kind (``[DONE]`` is the terminal, a chunk with a truthy top-level
-``error`` the error) and takes the step of ``LIFECYCLE``, the engine's table (a test keeps
-this copy identical), then its kind's payload handler (``_HANDLERS``)::
-
-    streaming [initial]: chunks arrive
-        usage          -> usage_sent
-        unreadable     stays
-        terminal       -> ended
-        error          -> errored
-        other          stays
-        end            missing_terminal, then streaming
-    usage_sent: the usage chunk arrived: only [DONE] may follow
-        usage          stays
-        unreadable     stays
-        terminal       -> ended
-        error          -> errored
-        other          usage_not_last, then streaming
-        end            missing_terminal, then usage_sent
-    errored [error seen, sealed]: an in-band error payload arrived: only [DONE] may follow
-        terminal       -> ended
-        end            stays
-        any other      event_after_terminal, then errored (payload not checked)
-    ended [terminal seen, sealed]: [DONE] arrived
-        terminal       duplicate_terminal, then ended (payload not checked)
-        end            stays
-        any other      event_after_terminal, then ended (payload not checked)
+``error`` the error, a usage chunk ``usage``) and takes its step in ``LIFECYCLE``, the
+engine's table (printed in ``docs/lifecycles.md``), then its kind's payload handler
+(``_HANDLERS``). A usage chunk allows only ``[DONE]`` after it, and an in-band error too.
 
 After the usage chunk, the first other chunk is ``usage_not_last`` once, and the stream is
 checked as before; a second usage chunk is ``usage_repeated``, a payload rule.

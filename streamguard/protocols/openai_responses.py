@@ -11,56 +11,10 @@ stream is a response lifecycle wrapped around output items, each wrapping conten
     BODY     := output_item.added[k] ITEMBODY output_item.done[k] | keepalive | response.*
     TERMINAL := completed | incomplete | failed | error failed? | error
 
-The lifecycle is ``LIFECYCLE``, the engine's table (a test keeps this copy identical). Its
-kinds are ``created`` (``response.created``), ``terminal`` (``response.completed`` and
+The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md``. Its kinds
+are ``created`` (``response.created``), ``terminal`` (``response.completed`` and
 ``response.incomplete``), ``failed`` (``response.failed``: the terminal and an in-band
-error), ``error`` (the ``error`` event) and ``[DONE]`` (a gateway's ``data: [DONE]``)::
-
-    awaiting_created [initial]: no event yet (a resumed stream starts in uncreated)
-        created        -> streaming
-        failed         missing_response_created, then ended_failed
-        [DONE]         stays
-        terminal       missing_response_created, then ended
-        error          missing_response_created, then errored
-        other          missing_response_created, then uncreated
-        end            missing_terminal, then awaiting_created
-    uncreated: events arrive before any response.created
-        created        -> streaming
-        failed         -> ended_failed
-        terminal       -> ended
-        error          -> errored
-        end            missing_terminal, then uncreated
-        any other      stays
-    streaming: response.created arrived; events arrive
-        created        duplicate_response_created, then streaming
-        failed         -> ended_failed
-        terminal       -> ended
-        error          -> errored
-        end            missing_terminal, then streaming
-        any other      stays
-    errored [error seen]: an error event arrived: only response.failed (or [DONE]) may follow
-        failed         -> ended_failed
-        [DONE]         -> closed
-        end            stays
-        any other      event_after_terminal, then errored (payload not checked)
-    ended [terminal seen, sealed]: response.completed or response.incomplete arrived
-        failed         duplicate_terminal, then ended (payload not checked)
-        [DONE]         -> closed
-        terminal       duplicate_terminal, then ended (payload not checked)
-        end            stays
-        any other      event_after_terminal, then ended (payload not checked)
-    ended_failed [terminal seen, error seen, sealed]: response.failed arrived
-        failed         duplicate_terminal, then ended_failed (payload not checked)
-        [DONE]         -> closed
-        terminal       duplicate_terminal, then ended_failed (payload not checked)
-        end            stays
-        any other      event_after_terminal, then ended_failed (payload not checked)
-    closed [terminal seen, sealed]: a gateway's [DONE] followed the terminal or the error event
-        failed         duplicate_terminal, then closed (payload not checked)
-        [DONE]         duplicate_terminal, then closed (payload not checked)
-        terminal       duplicate_terminal, then closed (payload not checked)
-        end            stays
-        any other      event_after_terminal, then closed (payload not checked)
+error), ``error`` (the ``error`` event) and ``[DONE]`` (a gateway's ``data: [DONE]``).
 
 Each payload then goes to the handler of its type (``_HANDLERS``); an event inside an
 item goes through ``_on_item_event``, which finds the open item it names and hands it to

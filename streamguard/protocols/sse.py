@@ -6,11 +6,6 @@ event's data must parse as JSON, any JSON value, and data that does not (a Pytho
 of a dict, ``{'a': 1}``, is the classic, from ``str(payload)`` instead of
 ``json.dumps(payload)``) is ``invalid_json``, once per event. The ``[DONE]`` sentinel is
 allowed, as the one non-JSON end marker LLM-style streams share.
-
-Lifecycle (``LIFECYCLE``, the engine's table; a test keeps this copy identical)::
-
-    streaming [initial]: events arrive; the body's end ends the stream
-        any other      stays
 """
 
 from __future__ import annotations
