@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from hashlib import blake2b
 
-__all__ = ["describe", "number", "token"]
+__all__ = ["describe", "kept_key", "number", "token"]
 
 #: Integers this large are shown by size: a 100,000-digit number must not become a log line
 #: (and ``str()`` of one past 4,300 digits raises).
@@ -49,3 +49,12 @@ def number(value: object) -> str:
     if type(value) is int:
         return f"<int of {value.bit_length()} bits>"
     return token(value, ())
+
+
+def kept_key(value: str, max_chars: int) -> str | bytes:
+    """A wire value (an id) as a checker keeps it to compare later: itself when at most
+    ``max_chars`` long, else a 16-byte digest, so it costs bounded memory and still
+    compares."""
+    if len(value) <= max_chars:
+        return value
+    return blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).digest()

@@ -227,6 +227,11 @@ def test_listing_shows_a_few_entries_then_a_count() -> None:
     assert listing(["a"], 5) == "a and 4 more"
 
 
+def test_listing_without_labels_is_empty() -> None:
+    """Entries past a tracking bound have no label: a listing of none of them says nothing."""
+    assert listing([], 7) == ""
+
+
 class _Inner(TypedDict):
     name: str
     size: NotRequired[int | None]

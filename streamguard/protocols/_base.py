@@ -60,6 +60,7 @@ except ImportError:  # not installed: the decorator only speaks to the compiler 
 
 
 __all__ = [
+    "ANTHROPIC_EVENT_NAMES",
     "KNOWN_EVENT_NAMES",
     "MAX_KEPT_TEXT_CHARS",
     "NO_FINDINGS",
@@ -82,13 +83,10 @@ NO_FINDINGS: Sequence[Finding] = ()
 MAX_KEPT_TEXT_CHARS = 1024 * 1024
 
 
-#: SSE event names the protocols define, shown as they are in messages; any other name came
-#: from the wire and is shown by size and hash only.
-KNOWN_EVENT_NAMES = frozenset(
+#: The SSE event names of Anthropic Messages besides ``ping`` and ``error``: no other
+#: protocol uses them (auto-detection reads them as decisive).
+ANTHROPIC_EVENT_NAMES = frozenset(
     {
-        "message",
-        "error",
-        "ping",
         "message_start",
         "content_block_start",
         "content_block_delta",
@@ -97,6 +95,9 @@ KNOWN_EVENT_NAMES = frozenset(
         "message_stop",
     }
 )
+#: SSE event names the protocols define, shown as they are in messages; any other name came
+#: from the wire and is shown by size and hash only.
+KNOWN_EVENT_NAMES = ANTHROPIC_EVENT_NAMES | {"message", "error", "ping"}
 
 
 def event_name(name: str) -> str:
@@ -422,8 +423,11 @@ class Found:
 
 def listing(labels: Iterable[str], total: int, limit: int = 3) -> str:
     """``0, 1, 2 and 5 more``: the first ``limit`` labels, then how many of ``total`` were
-    not shown (things past a tracking bound have no label, only a count)."""
+    not shown (things past a tracking bound have no label, only a count); empty without
+    labels."""
     shown = list(islice(labels, limit))
+    if not shown:
+        return ""
     rest = total - len(shown)
     return ", ".join(shown) + (f" and {rest} more" if rest > 0 else "")
 

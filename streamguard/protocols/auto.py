@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from streamguard.protocols._base import ANTHROPIC_EVENT_NAMES
 from streamguard.protocols._payload import parse_json
 from streamguard.protocols.ag_ui import is_ag_ui_event, is_ag_ui_path
 from streamguard.protocols.ai_sdk_ui import (
@@ -68,17 +69,6 @@ _PATH_SUFFIXES = (
     ("/v1/messages", "anthropic"),
 )
 _GEMINI_METHOD = ":streamGenerateContent"
-#: SSE event names only Anthropic Messages uses (``ping`` and ``error`` are not decisive).
-_ANTHROPIC_EVENT_NAMES = frozenset(
-    {
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-    }
-)
 _GEMINI_KEYS = ("candidates", "usageMetadata", "promptFeedback", "modelVersion")
 
 
@@ -109,7 +99,7 @@ def protocol_for_path(path: str | None) -> str | None:
 
 def protocol_for_event(event: Event) -> str | None:
     """The protocol one event proves, or ``None`` when it proves nothing."""
-    if event.event in _ANTHROPIC_EVENT_NAMES:
+    if event.event in ANTHROPIC_EVENT_NAMES:
         return "anthropic"
     data = event.data
     if is_endpoint_event(event):

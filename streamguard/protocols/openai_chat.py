@@ -67,16 +67,7 @@ from streamguard.protocols._base import (
     listing,
     terminated_lifecycle,
 )
-from streamguard.protocols._lifecycle import (
-    ANY,
-    END,
-    ERROR,
-    OTHER,
-    STAY,
-    TERMINAL,
-    broken,
-    go,
-)
+from streamguard.protocols._lifecycle import ANY, END, ERROR, OTHER, STAY, TERMINAL, broken, go
 from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
 from streamguard.protocols._shapes import (
     ChatChoice,

@@ -53,14 +53,12 @@ size and hash, numbers through ``_wire.number``, and lists of items are cut shor
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from hashlib import blake2b
-from itertools import islice
 from typing import Any, cast
 
 from pydantic import ValidationError
 
 from streamguard import rules
-from streamguard._wire import describe, number, token
+from streamguard._wire import describe, kept_key, number, token
 from streamguard.protocols._base import (
     Checker,
     Found,
@@ -68,6 +66,7 @@ from streamguard.protocols._base import (
     Slots,
     Transcript,
     json_object,
+    listing,
     terminated_lifecycle,
 )
 from streamguard.protocols._lifecycle import (
@@ -82,11 +81,7 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
-from streamguard.protocols._shapes import (
-    RESPONSES_EVENT,
-    ResponsesEvent,
-    ResponsesResponse,
-)
+from streamguard.protocols._shapes import RESPONSES_EVENT, ResponsesEvent, ResponsesResponse
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -474,7 +469,7 @@ class OpenAIResponsesChecker(Checker):
         if kind != "response.failed" and still_open:
             detail = (
                 f"{_named(kind)}: {still_open} output item(s) were never done"
-                f"{_listing(sorted(self._items.open), still_open)}"
+                f"{_listing(map(number, sorted(self._items.open)), still_open)}"
             )
             found.add(rules.ITEM_NOT_CLOSED, detail)
         self._release()
@@ -539,7 +534,7 @@ class OpenAIResponsesChecker(Checker):
         if still_open and self.first_time(rules.ITEM_OVERLAP):
             detail = (
                 f"{where}: item {number(output_index)} opens while {still_open} other "
-                f"item(s) are still open{_listing(sorted(items.open), still_open)}"
+                f"item(s) are still open{_listing(map(number, sorted(items.open)), still_open)}"
             )
             # Once per stream, without report()'s note: the message is complete as it is.
             found.items.append(self.finding(rules.ITEM_OVERLAP, found.event, found.index, detail))
@@ -813,21 +808,14 @@ def _part_key(content: bool, part: int) -> int:
     return part * 2 + (0 if content else 1)
 
 
-def _listing(labels: Iterable[object], total: int) -> str:
-    """``: 0, 1, 2 and 5 more``: the first few of ``total`` things, then how many others
-    (items past the tracking bound have no label, only a count); empty without labels."""
-    shown = [label if isinstance(label, str) else number(label) for label in islice(labels, _SHOWN)]
-    if not shown:
-        return ""
-    rest = total - len(shown)
-    return ": " + ", ".join(shown) + (f" and {rest} more" if rest > 0 else "")
+def _listing(labels: Iterable[str], total: int) -> str:
+    """``: 0, 1, 2 and 5 more``, or nothing when no entry has a label (past the bound)."""
+    shown = listing(labels, total, _SHOWN)
+    return f": {shown}" if shown else ""
 
 
 def _id_key(value: str) -> str | bytes:
-    """An id as kept for comparisons: itself when short, else a digest of fixed size."""
-    if len(value) <= _MAX_ID_CHARS:
-        return value
-    return blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return kept_key(value, _MAX_ID_CHARS)
 
 
 def _type_of(event: Event) -> str | None:
