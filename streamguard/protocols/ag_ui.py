@@ -98,7 +98,7 @@ from streamguard.protocols._agent import (
     shape_problem,
     shown,
 )
-from streamguard.protocols._base import Checker
+from streamguard.protocols._base import Checker, Found
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -401,37 +401,33 @@ class AGUIChecker(Checker):
     # -- one event ------------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found: list[Finding] = []
+        found = Found(self, event, index)
         if not self._framing_decided:
-            self._check_framing(found, event, index)
-        payload = self.parse_object(event, index, found)
+            self._check_framing(found)
+        payload = self.parse_object(event, index, found.items)
         if payload is None:
-            self._advance(found, OTHER, event, index, "not JSON")
-            return found
+            found.step(OTHER, "not JSON")
+            return found.items
         kind_value = payload.get("type")
         if type(kind_value) is not str or not kind_value:
-            found.append(
-                self.finding(
-                    rules.SCHEMA_MISMATCH,
-                    event,
-                    index,
-                    ": field `type` is missing, empty or not a string; the client ends the "
-                    "run on an event without a type",
-                )
+            found.add(
+                rules.SCHEMA_MISMATCH,
+                ": field `type` is missing, empty or not a string; the client ends the "
+                "run on an event without a type",
             )
-            self._advance(found, OTHER, event, index, "no type")
-            return found
+            found.step(OTHER, "no type")
+            return found.items
         shape = EVENT_SHAPES.get(kind_value)
         if shape is None:
             # The client drops it before verifying: it takes no part in the lifecycle.
-            self._unknown_type(found, kind_value, event, index)
-            return found
+            self._unknown_type(found, kind_value)
+            return found.items
         kind = _KINDS.get(kind_value, OTHER)
         checked = self.checked_after(kind)
         phase = self.phase
-        self._advance(found, kind, event, index, kind_value)
+        found.step(kind, kind_value)
         if not checked:
-            return found
+            return found.items
         if kind == START and phase in (_FINISHED, _ERRORED):
             self._new_run()
         self._close_chunk_streams(payload, kind_value)
@@ -439,47 +435,31 @@ class AGUIChecker(Checker):
         if problem is None:
             problem = self._outcome_problem(payload, kind_value)
         if problem is not None:
-            found.append(
-                self.finding(rules.SCHEMA_MISMATCH, event, index, f" ({kind_value}): {problem}")
-            )
-        self._check_ids(found, payload, kind_value, event, index)
+            found.add(rules.SCHEMA_MISMATCH, f" ({kind_value}): {problem}")
+        self._check_ids(found, payload, kind_value)
         if kind_value == "STATE_SNAPSHOT":
             self._snapshot_seen = True
         elif kind_value == "STATE_DELTA":
             if not self._snapshot_seen:
-                self.report(
-                    found,
+                found.add(
                     rules.STATE_DELTA_BEFORE_SNAPSHOT,
-                    event,
-                    index,
                     " (STATE_DELTA): no STATE_SNAPSHOT came before it; it patches the state "
                     "the client holds",
                 )
-            self._check_patch(found, payload.get("delta"), kind_value, event, index)
+            self._check_patch(found, payload.get("delta"), kind_value)
         elif kind_value == "ACTIVITY_DELTA":
-            self._check_patch(found, payload.get("patch"), kind_value, event, index)
-        return found
+            self._check_patch(found, payload.get("patch"), kind_value)
+        return found.items
 
-    def _advance(
-        self, found: list[Finding], kind: str, event: Event, index: int, name: str
-    ) -> None:
-        finding = self.advance(kind, event, index, name)
-        if finding is not None:
-            found.append(finding)
-
-    def _unknown_type(self, found: list[Finding], kind: str, event: Event, index: int) -> None:
+    def _unknown_type(self, found: Found, kind: str) -> None:
         key = id_key(kind)
         if key in self._unknown_types or len(self._unknown_types) >= MAX_UNKNOWN_TYPES:
             return
         self._unknown_types = self._unknown_types | {key}
-        found.append(
-            self.finding(
-                rules.UNKNOWN_EVENT_TYPE,
-                event,
-                index,
-                f": event type {_wire.describe(kind)} is not an AG-UI event type; the client "
-                "drops it with a console warning (each unknown type is reported once)",
-            )
+        found.add(
+            rules.UNKNOWN_EVENT_TYPE,
+            f": event type {_wire.describe(kind)} is not an AG-UI event type; the client "
+            "drops it with a console warning (each unknown type is reported once)",
         )
 
     def _new_run(self) -> None:
@@ -505,38 +485,36 @@ class AGUIChecker(Checker):
 
     # -- ids --------------------------------------------------------------------------------
 
-    def _check_ids(
-        self, found: list[Finding], payload: dict[str, Any], kind: str, event: Event, index: int
-    ) -> None:
+    def _check_ids(self, found: Found, payload: dict[str, Any], kind: str) -> None:
         if kind in _CHUNKS:
-            self._chunk(found, payload, kind, event, index)
+            self._chunk(found, payload, kind)
         elif kind in _OPENS:
             what, field = _OPENS[kind]
             value = payload.get(field)
             if type(value) is str:
-                self._open_id(found, what, value, id_key(value), kind, event, index)
+                self._open_id(found, what, value, id_key(value), kind)
         elif kind in _CONTINUES:
             what, field, closes = _CONTINUES[kind]
             value = payload.get(field)
             if type(value) is str:
-                self._need_open(found, what, value, id_key(value), closes, kind, event, index)
+                self._need_open(found, what, value, id_key(value), closes, kind)
         elif kind in ("STEP_STARTED", "STEP_FINISHED"):
             name = payload.get("stepName")
             if type(name) is str:
                 key = self._step_key(payload.get("subagentRunId"), name)
                 if kind == "STEP_STARTED":
-                    self._open_id(found, "step", name, key, kind, event, index)
+                    self._open_id(found, "step", name, key, kind)
                 else:
-                    self._need_open(found, "step", name, key, True, kind, event, index)
+                    self._need_open(found, "step", name, key, True, kind)
         elif kind in ("SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"):
             run = payload.get("subagentRunId")
             if type(run) is str:
                 if kind == "SUBAGENT_STARTED":
-                    self._open_id(found, "subagent", run, id_key(run), kind, event, index)
+                    self._open_id(found, "subagent", run, id_key(run), kind)
                 else:
-                    self._need_open(found, "subagent", run, id_key(run), True, kind, event, index)
+                    self._need_open(found, "subagent", run, id_key(run), True, kind)
         elif kind == "RUN_FINISHED":
-            self._check_all_closed(found, event, index)
+            self._check_all_closed(found)
 
     @staticmethod
     def _step_key(lane: object, name: str) -> str | bytes:
@@ -544,62 +522,31 @@ class AGUIChecker(Checker):
         owner = "-" if type(lane) is not str else f"s{len(lane)}:{lane}"
         return id_key(f"{owner}\x00{name}")
 
-    def _open_id(
-        self,
-        found: list[Finding],
-        what: str,
-        value: str,
-        key: str | bytes,
-        kind: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _open_id(self, found: Found, what: str, value: str, key: str | bytes, kind: str) -> None:
         if not self._open[what].add(key):
-            found.append(
-                self.finding(
-                    rules.ID_ALREADY_OPEN,
-                    event,
-                    index,
-                    f" ({kind}): {_WHAT[what]} {shown(value)} is already open; the client throws",
-                )
-            )
+            detail = f" ({kind}): {_WHAT[what]} {shown(value)} is already open; the client throws"
+            found.add(rules.ID_ALREADY_OPEN, detail)
 
     def _need_open(
-        self,
-        found: list[Finding],
-        what: str,
-        value: str,
-        key: str | bytes,
-        closes: bool,
-        kind: str,
-        event: Event,
-        index: int,
+        self, found: Found, what: str, value: str, key: str | bytes, closes: bool, kind: str
     ) -> None:
         ids = self._open[what]
         if ids.known(key) is False:
-            found.append(
-                self.finding(
-                    rules.ID_NOT_OPEN,
-                    event,
-                    index,
-                    f" ({kind}): {_WHAT[what]} {shown(value)} is not open (never started, or "
-                    "already ended); the client throws",
-                )
+            found.add(
+                rules.ID_NOT_OPEN,
+                f" ({kind}): {_WHAT[what]} {shown(value)} is not open (never started, or "
+                "already ended); the client throws",
             )
         if closes:
             ids.discard(key)
 
-    def _check_all_closed(self, found: list[Finding], event: Event, index: int) -> None:
+    def _check_all_closed(self, found: Found) -> None:
         still = [f"{len(ids)} {_WHAT[what]}(s)" for what, ids in self._open.items() if len(ids)]
         if still:
-            found.append(
-                self.finding(
-                    rules.ID_NOT_CLOSED,
-                    event,
-                    index,
-                    f" (RUN_FINISHED): the run finished with {', '.join(still)} still open; "
-                    "the client throws",
-                )
+            found.add(
+                rules.ID_NOT_CLOSED,
+                f" (RUN_FINISHED): the run finished with {', '.join(still)} still open; "
+                "the client throws",
             )
         for ids in self._open.values():
             ids.clear()
@@ -623,9 +570,7 @@ class AGUIChecker(Checker):
             if pending is not None:
                 self._open[pending[0]].discard(pending[1])
 
-    def _chunk(
-        self, found: list[Finding], payload: dict[str, Any], kind: str, event: Event, index: int
-    ) -> None:
+    def _chunk(self, found: Found, payload: dict[str, Any], kind: str) -> None:
         what, field = _CHUNKS[kind]
         value = payload.get(field)
         if value is not None and type(value) is not str:
@@ -643,54 +588,39 @@ class AGUIChecker(Checker):
             del self._pending[lane]
             self._open[pending[0]].discard(pending[1])
         if value is None or key is None:
-            found.append(
-                self.finding(
-                    rules.ID_NOT_OPEN,
-                    event,
-                    index,
-                    f" ({kind}): a chunk without `{field}` continues no open {_WHAT[what]}; "
-                    "the client throws",
-                )
+            found.add(
+                rules.ID_NOT_OPEN,
+                f" ({kind}): a chunk without `{field}` continues no open {_WHAT[what]}; "
+                "the client throws",
             )
             return
         if what == "tool" and type(payload.get("toolCallName")) is not str:
-            found.append(
-                self.finding(
-                    rules.SCHEMA_MISMATCH,
-                    event,
-                    index,
-                    f" ({kind}): the first chunk of tool call {shown(value)} has no "
-                    "`toolCallName`; the client throws",
-                )
+            found.add(
+                rules.SCHEMA_MISMATCH,
+                f" ({kind}): the first chunk of tool call {shown(value)} has no "
+                "`toolCallName`; the client throws",
             )
             return
-        self._open_id(found, what, value, key, kind, event, index)
+        self._open_id(found, what, value, key, kind)
         self._pending[lane] = (what, key)
 
     # -- state patches --------------------------------------------------------------------
 
-    def _check_patch(
-        self, found: list[Finding], patch: object, kind: str, event: Event, index: int
-    ) -> None:
+    def _check_patch(self, found: Found, patch: object, kind: str) -> None:
         if type(patch) is not list:
             return  # a schema_mismatch already
         for number, operation in enumerate(patch):
             problem = _patch_problem(operation)
             if problem is not None:
-                found.append(
-                    self.finding(
-                        rules.INVALID_STATE_PATCH,
-                        event,
-                        index,
-                        f" ({kind}): operation {number} {problem}; the client rejects the event",
-                    )
-                )
+                detail = f" ({kind}): operation {number} {problem}; the client rejects the event"
+                found.add(rules.INVALID_STATE_PATCH, detail)
                 return
 
     # -- framing ----------------------------------------------------------------------------
 
-    def _check_framing(self, found: list[Finding], event: Event, index: int) -> None:
+    def _check_framing(self, found: Found) -> None:
         """CR LF or LF, measured from where events start (see the module docstring)."""
+        event = found.event
         expected = self._end_of_simple
         data = event.data
         simple = event.event == "message" and event.id is None and "\n" not in data
@@ -706,11 +636,8 @@ class AGUIChecker(Checker):
             self._framing_decided = True
         elif gap == _CRLF_GAP:
             self._framing_decided = True
-            self.report(
-                found,
+            found.add(
                 rules.CRLF_FRAMING,
-                event,
-                index,
                 ": events are framed with CR LF line endings; @ag-ui/client splits the body "
                 "on LF LF only, so it reads no event until the body ends and then fails",
             )

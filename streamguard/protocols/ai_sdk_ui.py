@@ -79,7 +79,7 @@ from streamguard.protocols._agent import (
     shape_problem,
     shown,
 )
-from streamguard.protocols._base import Checker
+from streamguard.protocols._base import Checker, Found
 from streamguard.protocols._lifecycle import (
     ANY as ANY_KIND,
 )
@@ -324,259 +324,138 @@ class AISDKUIChecker(Checker):
     # -- one event ------------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found: list[Finding] = []
+        found = Found(self, event, index)
         if event.data == DONE:
             if self.phase in _JUDGED:
-                self._check_closed(found, event, index, "[DONE]")
-            self._advance(found, TERMINAL, event, index, DONE)
-            return found
-        chunk = self.parse_object(event, index, found)
+                self._check_closed(found, "[DONE]")
+            found.step(TERMINAL, DONE)
+            return found.items
+        chunk = self.parse_object(event, index, found.items)
         if chunk is None:
-            self._advance(found, OTHER, event, index, "not JSON")
-            return found
+            found.step(OTHER, "not JSON")
+            return found.items
         kind_value = chunk.get("type")
         if type(kind_value) is not str:
             shown_type = "no type" if kind_value is None else f"type a {type(kind_value).__name__}"
-            found.append(
-                self.finding(
-                    rules.SCHEMA_MISMATCH,
-                    event,
-                    index,
-                    ": field `type` is missing or not a string; every chunk is typed",
-                )
-            )
-            self._advance(found, OTHER, event, index, shown_type)
-            return found
+            detail = ": field `type` is missing or not a string; every chunk is typed"
+            found.add(rules.SCHEMA_MISMATCH, detail)
+            found.step(OTHER, shown_type)
+            return found.items
         # A type the SDK defines is shown as it is; any other (data-* included) by size and
         # hash.
         name = kind_value if kind_value in CHUNK_TYPES else _wire.describe(kind_value)
         kind = _KINDS.get(kind_value, OTHER)
         checked = self.checked_after(kind)
         phase = self.phase
-        self._advance(found, kind, event, index, name)
+        found.step(kind, name)
         if checked:
-            self._check_chunk(found, chunk, kind_value, name, phase, event, index)
-        return found
-
-    def _advance(
-        self, found: list[Finding], kind: str, event: Event, index: int, name: str
-    ) -> None:
-        finding = self.advance(kind, event, index, name)
-        if finding is not None:
-            found.append(finding)
+            self._check_chunk(found, chunk, kind_value, name, phase)
+        return found.items
 
     def _check_chunk(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        kind: str,
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
+        self, found: Found, chunk: dict[str, Any], kind: str, name: str, phase: str
     ) -> None:
         shape = CHUNK_SHAPES.get(kind)
         if shape is None:
             if kind.startswith(_DATA_PREFIX):
                 shape = DATA_SHAPE
             else:
-                self._unknown_type(found, kind, event, index)
+                self._unknown_type(found, kind)
                 return
         problem = shape_problem(chunk, shape)
         if problem is not None:
-            found.append(self.finding(rules.SCHEMA_MISMATCH, event, index, f" ({name}): {problem}"))
+            found.add(rules.SCHEMA_MISMATCH, f" ({name}): {problem}")
             id_field = _ID_FIELDS.get(kind)
             if id_field is not None and type(chunk.get(id_field)) is not str:
                 return  # the part it names is unknown; its other rules still apply
         handler = _HANDLERS.get(kind)
         if handler is not None:
-            handler(self, found, chunk, name, phase, event, index)
+            handler(self, chunk, name, phase, found)
 
-    def _unknown_type(self, found: list[Finding], kind: str, event: Event, index: int) -> None:
+    def _unknown_type(self, found: Found, kind: str) -> None:
         key = id_key(kind)
         if key in self._unknown_types or len(self._unknown_types) >= MAX_UNKNOWN_TYPES:
             return
         self._unknown_types = self._unknown_types | {key}
-        found.append(
-            self.finding(
-                rules.UNKNOWN_CHUNK_TYPE,
-                event,
-                index,
-                f": chunk type {_wire.describe(kind)} is not one the AI SDK defines, nor "
-                "data-*; the client's schema rejects it (each unknown type is reported once)",
-            )
+        found.add(
+            rules.UNKNOWN_CHUNK_TYPE,
+            f": chunk type {_wire.describe(kind)} is not one the AI SDK defines, nor "
+            "data-*; the client's schema rejects it (each unknown type is reported once)",
         )
 
     # -- parts keyed by id ------------------------------------------------------------------
 
-    def _start(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _start(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         parts = self._text if chunk["type"] == "text-start" else self._reasoning
         part_id = chunk["id"]
         if not parts.add(id_key(part_id)):
-            found.append(
-                self.finding(
-                    rules.ID_ALREADY_OPEN,
-                    event,
-                    index,
-                    f" ({name}): part {shown(part_id)} is already open; the client forgets "
-                    "the first one, which stays streaming",
-                )
+            found.add(
+                rules.ID_ALREADY_OPEN,
+                f" ({name}): part {shown(part_id)} is already open; the client forgets "
+                "the first one, which stays streaming",
             )
 
-    def _continue(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _continue(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         kind: str = chunk["type"]
         parts = self._text if kind.startswith("text") else self._reasoning
         part_id = chunk["id"]
         key = id_key(part_id)
         if parts.known(key) is False:
-            found.append(
-                self.finding(
-                    rules.ID_NOT_OPEN,
-                    event,
-                    index,
-                    f" ({name}): part {shown(part_id)} is not open (never started, or "
-                    "already ended); the client throws",
-                )
+            found.add(
+                rules.ID_NOT_OPEN,
+                f" ({name}): part {shown(part_id)} is not open (never started, or "
+                "already ended); the client throws",
             )
         if kind.endswith("-end"):
             parts.discard(key)
 
-    def _tool_input_start(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _tool_input_start(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         key = id_key(chunk["toolCallId"])
         if key in self._tools or len(self._tools) < MAX_OPEN_IDS:
             self._tools[key] = True
 
-    def _tool_input_delta(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _tool_input_delta(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         call_id = chunk["toolCallId"]
         if id_key(call_id) not in self._tools and len(self._tools) < MAX_OPEN_IDS:
-            found.append(
-                self.finding(
-                    rules.ID_NOT_OPEN,
-                    event,
-                    index,
-                    f" ({name}): tool call {shown(call_id)} has no tool-input-start in this "
-                    "stream; the client throws",
-                )
+            found.add(
+                rules.ID_NOT_OPEN,
+                f" ({name}): tool call {shown(call_id)} has no tool-input-start in this "
+                "stream; the client throws",
             )
 
-    def _tool_input_done(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _tool_input_done(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         key = id_key(chunk["toolCallId"])
         if key in self._tools:
             self._tools[key] = False
 
-    def _reset_step(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _reset_step(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         # The client forgets the step's open parts and partial tool calls.
         self._text.clear()
         self._reasoning.clear()
         self._tools.clear()
 
-    def _start_step(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _start_step(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         if self._step_open:
-            found.append(
-                self.finding(
-                    rules.STEP_NOT_BALANCED,
-                    event,
-                    index,
-                    f" ({name}): a step is already open (no finish-step since the last start-step)",
-                )
+            found.add(
+                rules.STEP_NOT_BALANCED,
+                f" ({name}): a step is already open (no finish-step since the last start-step)",
             )
         self._step_open = True
 
-    def _finish_step(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _finish_step(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         if not self._step_open:
-            found.append(
-                self.finding(rules.STEP_NOT_BALANCED, event, index, f" ({name}): no step is open")
-            )
+            found.add(rules.STEP_NOT_BALANCED, f" ({name}): no step is open")
         self._step_open = False
 
-    def _finish(
-        self,
-        found: list[Finding],
-        chunk: dict[str, Any],
-        name: str,
-        phase: str,
-        event: Event,
-        index: int,
-    ) -> None:
+    def _finish(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         if phase not in _JUDGED:
             return
-        self._check_closed(found, event, index, "finish")
+        self._check_closed(found, "finish")
         if self._step_open:
-            found.append(
-                self.finding(
-                    rules.STEP_NOT_BALANCED,
-                    event,
-                    index,
-                    f" ({name}): a step is still open (no finish-step)",
-                )
-            )
+            found.add(rules.STEP_NOT_BALANCED, f" ({name}): a step is still open (no finish-step)")
             self._step_open = False
 
-    def _check_closed(self, found: list[Finding], event: Event, index: int, what: str) -> None:
+    def _check_closed(self, found: Found, what: str) -> None:
         """The parts still open when the message ends: each kind counted, none quoted."""
         streaming = sum(self._tools.values())
         counts = [
@@ -586,14 +465,10 @@ class AISDKUIChecker(Checker):
         ]
         still = [f"{n} {label}" for n, label in counts if n]
         if still:
-            found.append(
-                self.finding(
-                    rules.ID_NOT_CLOSED,
-                    event,
-                    index,
-                    f" ({what}): the message ended with {', '.join(still)} still open; the "
-                    "client leaves them in their streaming state",
-                )
+            found.add(
+                rules.ID_NOT_CLOSED,
+                f" ({what}): the message ended with {', '.join(still)} still open; the "
+                "client leaves them in their streaming state",
             )
         self._text.clear()
         self._reasoning.clear()

@@ -73,7 +73,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import id_key
-from streamguard.protocols._base import Checker, type_name
+from streamguard.protocols._base import Checker, Found, type_name
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -341,24 +341,19 @@ class MCPChecker(Checker):
     # -- one event ------------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found: list[Finding] = []
-        kind, name = self._check_data(found, event, index)
+        found = Found(self, event, index)
+        kind, name = self._check_data(found)
+        steps = Found(self, event, index)  # the lifecycle first, as the engine's end does
         if event.id:
-            self._check_event_id(found, event, index, event.id)
+            self._check_event_id(found, event.id)
             if self.phase == _WAITING:
-                self._advance(found, CURSOR, event, index, name)
-        self._advance(found, kind, event, index, name)
-        return found
+                steps.step(CURSOR, name)  # waiting -> resumable: never a finding
+        steps.step(kind, name)
+        return steps.items + found.items
 
-    def _advance(
-        self, found: list[Finding], kind: str, event: Event, index: int, name: str
-    ) -> None:
-        finding = self.advance(kind, event, index, name)
-        if finding is not None:
-            found.insert(0, finding)  # the lifecycle first, as the engine's end does
-
-    def _check_data(self, found: list[Finding], event: Event, index: int) -> tuple[str, str]:
+    def _check_data(self, found: Found) -> tuple[str, str]:
         """Check the event's messages; its lifecycle kind and how a message names it."""
+        event = found.event
         if event.event != _MESSAGE:
             if event.event == ENDPOINT_EVENT:
                 # The legacy transport's GET stream: the responses to POSTs come on it.
@@ -370,59 +365,44 @@ class MCPChecker(Checker):
         try:
             value = parse_json(data)
         except ValueError as exc:
-            found.append(
-                self.finding(
-                    rules.INVALID_JSON,
-                    event,
-                    index,
-                    f": data is not JSON ({exc}): {preview(data)}",
-                )
-            )
+            found.add(rules.INVALID_JSON, f": data is not JSON ({exc}): {preview(data)}")
             return OTHER, "not JSON"
         if type(value) is dict:
-            return self._check_message(found, value, event, index, "")
+            return self._check_message(found, value, "")
         if type(value) is list:
-            return self._batch(found, value, event, index), "a batch"
-        self._invalid(
-            found,
-            event,
-            index,
-            "",
-            f"data is a JSON {type_name(value)}, not a JSON-RPC message or batch",
-        )
+            return self._batch(found, value), "a batch"
+        problem = f"data is a JSON {type_name(value)}, not a JSON-RPC message or batch"
+        found.add(rules.INVALID_JSONRPC, f": {problem}")
         return OTHER, "not JSON-RPC"
 
-    def _batch(self, found: list[Finding], batch: list[Any], event: Event, index: int) -> str:
+    def _batch(self, found: Found, batch: list[Any]) -> str:
         """A 2025-03-26 batch: each message checked (the first ``MAX_BATCH_ITEMS``); each
         rule reported once, with a count."""
         if not batch:
-            self._invalid(found, event, index, "", "an empty batch array")
+            found.add(rules.INVALID_JSONRPC, ": an empty batch array")
             return OTHER
         kinds: set[str] = set()
-        items: list[Finding] = []
+        items = Found(self, found.event, found.index)
         for number, message in enumerate(islice(batch, MAX_BATCH_ITEMS)):
             where = f" (batch item {number})"
             if type(message) is not dict:
-                self._invalid(
-                    items, event, index, where, f"a JSON {type_name(message)}, not a message"
-                )
+                problem = f"a JSON {type_name(message)}, not a message"
+                items.add(rules.INVALID_JSONRPC, f"{where}: {problem}")
                 kinds.add(OTHER)
                 continue
-            kinds.add(self._check_message(items, message, event, index, where)[0])
-        found.extend(_folded(items))
+            kinds.add(self._check_message(items, message, where)[0])
+        found.items.extend(_folded(items.items))
         for kind in (TERMINAL, ERROR, OTHER, RESPONSE):
             if kind in kinds:
                 return kind
         return OTHER
 
-    def _check_message(
-        self, found: list[Finding], message: dict[str, Any], event: Event, index: int, where: str
-    ) -> tuple[str, str]:
+    def _check_message(self, found: Found, message: dict[str, Any], where: str) -> tuple[str, str]:
         """Check one message; its lifecycle kind and how a step's message names it. ``where``
         places an item of a batch (empty for a message alone)."""
         problem = jsonrpc_problem(message)
         if problem is not None:
-            self._invalid(found, event, index, where, problem)
+            found.add(rules.INVALID_JSONRPC, f"{where}: {problem}")
         if "method" in message:
             return OTHER, "a request" if "id" in message else "a notification"
         if "result" not in message and "error" not in message:
@@ -432,31 +412,18 @@ class MCPChecker(Checker):
         if key is None:
             return RESPONSE, "a response"  # answers nothing (or its id was just reported)
         is_error = "error" in message and "result" not in message
-        kind = self._answer(found, key, raw_id, is_error, event, index, where)
+        kind = self._answer(found, key, raw_id, is_error, where)
         if kind == REPEAT:
             return kind, f"a second response to the request with {_shown_id(raw_id)}"
         return kind, "a response"
 
-    def _answer(
-        self,
-        found: list[Finding],
-        key: IdKey,
-        raw_id: object,
-        is_error: bool,
-        event: Event,
-        index: int,
-        where: str,
-    ) -> str:
+    def _answer(self, found: Found, key: IdKey, raw_id: object, is_error: bool, where: str) -> str:
         """Match a response to what the request owed; its lifecycle kind."""
         if self._standalone:
-            found.append(
-                self.finding(
-                    rules.RESPONSE_ON_STANDALONE_STREAM,
-                    event,
-                    index,
-                    f"{where}: a response ({_shown_id(raw_id)}) on a GET stream that resumes "
-                    "nothing; a response belongs on the stream of the POST that asked",
-                )
+            found.add(
+                rules.RESPONSE_ON_STANDALONE_STREAM,
+                f"{where}: a response ({_shown_id(raw_id)}) on a GET stream that resumes "
+                "nothing; a response belongs on the stream of the POST that asked",
             )
             return RESPONSE
         owed = self._owed
@@ -475,24 +442,16 @@ class MCPChecker(Checker):
         if answered is not None and key in answered:
             if not where:
                 return REPEAT  # the lifecycle says which rule: is it the last answer again?
-            found.append(
-                self.finding(
-                    rules.DUPLICATE_RESPONSE,
-                    event,
-                    index,
-                    f"{where}: a second response to the request with {_shown_id(raw_id)}; "
-                    "the client settled that call at the first",
-                )
+            found.add(
+                rules.DUPLICATE_RESPONSE,
+                f"{where}: a second response to the request with {_shown_id(raw_id)}; "
+                "the client settled that call at the first",
             )
         elif owed is not None:
-            found.append(
-                self.finding(
-                    rules.UNREQUESTED_RESPONSE,
-                    event,
-                    index,
-                    f"{where}: a response to {_shown_id(raw_id)}, which no request of this "
-                    "POST carried",
-                )
+            found.add(
+                rules.UNREQUESTED_RESPONSE,
+                f"{where}: a response to {_shown_id(raw_id)}, which no request of this "
+                "POST carried",
             )
         else:
             self._remember(key)
@@ -505,12 +464,7 @@ class MCPChecker(Checker):
         if len(answered) < MAX_REQUEST_IDS:
             answered.add(key)
 
-    def _invalid(
-        self, found: list[Finding], event: Event, index: int, where: str, problem: str
-    ) -> None:
-        found.append(self.finding(rules.INVALID_JSONRPC, event, index, f"{where}: {problem}"))
-
-    def _check_event_id(self, found: list[Finding], event: Event, index: int, value: str) -> None:
+    def _check_event_id(self, found: Found, value: str) -> None:
         """An event id in effect that returns to a value it had before another one."""
         key = id_key(value)
         if key == self._last_event_key:
@@ -525,11 +479,8 @@ class MCPChecker(Checker):
             return
         if self.reported(rules.DUPLICATE_EVENT_ID):
             return
-        self.report(
-            found,
+        found.add(
             rules.DUPLICATE_EVENT_ID,
-            event,
-            index,
             f": event id {_wire.describe(value)} was an earlier event's; a client that resumes "
             "from it with Last-Event-ID is replayed from the wrong place",
         )
