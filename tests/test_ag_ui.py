@@ -162,6 +162,8 @@ def test_an_integral_float_timestamp_is_an_integer() -> None:
         ({"op": "_get", "path": "/a"}, False),
         ({"op": "move", "from": "a", "path": "/b"}, False),
         (["remove", "/a"], False),
+        ({"op": {}, "path": "/a"}, False),
+        ({"op": ["add"], "path": "/a", "value": 1}, False),
     ],
 )
 def test_state_patches_are_checked_as_the_schema_types_them(operation: Any, clean: bool) -> None:
@@ -232,6 +234,14 @@ def test_unknown_types_are_reported_once_each_and_bounded() -> None:
     """Each unknown type once; at most MAX_UNKNOWN_TYPES of them per stream."""
     events = [START, *({"type": f"X_{i % 40}"} for i in range(200)), FINISH]
     assert [rule for rule, _ in found(*events)] == ["unknown_event_type"] * MAX_UNKNOWN_TYPES
+
+
+@pytest.mark.parametrize("outcome", [{}, [], {"a": 1}, 7, None])
+def test_an_outcome_type_of_any_json_type_is_a_finding(outcome: Any) -> None:
+    """An outcome type that is not a string is schema_mismatch, never a failure of the check."""
+    finish = {**FINISH, "outcome": {"type": outcome}}
+    report = check_stream(body(START, finish), protocol="ag_ui")
+    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
 
 
 def test_messages_never_quote_wire_values() -> None:

@@ -478,7 +478,7 @@ class AGUIChecker(Checker):
             return None
         allowed = _RUN_OUTCOMES if kind == "RUN_FINISHED" else _SUBAGENT_OUTCOMES
         value = outcome.get("type")
-        if value in allowed:
+        if type(value) is str and value in allowed:  # (an object or a list is unhashable)
             return None
         listed = ", ".join(sorted(allowed))
         return f"field `outcome.type` is {_wire.token(value, ())}, not one of {listed}"
@@ -648,7 +648,7 @@ def _patch_problem(operation: object) -> str | None:
     if type(operation) is not dict:
         return "is not an object"
     op = operation.get("op")
-    if op not in _PATCH_OPS:
+    if type(op) is not str or op not in _PATCH_OPS:  # (an object or a list is unhashable)
         return "has no RFC 6902 `op`"
     for field in ("path", "from") if op in ("move", "copy") else ("path",):
         pointer = operation.get(field)

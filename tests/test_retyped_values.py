@@ -1,0 +1,77 @@
+"""Every fixture's payloads with one value retyped: a checker never fails on a JSON type.
+
+A checker reads JSON a stream chose, so any value may be any type: an object where a
+string belongs is unhashable (``value in KNOWN`` raises), a list where an object belongs
+has no ``.get``. Each such value must be a finding or nothing, never an exception, which
+in the middleware would stop the stream's checks (an ``internal_error``). This walks every
+payload of every protocol fixture and real-world capture and puts each JSON type, in turn,
+at each of its first paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .sse_fixtures import Fixture, protocol_fixtures, realworld_fixtures
+
+#: One value of each JSON type, the unhashable ones first.
+RETYPED: tuple[Any, ...] = ({}, [], {"a": []}, 1.5, True, -1, 10**30, "x", None)
+#: Paths tried per payload (the top of the tree, where the fields rules read are).
+MAX_PATHS = 40
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:4]):
+            yield from _paths(item, (*path, index))
+
+
+def _with(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    value = copy.deepcopy(value)
+    parent = value
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = new
+    return value
+
+
+def _retyped_bodies(fixture: Fixture) -> Iterator[tuple[str, bytes]]:
+    text = fixture.body.decode()
+    eol = "\r\n" if "\r\n" in text else "\n"
+    lines = text.split(eol)
+    for number, line in enumerate(lines):
+        if not line.startswith("data:"):
+            continue
+        try:
+            payload = json.loads(line[5:])
+        except ValueError:
+            continue
+        for path in list(_paths(payload))[:MAX_PATHS]:
+            for new in RETYPED:
+                changed = list(lines)
+                changed[number] = "data: " + json.dumps(_with(payload, path, new))
+                yield f"line {number} {path} = {new!r}", eol.join(changed).encode()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "fixture", [*protocol_fixtures(), *realworld_fixtures()], ids=lambda fixture: fixture.id
+)
+def test_no_retyped_value_makes_a_checker_raise(fixture: Fixture) -> None:
+    """Each JSON type at each of a payload's first paths is checked without an exception."""
+    for where, data in _retyped_bodies(fixture):
+        try:
+            fixture.check(data)
+        except Exception as exc:  # pragma: no cover - the failure report
+            pytest.fail(f"{where}: {type(exc).__name__}: {exc}")
