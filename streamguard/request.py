@@ -146,7 +146,7 @@ class RequestFacts(Mapping[str, Any]):
         if request.get("jsonrpc") == "2.0":
             self._jsonrpc_ids = _request_ids((request,))
         method = request.get("http_method")
-        if method in _HTTP_METHODS:
+        if type(method) is str and method in _HTTP_METHODS:  # (a dict is unhashable)
             self._http_method = method
         if request.get("last_event_id") is True:
             self._last_event_id = True
@@ -226,7 +226,7 @@ def add_http_facts(
     as ASGI and httpx hold them) carry a ``Last-Event-ID``. Without body facts, facts of the
     head alone (``body_read`` False); None when the head says nothing either."""
     resuming = any(name.lower() == b"last-event-id" for name, _ in headers)
-    known = method in _HTTP_METHODS
+    known = type(method) is str and method in _HTTP_METHODS
     if facts is None:
         if not known and not resuming:
             return None

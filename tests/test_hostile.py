@@ -16,6 +16,7 @@ from streamguard.request import (
     MAX_REQUEST_CONTAINERS,
     MAX_REQUESTED_CHOICES,
     RequestFacts,
+    add_http_facts,
     request_facts,
 )
 from streamguard.rules import RULES
@@ -59,6 +60,21 @@ def test_request_facts_keep_only_what_checks_read() -> None:
 def test_an_unbelievable_n_is_unknown(n: object) -> None:
     """An ``n`` a client could size a loop with is kept as unknown, never as a number."""
     assert RequestFacts({"n": n}).get("n", 1) is None
+
+
+@pytest.mark.parametrize("value", [{}, [], {"a": []}, 1.5, True, None, "GET"])
+@pytest.mark.parametrize(
+    "key", ["http_method", "last_event_id", "stream", "n", "stream_options", "starting_after"]
+)
+def test_a_request_field_of_any_json_type_is_read_without_failing(key: str, value: Any) -> None:
+    """A client's body may put any JSON type in any field the facts read: never an exception."""
+    facts, note = request_facts(json.dumps({key: value}).encode(), 64 * 1024)
+    assert note is None
+    assert facts is not None
+    assert "http_method" not in facts  # a body never stands in for the head
+    head = add_http_facts(facts, value, [])
+    assert head is not None
+    assert head.get("http_method") == ("GET" if value == "GET" else None)
 
 
 def test_a_client_sized_n_does_not_size_the_checks() -> None:
@@ -125,6 +141,20 @@ def test_an_open_stream_holds_no_copy_of_the_request() -> None:
     assert report.outcome is Outcome.COMPLETED
     assert held[0] - before < 128 * 1024  # the 1 MB body and its parse are gone
     assert any("request checks skipped" in note for note in report.notes)
+
+
+def test_a_request_field_of_an_unhashable_type_does_not_stop_the_checks() -> None:
+    """A body ``{"http_method": {}}``: the stream is still checked, with no internal error."""
+    reports: list[StreamReport] = []
+    middleware = StreamGuardMiddleware(
+        _streaming_app(b"", lambda: None), on_report=reports.append, metrics=False
+    )
+    recorder = Recorder(incoming=[{"type": "http.request", "body": b'{"http_method": {}}'}])
+    run(middleware, http_scope("POST", "/v1/chat/completions"), recorder)
+    [report] = reports
+    assert report.internal_error is None
+    assert report.outcome is Outcome.COMPLETED
+    assert report.protocol == "openai_chat"
 
 
 # -- findings ------------------------------------------------------------------------------
