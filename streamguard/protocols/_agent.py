@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from hashlib import blake2b
 from typing import Any, Final
 
 from streamguard import _wire
@@ -141,9 +140,7 @@ def _listed(values: frozenset[str]) -> str:
 
 def id_key(value: str) -> str | bytes:
     """The key an id is kept by: itself when short, else a digest (an id sizes no buffer)."""
-    if len(value) <= _MAX_KEPT_ID:
-        return value
-    return blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return _wire.kept_key(value, _MAX_KEPT_ID)
 
 
 def shown(value: str) -> str:
