@@ -36,7 +36,7 @@ from streamguard._wire import token
 from streamguard.monitor import check_stream
 from streamguard.protocols import AUTO, CHECKERS
 from streamguard.report import Finding, Outcome, Severity, StreamReport
-from streamguard.request import MAX_REQUEST_CONTAINERS, RequestFacts
+from streamguard.request import MAX_REQUEST_CONTAINERS, RequestFacts, is_jsonrpc_batch
 from streamguard.rule_docs.markdown import rules_markdown
 from streamguard.rules import ALL_PROTOCOLS, RULES
 from streamguard.timeline import (
@@ -164,9 +164,9 @@ def _request_object(data: bytes, where: str) -> RequestFacts:
         raise InputError(f"{where}: invalid JSON: {exc}") from None
     except RecursionError:
         raise InputError(f"{where}: the JSON is nested too deeply to parse") from None
-    if not isinstance(request, dict):
+    if not isinstance(request, dict) and not is_jsonrpc_batch(request):
         raise InputError(f"{where}: expected a JSON object, got {type(request).__name__}")
-    return RequestFacts(request)
+    return RequestFacts(request)  # an object, or an MCP request batch
 
 
 def _finding_json(finding: Finding, body: bytes | None) -> dict[str, Any]:

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_REQUEST_IDS",
     "RequestFacts",
     "add_http_facts",
+    "is_jsonrpc_batch",
     "jsonrpc_id_key",
     "request_facts",
 ]
@@ -259,13 +260,19 @@ def request_facts(
         request = from_json(raw, cache_strings=False)
     except ValueError:
         return None, "request body is not JSON: request checks skipped"
-    if type(request) is list and any(
-        type(message) is dict and message.get("jsonrpc") == "2.0" for message in request
-    ):
+    if is_jsonrpc_batch(request):
         return _body_facts(request), None  # a JSON-RPC batch (MCP 2025-03-26)
     if not isinstance(request, dict):
         return None, "request body is not a JSON object: request checks skipped"
     return _body_facts(request), None
+
+
+def is_jsonrpc_batch(value: object) -> bool:
+    """Whether a parsed request body is a JSON-RPC batch (MCP 2025-03-26): an array that
+    holds a JSON-RPC 2.0 message."""
+    return type(value) is list and any(
+        type(message) is dict and message.get("jsonrpc") == "2.0" for message in value
+    )
 
 
 def _body_facts(request: dict[str, Any] | list[Any]) -> RequestFacts:

@@ -289,6 +289,8 @@ def test_paths_that_name_ag_ui(path: str | None, expected: bool) -> None:
         ('{"type":"message_start","message":{}}', False),
         ('{"type":"error","error":{}}', False),
         ('{"type":"ON_CHAT_MODEL_STREAM"}', False),
+        ('{"type":[]}', False),
+        ('{"type":{"RUN_STARTED":1}}', False),
         ("[DONE]", False),
     ],
 )

@@ -247,6 +247,23 @@ def test_check_bad_request_file_exits_2(
     assert err == f"streamguard check: error: {message}\n"
 
 
+def test_check_takes_an_mcp_batch_as_the_request(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JSON-RPC batch request file (MCP 2025-03-26) is read like the POST's body."""
+    fixture = FIXTURES / "mcp" / "duplicate_response"
+    (files / "req.json").write_bytes(fixture.with_suffix(".request.json").read_bytes())
+    (files / "mcp.sse").write_bytes(fixture.with_suffix(".sse").read_bytes())
+    argv = ["check", "--format", "json", "--protocol", "mcp", "--request", "req.json", "mcp.sse"]
+    code, out, err = run(capsys, *argv)
+    assert (code, err) == (1, "")
+    findings = json.loads(out)["findings"]
+    assert [(f["rule"], f["event_index"]) for f in findings] == [
+        ("duplicate_response", 1),
+        ("duplicate_response", 2),
+    ]
+
+
 def test_check_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     """No file, or an unknown protocol, is an argparse usage error: exit 2."""
     code, _, err = run(capsys, "check")

@@ -221,7 +221,7 @@ def test_found_adds_findings_on_its_event_and_takes_its_step() -> None:
 
 
 def test_listing_shows_a_few_entries_then_a_count() -> None:
-    """listing() counts what it does not show, labelled or not."""
+    """listing() shows the first labels and counts the rest, labelled or past the bound."""
     assert listing(["0", "1"], 2) == "0, 1"
     assert listing(map(str, range(9)), 9) == "0, 1, 2 and 6 more"
     assert listing(["a"], 5) == "a and 4 more"

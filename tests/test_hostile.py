@@ -67,7 +67,7 @@ def test_an_unbelievable_n_is_unknown(n: object) -> None:
     "key", ["http_method", "last_event_id", "stream", "n", "stream_options", "starting_after"]
 )
 def test_a_request_field_of_any_json_type_is_read_without_failing(key: str, value: Any) -> None:
-    """A client's body may put any JSON type in any field the facts read: never an exception."""
+    """Any JSON type in a field the facts read, from a body or as a head's method: no exception."""
     facts, note = request_facts(json.dumps({key: value}).encode(), 64 * 1024)
     assert note is None
     assert facts is not None

@@ -5,7 +5,8 @@ string belongs is unhashable (``value in KNOWN`` raises), a list where an object
 has no ``.get``. Each such value must be a finding or nothing, never an exception, which
 in the middleware would stop the stream's checks (an ``internal_error``). This walks every
 payload of every protocol fixture and real-world capture and puts each JSON type, in turn,
-at each of its first paths.
+at each of its first paths; a change in one of the first events is also checked under
+auto-detection.
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ from typing import Any
 
 import pytest
 
+from streamguard import check_stream
+
 from .sse_fixtures import Fixture, protocol_fixtures, realworld_fixtures
 
 #: One value of each JSON type, the unhashable ones first.
 RETYPED: tuple[Any, ...] = ({}, [], {"a": []}, 1.5, True, -1, 10**30, "x", None)
 #: Paths tried per payload (the top of the tree, where the fields rules read are).
 MAX_PATHS = 40
+#: A change in one of a body's first data lines is also checked under ``auto``: the
+#: detection signals read the first events, with a payload of any shape.
+AUTO_DATA_LINES = 3
 
 
 def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -46,13 +52,16 @@ def _with(value: Any, path: tuple[Any, ...], new: Any) -> Any:
     return value
 
 
-def _retyped_bodies(fixture: Fixture) -> Iterator[tuple[str, bytes]]:
+def _retyped_bodies(fixture: Fixture) -> Iterator[tuple[str, bytes, bool]]:
+    """Each retyped body, and whether its change is early enough to reach auto-detection."""
     text = fixture.body.decode()
     eol = "\r\n" if "\r\n" in text else "\n"
     lines = text.split(eol)
+    data_lines = 0
     for number, line in enumerate(lines):
         if not line.startswith("data:"):
             continue
+        data_lines += 1
         try:
             payload = json.loads(line[5:])
         except ValueError:
@@ -61,7 +70,8 @@ def _retyped_bodies(fixture: Fixture) -> Iterator[tuple[str, bytes]]:
             for new in RETYPED:
                 changed = list(lines)
                 changed[number] = "data: " + json.dumps(_with(payload, path, new))
-                yield f"line {number} {path} = {new!r}", eol.join(changed).encode()
+                where = f"line {number} {path} = {new!r}"
+                yield where, eol.join(changed).encode(), data_lines <= AUTO_DATA_LINES
 
 
 @pytest.mark.slow
@@ -70,8 +80,10 @@ def _retyped_bodies(fixture: Fixture) -> Iterator[tuple[str, bytes]]:
 )
 def test_no_retyped_value_makes_a_checker_raise(fixture: Fixture) -> None:
     """Each JSON type at each of a payload's first paths is checked without an exception."""
-    for where, data in _retyped_bodies(fixture):
+    for where, data, early in _retyped_bodies(fixture):
         try:
             fixture.check(data)
+            if early:
+                check_stream(data, protocol="auto", request=fixture.request)
         except Exception as exc:  # pragma: no cover - the failure report
             pytest.fail(f"{where}: {type(exc).__name__}: {exc}")

@@ -125,7 +125,7 @@ class Lifecycle:
         return frozenset(step.rule for step in self.table.values() if step.rule is not None)
 
     def describe(self) -> str:
-        """The table as text, one line per phase and kind (for docstrings and docs)."""
+        """The table as text, one line per phase and kind (``docs/lifecycles.md`` prints it)."""
         kinds = (*self.kinds, TERMINAL, ERROR, OTHER, END, ANY)
         lines = []
         for phase in self.phases:

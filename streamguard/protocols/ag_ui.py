@@ -688,4 +688,5 @@ def ag_ui_from_event(event: Event) -> bool:
 def is_ag_ui_event(payload: dict[str, Any]) -> bool:
     """Whether a parsed event's ``type`` is an AG-UI event type (upper-case names no other
     protocol uses)."""
-    return payload.get("type") in EVENT_TYPES
+    kind = payload.get("type")
+    return type(kind) is str and kind in EVENT_TYPES  # (a list or an object is unhashable)

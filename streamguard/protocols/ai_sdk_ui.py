@@ -12,8 +12,8 @@ again on a delta or an end for a part it has no record of; so does ``readUIMessa
 Theory of operation
 -------------------
 
-Each chunk is parsed once and dispatched on its ``type``. The lifecycle (below) tells four
-kinds apart: ``finish`` (the message is complete), ``abort`` (the server stopped it), the
+Each chunk is parsed once and dispatched on its ``type``. The lifecycle (``LIFECYCLE``) tells
+four kinds apart: ``finish`` (the message is complete), ``abort`` (the server stopped it), the
 ``error`` chunk (an in-band error: ``useChat`` throws it and the chat ends in its error
 state; the server may still send ``finish-step``, ``finish`` and ``[DONE]`` after it, as
 ``streamText`` does, so it does not seal the stream) and ``[DONE]`` (the terminal signal).

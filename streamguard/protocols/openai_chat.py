@@ -12,7 +12,7 @@ the fields a rule reads; unknown keys are ignored, so providers' additions never
 Each event is of one kind (``[DONE]`` is the terminal, a chunk with a truthy top-level
 ``error`` the error, a usage chunk ``usage``) and takes its step in ``LIFECYCLE``, the
 engine's table (printed in ``docs/lifecycles.md``), then its kind's payload handler
-(``_HANDLERS``). After the usage chunk or an in-band error, only ``[DONE]`` may follow.
+(``_HANDLERS``). After an in-band error, only ``[DONE]`` may follow.
 
 After the usage chunk, the first other chunk is ``usage_not_last`` once, and the stream is
 checked as before; a second usage chunk is ``usage_repeated``, a payload rule.
