@@ -11,6 +11,13 @@ Each report is put on a bounded queue without waiting and the callback runs on o
 thread. When the queue is full the report is dropped and counted (``dropped``), never
 waited for: a slow sink loses reports, not latency. A callback that raises is counted
 (``failed``) and logged, and the worker goes on.
+
+The worker is a daemon thread, and a server that ends on a signal (uvicorn re-raises
+SIGTERM once it has stopped) runs no exit handler: what is still queued then is lost. So
+the middleware drains its sinks when the lifespan shuts down (``drain``): the queue is
+delivered, waiting at most ``shutdown_timeout`` seconds for a slow callback, and what
+could not be delivered in that time is counted (``undelivered``) and logged. An app
+served without a lifespan is drained at interpreter exit only.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
@@ -40,15 +48,22 @@ class ReportQueue:
         *,
         maxsize: int = 1000,
         name: str = "streamguard-reports",
+        shutdown_timeout: float = 2.0,
     ) -> None:
         if maxsize < 1:
             raise ValueError(f"maxsize must be at least 1, got {maxsize!r}")
+        if not shutdown_timeout >= 0:  # (NaN too)
+            raise ValueError(f"shutdown_timeout must be 0 or more, got {shutdown_timeout!r}")
         self.callback = callback
         self.name = name
+        #: How long a shutdown waits for the queued reports to be delivered, in seconds.
+        self.shutdown_timeout = shutdown_timeout
         #: Reports dropped because the queue was full.
         self.dropped = 0
         #: Reports whose callback raised.
         self.failed = 0
+        #: Reports still queued when a shutdown stopped waiting for them (``drain``).
+        self.undelivered = 0
         self._queue: queue.Queue[object] = queue.Queue(maxsize)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -67,6 +82,33 @@ class ReportQueue:
             self._queue.put_nowait(report)
         except queue.Full:
             self.dropped += 1
+
+    def drain(self, timeout: float | None = None) -> int:
+        """Wait until every queued report is delivered, at most ``timeout`` seconds
+        (``shutdown_timeout`` when ``None``); return, count and log how many were not.
+
+        The queue stays open: a report queued later is delivered as usual.
+        """
+        if timeout is None:
+            timeout = self.shutdown_timeout
+        waiting = self._queue
+        deadline = time.monotonic() + timeout
+        with waiting.all_tasks_done:
+            while waiting.unfinished_tasks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                waiting.all_tasks_done.wait(left)
+            pending: int = waiting.unfinished_tasks
+        if pending:
+            self.undelivered += pending
+            _logger.warning(
+                "streamguard_reports_undelivered",
+                undelivered=pending,
+                timeout_s=timeout,
+                queue=self.name,
+            )
+        return pending
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is queued, then stop the worker (waiting at most ``timeout`` s)."""
@@ -93,6 +135,7 @@ class ReportQueue:
         while True:
             item = self._queue.get()
             if item is _STOP:
+                self._queue.task_done()
                 return
             assert isinstance(item, StreamReport)
             try:
@@ -105,9 +148,11 @@ class ReportQueue:
                     route=item.route,
                     protocol=item.protocol,
                 )
+            finally:
+                self._queue.task_done()
 
 
 def _close_at_exit(ref: weakref.ref[ReportQueue]) -> None:
     report_queue = ref()
     if report_queue is not None:
-        report_queue.close(timeout=5)
+        report_queue.close(timeout=report_queue.shutdown_timeout)

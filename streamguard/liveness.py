@@ -8,8 +8,9 @@ bytes, events, the terminal signal, the end) and asks it, with a time, what is w
 Three detectors share the bookkeeping:
 
 ``body_not_ended``
-    The protocol's terminal signal arrived at ``terminal_at`` but the body is still open
-    ``body_end_grace_s`` later. Reported once. ``poll`` reports it while the stream is
+    The protocol's terminal signal reached the server at ``terminal_at`` (when the server
+    accepted the message carrying it, not when it was parsed: a slow reader may hold a
+    large final write) but the body is still open ``body_end_grace_s`` later. Reported once. ``poll`` reports it while the stream is
     still open (the middleware's sweeper polls every open stream), and ``at_end`` reports
     it when the stream ends, if no poll did (under trio, or offline).
 
@@ -17,7 +18,9 @@ Three detectors share the bookkeeping:
     No body byte for longer than ``idle_limit_s``: keepalive comments count, since they
     keep proxies alive. Reported once per stall while open (new bytes end the stall); at
     the end, one finding if the longest gap exceeded the limit and no poll reported it.
-    Silence after the terminal signal is not a stall: nothing more is owed by then.
+    Silence after the terminal signal is not a stall: nothing more is owed by then. Nor is
+    the time a message waits for the server to accept it (``sending``/``sent``): that is
+    the client reading slowly, and the clock restarts when the server takes the message.
 
 ``buffered_flush``
     The stream did not arrive incrementally: with at least ``burst_min_events`` events,
@@ -70,6 +73,7 @@ class Liveness:
         "_last_activity",
         "_last_event_message",
         "_limits",
+        "_sending",
         "_stalled",
         "_stalls_reported",
         "_started_at",
@@ -85,6 +89,9 @@ class Liveness:
         self._started_at = started_at
         #: The last time the stream showed life: the response start, then each byte.
         self._last_activity = opened_at
+        #: A body message is with the server and not yet accepted (``sending``): the app
+        #: is waiting on the client, not silent.
+        self._sending = False
         self._stalled = False
         self._stalls_reported = 0
         self._body_not_ended_reported = False
@@ -123,6 +130,19 @@ class Liveness:
         if self.terminal_at is None:
             self.terminal_at = now
 
+    def sending(self) -> None:
+        """A body message was handed to the server, which has not accepted it yet."""
+        self._sending = True
+
+    def sent(self, now: float) -> None:
+        """The server accepted the message ``sending`` announced, at ``now``.
+
+        A client that reads slowly holds the send (back-pressure): that wait is neither
+        the app's silence nor a gap between its bytes, so the clock restarts here.
+        """
+        self._sending = False
+        self._last_activity = now
+
     def poll(self, now: float, events: int, offset: int) -> list[Finding]:
         """What is wrong with the open stream at ``now``; each finding is made once."""
         found: list[Finding] = []
@@ -145,7 +165,12 @@ class Liveness:
         idle = now - self._last_activity
         # After the terminal signal nothing more is owed: a quiet open body is
         # body_not_ended's to report, not a stall.
-        if not self._stalled and terminal_at is None and idle > limits.idle_limit_s:
+        if (
+            not self._stalled
+            and terminal_at is None
+            and not self._sending
+            and idle > limits.idle_limit_s
+        ):
             self._stalled = True
             self._stalls_reported += 1
             found.append(

@@ -5,9 +5,9 @@ middleware decides whether the response is a stream worth watching (2xx,
 ``text/event-stream``, not HEAD, not excluded); if it is, each body message is fed to a
 ``StreamMonitor`` synchronously, *before* it is forwarded, so the monitor sees the bytes in
 exactly the order ``send`` was called even when several tasks send (sse-starlette's ping
-task does). ``receive`` is wrapped only to notice ``http.disconnect`` go by and to keep a
-bounded copy of the request body the app reads, for request-aware checks; it consumes
-nothing the app does not ask for.
+task does). ``receive`` is wrapped only to notice ``http.disconnect`` go by and to reduce the request
+body the app reads to the few facts request-aware checks use, as it arrives; it consumes
+nothing the app does not ask for, and holds no copy of a body once it is read.
 
 A compressed stream (a ``Content-Encoding`` other than ``identity``) is watched too, but not
 inspected: its bytes cannot be parsed, so it is counted, timed and reported once as
@@ -28,6 +28,8 @@ import asyncio
 import atexit
 import contextlib
 import random
+import signal
+import sys
 import time
 import weakref
 from collections import Counter
@@ -35,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio.to_thread
 from prometheus_client import CollectorRegistry
 from pydantic_core import PydanticCustomError, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -198,9 +201,22 @@ class StreamGuardMiddleware:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
                 self.report_open_streams()
+                await self.drain_sinks()
             return message
 
         return lifespan_receive
+
+    async def drain_sinks(self) -> None:
+        """Let the sinks that hold reports deliver them (``drain``), each on a worker
+        thread so the loop keeps running; at shutdown, as the server may then end the
+        process without running exit handlers. A failure is counted, never raised."""
+        for sink in self.sinks:
+            drain = getattr(sink, "drain", None)
+            if callable(drain):
+                try:
+                    await anyio.to_thread.run_sync(drain)
+                except Exception as exc:
+                    self._errors(sink.name, exc, UNKNOWN_ROUTE, "unknown")
 
     def report_open_streams(self) -> None:
         """Report every stream still open as ``cancelled`` (at server shutdown and at
@@ -259,9 +275,10 @@ class _StreamWatch:
     __slots__ = (
         "__weakref__",
         "_late_body_is_a_bug",
+        "_peeking",
         "_receive",
+        "_request",
         "_request_body",
-        "_request_complete",
         "_scope",
         "_send",
         "_sink_failed",
@@ -296,19 +313,20 @@ class _StreamWatch:
         #: Whether a body message now would be the app's bug (``body_after_end``): only
         #: after the app ended the body itself, and reported once.
         self._late_body_is_a_bug = False
-        #: The request body as the app reads it, up to ``request_peek_bytes``; dropped at
-        #: the response start, when it has been reduced to its few facts.
-        self._request_body: bytearray | None = (
-            bytearray() if watching.config.request_peek_bytes else None
-        )
-        self._request_complete = False
+        #: Whether the request body the app reads is still to be reduced to its facts.
+        self._peeking = watching.config.request_peek_bytes > 0
+        #: A JSON request body that came in several messages, while it arrives (up to
+        #: ``request_peek_bytes``); reduced to its facts, and dropped, by its last message.
+        self._request_body: bytearray | None = None
+        #: The facts of the body read, and the note saying why they are unknown, if so.
+        self._request: tuple[RequestFacts | None, str | None] | None = None
 
     async def receive(self) -> Message:
         message = await self._receive()
         kind = message["type"]
         if kind == "http.request":
-            if self._request_body is not None:
-                self._keep_request_body(message)
+            if self._peeking:
+                self._peek_request(message)
         elif kind == "http.disconnect":
             self.disconnected = True
         return message
@@ -328,7 +346,7 @@ class _StreamWatch:
                             data = message.get("body", b"")
                             if type(data) is not bytes:  # a memoryview or bytearray is valid
                                 data = bytes(data)
-                            found = monitor.feed(data)
+                            found = monitor.feed(data, self._emit)
                             if found:
                                 self._emit(found)
                         except Exception as exc:
@@ -342,7 +360,10 @@ class _StreamWatch:
                 self._decide(message)
             except Exception as exc:
                 self._abandon("decide", exc)
-            self._request_body = None  # _decide took the facts the checks need, if any
+            # _decide took the facts the checks need, if any; a body read from now on
+            # comes too late for them.
+            self._peeking = False
+            self._request_body = None
         try:
             await self._send(message)
         except OSError:
@@ -350,12 +371,14 @@ class _StreamWatch:
             self.disconnected = True
             raise
         except BaseException as exc:
-            # Cancelled while handing over the last body message (hypercorn's trio worker
-            # reports the finished response as a disconnect, and Starlette then cancels the
-            # sender): the app did end its body, which is what the outcome records. Any
-            # other exception means the message never reached the client: the app sees it
+            # Cancelled while handing over the last body message after the client's
+            # disconnect went by (hypercorn's trio worker reports the finished response
+            # as a disconnect, and Starlette then cancels the sender): the app did end its
+            # body, which is what the outcome records. Cancelled with no disconnect (the
+            # app's own timeout around a send held by a slow reader), or any other
+            # exception, means the message never reached the client: the app sees it
             # raised, and the outcome follows from how the app ends.
-            if body_ended and monitor is not None and _is_cancellation(exc):
+            if body_ended and monitor is not None and self.disconnected and _is_cancellation(exc):
                 monitor.handed_over()
                 self._finish(StreamEnd.BODY_ENDED)
             raise
@@ -485,32 +508,66 @@ class _StreamWatch:
             return
         self._watching.internal_error(where, exc, self.route, self.protocol_label)
 
-    def _keep_request_body(self, message: Message) -> None:
-        kept = self._request_body
-        assert kept is not None
+    def _peek_request(self, message: Message) -> None:
+        """Reduce the request body the app reads to its facts as it arrives.
+
+        Nothing is held for a request no check can use: on a route that is never watched,
+        or with a body that does not start as JSON (an upload), peeking stops at the first
+        message. A body in one message is reduced at once and never copied; one in several
+        is kept only until its last message, at most ``request_peek_bytes``. An app that
+        holds the request before it answers (an upload it processes, a queue) therefore
+        holds the facts, a few slots, and never a copy of what it read.
+        """
         chunk = message.get("body", b"")
-        if len(kept) + len(chunk) > self._watching.config.request_peek_bytes:
-            self._request_body = None  # too large: request-aware checks are skipped
-            self._request_complete = True
+        more = message.get("more_body", False)
+        limit = self._watching.config.request_peek_bytes
+        kept = self._request_body
+        if kept is None:
+            if not self._may_be_checked():
+                self._peeking = False
+                return
+            if not more:
+                self._reduce_request(chunk)
+                return
+            kept = self._request_body = bytearray()
+        if len(kept) + len(chunk) > limit:
+            self._stop_peeking(
+                f"request body over request_peek_bytes={limit}: request checks skipped"
+            )
             return
+        if not kept:  # what the body starts with decides whether it is kept
+            chunk = chunk.lstrip()  # (whitespace before JSON is not kept, nor counted)
+            if chunk[:1] not in (b"{", b"[", b""):
+                self._stop_peeking("request body is not JSON: request checks skipped")
+                return
         kept += chunk
-        if not message.get("more_body", False):
-            self._request_complete = True
+        if not more:
+            self._reduce_request(kept)
+
+    def _may_be_checked(self) -> bool:
+        """Whether a response to this request could be watched (its route is)."""
+        config = self._watching.config
+        if config.is_excluded(self._scope.get("path", "")):
+            return False
+        return config.watch_unlisted or _route_for(config, self._scope)[1] is not None
+
+    def _reduce_request(self, body: bytes | bytearray) -> None:
+        self._request = request_facts(body, self._watching.config.request_peek_bytes)
+        self._request_body = None
+        self._peeking = False
+
+    def _stop_peeking(self, note: str) -> None:
+        self._request = (None, note)
+        self._request_body = None
+        self._peeking = False
 
     def _request_facts(self) -> tuple[RequestFacts | None, str | None]:
         """What the request the app read asked for, or ``None`` and why it is unknown."""
-        limit = self._watching.config.request_peek_bytes
-        if not limit:
-            return None, None
-        body = self._request_body
-        self._request_body = None
-        if body is None:
-            if self._request_complete:
-                return None, f"request body over request_peek_bytes={limit}: request checks skipped"
-            return None, None
-        if body and not self._request_complete:
+        if self._request is not None:
+            return self._request
+        if self._request_body is not None:
             return None, "request body not fully read before the response: request checks skipped"
-        return request_facts(body, limit)
+        return None, None
 
     # -- sinks --------------------------------------------------------------------------
 
@@ -584,7 +641,8 @@ class _StreamWatch:
             self.sweeper.discard(self)
             self.sweeper = None
         try:
-            report = monitor.finish(end, emit=self._emit)
+            stopping = end is StreamEnd.APP_RETURNED and _server_is_stopping()
+            report = monitor.finish(end, emit=self._emit, server_stopping=stopping)
         except Exception as exc:
             self._internal_error("finish", exc)
             report = monitor.fallback_report(end)
@@ -686,6 +744,26 @@ def _route_template(scope: Scope) -> str | None:
         return template if isinstance(template, str) and template else None
     except Exception:
         return None
+
+
+def _server_is_stopping() -> bool:
+    """Whether the server is shutting down; never raises.
+
+    No ASGI message says so before the open streams end (the lifespan's shutdown comes
+    after them), so the servers' own flags are read: uvicorn's ``Server.should_exit``,
+    through its SIGTERM handler (a bound method of the server), and sse-starlette's
+    ``AppStatus.should_exit``. These are the flags sse-starlette itself watches to end
+    its streams at shutdown.
+    """
+    try:
+        server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+        if getattr(server, "should_exit", False) is True:
+            return True
+        sse = sys.modules.get("sse_starlette.sse")
+        status = getattr(sse, "AppStatus", None)
+        return getattr(status, "should_exit", False) is True
+    except Exception:
+        return False
 
 
 def _is_cancellation(exc: BaseException) -> bool:

@@ -46,6 +46,7 @@ from streamguard.request import RequestFacts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
 
 __all__ = [
+    "FEED_WINDOW",
     "MAX_KEPT_FINDINGS",
     "OUTCOMES",
     "EventCallback",
@@ -61,6 +62,11 @@ __all__ = [
 #: that breaks a rule on every event costs a bounded amount of memory; sinks still see
 #: every finding as it is made.
 MAX_KEPT_FINDINGS = 100
+
+#: A body message longer than this is checked a window at a time (``StreamMonitor.feed``):
+#: what one message holds at once (its events, their findings) is bounded by the window,
+#: not by the message. The parser gives the same events however the bytes are cut.
+FEED_WINDOW = 64 * 1024
 
 Clock = Callable[[], float]
 #: Receives each dispatched event with its index (``StreamMonitor(on_event=...)``).
@@ -379,8 +385,14 @@ class StreamMonitor:
             self.internal_error = error_name(error)
         self._inspecting = False
 
-    def feed(self, data: bytes) -> Sequence[Finding]:
-        """Consume one body message's bytes; return the findings it produced."""
+    def feed(self, data: bytes, emit: FindingsCallback | None = None) -> Sequence[Finding]:
+        """Consume one body message's bytes; return the findings it produced.
+
+        A message longer than ``FEED_WINDOW`` is parsed and checked a window at a time, so
+        one giant message never holds more than a window's events and findings at once.
+        With ``emit``, the findings of such a message go to it window by window and none
+        are returned; without, they are all returned (the caller then holds them all).
+        """
         now = self._clock()
         self.body_messages += 1
         self._bytes += len(data)
@@ -391,8 +403,27 @@ class StreamMonitor:
             self.last_byte_at = now
             if liveness is not None:
                 liveness.on_bytes(now)
+                if self._handover:
+                    liveness.sending()
         if not self._inspecting:
             return ()
+        if len(data) <= FEED_WINDOW:
+            return self._check(data, now)
+        held: list[Finding] = []
+        for start in range(0, len(data), FEED_WINDOW):
+            found = self._check(data[start : start + FEED_WINDOW], now)
+            if found:
+                if emit is None:
+                    held.extend(found)
+                else:
+                    emit(found)
+            if not self._inspecting:
+                break  # the rest is counted, not checked
+        return held
+
+    def _check(self, data: bytes, now: float) -> Sequence[Finding]:
+        """Parse and check bytes that arrived at ``now``; return the findings made."""
+        liveness = self._liveness
         parser = self._parser
         items = parser.feed(data)
         if not items:
@@ -426,8 +457,6 @@ class StreamMonitor:
                 self.first_event_at = now
             if liveness is not None:
                 liveness.on_events(now, self.body_messages)
-                if checker is not None and checker.terminal_index is not None:
-                    liveness.on_terminal(now)
             if from_parser and len(new) > from_parser:
                 # One chunk can finish event N and hold a framing problem of event N+1,
                 # and a decision replays the events held before: in event order, the
@@ -448,15 +477,22 @@ class StreamMonitor:
                 # findings were kept: in event order, as if the bytes had come in one chunk.
                 kept.sort(key=_event_order)
         if not self._handover:
-            self._handed_over()
+            self._handed_over(now)
         return new
 
     def handed_over(self) -> None:
-        """The last body message fed reached the server: its terminal or error counts."""
-        if self._handed == _NEITHER:
+        """The last body message fed reached the server: its terminal or error counts, and
+        the grace for ending the body starts now (``body_not_ended``)."""
+        liveness = self._liveness
+        if liveness is not None:
+            now = self._clock()
+            liveness.sent(now)
+            if self._handed == _NEITHER:
+                self._handed_over(now)
+        elif self._handed == _NEITHER:
             self._handed_over()
 
-    def _handed_over(self) -> None:
+    def _handed_over(self, now: float | None = None) -> None:
         checker = self._checker
         if checker is None:
             return
@@ -464,6 +500,11 @@ class StreamMonitor:
             self._handed = _ERROR
         elif checker.terminal_index is not None:
             self._handed = _TERMINAL
+        else:
+            return
+        liveness = self._liveness
+        if liveness is not None and checker.terminal_index is not None:
+            liveness.on_terminal(self._clock() if now is None else now)
 
     # -- auto-detection -----------------------------------------------------------------
 
@@ -531,6 +572,7 @@ class StreamMonitor:
         *,
         cause: BaseException | None = None,
         emit: FindingsCallback | None = None,
+        server_stopping: bool = False,
     ) -> StreamReport:
         """Classify the end, run the end-of-stream rules once, and build the report.
 
@@ -538,9 +580,16 @@ class StreamMonitor:
         ``READ_TIMEOUT``); its type is named, never its text, which may quote the peer.
         ``emit`` receives the findings the end made before the report is built, so a sink
         that fails on them (and calls ``fail``) is on the report.
+        ``server_stopping`` says the server was shutting down when the app returned: an app
+        that returns without ending the body then (sse-starlette ends its open streams so
+        at shutdown) ended it for the shutdown, which is ``cancelled``, as a cancelled task
+        is, and not a stream the app left unfinished.
         """
         if self.report is not None:
             return self.report
+        if server_stopping and end is StreamEnd.APP_RETURNED:
+            end = StreamEnd.CANCELLED
+            self.add_note("the app returned while the server was shutting down")
         ended_at = self._clock()
         events, offset = self._events, self._bytes
         found: list[Finding] = []

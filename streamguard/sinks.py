@@ -6,6 +6,10 @@ when findings are made (``StreamSink.findings``, a batch at a time, never once p
 and when it ends (``StreamSink.stream_ended``, with the ``StreamReport``). Counts such as
 frames and bytes are on the report, accumulated per stream, so no sink does work per frame.
 
+A sink that holds what it was told, to deliver later, may also define ``drain()``: the
+middleware calls it when the lifespan shuts down, on a worker thread, so that nothing is
+lost when the server then ends the process (``ReportSink`` drains a ``ReportQueue``).
+
 A sink that raises is contained: the failure is counted as an internal error (logged with
 ``where=`` the sink's ``name``), the stream's checking stops, and that sink hears nothing
 more of that stream. Only cancellation propagates.
@@ -78,6 +82,12 @@ class ReportSink:
 
     def stream_ended(self, report: StreamReport) -> None:
         self.callback(report)
+
+    def drain(self) -> None:
+        """Deliver what the callback still holds (a ``ReportQueue``), within its bound."""
+        drain = getattr(self.callback, "drain", None)
+        if callable(drain):
+            drain()
 
     def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
         pass

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
+
+from starlette.types import Receive, Scope, Send
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 from streamguard.logs import StreamLog
@@ -143,8 +146,21 @@ def test_an_exception_from_the_final_send_is_not_completed() -> None:
     assert report.outcome is Outcome.APP_ERROR
 
 
-def test_cancelled_during_the_final_send_still_ended_the_body() -> None:
-    """Cancellation while handing over more_body=False (hypercorn's trio worker) completes."""
+def test_cancelled_during_the_final_send_after_a_disconnect_still_ended_the_body() -> None:
+    """Cancellation while handing over more_body=False once the client's disconnect went by
+    (hypercorn's trio worker, then Starlette cancelling the sender) completes."""
+    cancel = asyncio.CancelledError()
+    recorder = Recorder(incoming=[{"type": "http.disconnect"}], fail_after=2, failure=cancel)
+    steps = [sse_start(), body(CHUNK), "receive", body(DONE, more=False)]
+    middleware, reports = _guarded(ScriptedApp(steps))
+    _, raised = run(middleware, recorder=recorder)
+    assert raised is cancel
+    assert [r.outcome for r in reports] == [Outcome.COMPLETED]
+
+
+def test_the_apps_own_cancel_of_the_final_send_is_not_completed() -> None:
+    """The app's timeout cancelling the final send (a slow reader held it) never delivered
+    the terminal: the stream is cancelled, not completed."""
     cancel = asyncio.CancelledError()
     recorder = Recorder(
         incoming=[{"type": "http.request", "body": b""}], fail_after=2, failure=cancel
@@ -152,7 +168,28 @@ def test_cancelled_during_the_final_send_still_ended_the_body() -> None:
     middleware, reports = _guarded(ScriptedApp([sse_start(), body(CHUNK), body(DONE, more=False)]))
     _, raised = run(middleware, recorder=recorder)
     assert raised is cancel
-    assert [r.outcome for r in reports] == [Outcome.COMPLETED]
+    assert [r.outcome for r in reports] == [Outcome.CANCELLED]
+
+
+def test_an_app_that_gives_up_on_its_final_send_left_the_stream_unclosed() -> None:
+    """An app that catches its timeout on the final send and returns never delivered the
+    terminal: ``unclosed``, with ``response_not_finished``."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send(sse_start())
+        await send(body(CHUNK))
+        with contextlib.suppress(asyncio.CancelledError):
+            await send(body(DONE, more=False))
+
+    cancel = asyncio.CancelledError()
+    recorder = Recorder(
+        incoming=[{"type": "http.request", "body": b""}], fail_after=2, failure=cancel
+    )
+    middleware, reports = _guarded(app)
+    _, raised = run(middleware, recorder=recorder)
+    assert raised is None
+    [report] = reports
+    assert (report.outcome, report.rules()) == (Outcome.UNCLOSED, ["response_not_finished"])
 
 
 def test_body_after_the_end_is_the_apps_bug(monkeypatch: pytest.MonkeyPatch) -> None:
