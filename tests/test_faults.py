@@ -237,6 +237,82 @@ def test_report_queue_counts_a_raising_callback_and_goes_on() -> None:
     ]
 
 
+def test_report_queue_drain_delivers_what_is_queued() -> None:
+    """``drain`` returns once every queued report was delivered; the queue stays open."""
+    release = threading.Event()
+    delivered: list[StreamReport] = []
+
+    def slow(report: StreamReport) -> None:
+        release.wait(10)
+        delivered.append(report)
+
+    reports = ReportQueue(slow)
+    middleware = StreamGuardMiddleware(ScriptedApp(STEPS), on_report=reports, metrics=False)
+    for _ in range(3):
+        run(middleware)
+    threading.Timer(0.05, release.set).start()
+    assert reports.drain(timeout=10) == 0
+    assert (len(delivered), reports.undelivered) == (3, 0)
+    run(middleware)
+    reports.close(timeout=10)
+    assert len(delivered) == 4
+
+
+def test_report_queue_drain_is_bounded_and_counts_what_it_could_not_deliver() -> None:
+    """A stuck callback holds a drain ``shutdown_timeout`` seconds at most; the reports it
+    left are counted and logged."""
+    release = threading.Event()
+
+    def stuck(report: StreamReport) -> None:
+        release.wait(30)
+
+    reports = ReportQueue(stuck, shutdown_timeout=0.1)
+    middleware = StreamGuardMiddleware(ScriptedApp(STEPS), on_report=reports, metrics=False)
+    for _ in range(3):
+        run(middleware)
+    with capture_logs() as logs:
+        assert reports.drain() == 3
+    release.set()
+    assert reports.undelivered == 3
+    [logged] = [e for e in logs if e["event"] == "streamguard_reports_undelivered"]
+    assert (logged["undelivered"], logged["timeout_s"]) == (3, 0.1)
+    reports.close(timeout=10)
+
+
+def test_report_queue_refuses_a_negative_or_nan_shutdown_timeout() -> None:
+    """The drain's bound is a number of seconds, 0 or more."""
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="shutdown_timeout"):
+            ReportQueue(print, shutdown_timeout=bad)
+
+
+def test_lifespan_shutdown_drains_the_report_queue() -> None:
+    """The lifespan's shutdown waits (off the loop) until the ``ReportQueue`` delivered the
+    reports of the streams it closed: a server that then re-raises SIGTERM loses none."""
+    delivered: list[StreamReport] = []
+
+    def slow(report: StreamReport) -> None:
+        time.sleep(0.2)
+        delivered.append(report)
+
+    stream_app = ScriptedApp(["receive", sse_start(), body(b"data: one\n\n"), "receive"])
+    middleware = StreamGuardMiddleware(stream_app, on_report=ReportQueue(slow), metrics=False)
+
+    async def main() -> None:
+        client = Recorder(incoming=[{"type": "http.request", "body": b""}])
+        stream = asyncio.ensure_future(middleware(http_scope(), client.receive, client.send))
+        await asyncio.sleep(0.01)
+        middleware.app = ScriptedApp(["receive"])
+        server = Recorder(incoming=[{"type": "lifespan.shutdown"}])
+        await middleware({"type": "lifespan"}, server.receive, server.send)
+        assert [r.outcome for r in delivered] == [Outcome.CANCELLED]
+        stream.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stream
+
+    asyncio.run(main())
+
+
 # -- shutdown --------------------------------------------------------------------------------
 
 

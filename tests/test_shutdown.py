@@ -27,8 +27,21 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_sigterm_reports_every_open_stream(tmp_path: Path) -> None:
-    """50 streams open when uvicorn gets SIGTERM: 50 reports, each ``cancelled``."""
+@pytest.mark.parametrize(
+    ("app", "path", "streams"),
+    [
+        ("app", "/forever", STREAMS),
+        ("app", "/forever-sse", 10),
+        ("queued_app", "/forever", STREAMS),
+        ("queued_app", "/forever-sse", 10),
+    ],
+)
+def test_sigterm_reports_every_open_stream(
+    tmp_path: Path, app: str, path: str, streams: int
+) -> None:
+    """Streams open when uvicorn gets SIGTERM: one report each, ``cancelled`` with no
+    finding, whichever response class sent them (sse-starlette ends its streams itself at
+    shutdown), and delivered through a ``ReportQueue`` too."""
     reports = tmp_path / "reports.jsonl"
     port = _free_port()
     log = (tmp_path / "uvicorn.log").open("wb")
@@ -37,7 +50,7 @@ def test_sigterm_reports_every_open_stream(tmp_path: Path) -> None:
             sys.executable,
             "-m",
             "uvicorn",
-            "tests.shutdown_app:app",
+            f"tests.shutdown_app:{app}",
             "--host=127.0.0.1",
             f"--port={port}",
             "--timeout-graceful-shutdown=1",
@@ -55,7 +68,7 @@ def test_sigterm_reports_every_open_stream(tmp_path: Path) -> None:
         try:
             with (
                 httpx.Client(timeout=30) as http,
-                http.stream("GET", f"http://127.0.0.1:{port}/forever") as response,
+                http.stream("GET", f"http://127.0.0.1:{port}{path}") as response,
             ):
                 for _ in response.iter_bytes():
                     opened.append(1)
@@ -67,10 +80,10 @@ def test_sigterm_reports_every_open_stream(tmp_path: Path) -> None:
     try:
         wait_until(lambda: _listening(port) or server.poll() is not None, 30, "uvicorn up")
         assert server.poll() is None, (tmp_path / "uvicorn.log").read_text()
-        clients = [threading.Thread(target=client) for _ in range(STREAMS)]
+        clients = [threading.Thread(target=client) for _ in range(streams)]
         for thread in clients:
             thread.start()
-        wait_until(lambda: len(opened) == STREAMS, 30, "every stream's first event")
+        wait_until(lambda: len(opened) == streams, 30, "every stream's first event")
         server.send_signal(signal.SIGTERM)
         server.wait(30)
     finally:
@@ -80,8 +93,8 @@ def test_sigterm_reports_every_open_stream(tmp_path: Path) -> None:
             server.wait()
         log.close()
     lines = reports.read_text().splitlines() if reports.exists() else []
-    outcomes = [json.loads(line)["outcome"] for line in lines]
-    assert outcomes == ["cancelled"] * STREAMS, (tmp_path / "uvicorn.log").read_text()
+    ends = [(json.loads(line)["outcome"], json.loads(line)["rules"]) for line in lines]
+    assert ends == [("cancelled", [])] * streams, (tmp_path / "uvicorn.log").read_text()
 
 
 def _listening(port: int) -> bool:
