@@ -71,6 +71,13 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
             await asyncio.sleep(PACED_INTERVAL)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return
+    if scope["path"] in ("/idle", "/idle-listed"):  # two frames, then open and idle
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        for frame in STREAM[:2]:
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        return
     if scope["path"] == "/json":
         await send({"type": "http.response.start", "status": 200, "headers": _JSON_HEADERS})
         await send({"type": "http.response.body", "body": b'{"ok":true}'})
@@ -104,7 +111,11 @@ structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
 _choice = os.environ.get("STREAMGUARD_BENCH_MIDDLEWARE", "none")
 served: ASGIApp
 if _choice == "streamguard":
-    served = StreamGuardMiddleware(app, routes={"/stream": "openai_chat", "/paced": "openai_chat"})
+    # /idle is left to auto-detection (watch_unlisted); the others are declared.
+    served = StreamGuardMiddleware(
+        app,
+        routes={"/stream": "openai_chat", "/paced": "openai_chat", "/idle-listed": "openai_chat"},
+    )
 elif _choice == "noop":
     served = NoopMiddleware(app)
 else:

@@ -563,8 +563,10 @@ class _StreamWatch:
 
     def _request_facts(self) -> tuple[RequestFacts | None, str | None]:
         """What the request the app read asked for, or ``None`` and why it is unknown."""
-        if self._request is not None:
-            return self._request
+        request = self._request
+        if request is not None:
+            self._request = None  # the checker keeps the facts it reads
+            return request
         if self._request_body is not None:
             return None, "request body not fully read before the response: request checks skipped"
         return None, None

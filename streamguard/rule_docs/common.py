@@ -250,8 +250,10 @@ DOCS: tuple[RuleDoc, ...] = (
     rule_doc(
         "body_not_ended",
         meaning="""
-            The terminal signal arrived, but the body was still open `timers.body_end_grace_s`
-            seconds later (default 5). Reported once, while the stream is still open (the
+            The terminal signal reached the server, but the body was still open
+            `timers.body_end_grace_s` seconds later (default 5). The grace starts when the
+            server takes the message carrying the terminal, not when it was sent to it: a
+            slow reader can hold a large final write. Reported once, while the stream is still open (the
             middleware's sweeper polls open streams) or at its end if no poll saw it. It is a
             timing rule: only the middleware applies it, with timers enabled; offline checks
             (`check_stream`, `streamguard check`) and `collect` have no clock to judge it.""",
@@ -280,7 +282,9 @@ DOCS: tuple[RuleDoc, ...] = (
         "stalled",
         meaning="""
             No body byte was sent for longer than `timers.idle_limit_s` (default 60 s).
-            Keepalive comments count as bytes, since they keep proxies alive. Reported once per
+            Keepalive comments count as bytes, since they keep proxies alive. A message the
+            server has not taken yet (a client that reads slowly) is no silence of the app:
+            the limit counts from when the server takes it. Reported once per
             stall while the stream is open (new bytes end a stall), or at the end when the
             longest silence exceeded the limit and no poll reported it. A timing rule: only the
             middleware applies it, with timers enabled.""",
