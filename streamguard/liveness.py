@@ -72,6 +72,7 @@ class Liveness:
         "_first_event_message",
         "_last_activity",
         "_last_event_message",
+        "_held",
         "_limits",
         "_sending",
         "_stalled",
@@ -90,8 +91,9 @@ class Liveness:
         #: The last time the stream showed life: the response start, then each byte.
         self._last_activity = opened_at
         #: A body message is with the server and not yet accepted (``sending``): the app
-        #: is waiting on the client, not silent.
+        #: is waiting on the client, not silent. ``_held``: a poll saw it still waiting.
         self._sending = False
+        self._held = False
         self._stalled = False
         self._stalls_reported = 0
         self._body_not_ended_reported = False
@@ -134,13 +136,18 @@ class Liveness:
         """A body message was handed to the server, which has not accepted it yet."""
         self._sending = True
 
-    def sent(self, now: float) -> None:
-        """The server accepted the message ``sending`` announced, at ``now``.
+    def sent(self) -> bool:
+        """The server accepted the message ``sending`` announced. True when a poll saw it
+        still waiting: the caller then tells ``resume`` when (a send quicker than a poll
+        needs no clock, and its feed time stands for it)."""
+        held = self._held
+        self._sending = self._held = False
+        return held
 
-        A client that reads slowly holds the send (back-pressure): that wait is neither
-        the app's silence nor a gap between its bytes, so the clock restarts here.
-        """
-        self._sending = False
+    def resume(self, now: float) -> None:
+        """A message held by the server (a client reading slowly: back-pressure) was
+        accepted at ``now``: the wait was neither the app's silence nor a gap between its
+        bytes, so the silence is counted from here."""
         self._last_activity = now
 
     def poll(self, now: float, events: int, offset: int) -> list[Finding]:
@@ -162,6 +169,8 @@ class Liveness:
                     offset,
                 )
             )
+        if self._sending:
+            self._held = True
         idle = now - self._last_activity
         # After the terminal signal nothing more is owed: a quiet open body is
         # body_not_ended's to report, not a stall.

@@ -273,7 +273,6 @@ class _StreamWatch:
     """The per-request state: the wrapped ``receive`` and ``send``, monitor and sinks."""
 
     __slots__ = (
-        "__weakref__",
         "_late_body_is_a_bug",
         "_peeking",
         "_receive",

@@ -482,17 +482,18 @@ class StreamMonitor:
 
     def handed_over(self) -> None:
         """The last body message fed reached the server: its terminal or error counts, and
-        the grace for ending the body starts now (``body_not_ended``)."""
+        the grace for ending the body starts then (``body_not_ended``)."""
         liveness = self._liveness
-        if liveness is not None:
-            now = self._clock()
-            liveness.sent(now)
-            if self._handed == _NEITHER:
-                self._handed_over(now)
-        elif self._handed == _NEITHER:
-            self._handed_over()
+        now = None
+        if liveness is not None and liveness.sent():
+            now = self._clock()  # the server held the message past a poll: when it took it
+            liveness.resume(now)
+        if self._handed == _NEITHER:
+            self._handed_over(now)
 
     def _handed_over(self, now: float | None = None) -> None:
+        """Record a terminal or error the server now has; ``now`` is when it took it, or
+        ``None`` for the last feed's time (the send took less than a poll)."""
         checker = self._checker
         if checker is None:
             return
@@ -504,7 +505,8 @@ class StreamMonitor:
             return
         liveness = self._liveness
         if liveness is not None and checker.terminal_index is not None:
-            liveness.on_terminal(self._clock() if now is None else now)
+            at = self.last_byte_at if now is None else now
+            liveness.on_terminal(self._clock() if at is None else at)
 
     # -- auto-detection -----------------------------------------------------------------
 

@@ -13,6 +13,9 @@ The parser works on bytes and holds only what it must:
 * ``_partial`` — the current unfinished *line* (no line ending in it yet), in one
   ``bytearray``, so a line sent a few bytes at a time costs its length and no more;
 * the fields of the current unfinished *event*: its ``data`` lines, its type;
+
+(the line and the data lines exist only while there are some, or once a chunk took the
+general path: a stream whose chunks are whole events, idle or not, holds neither);
 * ``_last_id`` and ``_retry``, which persist across events as the spec says.
 
 Memory is bounded by ``max_event_bytes`` whatever the chunks hold: between calls the parser
@@ -173,14 +176,14 @@ class EventParser:
         self.max_event_bytes = max_event_bytes
         #: Absolute offset of the first byte not yet consumed as part of a whole line.
         self._offset = 0
-        self._partial = bytearray()
+        self._partial: bytearray | None = None
         self._skip_lf = False
         self._bom_window: bytes | None = b""  # None once the BOM question is settled
         # The event being built.
         self._event_start: int | None = None
         #: Its data lines; once there are many, the first element is a ``bytearray``
         #: holding all but the last of them, joined (see ``_compact_data``).
-        self._data: list[bytes | bytearray] = []
+        self._data: list[bytes | bytearray] | None = None
         #: Its type, decoded when its ``event:`` line is read ("message" when unset).
         self._event_type = "message"
         # State the spec keeps across events.
@@ -253,9 +256,10 @@ class EventParser:
         else:
             whole = data[: last_end + 1]
             rest = data[last_end + 1 :]
-        if self._partial:
-            whole = b"".join((self._partial, whole))  # one copy, the held part included
-            self._partial.clear()
+        partial = self._partial
+        if partial:
+            whole = b"".join((partial, whole))  # one copy, the held part included
+            self._partial = None
         if last_cr == last_end and not rest:
             self._skip_lf = True
 
@@ -283,13 +287,15 @@ class EventParser:
                 # Fewer than three bytes in the whole body, all of them a BOM prefix.
                 self._hold(self._bom_window)
                 self._bom_window = None
-        if self._inspecting and (self._event_start is not None or self._partial):
+        partial = self._partial
+        if self._inspecting and (self._event_start is not None or partial):
             start = self._event_start if self._event_start is not None else self._offset
-            size = self._offset + len(self._partial) - start
-            if self._data:
+            size = self._offset + (0 if partial is None else len(partial)) - start
+            data = self._data
+            if data:
                 # Its data lines were read whole but are decoded only at dispatch.
-                self._decode(b"\n".join(self._data), start)
-            if self._data or self._partial.startswith(b"data"):
+                self._decode(b"\n".join(data), start)
+            if data or (partial is not None and partial.startswith(b"data")):
                 what = "clients discard the unfinished event"
             else:
                 what = "it holds no data, but the frame is cut"
@@ -302,8 +308,7 @@ class EventParser:
                 )
             )
             self._event_start = None
-            self._partial.clear()
-            self._data.clear()
+            self._partial = self._data = None
         found, self._findings = self._findings, None
         return Leftover(found or [], pending)
 
@@ -329,10 +334,11 @@ class EventParser:
     def _pending_event(self) -> Event | None:
         """The event being built, as the start of its first data line shows it."""
         limit = _PENDING_LINE_BYTES
-        if self._data:
-            first = self._data[0][:limit]
-        elif self._partial.startswith(b"data:"):
-            first = self._partial[5:limit]
+        data, partial = self._data, self._partial
+        if data:
+            first = data[0][:limit]
+        elif partial is not None and partial.startswith(b"data:"):
+            first = partial[5:limit]
             if first[:1] == b" ":
                 first = first[1:]
         else:
@@ -356,9 +362,13 @@ class EventParser:
 
     def _hold(self, fragment: bytes) -> None:
         """Keep part of an unfinished line, unless the event grows past the limit."""
-        self._partial += fragment
+        partial = self._partial
+        if partial is None:
+            partial = self._partial = bytearray(fragment)
+        else:
+            partial += fragment
         start = self._event_start if self._event_start is not None else self._offset
-        if self._offset + len(self._partial) - start > self.max_event_bytes:
+        if self._offset + len(partial) - start > self.max_event_bytes:
             self._too_large(start)
 
     def _too_large(self, start: int) -> None:
@@ -371,8 +381,7 @@ class EventParser:
             )
         )
         self._inspecting = False
-        self._partial.clear()
-        self._data.clear()
+        self._partial = self._data = None
         self._event_type = "message"
 
     def _single_event(self, data: bytes) -> Event | None:
@@ -452,6 +461,8 @@ class EventParser:
         offset = self._offset
         event_start = self._event_start
         data = self._data
+        if data is None:
+            data = self._data = []
         limit = self.max_event_bytes
         # Only a region that could hold an oversized event needs the per-line size check.
         check_size = offset + len(whole) - (offset if event_start is None else event_start) > limit
@@ -536,6 +547,7 @@ class EventParser:
         non-empty exactly while the event has data.
         """
         data = self._data
+        assert data is not None
         last = data.pop()
         joined = data[0]
         if type(joined) is not bytearray:
@@ -549,6 +561,7 @@ class EventParser:
     def _joined_data(self) -> bytearray:
         """The compacted data lines and the rest, joined in place of the compacted ones."""
         data = self._data
+        assert data is not None
         joined = data[0]
         assert type(joined) is bytearray
         joined += b"\n"
@@ -568,6 +581,8 @@ class EventParser:
         if name == b"event":  # a bare "event" line: an empty value
             self._event_type = "message"
         elif name == b"data":  # a bare "data" line: an empty value
+            if self._data is None:
+                self._data = []
             self._data.append(value)
         elif name == b"id":
             if b"\0" not in value:  # the line was checked above: no second report
