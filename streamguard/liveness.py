@@ -10,9 +10,10 @@ Three detectors share the bookkeeping:
 ``body_not_ended``
     The protocol's terminal signal reached the server at ``terminal_at`` (when the server
     accepted the message carrying it, not when it was parsed: a slow reader may hold a
-    large final write) but the body is still open ``body_end_grace_s`` later. Reported once. ``poll`` reports it while the stream is
-    still open (the middleware's sweeper polls every open stream), and ``at_end`` reports
-    it when the stream ends, if no poll did (under trio, or offline).
+    large final write) but the body is still open ``body_end_grace_s`` later. Reported
+    once. ``poll`` reports it while the stream is still open (the middleware's sweeper
+    polls every open stream), and ``at_end`` reports it when the stream ends, if no poll
+    did (under trio, or offline).
 
 ``stalled``
     No body byte for longer than ``idle_limit_s``: keepalive comments count, since they
@@ -70,9 +71,9 @@ class Liveness:
         "_body_not_ended_reported",
         "_event_messages",
         "_first_event_message",
+        "_held",
         "_last_activity",
         "_last_event_message",
-        "_held",
         "_limits",
         "_sending",
         "_stalled",

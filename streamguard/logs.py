@@ -101,7 +101,7 @@ class LogSink:
     def stream_started(self, route: str, protocol: str, unchecked: str | None) -> StreamLog | None:
         if not self.config.enabled:
             return None
-        return StreamLog(self.config, self.limiter, route, protocol, self.side)
+        return StreamLog(self, route, protocol)
 
     def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
         side = {} if self.side is None else {"side": self.side}
@@ -118,33 +118,29 @@ class LogSink:
 class StreamLog:
     """The log of one stream: a bound logger plus its per-stream violation budget."""
 
-    __slots__ = (
-        "_bound",
-        "_config",
-        "_limiter",
-        "_logged",
-        "_not_logged",
-        "_protocol",
-        "_route",
-        "_side",
-    )
+    # The sink's config, limiter and side are read through ``_sink``: one slot where three
+    # would be held by every open stream.
+    __slots__ = ("_bound", "_logged", "_not_logged", "_protocol", "_route", "_sink")
 
-    def __init__(
-        self,
-        config: LogConfig,
-        limiter: ViolationLimiter,
-        route: str,
-        protocol: str,
-        side: str | None = None,
-    ) -> None:
-        self._config = config
-        self._limiter = limiter
+    def __init__(self, sink: LogSink, route: str, protocol: str) -> None:
+        self._sink = sink
         self._route = route
         self._protocol = protocol
-        self._side = side
         self._bound: Any = None
         self._logged = 0
         self._not_logged = 0
+
+    @property
+    def _config(self) -> LogConfig:
+        return self._sink.config
+
+    @property
+    def _limiter(self) -> ViolationLimiter:
+        return self._sink.limiter
+
+    @property
+    def _side(self) -> str | None:
+        return self._sink.side
 
     @property
     def _logger(self) -> Any:

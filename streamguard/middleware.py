@@ -5,9 +5,9 @@ middleware decides whether the response is a stream worth watching (2xx,
 ``text/event-stream``, not HEAD, not excluded); if it is, each body message is fed to a
 ``StreamMonitor`` synchronously, *before* it is forwarded, so the monitor sees the bytes in
 exactly the order ``send`` was called even when several tasks send (sse-starlette's ping
-task does). ``receive`` is wrapped only to notice ``http.disconnect`` go by and to reduce the request
-body the app reads to the few facts request-aware checks use, as it arrives; it consumes
-nothing the app does not ask for, and holds no copy of a body once it is read.
+task does). ``receive`` is wrapped only to notice ``http.disconnect`` go by and to reduce
+the request body the app reads to the few facts request-aware checks use, as it arrives;
+it consumes nothing the app does not ask for, and holds no copy of a body once it is read.
 
 A compressed stream (a ``Content-Encoding`` other than ``identity``) is watched too, but not
 inspected: its bytes cannot be parsed, so it is counted, timed and reported once as
@@ -180,7 +180,7 @@ class StreamGuardMiddleware:
             return
         watch = _StreamWatch(self._watching, scope, receive, send)
         try:
-            await self.app(scope, watch.receive, watch.send)
+            await self.app(scope, watch.receive, watch)  # the watch is the app's send
         except BaseException as exc:
             watch.app_raised(exc)
             raise
@@ -391,6 +391,10 @@ class _StreamWatch:
                 self._finish(
                     StreamEnd.CLIENT_DISCONNECT if self.disconnected else StreamEnd.BODY_ENDED
                 )
+
+    #: The app's ``send`` is the watch itself: a bound method would be one more object
+    #: held for the whole life of every stream (an idle one costs at most 2 KiB).
+    __call__ = send
 
     def app_returned(self) -> None:
         self._finish(StreamEnd.CLIENT_DISCONNECT if self.disconnected else StreamEnd.APP_RETURNED)

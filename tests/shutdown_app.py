@@ -15,11 +15,11 @@ import json
 import os
 from collections.abc import AsyncIterator
 
+from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
-from sse_starlette import EventSourceResponse
 
 from streamguard import StreamGuardMiddleware, StreamReport
 from streamguard.handoff import ReportQueue

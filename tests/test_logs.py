@@ -175,14 +175,14 @@ def test_content_excerpts_are_opt_in_truncated_and_escaped() -> None:
 def test_summary_says_what_the_report_did_not_keep_and_a_late_close() -> None:
     """The stream summary counts dropped findings and says the client closed after the end."""
     from streamguard.config import LogConfig
-    from streamguard.logs import StreamLog, ViolationLimiter
+    from streamguard.logs import LogSink, StreamLog
     from streamguard.monitor import StreamEnd, StreamMonitor
 
     monitor = StreamMonitor("openai_chat")
     monitor.feed(b"data: [DONE]\n\n" + b"data: x\n\n" * 150)
     report = monitor.finish(StreamEnd.CLIENT_DISCONNECT)
     with capture_logs() as logs:
-        StreamLog(LogConfig(), ViolationLimiter(60), "r", "openai_chat").ended(report)
+        StreamLog(LogSink(LogConfig()), "r", "openai_chat").ended(report)
     [summary] = logs
     assert (
         summary["outcome"],

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 
 import pytest
-
 from starlette.types import Receive, Scope, Send
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
