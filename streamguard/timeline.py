@@ -203,7 +203,7 @@ def _arrival_time(at: object, number: int) -> float:
     except OverflowError:  # a JSON integer of hundreds of digits
         raise ValueError(f'line {number}: "at" is too large to be a time') from None
     if not math.isfinite(seconds):
-        raise ValueError(f'line {number}: "at" is {seconds}, not a time')
+        raise ValueError(f'line {number}: "at" is {json.dumps(seconds)}, not a time')
     if seconds < 0:
         raise ValueError(f'line {number}: "at" is negative ({seconds}), not a time')
     return seconds

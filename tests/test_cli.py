@@ -19,8 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from streamguard import RULES
-from streamguard import cli
+from streamguard import RULES, cli
 from streamguard._demo_app import build_app
 from streamguard.cli import EXIT_BROKEN_PIPE, PREVIEW_CHARS, _preview, main, rules_markdown
 from streamguard.testing import serve
