@@ -18,35 +18,48 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import stat
 import sys
+import tempfile
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from streamguard import __version__
-from streamguard._format import format_finding, frame_at, severity_at_least
+from streamguard._format import FRAME_CHARS, format_finding, frame_at, severity_at_least
 from streamguard._table import table
 from streamguard._wire import token
-from streamguard.monitor import check_stream
-from streamguard.protocols import AUTO, CHECKERS
+from streamguard.monitor import StreamEnd, StreamMonitor, check_stream
+from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
+from streamguard.protocols._base import Transcript
 from streamguard.report import Finding, Outcome, Severity, StreamReport
-from streamguard.request import MAX_REQUEST_CONTAINERS, RequestFacts, is_jsonrpc_batch
+from streamguard.request import (
+    MAX_REQUEST_CONTAINERS,
+    RequestFacts,
+    add_http_facts,
+    is_jsonrpc_batch,
+)
 from streamguard.rule_docs.markdown import rules_markdown
 from streamguard.rules import ALL_PROTOCOLS, RULES
+from streamguard.sse import Event
 from streamguard.timeline import (
     CAPTURE_FORMAT,
+    MAX_CAPTURE_LINE_BYTES,
     Arrival,
-    Capture,
-    marks_from_arrivals,
-    read_capture,
+    capture_arrivals,
+    capture_header,
+    capture_lines,
+    capture_record,
+    read_capture_header,
     render_html,
-    write_capture,
+    timeline_of,
 )
 
 __all__ = [
@@ -75,7 +88,10 @@ PROTOCOLS = [AUTO, *CHECKERS]
 #: are the server's view and never reach a client. ``check`` fails on none: a capture is
 #: judged for its structure, and an in-band error is a well-formed end.
 PROBE_FAIL_ON_OUTCOME = "error_event,unclosed,client_disconnect,connection_lost"
-PROBE_STALL_HELP = "; client_disconnect is the probe giving up on a stall (--timeout)"
+PROBE_STALL_HELP = (
+    "; client_disconnect is the probe giving up on a stall (--timeout) or stopping at "
+    "--max-time or --max-bytes"
+)
 NO_OUTCOME = "none"
 #: The largest JSON request parsed for request-aware checks (``--request``, ``--data``), in
 #: bytes: the middleware's ``request_peek_bytes`` default. With ``MAX_REQUEST_CONTAINERS``
@@ -169,10 +185,10 @@ def _request_object(data: bytes, where: str) -> RequestFacts:
     return RequestFacts(request)  # an object, or an MCP request batch
 
 
-def _finding_json(finding: Finding, body: bytes | None) -> dict[str, Any]:
+def _finding_json(finding: Finding, frames: Mapping[int, str]) -> dict[str, Any]:
     frame = finding.excerpt
-    if frame is None and body is not None:
-        frame = frame_at(body, finding.byte_offset)
+    if frame is None and finding.byte_offset is not None:
+        frame = frames.get(finding.byte_offset)
     return {
         "rule": finding.rule,
         "severity": finding.severity.value,
@@ -183,7 +199,7 @@ def _finding_json(finding: Finding, body: bytes | None) -> dict[str, Any]:
     }
 
 
-def _report_json(report: StreamReport, body: bytes | None, failed: bool) -> dict[str, Any]:
+def _report_json(report: StreamReport, frames: Mapping[int, str], failed: bool) -> dict[str, Any]:
     return {
         "protocol": report.protocol,
         "protocol_source": report.protocol_source,
@@ -193,9 +209,49 @@ def _report_json(report: StreamReport, body: bytes | None, failed: bool) -> dict
         "inspected": report.inspected,
         "malformed": report.malformed,
         "failed": failed,
-        "findings": [_finding_json(finding, body) for finding in report.findings],
+        "findings": [_finding_json(finding, frames) for finding in report.findings],
         "notes": list(report.notes),
     }
+
+
+def _finding_text(finding: Finding, frames: Mapping[int, str]) -> str:
+    """``format_finding`` with the frame read from ``frames`` (the body is not kept)."""
+    line = format_finding(finding)
+    if finding.excerpt is None and finding.byte_offset is not None:
+        frame = frames.get(finding.byte_offset)
+        if frame is not None:
+            line += f"\n    frame: {frame}"
+    return line
+
+
+#: Bytes ``frame_at`` reads from a finding's offset: all a frame needs of the body.
+FRAME_BYTES = FRAME_CHARS * 4 + 4
+
+
+def _frames(arrivals: Iterable[Arrival], findings: Sequence[Finding]) -> dict[int, str]:
+    """The frame at each finding's byte offset, read in one pass over the body's chunks:
+    only ``FRAME_BYTES`` per offset are kept (a report keeps a bounded number of findings),
+    never the body."""
+    wanted = sorted(
+        {f.byte_offset for f in findings if f.excerpt is None and f.byte_offset is not None}
+    )
+    regions = {offset: bytearray() for offset in wanted}
+    first_open = position = 0  # wanted[first_open:] still need bytes
+    for arrival in arrivals:
+        if first_open == len(wanted):
+            break
+        data = arrival.data
+        end = position + len(data)
+        for offset in wanted[first_open:]:
+            if offset >= end:
+                break
+            if offset + FRAME_BYTES > position:
+                regions[offset] += data[max(offset - position, 0) : offset + FRAME_BYTES - position]
+        while first_open < len(wanted) and wanted[first_open] + FRAME_BYTES <= end:
+            first_open += 1
+        position = end
+    frames = {offset: frame_at(bytes(region), 0) for offset, region in regions.items()}
+    return {offset: frame for offset, frame in frames.items() if frame is not None}
 
 
 def _fails(report: StreamReport, threshold: Severity) -> bool:
@@ -250,7 +306,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         label = "<stdin>" if name == "-" else name
         progress.show(done, label)
         try:
-            body = _read_bytes(name)
+            result = _check_file(name, label, args.protocol, request, args.html is not None)
         except InputError as exc:
             input_errors += 1
             progress.clear()
@@ -259,24 +315,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 print(json.dumps({"file": label, "error": str(exc)}), file=out)
             rows.append([label, "", "(input error)", "", "", ""])
             continue
-        try:
-            capture = _as_capture(body)
-        except InputError as exc:
+        report, frames = result.report, result.frames
+        if result.page is not None and not _write_page(args.html, result.page, err, "check"):
             input_errors += 1
-            progress.clear()
-            print(f"streamguard check: error: {label}: {exc}", file=err)
-            rows.append([label, "", "(input error)", "", "", ""])
-            continue
-        if capture is not None:  # a capture keeps the chunks as they arrived
-            chunks = [arrival.data for arrival in capture.arrivals]
-            body = b"".join(chunks)
-        else:
-            chunks = [body]
-        report = check_stream(chunks, protocol=args.protocol, request=request)
-        if args.html is not None:
-            arrivals = capture.arrivals if capture is not None else (Arrival(0.0, body),)
-            if not _write_html(args.html, report, arrivals, label, err, "check"):
-                input_errors += 1
         fails = _fails(report, threshold)
         failed += fails
         bad_end = report.outcome in args.fail_on_outcome
@@ -284,7 +325,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         fails = fails or bad_end
         if args.format == "json":
             progress.clear()
-            print(json.dumps({"file": label, **_report_json(report, body, fails)}), file=out)
+            print(json.dumps({"file": label, **_report_json(report, frames, fails)}), file=out)
             continue
         rows.append(
             [
@@ -299,7 +340,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if report.findings:
             details.append(label)
             details.extend(
-                "  " + format_finding(f, body).replace("\n", "\n  ") for f in report.findings
+                "  " + _finding_text(f, frames).replace("\n", "\n  ") for f in report.findings
             )
     progress.show(len(args.files), "done")
     progress.clear()
@@ -322,21 +363,97 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if failed or ended_badly else EXIT_OK
 
 
-def _as_capture(body: bytes) -> Capture | None:
-    """A capture saved by ``probe --save`` (its header line says so), else None: the
-    file is a plain body. A file whose header says it is a capture but which does not
-    read as one is an ``InputError`` naming the line, never checked as a body."""
-    if not body.startswith(b"{"):
-        return None
-    first = body.split(b"\n", 1)[0]
-    if CAPTURE_FORMAT.encode() not in first:
-        return None
+#: Bytes read from a file at a time, and the most handed to the checks at once: what
+#: ``check`` holds does not grow with the file (nor with one large chunk of a capture).
+READ_CHUNK_BYTES = 64 * 1024
+#: Standard input (or a pipe) is copied to a temporary file as it is read, to be read
+#: again for the frames and the page; this much of it stays in memory, the rest on disk.
+SPOOL_MEMORY_BYTES = 1024 * 1024
+
+
+class _CaptureError(InputError):
+    """A capture that does not read as one; the message names the line."""
+
+
+@contextlib.contextmanager
+def _rereadable(name: str) -> Iterator[BinaryIO]:
+    """The input ``name`` (``-``: stdin) as a file that can be read more than once: the
+    file itself, or what cannot seek (stdin, a pipe) copied to a temporary file."""
+    with contextlib.ExitStack() as stack:
+        source: BinaryIO = (
+            sys.stdin.buffer if name == "-" else stack.enter_context(open(name, "rb"))
+        )
+        if not source.seekable():
+            spool = stack.enter_context(tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES))
+            shutil.copyfileobj(source, spool, READ_CHUNK_BYTES)
+            spool.seek(0)
+            source = cast(BinaryIO, spool)
+        yield source
+
+
+def _is_capture(source: BinaryIO) -> bool:
+    """Whether ``source`` is a capture saved by ``probe --save`` (its first line says so);
+    else it is a plain body. Reads no further than one capture line, then rewinds."""
+    start = source.tell()
+    first = source.read(1)
+    if first == b"{":
+        first += source.readline(MAX_CAPTURE_LINE_BYTES)
+    source.seek(start)
+    return first.startswith(b"{") and CAPTURE_FORMAT.encode() in first
+
+
+def _arrivals(source: BinaryIO, capture: bool) -> Iterator[Arrival]:
+    """The chunks of the body from the start of ``source``, read one at a time: a plain
+    body in ``READ_CHUNK_BYTES`` reads (at time 0: it has no arrival times), a capture line
+    by line. A capture line that does not read is a ``_CaptureError`` naming it."""
+    source.seek(0)
+    if not capture:
+        for chunk in iter(lambda: source.read(READ_CHUNK_BYTES), b""):
+            yield Arrival(0.0, chunk)
+        return
     try:
-        return read_capture(body.decode("utf-8").splitlines())
-    except UnicodeDecodeError:
-        raise InputError("the capture is not UTF-8 text") from None
+        lines = capture_lines(source)
+        read_capture_header(next(lines, ""))
+        yield from capture_arrivals(lines)
     except ValueError as exc:
-        raise InputError(f"not a readable capture: {exc}") from None
+        raise _CaptureError(f"not a readable capture: {exc}") from None
+
+
+def _pieces(arrivals: Iterable[Arrival]) -> Iterator[bytes]:
+    """The body's bytes in pieces of at most ``READ_CHUNK_BYTES``: one large chunk of a
+    capture is not handed to the checks at once (what one ``feed`` builds grows with it)."""
+    for arrival in arrivals:
+        data = arrival.data
+        for start in range(0, len(data), READ_CHUNK_BYTES):
+            yield data[start : start + READ_CHUNK_BYTES]
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """One file checked: its report, the frames of its findings, its page if asked for."""
+
+    report: StreamReport
+    frames: dict[int, str]
+    page: str | None
+
+
+def _check_file(
+    name: str, label: str, protocol: str, request: RequestFacts | None, html: bool
+) -> _Checked:
+    """Check the file ``name`` in passes over its chunks, never holding it whole: the
+    report, then the frames of its findings, then the page when ``html``."""
+    with _reading(name, "a captured stream"), _rereadable(name) as source:
+        capture = _is_capture(source)
+        try:
+            report = check_stream(
+                _pieces(_arrivals(source, capture)), protocol=protocol, request=request
+            )
+        except _CaptureError as exc:
+            raise InputError(f"{label}: {exc}") from None
+        # A capture read whole once reads again: the passes below raise nothing new.
+        frames = _frames(_arrivals(source, capture), report.findings) if report.findings else {}
+        page = _page(report, _arrivals(source, capture), label) if html else None
+    return _Checked(report, frames, page)
 
 
 def _shown_url(url: str) -> str:
@@ -349,17 +466,21 @@ def _shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
-def _write_html(
-    path: str,
-    report: StreamReport,
-    arrivals: Sequence[Arrival],
-    title: str,
-    err: TextIO,
-    command: str,
-) -> bool:
+def _page(report: StreamReport, arrivals: Iterable[Arrival], title: str) -> str:
+    """The timeline page of a stream, from its chunks (read no further than the page's
+    bounds: ``timeline_of``)."""
+    timeline = timeline_of(arrivals)
+    return render_html(
+        report,
+        timeline.marks,
+        title=title,
+        ended_at=report.duration,
+        cut_at=None if timeline.complete else timeline.covered_bytes,
+    )
+
+
+def _write_page(path: str, page: str, err: TextIO, command: str) -> bool:
     """Write the timeline page; False (and the error said) when it cannot be written."""
-    marks = marks_from_arrivals(arrivals)
-    page = render_html(report, marks, title=title, ended_at=report.duration)
     try:
         Path(path).write_text(page, encoding="utf-8")
     except OSError as exc:
@@ -391,20 +512,247 @@ def _listed(outcomes: frozenset[Outcome]) -> str:
 # -- probe ---------------------------------------------------------------------------------
 
 
-def _recording(httpx: Any, stream: Any, started: float, arrivals: list[Arrival]) -> Any:
-    """The response's byte stream, keeping each chunk with its arrival time (for
-    ``--save`` and ``--html``)."""
+#: ``--max-time`` default, in seconds: a probe asks one question, and the longest LLM
+#: answers (reasoning models, long generations) take a few minutes; past five a stream is
+#: stuck or endless, and a nightly check should say so rather than run on.
+DEFAULT_MAX_SECONDS = 300.0
+#: ``--max-bytes`` default: eight times the middleware's per-stream ceiling, and far past
+#: a real answer (100,000 tokens of OpenAI chat chunks are about 25 MB); the body is
+#: recorded on disk, not in memory, so this bounds the temporary file a probe writes.
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+#: The start of the body kept in memory for the preview of a response that is not an
+#: event stream (and the compressed input its inflation reads).
+PREVIEW_BYTES = 64 * 1024
+#: Finish reasons a probe keeps (an endless stream could send one per event).
+MAX_FINISH_REASONS = 100
 
-    class Recording(httpx.SyncByteStream):  # type: ignore[misc]
-        def __iter__(self) -> Iterator[bytes]:
-            for chunk in stream:
-                arrivals.append(Arrival(time.monotonic() - started, bytes(chunk)))
-                yield chunk
 
-        def close(self) -> None:
-            stream.close()
+@dataclass(frozen=True, slots=True)
+class _Probed:
+    """What a probe read: the response head, what the events said, how the read ended."""
 
-    return Recording()
+    status_code: int
+    content_type: str | None
+    content_encoding: str | None
+    head: bytes
+    deltas: int
+    finish_reasons: tuple[str, ...]
+    more_finish_reasons: int
+    terminal: bool
+    body_ended: bool
+    error: str | None
+    #: The option that stopped the read (``--max-bytes``, ``--max-time``), or None.
+    stopped_by: str | None
+    report: StreamReport
+
+    @property
+    def is_event_stream(self) -> bool:
+        media_type = (self.content_type or "").partition(";")[0].strip().lower()
+        return 200 <= self.status_code < 300 and media_type == "text/event-stream"
+
+
+class _ProbeReader:
+    """Checks a live response as its chunks arrive, keeping a bounded amount in memory.
+
+    ``streamguard.testing.collect`` keeps the whole body and every event, as a test wants;
+    a probe of an endless stream must not. This keeps the monitor (bounded by design), the
+    body's first ``PREVIEW_BYTES``, counts of what the events said, and records every
+    chunk with its arrival time in ``recording`` (a temporary file: the frames of the
+    findings, ``--save`` and ``--html`` read it back).
+    """
+
+    def __init__(
+        self,
+        response: Any,
+        protocol: str,
+        request: RequestFacts | None,
+        started: float,
+        recording: BinaryIO,
+    ) -> None:
+        from streamguard.config import TimerConfig
+
+        if request is None:  # the request's head still says its method and Last-Event-ID
+            request = add_http_facts(None, response.request.method, response.request.headers.raw)
+        self._now = time.monotonic()  # one clock reading per chunk, as collect does
+        self.started = started
+        self.monitor = StreamMonitor(
+            protocol,
+            request=request,
+            path=response.request.url.path,
+            clock=lambda: self._now,
+            started_at=started,
+            liveness=TimerConfig().limits(),  # a live stream: judge its timing too
+            on_event=self._received,
+        )
+        self._recording = recording
+        self.received = 0
+        self._head = bytearray()
+        self._undecided: list[str] = []  # data of events before auto-detection decided
+        self._deltas = 0
+        self._finish_reasons: list[str] = []
+        self._more_finish_reasons = 0
+        self._response = response
+        self._check_head(response)
+
+    def _check_head(self, response: Any) -> None:
+        """The middleware's HTTP checks on the response head (as ``collect`` applies them)."""
+        monitor = self.monitor
+        content_type = response.headers.get("content-type")
+        media_type = (content_type or "").partition(";")[0].strip().lower()
+        if not 200 <= response.status_code < 300 or media_type != "text/event-stream":
+            monitor.stop_inspecting()
+            monitor.add_note(
+                f"not an event stream (HTTP {response.status_code}, content-type "
+                f"{content_type!r}): the body was not checked"
+            )
+            return
+        monitor.check_head(
+            content_type or "",
+            response.headers.get("content-length"),
+            response.headers.get("content-encoding"),
+        )
+
+    def _received(self, event: Event, index: int) -> None:
+        # Events are transcribed by their protocol's checker, known once auto-detection
+        # decided (within a few events); until then their data waits, a bounded few.
+        if not self.monitor.decided:
+            self._undecided.append(event.data)
+            return
+        self._transcribe_undecided()
+        self._transcribe(event.data)
+
+    def _transcribe_undecided(self) -> None:
+        held, self._undecided = self._undecided, []
+        for data in held:
+            self._transcribe(data)
+
+    def _transcribe(self, data: str) -> None:
+        # A fresh transcript per event: its text is dropped (a probe shows none, and an
+        # endless stream would grow it); the count and the finish reasons are kept.
+        said = Transcript()
+        self._deltas += CHECKERS.get(self.monitor.protocol, PlainSSEChecker).transcribe(data, said)
+        for reason in said.finish_reasons:
+            if len(self._finish_reasons) < MAX_FINISH_REASONS:
+                self._finish_reasons.append(reason)
+            else:
+                self._more_finish_reasons += 1
+
+    def feed(self, chunk: bytes) -> None:
+        self._now = time.monotonic()
+        self.received += len(chunk)
+        if len(self._head) < PREVIEW_BYTES:
+            self._head += chunk[: PREVIEW_BYTES - len(self._head)]
+        self._recording.write(capture_record(Arrival(self._now - self.started, chunk)).encode())
+        for start in range(0, len(chunk), READ_CHUNK_BYTES):
+            self.monitor.feed(chunk[start : start + READ_CHUNK_BYTES])
+
+    def finish(
+        self, end: StreamEnd, error: BaseException | None = None, stopped_by: str | None = None
+    ) -> _Probed:
+        self._now = time.monotonic()
+        report = self.monitor.finish(end, cause=error)
+        self._transcribe_undecided()  # decided at the end of the body
+        why_not = None
+        if stopped_by is not None:
+            why_not = f"the probe stopped reading at {stopped_by}"
+        elif error is not None:
+            why_not = f"{type(error).__name__}: {_WHY_NOT[end]}"
+        response = self._response
+        return _Probed(
+            status_code=response.status_code,
+            content_type=response.headers.get("content-type"),
+            content_encoding=response.headers.get("content-encoding"),
+            head=bytes(self._head),
+            deltas=self._deltas,
+            finish_reasons=tuple(self._finish_reasons),
+            more_finish_reasons=self._more_finish_reasons,
+            terminal=self.monitor.terminal_seen,
+            body_ended=why_not is None,
+            error=why_not,
+            stopped_by=stopped_by,
+            report=report,
+        )
+
+
+#: Why the body did not end, by how the read ended (the exception's own text is not shown:
+#: it may quote the peer). The same words as ``streamguard.testing.collect``'s.
+_WHY_NOT = {
+    StreamEnd.CONNECTION_LOST: "the connection was lost before the body ended",
+    StreamEnd.READ_TIMEOUT: "the client stopped waiting for the rest of the body",
+}
+
+
+def _read_response(
+    httpx: Any, response: Any, reader: _ProbeReader, max_bytes: int, max_seconds: float
+) -> _Probed:
+    """Read the body to its end, or until ``max_bytes`` were received or ``max_seconds``
+    passed since the request: then the probe leaves, as a client that stops reading does
+    (the outcome ``client_disconnect``, unless the terminal already arrived), and a note
+    says which limit stopped it. No more than ``max_bytes`` are checked or recorded.
+
+    The time is looked at as each chunk arrives: a stream that sends nothing ends at
+    ``--timeout`` instead.
+    """
+    monitor = reader.monitor
+    deadline = reader.started + max_seconds
+    stopped_by = None
+    try:
+        for chunk in response.iter_raw():
+            room = max_bytes - reader.received
+            if len(chunk) > room:
+                reader.feed(chunk[:room])
+                stopped_by = f"--max-bytes {max_bytes}"
+                monitor.add_note(
+                    f"the probe stopped reading after --max-bytes ({max_bytes} bytes): the "
+                    "body had not ended; the rest of the stream was not checked"
+                )
+                break
+            reader.feed(chunk)
+            if time.monotonic() >= deadline:
+                stopped_by = f"--max-time {max_seconds:g}"
+                monitor.add_note(
+                    f"the probe stopped reading after --max-time ({max_seconds:g} s): the "
+                    "body had not ended; the rest of the stream was not checked"
+                )
+                break
+    except httpx.TransportError as exc:
+        end = (
+            StreamEnd.READ_TIMEOUT
+            if isinstance(exc, httpx.TimeoutException)
+            else StreamEnd.CONNECTION_LOST
+        )
+        return reader.finish(end, exc)
+    if stopped_by is not None:
+        return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by=stopped_by)
+    return reader.finish(StreamEnd.BODY_ENDED)
+
+
+def _recorded(recording: BinaryIO) -> Iterator[Arrival]:
+    """The chunks a probe recorded, read back one at a time."""
+    recording.seek(0)
+    return capture_arrivals(capture_lines(recording))
+
+
+def _positive_seconds(value: str) -> float:
+    """``--max-time``: a finite number of seconds above 0."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    return seconds
+
+
+def _positive_bytes(value: str) -> int:
+    """``--max-bytes``: a whole number of bytes above 0."""
+    try:
+        size = int(value)
+    except ValueError:
+        size = 0
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of bytes above 0, got {value!r}")
+    return size
 
 
 def _parse_header(value: str) -> tuple[str, str]:
@@ -425,10 +773,6 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"streamguard probe: error: probing needs httpx: {_INSTALL_HINT}", file=err)
         return EXIT_USAGE
-    from streamguard.config import TimerConfig
-    from streamguard.testing import collect
-
-    threshold = Severity(args.fail_on)
     # identity: the bytes stay checkable (a compressed stream is passed over uninspected);
     # -H 'Accept-Encoding: gzip' asks for what the SDKs ask for.
     headers: dict[str, str] = {"accept": "text/event-stream", "accept-encoding": "identity"}
@@ -458,92 +802,103 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         if json_body:
             headers.setdefault("content-type", "application/json")
     method = "POST" if content is not None else "GET"
-    arrivals: list[Arrival] = []
-    try:
-        with httpx.Client(timeout=args.timeout) as client:
-            started = time.monotonic()
-            with client.stream(method, args.url, content=content, headers=headers) as response:
-                encoding = response.headers.get("content-encoding")
-                if args.save is not None or args.html is not None:
-                    response.stream = _recording(httpx, response.stream, started, arrivals)
-                record = collect(
-                    response,
-                    protocol=args.protocol,
-                    request=request,
-                    started_at=started,
-                    timers=TimerConfig(),  # a live stream: judge its timing too
-                )
-    except httpx.InvalidURL as exc:
-        print(f"streamguard probe: error: {args.url}: invalid URL: {exc}", file=err)
-        return EXIT_USAGE
-    except (httpx.HTTPError, httpx.UnsupportedProtocol) as exc:
-        print(
-            f"streamguard probe: error: {args.url}: request failed: {type(exc).__name__}: {exc}",
-            file=err,
-        )
-        return EXIT_USAGE
-    report = record.report
-    if args.save is not None:
-        header = {
-            "url": _shown_url(args.url),
-            "status": record.status_code,
-            "content_type": record.content_type,
-            "protocol": report.protocol,
-        }
+    with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
+        recording = cast(BinaryIO, spool)
         try:
-            with open(args.save, "w", encoding="utf-8") as saved:
-                write_capture(saved, header, arrivals)
-        except OSError as exc:
-            print(f"streamguard probe: error: --save {args.save}: {exc.strerror}", file=err)
+            with httpx.Client(timeout=args.timeout) as client:
+                started = time.monotonic()
+                with client.stream(method, args.url, content=content, headers=headers) as response:
+                    reader = _ProbeReader(response, args.protocol, request, started, recording)
+                    probed = _read_response(httpx, response, reader, args.max_bytes, args.max_time)
+        except httpx.InvalidURL as exc:
+            print(f"streamguard probe: error: {args.url}: invalid URL: {exc}", file=err)
             return EXIT_USAGE
-    if args.html is not None and not _write_html(
-        args.html, report, arrivals, _shown_url(args.url), err, "probe"
-    ):
-        return EXIT_USAGE
+        except (httpx.HTTPError, httpx.UnsupportedProtocol) as exc:
+            print(
+                f"streamguard probe: error: {args.url}: request failed: "
+                f"{type(exc).__name__}: {exc}",
+                file=err,
+            )
+            return EXIT_USAGE
+        report = probed.report
+        frames = _frames(_recorded(recording), report.findings) if report.findings else {}
+        if args.save is not None:
+            header = {
+                "url": _shown_url(args.url),
+                "status": probed.status_code,
+                "content_type": probed.content_type,
+                "protocol": report.protocol,
+            }
+            try:
+                with open(args.save, "wb") as saved:
+                    saved.write(capture_header(header).encode())
+                    recording.seek(0)
+                    shutil.copyfileobj(recording, saved, READ_CHUNK_BYTES)
+            except OSError as exc:
+                print(f"streamguard probe: error: --save {args.save}: {exc.strerror}", file=err)
+                return EXIT_USAGE
+        if args.html is not None:
+            page = _page(report, _recorded(recording), _shown_url(args.url))
+            if not _write_page(args.html, page, err, "probe"):
+                return EXIT_USAGE
+    return _print_probe(args, probed, frames, out)
+
+
+def _print_probe(
+    args: argparse.Namespace, probed: _Probed, frames: Mapping[int, str], out: TextIO
+) -> int:
+    """Print the probe's report; the exit code."""
+    report = probed.report
+    threshold = Severity(args.fail_on)
     # A response that is not an event stream fails already; its outcome says nothing.
-    bad_end = record.is_event_stream and report.outcome in args.fail_on_outcome
-    fails = _fails(report, threshold) or not record.is_event_stream or bad_end
+    bad_end = probed.is_event_stream and report.outcome in args.fail_on_outcome
+    fails = _fails(report, threshold) or not probed.is_event_stream or bad_end
+    finish_reasons = list(probed.finish_reasons)
+    if probed.more_finish_reasons:
+        finish_reasons.append(f"… ({probed.more_finish_reasons} more)")
     if args.format == "json":
         obj = {
             "url": args.url,
-            "status": record.status_code,
-            "content_type": record.content_type,
+            "status": probed.status_code,
+            "content_type": probed.content_type,
             "time_to_first_byte_s": _delta(report.first_byte_at, report.started_at),
             "time_to_first_event_s": report.time_to_first_event,
             "duration_s": report.duration,
-            "body_ended": record.body_ended,
-            "terminal": record.terminal,
-            "deltas": record.deltas,
-            "finish_reasons": list(record.finish_reasons),
-            **_report_json(report, record.body, fails),
+            "body_ended": probed.body_ended,
+            "stopped_by": probed.stopped_by,
+            "terminal": probed.terminal,
+            "deltas": probed.deltas,
+            "finish_reasons": finish_reasons,
+            **_report_json(report, frames, fails),
         }
         print(json.dumps(obj), file=out)
         return EXIT_FINDINGS if fails else EXIT_OK
     rows = [
         ["url", args.url],
-        ["status", f"{record.status_code} {record.content_type or '(no content-type)'}"],
+        ["status", f"{probed.status_code} {probed.content_type or '(no content-type)'}"],
         ["protocol", f"{report.protocol} ({report.protocol_source})"],
         ["outcome", report.outcome.value],
-        ["events", f"{report.events} ({record.deltas} with text)"],
+        ["events", f"{report.events} ({probed.deltas} with text)"],
         ["bytes", str(report.bytes)],
-        ["finish reasons", ", ".join(record.finish_reasons) or "-"],
-        ["terminal", "yes" if record.terminal else "no"],
-        ["body ended", "yes" if record.body_ended else f"no ({record.error})"],
+        ["finish reasons", ", ".join(finish_reasons) or "-"],
+        ["terminal", "yes" if probed.terminal else "no"],
+        ["body ended", "yes" if probed.body_ended else f"no ({probed.error})"],
         ["first byte", _seconds(_delta(report.first_byte_at, report.started_at))],
         ["first event", _seconds(report.time_to_first_event)],
         ["duration", _seconds(report.duration)],
     ]
     print(table([["probe", ""], *rows]), file=out)
-    if not record.is_event_stream:
+    if not probed.is_event_stream:
+        preview = _preview(probed.head, probed.content_encoding, report.bytes)
         print(
-            f"\nnot an event stream: HTTP {record.status_code}, content-type "
-            f"{record.content_type!r}; the body starts: {_preview(record.body, encoding)}",
+            f"\nnot an event stream: HTTP {probed.status_code}, content-type "
+            f"{probed.content_type!r}; the body starts: {preview}",
             file=out,
         )
     if report.findings:
         print("\nFindings:", file=out)
         for finding in report.findings:
-            print("  " + format_finding(finding, record.body).replace("\n", "\n  "), file=out)
+            print("  " + _finding_text(finding, frames).replace("\n", "\n  "), file=out)
     if bad_end:
         print(
             f"\nthe stream ended {report.outcome.value}, an outcome --fail-on-outcome lists "
@@ -561,17 +916,19 @@ _INFLATED = frozenset({"gzip", "x-gzip", "deflate"})
 _COMPRESSED = frozenset({*_INFLATED, "br", "zstd", "compress"})
 
 
-def _preview(body: bytes, content_encoding: str | None) -> str:
+def _preview(body: bytes, content_encoding: str | None, size: int | None = None) -> str:
     """The start of ``body`` on one line; decompressed when the server compressed it anyway.
 
     gzip and deflate are inflated (only as far as the preview needs: a small body cannot
-    inflate into a large one here); other codings are named, not shown as bytes.
+    inflate into a large one here); other codings are named with the body's ``size`` (by
+    default ``len(body)``: a probe keeps only the start), not shown as bytes.
     """
     coding = (content_encoding or "").strip().lower()
     if coding not in ("", "identity"):
         inflated = _inflate(body, PREVIEW_CHARS * 4 + 4) if coding in _INFLATED else None
         if inflated is None:
-            return f"({len(body)} bytes, compressed: Content-Encoding {token(coding, _COMPRESSED)})"
+            shown = len(body) if size is None else size
+            return f"({shown} bytes, compressed: Content-Encoding {token(coding, _COMPRESSED)})"
         body = inflated
     return frame_at(body, 0, PREVIEW_CHARS) or "(empty)"
 
@@ -746,6 +1103,21 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="seconds to wait to connect and between bytes (default: 60)",
+    )
+    probe.add_argument(
+        "--max-time",
+        type=_positive_seconds,
+        default=DEFAULT_MAX_SECONDS,
+        metavar="SECONDS",
+        help="stop reading this many seconds after the request, looked at as each chunk "
+        f"arrives (default: {DEFAULT_MAX_SECONDS:g})",
+    )
+    probe.add_argument(
+        "--max-bytes",
+        type=_positive_bytes,
+        default=DEFAULT_MAX_BYTES,
+        metavar="N",
+        help=f"stop reading after N body bytes (default: {DEFAULT_MAX_BYTES}, 64 MiB)",
     )
     common(probe, PROBE_FAIL_ON_OUTCOME, PROBE_STALL_HELP)
     probe.set_defaults(run=_cmd_probe)

@@ -21,36 +21,57 @@ from __future__ import annotations
 
 import base64
 import html
+import itertools
 import json
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from itertools import pairwise
 from string import Template
-from typing import Any, Final, TextIO
+from typing import Any, BinaryIO, Final, TextIO
 
 from streamguard.report import Finding, StreamReport
 from streamguard.sse import Event, EventParser
 
 __all__ = [
     "CAPTURE_FORMAT",
+    "MAX_CAPTURE_LINE_BYTES",
     "MAX_FRAME_BYTES",
     "MAX_MARKS",
+    "MAX_TIMELINE_BYTES",
+    "MAX_TIMELINE_EVENTS",
     "Arrival",
     "Capture",
     "Mark",
+    "Timeline",
+    "capture_arrivals",
+    "capture_header",
+    "capture_lines",
+    "capture_record",
     "marks_from_arrivals",
     "read_capture",
+    "read_capture_header",
     "render_html",
+    "timeline_of",
     "write_capture",
 ]
 
 #: Events drawn at most; past it every event with a finding and an even sample of the
 #: rest are drawn, and the page says how many were left out.
 MAX_MARKS: Final = 5000
+#: Body bytes and events a page reads at most (``timeline_of``): about 8 MiB for the body
+#: and frames, and 200 bytes a mark; past either the page says where it stopped, and the
+#: findings after it are still listed.
+MAX_TIMELINE_BYTES: Final = 4 * 1024 * 1024
+MAX_TIMELINE_EVENTS: Final = 20_000
 #: Bytes of one frame shown at most.
 MAX_FRAME_BYTES: Final = 4096
+#: The longest capture line read, in bytes. ``probe --save`` writes one line per chunk
+#: received (httpx reads at most 64 KiB at a time: about 87 KiB as base64), so a longer
+#: line is no capture's, and the bound keeps a corrupt file from sizing what a line costs.
+MAX_CAPTURE_LINE_BYTES: Final = 8 * 1024 * 1024
 #: The header's format marker; a later incompatible format gets a new number.
 CAPTURE_FORMAT: Final = "streamguard-capture/1"
 #: A gap between two events at least this long (and 5x the median) is labelled.
@@ -87,56 +108,159 @@ class Mark:
     frame: bytes
 
 
+def capture_record(arrival: Arrival) -> str:
+    """One chunk as a capture line (with its newline)."""
+    encoded = base64.b64encode(arrival.data).decode("ascii")
+    return json.dumps({"at": round(arrival.at, 6), "b64": encoded}) + "\n"
+
+
+def capture_header(header: dict[str, Any]) -> str:
+    """The first line of a capture (with its newline)."""
+    return json.dumps({"format": CAPTURE_FORMAT, **header}) + "\n"
+
+
 def write_capture(out: TextIO, header: dict[str, Any], arrivals: Iterable[Arrival]) -> None:
     """Write a capture: the header line, then one line per chunk."""
-    out.write(json.dumps({"format": CAPTURE_FORMAT, **header}) + "\n")
+    out.write(capture_header(header))
     for arrival in arrivals:
-        encoded = base64.b64encode(arrival.data).decode("ascii")
-        out.write(json.dumps({"at": round(arrival.at, 6), "b64": encoded}) + "\n")
+        out.write(capture_record(arrival))
+
+
+def capture_lines(file: BinaryIO) -> Iterator[str]:
+    """The lines of a capture file as text, each read no further than
+    ``MAX_CAPTURE_LINE_BYTES``: a ``ValueError`` names a longer line or one that is not
+    UTF-8, so a corrupt file cannot size what one line costs."""
+    for number in itertools.count(1):
+        line = file.readline(MAX_CAPTURE_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_CAPTURE_LINE_BYTES:
+            raise ValueError(
+                f"line {number}: longer than {MAX_CAPTURE_LINE_BYTES} bytes, more than a "
+                "capture line holds"
+            )
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"line {number}: not UTF-8 text") from None
+
+
+def read_capture_header(line: str) -> dict[str, Any]:
+    """The header of a capture from its first line; a ``ValueError`` says what is wrong."""
+    header = _json_line(line, 1, "the capture header")
+    if not isinstance(header, dict) or header.get("format") != CAPTURE_FORMAT:
+        raise ValueError(f"line 1: not a capture header (expected format {CAPTURE_FORMAT})")
+    return header
+
+
+def capture_arrivals(lines: Iterable[str], first_line: int = 2) -> Iterator[Arrival]:
+    """The chunks of a capture's record lines (those after the header), one at a time, so
+    that a large capture is never held whole; a ``ValueError`` names the first bad line."""
+    for number, line in enumerate(lines, start=first_line):
+        if not line.strip():
+            continue
+        record = _json_line(line, number, "a chunk record")
+        try:
+            data = base64.b64decode(record["b64"], validate=True)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"line {number}: not a chunk record ({type(exc).__name__})") from None
+        yield Arrival(_arrival_time(record.get("at"), number), data)
 
 
 def read_capture(lines: Iterable[str]) -> Capture:
     """Read a capture written by ``write_capture``; a ``ValueError`` says what is wrong
-    and on which line."""
+    and on which line. It holds every chunk: ``capture_arrivals`` reads them one by one."""
     iterator = iter(lines)
     try:
-        header = json.loads(next(iterator))
+        first = next(iterator)
     except StopIteration:
         raise ValueError("the capture is empty") from None
+    header = read_capture_header(first)
+    return Capture(header, tuple(capture_arrivals(iterator)))
+
+
+def _json_line(line: str, number: int, what: str) -> Any:
+    try:
+        return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"line 1: the capture header is not JSON ({exc.msg})") from None
-    if not isinstance(header, dict) or header.get("format") != CAPTURE_FORMAT:
-        raise ValueError(f"line 1: not a capture header (expected format {CAPTURE_FORMAT})")
-    arrivals = []
-    for number, line in enumerate(iterator, start=2):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            at, data = float(record["at"]), base64.b64decode(record["b64"], validate=True)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"line {number}: not a chunk record ({type(exc).__name__})") from None
-        arrivals.append(Arrival(at, data))
-    return Capture(header, tuple(arrivals))
+        raise ValueError(f"line {number}: {what} is not JSON ({exc.msg})") from None
+    except ValueError as exc:  # an integer longer than Python converts (sys.int_info)
+        raise ValueError(f"line {number}: {what} is not readable JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"line {number}: {what} is nested too deeply to parse") from None
 
 
-def marks_from_arrivals(arrivals: Sequence[Arrival]) -> list[Mark]:
-    """Each event of the body, at the arrival time of the chunk that completed it."""
+def _arrival_time(at: object, number: int) -> float:
+    """A record's ``at``: a JSON number of seconds since the request, finite and not
+    negative (``probe --save`` writes nothing else). Strings, booleans, NaN, Infinity and
+    numbers too large for a float are refused, naming the line."""
+    if type(at) is not int and type(at) is not float:
+        raise ValueError(
+            f'line {number}: "at" must be a number of seconds, got {type(at).__name__}'
+        )
+    try:
+        seconds = float(at)
+    except OverflowError:  # a JSON integer of hundreds of digits
+        raise ValueError(f'line {number}: "at" is too large to be a time') from None
+    if not math.isfinite(seconds):
+        raise ValueError(f'line {number}: "at" is {json.dumps(seconds)}, not a time')
+    if seconds < 0:
+        raise ValueError(f'line {number}: "at" is negative ({seconds}), not a time')
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """The marks of a stream's first events. ``complete`` is False when the stream went
+    past ``MAX_TIMELINE_BYTES`` or ``MAX_TIMELINE_EVENTS``: the marks then cover only its
+    first ``covered_bytes`` bytes (up to where the first event left out starts)."""
+
+    marks: list[Mark]
+    covered_bytes: int
+    complete: bool
+
+
+def timeline_of(arrivals: Iterable[Arrival]) -> Timeline:
+    """Each event of the body, at the arrival time of the chunk that completed it, for the
+    body's first ``MAX_TIMELINE_BYTES`` bytes and ``MAX_TIMELINE_EVENTS`` events: the
+    arrivals are read one at a time and no further than that, so a page of a stream of any
+    length costs a bounded amount of memory. Every frame kept is whole (cut only at
+    ``MAX_FRAME_BYTES``): an event whose frame may go on past the byte bound is left out."""
     parser = EventParser()
     body = bytearray()
     timed: list[tuple[int, float, int, str]] = []
+    #: Where the first event left out starts, once a bound stopped the reading.
+    stopped_at: int | None = None
     for arrival in arrivals:
-        body += arrival.data
-        for item in parser.feed(arrival.data):
+        data = arrival.data
+        room = MAX_TIMELINE_BYTES - len(body)
+        cut = len(data) > room
+        if cut:
+            data = data[:room]
+        body += data
+        for item in parser.feed(data):
             if isinstance(item, Event):  # framing findings are on the report already
+                if len(timed) == MAX_TIMELINE_EVENTS:
+                    stopped_at = item.offset
+                    break
                 timed.append((len(timed), arrival.at, item.offset, item.event))
-    parser.close()
+        if stopped_at is None and cut:
+            stopped_at = timed.pop()[2] if timed else 0
+        if stopped_at is not None:
+            del body[stopped_at:]
+            break
     marks = []
     for position, (index, at, offset, name) in enumerate(timed):
         end = timed[position + 1][2] if position + 1 < len(timed) else len(body)
         frame = bytes(body[offset : min(end, offset + MAX_FRAME_BYTES)])
         marks.append(Mark(index, at, offset, name, frame))
-    return marks
+    return Timeline(marks, len(body), stopped_at is None)
+
+
+def marks_from_arrivals(arrivals: Iterable[Arrival]) -> list[Mark]:
+    """The marks of ``timeline_of``: each event at the arrival time of the chunk that
+    completed it."""
+    return timeline_of(arrivals).marks
 
 
 def _drawn(marks: Sequence[Mark], findings: Sequence[Finding]) -> list[Mark]:
@@ -161,10 +285,16 @@ def _seconds(value: float) -> str:
 
 
 def render_html(
-    report: StreamReport, marks: Sequence[Mark], *, title: str, ended_at: float | None = None
+    report: StreamReport,
+    marks: Sequence[Mark],
+    *,
+    title: str,
+    ended_at: float | None = None,
+    cut_at: int | None = None,
 ) -> str:
     """The page for one stream. ``ended_at`` is when the body ended (seconds, on the
-    marks' clock); by default the last mark's time."""
+    marks' clock); by default the last mark's time. ``cut_at`` is the byte where the marks
+    stop when ``timeline_of`` stopped at a bound: the page says what it leaves out."""
     drawn = _drawn(marks, report.findings)
     end = max(ended_at or 0.0, marks[-1].at if marks else 0.0)
     span = end or 1.0
@@ -226,13 +356,20 @@ def render_html(
     )
     left_out = len(marks) - len(drawn)
     note = f"<p class=note>{left_out} events without findings not drawn.</p>" if left_out else ""
+    if cut_at is not None:
+        note += (
+            f"<p class=note>The page reads the stream's first {cut_at} bytes "
+            f"({len(marks)} events): the rest, {max(report.bytes - cut_at, 0)} bytes and "
+            f"{max(report.events - len(marks), 0)} events, is not drawn; its findings are "
+            "listed below.</p>"
+        )
     # Data, not markup: '<' escaped so no frame can close the script element.
     data = json.dumps({"frames": frames}).replace("<", "\\u003c")
     return _page().substitute(
         title=html.escape(title),
         protocol=html.escape(report.protocol),
         outcome=html.escape(report.outcome.value),
-        events=len(marks),
+        events=len(marks) if cut_at is None else report.events,
         first=first,
         duration=_seconds(end),
         findings=len(report.findings),

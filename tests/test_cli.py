@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from streamguard import RULES
+from streamguard import RULES, cli
 from streamguard._demo_app import build_app
 from streamguard.cli import EXIT_BROKEN_PIPE, PREVIEW_CHARS, _preview, main, rules_markdown
 from streamguard.testing import serve
@@ -209,10 +209,11 @@ def test_check_unreadable_file_exits_2(
 ) -> None:
     """An unreadable file is an input error that says permission was denied."""
 
-    def denied(self: Path) -> bytes:
-        raise PermissionError(13, "Permission denied", str(self))
+    def denied(name: str, *args: object) -> None:
+        raise PermissionError(13, "Permission denied", name)
 
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    # The tests may run as root, who reads any file: the refusal is made up here.
+    monkeypatch.setattr(cli, "open", denied, raising=False)
     code, _, err = run(capsys, "check", "done.sse")
     assert code == 2
     assert err == "streamguard check: error: done.sse: permission denied\n"
