@@ -322,13 +322,21 @@ class _StreamWatch:
 
     async def receive(self) -> Message:
         message = await self._receive()
+        self.received(message)
+        return message
+
+    def received(self, message: Message) -> None:
+        """The app received ``message``: note a disconnect, read a request body."""
         kind = message["type"]
         if kind == "http.request":
             if self._peeking:
-                self._peek_request(message)
+                try:
+                    self._peek_request(message)
+                except Exception as exc:
+                    self._stop_peeking("reading the request body failed: request checks skipped")
+                    self._watching.internal_error("receive", exc, self.route, "unknown")
         elif kind == "http.disconnect":
             self.disconnected = True
-        return message
 
     async def send(self, message: Message) -> None:
         body_ended = False
