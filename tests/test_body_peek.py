@@ -173,3 +173,34 @@ def test_a_body_that_cannot_give_facts_says_why(
     report = run_stream(request_body, 3, **options)
     assert report.rules() == []
     assert any(note in line for line in report.notes), report.notes
+
+
+def test_a_failure_reading_the_body_is_contained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug while reading the request body never reaches the app's ``receive``: the
+    stream is still checked, without request facts, and the failure is counted once."""
+    import streamguard.middleware
+
+    def broken(self: Any, message: Any) -> None:
+        raise ZeroDivisionError("peek bug")
+
+    monkeypatch.setattr(streamguard.middleware._StreamWatch, "_peek_request", broken)
+    reports: list[StreamReport] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        assert (await receive())["body"] == USAGE_ASKED
+        await send(sse_start())
+        await send(body(b"data: [DONE]\n\n", more=False))
+
+    middleware = StreamGuardMiddleware(
+        app, protocol="openai_chat", on_report=reports.append, metrics=False
+    )
+
+    async def main() -> None:
+        recorder = Recorder(messages(USAGE_ASKED, 1))
+        await middleware(http_scope("POST", "/v1/chat/completions"), recorder.receive, _drop)
+
+    asyncio.run(main())
+    [report] = reports
+    assert middleware.internal_errors == 1
+    assert report.outcome is Outcome.COMPLETED
+    assert any("reading the request body failed" in note for note in report.notes)
