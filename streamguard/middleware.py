@@ -52,7 +52,7 @@ from streamguard.config import (
 from streamguard.liveness import LivenessLimits
 from streamguard.logs import LogSink
 from streamguard.metrics import StreamGuardMetrics
-from streamguard.monitor import Clock, StreamEnd, StreamMonitor, error_name
+from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, error_name
 from streamguard.protocols import AUTO, CHECKERS
 from streamguard.protocols.auto import protocol_for_path
 from streamguard.report import Finding
@@ -353,7 +353,13 @@ class _StreamWatch:
                             data = message.get("body", b"")
                             if type(data) is not bytes:  # a memoryview or bytearray is valid
                                 data = bytes(data)
-                            found = monitor.feed(data, self._emit)
+                            # Only a message of several windows has its findings
+                            # emitted as they are made (no bound method per frame).
+                            found = (
+                                monitor.feed(data)
+                                if len(data) <= FEED_WINDOW
+                                else monitor.feed(data, self._emit)
+                            )
                             if found:
                                 self._emit(found)
                         except Exception as exc:
