@@ -342,13 +342,27 @@ def test_request_facts_keep_the_ids_of_the_requests_only() -> None:
 
 
 def test_request_ids_are_bounded() -> None:
-    """Past MAX_REQUEST_IDS requests the ids are unknown (None), never sized by the client."""
-    batch = [request(i) for i in range(MAX_REQUEST_IDS + 1)]
-    assert RequestFacts(batch)["jsonrpc_ids"] is None
-    assert len(RequestFacts(batch[:-1])["jsonrpc_ids"]) == MAX_REQUEST_IDS
-    assert RequestFacts([request(None)])["jsonrpc_ids"] is None
-    report = check_stream(sse(result(5000)), protocol="mcp", request=batch)
-    assert (report.outcome.value, report.findings) == ("completed", ())
+    """The first MAX_REQUEST_IDS requests are read; the rest are counted, never kept."""
+    batch = [request(i) for i in range(MAX_REQUEST_IDS + 1000)]
+    facts = RequestFacts(batch)
+    assert facts["jsonrpc_ids"] == tuple(range(MAX_REQUEST_IDS))
+    assert facts["jsonrpc_requests_unread"] == 1000
+    exactly = RequestFacts(batch[:MAX_REQUEST_IDS])
+    assert len(exactly["jsonrpc_ids"]) == MAX_REQUEST_IDS
+    assert "jsonrpc_requests_unread" not in exactly
+    # An invalid id counts toward the bound: what is kept never passes it.
+    mixed = RequestFacts([request({})] * 10 + batch)
+    assert len(mixed["jsonrpc_ids"]) + len(mixed["jsonrpc_invalid_ids"]) == MAX_REQUEST_IDS
+    assert mixed["jsonrpc_requests_unread"] == 1010
+
+
+def test_request_ids_that_are_no_ids_are_kept_by_type() -> None:
+    """An id that is no JSON-RPC id is kept as its JSON type alone; valid ones beside it."""
+    facts = RequestFacts([request(True), request({"k": "SECRET"}), request(1), request(None)])
+    assert facts["jsonrpc_ids"] == (1,)
+    assert facts["jsonrpc_invalid_ids"] == ("bool", "dict", "null")
+    assert "jsonrpc_invalid_ids" not in RequestFacts(request("a"))
+    assert RequestFacts(request([1]))["jsonrpc_invalid_ids"] == ("list",)
 
 
 def test_a_json_array_that_is_no_batch_stays_unread() -> None:

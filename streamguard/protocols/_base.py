@@ -292,6 +292,12 @@ class Checker:
         """More fields a protocol's step messages name (an event it remembers, say)."""
         return {}
 
+    def checks_skipped(self) -> Sequence[tuple[str, str]]:
+        """The checks this stream went without, as ``(reason, note)`` pairs: a reason from
+        ``report.SKIP_REASONS`` (counted by the metrics) and a note for people that names
+        no wire value. The monitor asks once, when it builds the report."""
+        return ()
+
     # -- helpers for protocols ----------------------------------------------------------
 
     def finding(self, rule: Rule, event: Event, index: int, detail: str) -> Finding:
