@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 __all__ = [
-    "RESUMED_STREAM",
+    "REQUEST_BODY_UNREAD",
     "REQUEST_IDS_OVER_BOUND",
+    "RESUMED_STREAM",
     "SKIP_REASONS",
     "Finding",
     "Outcome",
@@ -29,7 +30,11 @@ REQUEST_IDS_OVER_BOUND = "request_ids_over_bound"
 #: MCP: a GET that resumes with ``Last-Event-ID`` may replay responses, so
 #: ``response_on_standalone_stream`` is not checked on it.
 RESUMED_STREAM = "resumed_stream"
-SKIP_REASONS: tuple[str, ...] = (REQUEST_IDS_OVER_BOUND, RESUMED_STREAM)
+#: MCP: a POST whose body was not read (over ``request_peek_bytes``, not JSON, not read by
+#: the app before the response, streamed by the client, or peeking off): what it owes is
+#: unknown, so ``missing_terminal`` and the response matching are not checked.
+REQUEST_BODY_UNREAD = "request_body_unread"
+SKIP_REASONS: tuple[str, ...] = (REQUEST_IDS_OVER_BOUND, RESUMED_STREAM, REQUEST_BODY_UNREAD)
 
 
 class Severity(StrEnum):

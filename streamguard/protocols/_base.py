@@ -197,6 +197,9 @@ class Checker:
     #: The rules the protocol's payload handlers can raise (the lifecycle table's rules
     #: are added to them): what the catalog, the docs and the metrics list for it.
     RAISES: ClassVar[frozenset[Rule]] = frozenset()
+    #: The reasons (``report.SKIP_REASONS``) ``checks_skipped`` can give: what the metrics
+    #: initialise for the protocol and the docs list.
+    SKIPS: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         self.request = request

@@ -86,8 +86,13 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import parse_json, preview
-from streamguard.report import REQUEST_IDS_OVER_BOUND, RESUMED_STREAM, Finding
-from streamguard.request import MAX_REQUEST_IDS, IdKey, jsonrpc_id_key
+from streamguard.report import (
+    REQUEST_BODY_UNREAD,
+    REQUEST_IDS_OVER_BOUND,
+    RESUMED_STREAM,
+    Finding,
+)
+from streamguard.request import MAX_REQUEST_IDS, IdKey, RequestFacts, jsonrpc_id_key
 from streamguard.sse import Event
 
 __all__ = [
@@ -311,6 +316,7 @@ class MCPChecker(Checker):
             rules.DUPLICATE_EVENT_ID,
         }
     )
+    SKIPS = frozenset({REQUEST_IDS_OVER_BOUND, RESUMED_STREAM, REQUEST_BODY_UNREAD})
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
@@ -376,16 +382,24 @@ class MCPChecker(Checker):
                 )
             )
         request = self.request
-        if (
-            request is not None
-            and request.get("http_method") == "GET"
-            and request.get("last_event_id") is True
-        ):
+        if request is None:
+            return skipped  # offline, without a request: nothing was promised
+        method = request.get("http_method")
+        if method == "GET" and request.get("last_event_id") is True:
             skipped.append(
                 (
                     RESUMED_STREAM,
                     "a GET that resumes with Last-Event-ID may replay the responses of an "
                     "earlier stream: response_on_standalone_stream went unchecked",
+                )
+            )
+        elif method == "POST" and type(request) is RequestFacts and not request.body_read:
+            skipped.append(
+                (
+                    REQUEST_BODY_UNREAD,
+                    "the POST's body was not read, so what it owes is unknown: "
+                    "missing_terminal and the response checks (unrequested_response, "
+                    "duplicate_response, the terminal response) went unchecked",
                 )
             )
         return skipped
