@@ -402,7 +402,11 @@ def test_a_batch_over_the_bound_answered_in_any_order_is_clean() -> None:
     size = MAX_REQUEST_IDS + 3
     batch = [request(i) for i in range(size)]
     answers = [result(i) for i in reversed(range(size))]
-    for data in (sse(*answers), sse(answers), sse(*answers, result(0), result(9999))):
+    # The ids read answered first: the stream goes on, with notifications and the answers
+    # to the requests not read, and no terminal was seen.
+    read_first = [*answers[3:], PROGRESS, *answers[:3]]
+    bodies = (sse(*answers), sse(answers), sse(*answers, result(0)), sse(*read_first))
+    for data in bodies:
         report = check_stream(data, protocol="mcp", request=batch)
         assert (report.outcome.value, report.findings) == ("completed", ())
         assert report.skipped_checks == ("request_ids_over_bound",)
