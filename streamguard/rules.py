@@ -590,8 +590,9 @@ INVALID_JSONRPC = _rule(
     "invalid_jsonrpc",
     E,
     'A message is not valid JSON-RPC 2.0 (`jsonrpc` other than "2.0", a response without '
-    "exactly one of `result` and `error`, an error `code` that is not an integer, ...); the "
-    "official MCP clients fail the call.",
+    "exactly one of `result` and `error`, an error `code` that is not an integer, ...), or a "
+    "request of the POST has an id that is no string or number; the official MCP clients "
+    "fail the call.",
 )
 DUPLICATE_RESPONSE = _rule(
     "duplicate_response",

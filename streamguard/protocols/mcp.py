@@ -18,14 +18,27 @@ Theory of operation
 
 What is owed depends on the request, so the checker reads the request's facts
 (``streamguard.request``): the HTTP method, whether a ``Last-Event-ID`` asked to resume, and
-the ids of the POST's requests (``jsonrpc_ids``, bounded; ids compare by JSON type and
-value). A POST whose requests are known starts in ``waiting``: each response is matched to
-an owed id, and the one that answers the last of them is the terminal signal (the in-band
-error when it is a JSON-RPC error), after which the body must end (``body_not_ended`` if it
-stays open; ``missing_terminal`` if it ends before). Every other stream starts in ``open``,
-where nothing is owed and the body's end is a clean end: a GET, a resumption, a POST of
-notifications or responses only, a POST whose body was not read (or held more than
-``MAX_REQUEST_IDS`` requests).
+the ids of the POST's requests (``jsonrpc_ids``, the first ``MAX_REQUEST_IDS`` requests;
+ids compare by JSON type and value). A POST whose requests are known starts in ``waiting``:
+each response is matched to an owed id, and the one that answers the last of them is the
+terminal signal (the in-band error when it is a JSON-RPC error), after which the body must
+end (``body_not_ended`` if it stays open; ``missing_terminal`` if it ends before). Every
+other stream starts in ``open``, where nothing is owed and the body's end is a clean end: a
+GET, a resumption, a POST of notifications or responses only, a POST whose body was not
+read.
+
+What the request rules out is said, never guessed. A request whose id is no JSON-RPC id
+(``jsonrpc_invalid_ids``: ``true``, an object, an array, ``null``, which MCP forbids) is
+owed nothing and is one ``invalid_jsonrpc`` finding, made before the first event's findings
+(or at the body's end) with no event index; the other requests of its batch are still owed.
+A batch of more than ``MAX_REQUEST_IDS`` requests (``jsonrpc_requests_unread`` counts the
+rest) still owes the answers read, so a body that ends without one is ``missing_terminal``;
+but an answer to an id not read may answer a request not read, so while any are unread no
+response is ``unrequested_response`` or ``duplicate_response``, and the answer to the last
+request read is no terminal (``last_read``: the stream goes on in ``open``). That skip, a
+resumed GET's (``response_on_standalone_stream`` off) and a POST whose body was not read
+are returned by ``checks_skipped`` (reasons from ``report.SKIP_REASONS``), which the
+monitor puts on the report as notes and ``skipped_checks`` and the metrics count.
 
 The payload handlers check each message (``invalid_jsonrpc``: ``jsonrpc`` exactly "2.0", a
 request's ``method`` a string and ``params`` an object, a response with exactly one of
@@ -55,7 +68,8 @@ from the table, so the page cannot drift from the machine).
 
 Bounded state: at most ``MAX_REQUEST_IDS`` owed ids (from the request's facts), as many
 answered ids and ``MAX_EVENT_IDS`` event ids are kept, long ones by a digest; past those
-bounds the checks that need the rest are skipped. Within one batch event each rule is
+bounds the checks that need the rest are skipped (past ``MAX_REQUEST_IDS`` requests, with a
+note: see above). Within one batch event each rule is
 reported once, with a count. Messages never show an id or a method: ids by type, size and
 hash, methods as "a request" or "a notification".
 
