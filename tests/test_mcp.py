@@ -499,6 +499,23 @@ def test_the_middleware_reports_skipped_checks() -> None:
     assert any(note.startswith("the POST's body was not read") for note in report.notes)
 
 
+def test_the_end_log_names_the_skipped_checks() -> None:
+    """The stream's end log carries the reasons (known tokens), never a note or an id."""
+    from structlog.testing import capture_logs
+
+    steps = ["receive", sse_start(), body(sse(result("SECRET"))), body(b"", more=False)]
+    middleware = StreamGuardMiddleware(ScriptedApp(steps), protocol="mcp", metrics=False)
+    resumed = http_scope("GET", "/mcp", headers=[(b"last-event-id", b"SECRET")])
+    with capture_logs() as logs:
+        run(middleware, resumed, Recorder(incoming=[{"type": "http.request", "body": b""}]))
+    [end] = [entry for entry in logs if entry["event"] == "stream_completed"]
+    assert end["skipped_checks"] == ["resumed_stream"]
+    assert "SECRET" not in repr(logs)
+    with capture_logs() as logs:
+        run(middleware, http_scope("GET", "/mcp"), Recorder(incoming=[{"type": "http.request"}]))
+    assert all("skipped_checks" not in entry for entry in logs)
+
+
 # -- the request's facts ----------------------------------------------------------------------
 
 
