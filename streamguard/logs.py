@@ -206,6 +206,8 @@ class StreamLog:
             fields["findings_dropped"] = sum(count for _rule, count in report.findings_dropped)
         if report.client_closed_after_end:
             fields["client_closed_after_end"] = True
+        if report.skipped_checks:  # reasons from a closed set: never a wire value
+            fields["skipped_checks"] = list(report.skipped_checks)
         if not report.inspected:
             fields["inspected"] = False
         if report.internal_error is not None:

@@ -8,8 +8,9 @@ looked up per frame. Frame and byte counts are added when the stream ends.
 
 Series are created, at 0, for a (route, protocol) pair when it is first known: at
 construction for configured routes, on the first stream otherwise. A pair gets every
-outcome and only the rules that can fire for its protocol (``rules.rules_for``); a rule of
-another protocol gets its series when it first fires (a protocol detected late).
+outcome, only the rules that can fire for its protocol (``rules.rules_for``) and only the
+reasons its checker can skip checks for (``rules.skip_reasons_for``); a rule or a reason
+of another protocol gets its series when it first counts (a protocol detected late).
 
 Only counters, histograms and a ``livesum`` gauge are used, so the metrics work in
 prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``).
@@ -34,8 +35,8 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from streamguard.report import Finding, Outcome, Severity, StreamReport
-from streamguard.rules import rules_for
+from streamguard.report import SKIP_REASONS, Finding, Outcome, Severity, StreamReport
+from streamguard.rules import rules_for, skip_reasons_for
 from streamguard.sinks import COMPRESSED, NOT_SAMPLED
 
 __all__ = [
@@ -95,6 +96,12 @@ class StreamGuardMetrics:
             "malformed_streams", "Checked streams that ended with an error-severity finding."
         )
         self.violations = counter("violations", "Rule violations found, by rule.", "rule")
+        self.checks_skipped = counter(
+            "checks_skipped",
+            "Checked streams on which some checks were skipped, by reason (each reason once "
+            "per stream).",
+            "reason",
+        )
         self.frames = counter("frames", "SSE events dispatched in watched streams.")
         self.bytes = counter("bytes", "Body bytes of watched streams.")
         self.internal_errors = counter(
@@ -177,6 +184,7 @@ class StreamMetrics:
         "_parent",
         "_protocol",
         "_route",
+        "_skipped",
         "_unchecked",
         "_violations",
         "bytes",
@@ -214,6 +222,10 @@ class StreamMetrics:
         self._violations = {
             rule.name: parent.violations.labels(*labels, rule.name) for rule in rules_for(protocol)
         }
+        self._skipped = {
+            reason: parent.checks_skipped.labels(*labels, reason)
+            for reason in skip_reasons_for(protocol)
+        }
 
     def unchecked(self, reason: str) -> UncheckedStreamMetrics:
         """The handle of a stream of this pair whose frames are not checked, for ``reason``."""
@@ -235,6 +247,19 @@ class StreamMetrics:
             )
         child.inc()
 
+    def skipped(self, reason: str) -> None:
+        """Count a stream that skipped checks for ``reason``; one outside ``SKIP_REASONS``
+        (the label's closed set) is not counted."""
+        child = self._skipped.get(reason)
+        if child is None:
+            if reason not in SKIP_REASONS:
+                return
+            # A reason of another protocol (auto-detection decided late).
+            child = self._skipped[reason] = self._parent.checks_skipped.labels(
+                self._route, self._protocol, reason
+            )
+        child.inc()
+
     def stream_ended(self, report: StreamReport, checked: bool = True) -> None:
         self.in_progress.dec()
         self._outcomes[report.outcome].inc()
@@ -242,6 +267,9 @@ class StreamMetrics:
         # lifecycle and timing findings, which would count it in the numerator alone.
         if checked and any(finding.severity is Severity.ERROR for finding in report.findings):
             self.malformed.inc()
+        if checked:
+            for reason in report.skipped_checks:
+                self.skipped(reason)
         if report.events:
             self.frames.inc(report.events)
         if report.bytes:

@@ -647,6 +647,13 @@ class StreamMonitor:
         if emit is not None and found and self.internal_error is None:
             emit(found)  # a sink failing here calls fail(): the report below says so
         dropped = self._dropped
+        skipped: tuple[str, ...] = ()
+        if checker is not None and (self._inspecting or events):
+            # Checks the request ruled out on frames that were checked: said, and counted.
+            for reason, note in checker.checks_skipped():
+                if reason not in skipped:
+                    skipped += (reason,)
+                    self.notes += (note,)
         self.report = StreamReport(
             protocol=self.protocol,
             outcome=outcome,
@@ -667,6 +674,7 @@ class StreamMonitor:
             max_event_gap=self._liveness.max_event_gap if self._liveness is not None else None,
             findings_dropped=tuple(sorted(dropped.items())) if dropped else (),
             client_closed_after_end=end in _CLIENT_CLOSED and handed in (_ERROR, _TERMINAL),
+            skipped_checks=skipped,
         )
         return self.report
 

@@ -10,7 +10,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Finding", "Outcome", "Severity", "StreamReport"]
+__all__ = [
+    "REQUEST_BODY_UNREAD",
+    "REQUEST_IDS_OVER_BOUND",
+    "RESUMED_STREAM",
+    "SKIP_REASONS",
+    "Finding",
+    "Outcome",
+    "Severity",
+    "StreamReport",
+]
+
+#: Why a check was skipped on a stream whose frames were checked: the closed set of
+#: ``StreamReport.skipped_checks`` and of the ``reason`` label of
+#: ``streamguard_checks_skipped_total``. Each skip also has a note on the report, for people.
+#: MCP: the POST carried more requests than the checker reads (``MAX_REQUEST_IDS``); the
+#: responses to the rest cannot be matched.
+REQUEST_IDS_OVER_BOUND = "request_ids_over_bound"
+#: MCP: a GET that resumes with ``Last-Event-ID`` may replay responses, so
+#: ``response_on_standalone_stream`` is not checked on it.
+RESUMED_STREAM = "resumed_stream"
+#: MCP: a POST whose body was not read (over ``request_peek_bytes``, not JSON, not read by
+#: the app before the response, streamed by the client, or peeking off): what it owes is
+#: unknown, so ``missing_terminal`` and the response matching are not checked.
+REQUEST_BODY_UNREAD = "request_body_unread"
+SKIP_REASONS: tuple[str, ...] = (REQUEST_IDS_OVER_BOUND, RESUMED_STREAM, REQUEST_BODY_UNREAD)
 
 
 class Severity(StrEnum):
@@ -89,6 +113,9 @@ class StreamReport:
     #: The client closed the connection after the terminal signal or the in-band error
     #: had been handed to the server: a fact, not the outcome (the end already seen wins).
     client_closed_after_end: bool = False
+    #: Why checks were skipped on this stream, each once, from ``SKIP_REASONS``: what the
+    #: notes say in words, for a sink to count (``streamguard_checks_skipped_total``).
+    skipped_checks: tuple[str, ...] = ()
 
     @property
     def malformed(self) -> bool:

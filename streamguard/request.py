@@ -13,8 +13,11 @@ of the request's head a protocol reads (``add_http_facts``): the HTTP method and
 differently, and a resumed GET may replay responses).
 
 JSON-RPC request ids (MCP) are kept by a bounded key (``jsonrpc_id_key``): a string id of
-at most 64 characters and a number as they are, anything longer as a 16-byte digest; at most
-``MAX_REQUEST_IDS`` of them, and past that none (the per-request checks are then skipped).
+at most 64 characters and a number as they are, anything longer as a 16-byte digest. The
+first ``MAX_REQUEST_IDS`` requests of a body are read: a valid id gives its key, an id that
+is no JSON-RPC id (``true``, ``{}``, ``null``...) its JSON type (``jsonrpc_invalid_ids``: a
+finding for the checker); the requests past them are only counted
+(``jsonrpc_requests_unread``), and the checks that need their ids are skipped, with a note.
 """
 
 from __future__ import annotations
@@ -49,9 +52,9 @@ MAX_REQUESTED_CHOICES = 128
 #: 100,000 digits.
 _MAX_FACT_INT = 2**53
 
-#: The JSON-RPC requests of one POST whose ids are kept (a 2025-03-26 batch holds several);
-#: a body with more is read as one whose requests are unknown, so the per-request checks
-#: are skipped rather than sized by the client.
+#: The JSON-RPC requests of one POST whose ids are read (a 2025-03-26 batch holds several);
+#: the requests past them are counted, not read, so what is kept is never sized by the
+#: client, and the checks that need their ids are skipped.
 MAX_REQUEST_IDS = 64
 #: The longest string id kept as it is; a longer one is kept as a digest.
 _MAX_KEPT_ID_CHARS = 64
@@ -93,19 +96,34 @@ def jsonrpc_id_key(value: object) -> IdKey | None:
     return None
 
 
-def _request_ids(messages: Iterable[object]) -> tuple[IdKey, ...] | None:
-    """The keys of the requests among JSON-RPC ``messages`` (a request has a ``method`` and
-    an ``id``), in order; None when there are more than ``MAX_REQUEST_IDS`` of them, or
-    one has an id that is no id (its response could not be matched)."""
+def _id_type(value: object) -> str:
+    """The JSON type of a value that is no JSON-RPC id, as messages name types."""
+    return "null" if value is None else type(value).__name__
+
+
+def _request_ids(
+    messages: Iterable[object],
+) -> tuple[tuple[IdKey, ...], tuple[str, ...], int]:
+    """What the requests among JSON-RPC ``messages`` (a request has a ``method`` and an
+    ``id``) say about their ids: the keys of the valid ids and the types of the invalid ones
+    among the first ``MAX_REQUEST_IDS`` requests, in order, and how many requests followed
+    them unread."""
     ids: list[IdKey] = []
+    invalid: list[str] = []
+    unread = 0
     for message in messages:
         if type(message) is not dict or "method" not in message or "id" not in message:
             continue  # a notification, a response, or no message at all
-        key = jsonrpc_id_key(message["id"])
-        if key is None or len(ids) >= MAX_REQUEST_IDS:
-            return None
-        ids.append(key)
-    return tuple(ids)
+        if len(ids) + len(invalid) >= MAX_REQUEST_IDS:
+            unread += 1
+            continue
+        value = message["id"]
+        key = jsonrpc_id_key(value)
+        if key is None:
+            invalid.append(_id_type(value))
+        else:
+            ids.append(key)
+    return tuple(ids), tuple(invalid), unread
 
 
 class RequestFacts(Mapping[str, Any]):
@@ -116,12 +134,16 @@ class RequestFacts(Mapping[str, Any]):
     ``n`` that is present but unusable reads as ``None``: per-choice counts go unchecked.
 
     A JSON-RPC 2.0 body (MCP) gives ``jsonrpc_ids``: the keys of its requests' ids
-    (``jsonrpc_id_key``), ``()`` when it holds only notifications or responses, ``None``
-    when there are too many to keep. ``request`` is the body's object, or the list of a
-    2025-03-26 batch. The request's head adds ``http_method`` (``"GET"``, ``"POST"``, ...)
-    and ``last_event_id`` (``True`` when a ``Last-Event-ID`` header asked to resume): from
-    ``add_http_facts``, or from those keys in ``request`` (how a test or the command line
-    says a stream answered a GET).
+    (``jsonrpc_id_key``) among the first ``MAX_REQUEST_IDS`` requests, ``()`` when it holds
+    only notifications or responses. Two more facts say what those keys leave out, each
+    present only when there is something to say: ``jsonrpc_invalid_ids``, the types
+    (``bool``, ``dict``, ``list``, ``null``) of the ids among those requests that are no
+    JSON-RPC id (MCP requests carry a string or a number), and ``jsonrpc_requests_unread``,
+    how many requests followed the first ``MAX_REQUEST_IDS``. ``request`` is the body's
+    object, or the list of a 2025-03-26 batch. The request's head adds ``http_method``
+    (``"GET"``, ``"POST"``, ...) and ``last_event_id`` (``True`` when a ``Last-Event-ID``
+    header asked to resume): from ``add_http_facts``, or from those keys in ``request`` (how
+    a test or the command line says a stream answered a GET).
     """
 
     __slots__ = (
@@ -129,6 +151,8 @@ class RequestFacts(Mapping[str, Any]):
         "_http_method",
         "_include_usage",
         "_jsonrpc_ids",
+        "_jsonrpc_invalid",
+        "_jsonrpc_unread",
         "_last_event_id",
         "_n",
         "_starting_after",
@@ -141,11 +165,21 @@ class RequestFacts(Mapping[str, Any]):
         self._jsonrpc_ids: Any = _ABSENT
         self._http_method: Any = _ABSENT
         self._last_event_id: Any = _ABSENT
+        self._jsonrpc_invalid: Any = _ABSENT
+        self._jsonrpc_unread: Any = _ABSENT
+        messages: list[Any] | None = None
         if isinstance(request, list):  # a batch: only its request ids are facts
-            self._jsonrpc_ids = _request_ids(request)
+            messages = request
             request = _NO_FIELDS
-        if request.get("jsonrpc") == "2.0":
-            self._jsonrpc_ids = _request_ids((request,))
+        elif request.get("jsonrpc") == "2.0":
+            messages = [request]
+        if messages is not None:
+            ids, invalid, unread = _request_ids(messages)
+            self._jsonrpc_ids = ids
+            if invalid:
+                self._jsonrpc_invalid = invalid
+            if unread:
+                self._jsonrpc_unread = unread
         method = request.get("http_method")
         if type(method) is str and method in _HTTP_METHODS:  # (a dict is unhashable)
             self._http_method = method
@@ -183,6 +217,8 @@ class RequestFacts(Mapping[str, Any]):
             "n": self._n,
             "starting_after": self._starting_after,
             "jsonrpc_ids": self._jsonrpc_ids,
+            "jsonrpc_invalid_ids": self._jsonrpc_invalid,
+            "jsonrpc_requests_unread": self._jsonrpc_unread,
             "http_method": self._http_method,
             "last_event_id": self._last_event_id,
         }.get(key, _ABSENT)
@@ -215,6 +251,8 @@ _KEYS = (
     "stream_options",
     "starting_after",
     "jsonrpc_ids",
+    "jsonrpc_invalid_ids",
+    "jsonrpc_requests_unread",
     "http_method",
     "last_event_id",
 )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final, Literal
 
-from streamguard.report import Finding, Severity
+from streamguard.report import SKIP_REASONS, Finding, Severity
 
 __all__ = [
     "ALL_PROTOCOLS",
@@ -26,6 +26,7 @@ __all__ = [
     "Rule",
     "get_rule",
     "rules_for",
+    "skip_reasons_for",
 ]
 
 ALL_PROTOCOLS: Final = "all"
@@ -116,6 +117,17 @@ def rules_for(protocol: str) -> list[Rule]:
         for rule in RULES.values()
         if rule.scope == STREAM or protocol in raised.get(rule.name, ())
     ]
+
+
+def skip_reasons_for(protocol: str) -> tuple[str, ...]:
+    """The reasons (``report.SKIP_REASONS``, in that order) for which a stream of
+    ``protocol`` can skip checks (its checker's ``SKIPS``); none for an unknown protocol."""
+    from streamguard.protocols import CHECKERS
+
+    checker = CHECKERS.get(protocol)
+    if checker is None:
+        return ()
+    return tuple(reason for reason in SKIP_REASONS if reason in checker.SKIPS)
 
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741
@@ -578,8 +590,9 @@ INVALID_JSONRPC = _rule(
     "invalid_jsonrpc",
     E,
     'A message is not valid JSON-RPC 2.0 (`jsonrpc` other than "2.0", a response without '
-    "exactly one of `result` and `error`, an error `code` that is not an integer, ...); the "
-    "official MCP clients fail the call.",
+    "exactly one of `result` and `error`, an error `code` that is not an integer, ...), or a "
+    "request of the POST has an id that is no string or number; the official MCP clients "
+    "fail the call.",
 )
 DUPLICATE_RESPONSE = _rule(
     "duplicate_response",

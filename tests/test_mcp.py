@@ -25,6 +25,7 @@ from streamguard.protocols.mcp import (
     mcp_from_event,
 )
 from streamguard.protocols.openai_chat import OpenAIChatChecker
+from streamguard.report import SKIP_REASONS
 from streamguard.request import (
     MAX_REQUEST_IDS,
     RequestFacts,
@@ -324,6 +325,197 @@ def test_messages_never_quote_wire_values() -> None:
     assert secret not in standalone.findings[0].message
 
 
+# -- what the request rules out: invalid ids, the bound, resumption ----------------------------
+
+#: A server that never answers: one progress notification, then the body ends.
+NEVER_ANSWERS = sse(PROGRESS)
+RESUMED = {"http_method": "GET", "last_event_id": True}
+
+
+@pytest.mark.parametrize("bad", [True, False, {}, {"k": "SECRET"}, [], ["SECRET"], None])
+def test_a_request_id_that_is_no_id_is_a_finding(bad: Any) -> None:
+    """A request whose id is no JSON-RPC id (MCP: a string or a number, never null) is
+    invalid_jsonrpc, made once, before the body's findings, naming the id's type only."""
+    report = check_stream(NEVER_ANSWERS * 3, protocol="mcp", request=request(bad))
+    assert [(f.rule, f.event_index) for f in report.findings] == [("invalid_jsonrpc", None)]
+    message = report.findings[0].message
+    assert message.startswith("request: a request of the POST has an `id` that is a ")
+    assert "SECRET" not in message
+    assert ("MCP forbids a null id" in message) is (bad is None)
+
+
+def test_an_invalid_id_is_reported_on_a_body_without_events() -> None:
+    """With no event to hang it on, the end of the body reports the request."""
+    assert found(b"", request(True)) == [("invalid_jsonrpc", None)]
+    # An aborted stream runs no end rules, but an event already made it.
+    monitor = StreamMonitor("mcp", request=request({}))
+    monitor.feed(NEVER_ANSWERS)
+    report = monitor.finish(StreamEnd.CLIENT_DISCONNECT)
+    assert report.rules() == ["invalid_jsonrpc"]
+
+
+def test_the_other_requests_of_a_batch_with_an_invalid_id_are_still_owed() -> None:
+    """A batch where one id is ``{}``: that request is a finding, the others still owe
+    answers (missing_terminal when the server never answers, clean when it does)."""
+    batch = [request(1), request({}), request("b"), PROGRESS]
+    assert found(NEVER_ANSWERS, batch) == [("invalid_jsonrpc", None), ("missing_terminal", 1)]
+    report = check_stream(sse(result("b"), error(1)), protocol="mcp", request=batch)
+    assert (report.outcome.value, report.rules()) == ("error_event", ["invalid_jsonrpc"])
+    several = [request(True), request({}), request(True), request(3)]
+    [invalid, missing] = check_stream(NEVER_ANSWERS, protocol="mcp", request=several).findings
+    assert "3 requests of the POST have an `id` that is a bool or a dict" in invalid.message
+    assert missing.rule == "missing_terminal"
+    assert "1 of the POST's 1 request(s) unanswered" in missing.message
+
+
+def test_valid_ids_and_notifications_make_no_request_finding() -> None:
+    """String, integer and fractional ids are ids; a notification owes nothing."""
+    for good in ("a", "", 0, -7, 2**70, 1.5):
+        assert found(sse(result(good)), request(good)) == [], good
+    assert found(NEVER_ANSWERS, PROGRESS) == []
+    assert found(NEVER_ANSWERS, [PROGRESS, PROGRESS]) == []
+
+
+def test_a_batch_over_the_bound_still_owes_the_answers_read() -> None:
+    """Past MAX_REQUEST_IDS the first ids are still owed: a server that never answers a
+    batch of 65 is missing_terminal, as for 64, and the report says what was skipped."""
+    for size in (1, MAX_REQUEST_IDS, MAX_REQUEST_IDS + 1, 5000):
+        batch = [request(i) for i in range(size)]
+        report = check_stream(NEVER_ANSWERS, protocol="mcp", request=batch)
+        assert (report.outcome.value, report.rules()) == ("unclosed", ["missing_terminal"]), size
+        over = size > MAX_REQUEST_IDS
+        assert report.skipped_checks == (("request_ids_over_bound",) if over else ()), size
+        assert len(report.notes) == over
+        if over:
+            message = report.findings[0].message
+            assert f"at least {MAX_REQUEST_IDS} of the POST's {size} request(s)" in message
+            assert report.notes[0].startswith(
+                f"the POST carried {size} JSON-RPC requests and only the first "
+                f"{MAX_REQUEST_IDS} were read: the answers to the other "
+                f"{size - MAX_REQUEST_IDS} were not matched"
+            )
+
+
+def test_a_batch_over_the_bound_answered_in_any_order_is_clean() -> None:
+    """Answers to requests not read, before or after the last one read, break no rule: they
+    may answer a request that was not read, or one whose id a request not read repeats."""
+    size = MAX_REQUEST_IDS + 3
+    batch = [request(i) for i in range(size)]
+    answers = [result(i) for i in reversed(range(size))]
+    # The ids read answered first: the stream goes on, with notifications and the answers
+    # to the requests not read, and no terminal was seen.
+    read_first = [*answers[3:], PROGRESS, *answers[:3]]
+    bodies = (sse(*answers), sse(answers), sse(*answers, result(0)), sse(*read_first))
+    for data in bodies:
+        report = check_stream(data, protocol="mcp", request=batch)
+        assert (report.outcome.value, report.findings) == ("completed", ())
+        assert report.skipped_checks == ("request_ids_over_bound",)
+    # The ids read still make a missing answer a finding, whatever else came.
+    partial = sse(*[result(i) for i in range(1, size)], result(9999))
+    assert found(partial, batch) == [("missing_terminal", size)]
+
+
+def test_a_resumed_get_says_the_standalone_check_was_skipped() -> None:
+    """A GET with Last-Event-ID may replay responses: response_on_standalone_stream is off,
+    and the report says so; a GET without it, or a POST, skips nothing."""
+    resumed = check_stream(sse(result()), protocol="mcp", request=RESUMED)
+    assert (resumed.findings, resumed.skipped_checks) == ((), ("resumed_stream",))
+    assert resumed.notes == (
+        "a GET that resumes with Last-Event-ID may replay the responses of an earlier "
+        "stream: response_on_standalone_stream went unchecked",
+    )
+    standalone = check_stream(sse(result()), protocol="mcp", request=GET)
+    assert standalone.rules() == ["response_on_standalone_stream"]
+    assert (standalone.notes, standalone.skipped_checks) == ((), ())
+    posted = check_stream(sse(result()), protocol="mcp", request=request())
+    assert (posted.findings, posted.notes, posted.skipped_checks) == ((), (), ())
+
+
+def test_a_post_whose_body_was_not_read_says_its_checks_were_skipped() -> None:
+    """Head facts alone (the body over request_peek_bytes, not JSON, ...): nothing is known
+    to be owed, and the report says that the per-request checks were skipped."""
+    head = add_http_facts(None, "POST", [])
+    report = check_stream(NEVER_ANSWERS, protocol="mcp", request=head)
+    assert (report.outcome.value, report.findings) == ("completed", ())
+    assert report.skipped_checks == ("request_body_unread",)
+    assert report.notes[0].startswith("the POST's body was not read")
+    # Offline without a request, or with a body read that holds no request: nothing said.
+    for facts in (None, {"http_method": "POST"}, PROGRESS):
+        assert check_stream(NEVER_ANSWERS, protocol="mcp", request=facts).skipped_checks == ()
+
+
+def test_the_checker_names_what_it_skipped() -> None:
+    """``checks_skipped`` on the checker itself: reasons from SKIPS, notes without ids."""
+    over = [request(f"SECRET-{i}") for i in range(MAX_REQUEST_IDS + 2)]
+    checks = {
+        "over": MCPChecker(RequestFacts(over)),
+        "resumed": MCPChecker(RESUMED),
+        "unread": MCPChecker(add_http_facts(None, "POST", [])),
+        "get": MCPChecker(GET),
+        "post": MCPChecker(RequestFacts(request())),
+        "none": MCPChecker(),
+    }
+    said = {name: [r for r, _ in checker.checks_skipped()] for name, checker in checks.items()}
+    assert said == {
+        "over": ["request_ids_over_bound"],
+        "resumed": ["resumed_stream"],
+        "unread": ["request_body_unread"],
+        "get": [],
+        "post": [],
+        "none": [],
+    }
+    for checker in checks.values():
+        for reason, note in checker.checks_skipped():
+            assert reason in MCPChecker.SKIPS
+            assert "SECRET" not in note
+    assert set(MCPChecker.SKIPS) <= set(SKIP_REASONS)
+
+
+def test_skipped_checks_are_not_claimed_for_an_unchecked_stream() -> None:
+    """A stream whose frames were not checked at all (not sampled, compressed) is counted
+    as unchecked; it does not also name the checks its request ruled out."""
+    monitor = StreamMonitor("mcp", request=RESUMED)
+    monitor.stop_inspecting()
+    monitor.feed(sse(result()))
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert (report.inspected, report.skipped_checks, report.notes) == (False, (), ())
+
+
+def test_the_middleware_reports_skipped_checks() -> None:
+    """Through the middleware: a batch over the bound, a resumed GET and a body over
+    request_peek_bytes each put their reason and a note on the report."""
+    batch = json.dumps([request(i) for i in range(MAX_REQUEST_IDS + 1)]).encode()
+    report = _watched(http_scope("POST", "/mcp"), batch, NEVER_ANSWERS)
+    assert (report.rules(), report.skipped_checks) == (
+        ["missing_terminal"],
+        ("request_ids_over_bound",),
+    )
+    resumed = http_scope("GET", "/mcp", headers=[(b"last-event-id", b"1_3")])
+    assert _watched(resumed, b"", sse(result())).skipped_checks == ("resumed_stream",)
+    huge = json.dumps({**request(), "params": {"pad": "x" * 2_000_000}}).encode()
+    report = _watched(http_scope("POST", "/mcp"), huge, NEVER_ANSWERS)
+    assert (report.findings, report.skipped_checks) == ((), ("request_body_unread",))
+    assert any("request_peek_bytes" in note for note in report.notes)
+    assert any(note.startswith("the POST's body was not read") for note in report.notes)
+
+
+def test_the_end_log_names_the_skipped_checks() -> None:
+    """The stream's end log carries the reasons (known tokens), never a note or an id."""
+    from structlog.testing import capture_logs
+
+    steps = ["receive", sse_start(), body(sse(result("SECRET"))), body(b"", more=False)]
+    middleware = StreamGuardMiddleware(ScriptedApp(steps), protocol="mcp", metrics=False)
+    resumed = http_scope("GET", "/mcp", headers=[(b"last-event-id", b"SECRET")])
+    with capture_logs() as logs:
+        run(middleware, resumed, Recorder(incoming=[{"type": "http.request", "body": b""}]))
+    [end] = [entry for entry in logs if entry["event"] == "stream_completed"]
+    assert end["skipped_checks"] == ["resumed_stream"]
+    assert "SECRET" not in repr(logs)
+    with capture_logs() as logs:
+        run(middleware, http_scope("GET", "/mcp"), Recorder(incoming=[{"type": "http.request"}]))
+    assert all("skipped_checks" not in entry for entry in logs)
+
+
 # -- the request's facts ----------------------------------------------------------------------
 
 
@@ -342,13 +534,27 @@ def test_request_facts_keep_the_ids_of_the_requests_only() -> None:
 
 
 def test_request_ids_are_bounded() -> None:
-    """Past MAX_REQUEST_IDS requests the ids are unknown (None), never sized by the client."""
-    batch = [request(i) for i in range(MAX_REQUEST_IDS + 1)]
-    assert RequestFacts(batch)["jsonrpc_ids"] is None
-    assert len(RequestFacts(batch[:-1])["jsonrpc_ids"]) == MAX_REQUEST_IDS
-    assert RequestFacts([request(None)])["jsonrpc_ids"] is None
-    report = check_stream(sse(result(5000)), protocol="mcp", request=batch)
-    assert (report.outcome.value, report.findings) == ("completed", ())
+    """The first MAX_REQUEST_IDS requests are read; the rest are counted, never kept."""
+    batch = [request(i) for i in range(MAX_REQUEST_IDS + 1000)]
+    facts = RequestFacts(batch)
+    assert facts["jsonrpc_ids"] == tuple(range(MAX_REQUEST_IDS))
+    assert facts["jsonrpc_requests_unread"] == 1000
+    exactly = RequestFacts(batch[:MAX_REQUEST_IDS])
+    assert len(exactly["jsonrpc_ids"]) == MAX_REQUEST_IDS
+    assert "jsonrpc_requests_unread" not in exactly
+    # An invalid id counts toward the bound: what is kept never passes it.
+    mixed = RequestFacts([request({})] * 10 + batch)
+    assert len(mixed["jsonrpc_ids"]) + len(mixed["jsonrpc_invalid_ids"]) == MAX_REQUEST_IDS
+    assert mixed["jsonrpc_requests_unread"] == 1010
+
+
+def test_request_ids_that_are_no_ids_are_kept_by_type() -> None:
+    """An id that is no JSON-RPC id is kept as its JSON type alone; valid ones beside it."""
+    facts = RequestFacts([request(True), request({"k": "SECRET"}), request(1), request(None)])
+    assert facts["jsonrpc_ids"] == (1,)
+    assert facts["jsonrpc_invalid_ids"] == ("bool", "dict", "null")
+    assert "jsonrpc_invalid_ids" not in RequestFacts(request("a"))
+    assert RequestFacts(request([1]))["jsonrpc_invalid_ids"] == ("list",)
 
 
 def test_a_json_array_that_is_no_batch_stays_unread() -> None:

@@ -11,8 +11,9 @@ from prometheus_client import CollectorRegistry
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 from streamguard.metrics import StreamGuardMetrics
-from streamguard.report import Severity
-from streamguard.rules import rules_for
+from streamguard.protocols import CHECKERS
+from streamguard.report import SKIP_REASONS, Severity
+from streamguard.rules import rules_for, skip_reasons_for
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 
@@ -22,6 +23,7 @@ EXPECTED_NAMES = {
     "streamguard_unchecked_streams",
     "streamguard_malformed_streams",
     "streamguard_violations",
+    "streamguard_checks_skipped",
     "streamguard_streams_in_progress",
     "streamguard_stream_duration_seconds",
     "streamguard_time_to_first_event_seconds",
@@ -401,3 +403,133 @@ def test_checked_streams_are_not_counted_as_unchecked() -> None:
     ]
     assert len(unchecked) == 2 * len(Outcome)  # zero-initialised: two reasons, every outcome
     assert set(unchecked) == {0.0}
+
+
+# -- checks skipped ---------------------------------------------------------------------------
+
+_MCP_REQUEST = {"jsonrpc": "2.0", "method": "tools/call", "params": {}}
+_PROGRESS = b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress"}\n\n'
+_ANSWER = b'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n'
+
+
+def _mcp_stream(
+    registry: CollectorRegistry,
+    scope: dict[str, Any],
+    request_body: bytes,
+    data: bytes,
+    **options: Any,
+) -> StreamReport:
+    """One MCP stream through the middleware, counted in ``registry``; its report."""
+    reports: list[StreamReport] = []
+    steps = ["receive", sse_start(), body(data), body(b"", more=False)]
+    middleware = guarded(
+        ScriptedApp(steps), registry, routes={"/mcp": "mcp"}, on_report=reports.append, **options
+    )
+    run(middleware, scope, Recorder(incoming=[{"type": "http.request", "body": request_body}]))
+    [report] = reports
+    return report
+
+
+def _skipped(registry: CollectorRegistry, reason: str) -> float:
+    return value(
+        registry, "streamguard_checks_skipped_total", route="/mcp", protocol="mcp", reason=reason
+    )
+
+
+def test_skip_reasons_are_a_closed_set_declared_by_the_checkers() -> None:
+    """Every reason a checker declares is one of SKIP_REASONS; MCP declares all three."""
+    for protocol, checker in CHECKERS.items():
+        assert set(checker.SKIPS) <= set(SKIP_REASONS), protocol
+    assert skip_reasons_for("mcp") == SKIP_REASONS
+    assert skip_reasons_for("openai_chat") == ()
+    assert skip_reasons_for("auto") == skip_reasons_for("nonesuch") == ()
+
+
+def test_checks_skipped_are_initialised_per_protocol() -> None:
+    """An MCP route gets a zero for each reason; a route of another protocol gets none."""
+    registry = CollectorRegistry()
+    guarded(ScriptedApp([]), registry, routes={"/mcp": "mcp", "/chat": "openai_chat"})
+    found = {
+        (dict(labels)["route"], dict(labels)["reason"])
+        for name, labels in series(registry)
+        if name == "streamguard_checks_skipped_total"
+    }
+    assert found == {("/mcp", reason) for reason in SKIP_REASONS}
+    assert all(_skipped(registry, reason) == 0 for reason in SKIP_REASONS)
+
+
+def test_checks_skipped_are_counted_by_reason() -> None:
+    """A batch over MAX_REQUEST_IDS, a resumed GET and a body over request_peek_bytes each
+    count once under their reason; a request that skips nothing counts nowhere."""
+    import json
+
+    from streamguard.request import MAX_REQUEST_IDS
+
+    registry = CollectorRegistry()
+    post = http_scope("POST", "/mcp")
+    one = json.dumps({**_MCP_REQUEST, "id": 1}).encode()
+    batch = json.dumps([{**_MCP_REQUEST, "id": i} for i in range(MAX_REQUEST_IDS)]).encode()
+    _mcp_stream(registry, post, one, _ANSWER)
+    _mcp_stream(registry, post, batch, _PROGRESS)  # exactly the bound: nothing skipped
+    _mcp_stream(registry, http_scope("GET", "/mcp"), b"", _PROGRESS)
+    assert {reason: _skipped(registry, reason) for reason in SKIP_REASONS} == dict.fromkeys(
+        SKIP_REASONS, 0
+    )
+
+    over = json.dumps([{**_MCP_REQUEST, "id": i} for i in range(MAX_REQUEST_IDS + 1)]).encode()
+    report = _mcp_stream(registry, post, over, _PROGRESS)
+    assert report.rules() == ["missing_terminal"]
+    resumed = http_scope("GET", "/mcp", headers=[(b"last-event-id", b"7")])
+    _mcp_stream(registry, resumed, b"", _ANSWER)
+    _mcp_stream(registry, resumed, b"", _ANSWER)
+    _mcp_stream(registry, post, one, _ANSWER, request_peek_bytes=8)
+    assert {reason: _skipped(registry, reason) for reason in SKIP_REASONS} == {
+        "request_ids_over_bound": 1,
+        "resumed_stream": 2,
+        "request_body_unread": 1,
+    }
+
+
+def test_an_unchecked_stream_counts_no_skipped_checks() -> None:
+    """A stream left unsampled is counted as unchecked, not as one that skipped checks."""
+    registry = CollectorRegistry()
+    resumed = http_scope("GET", "/mcp", headers=[(b"last-event-id", b"7")])
+    _mcp_stream(registry, resumed, b"", _ANSWER, sample_rate=0.0)
+    assert _skipped(registry, "resumed_stream") == 0
+    labels = {"route": "/mcp", "protocol": "mcp", "reason": "not_sampled", "outcome": "completed"}
+    assert value(registry, "streamguard_unchecked_streams_total", **labels) == 1
+
+
+def test_a_reason_outside_the_closed_set_is_not_counted() -> None:
+    """The reason label stays bounded: a report naming another reason adds no series."""
+    registry = CollectorRegistry()
+    metrics = StreamGuardMetrics(registry)
+    children = metrics.for_stream("/mcp", "auto")
+    children.stream_started()
+    before = series(registry)
+    report = StreamReport(
+        protocol="mcp",
+        outcome=Outcome.COMPLETED,
+        findings=(),
+        events=0,
+        bytes=0,
+        body_messages=0,
+        started_at=0.0,
+        first_byte_at=None,
+        first_event_at=None,
+        ended_at=0.0,
+        skipped_checks=("made_up", "resumed_stream"),
+    )
+    children.stream_ended(report)
+    added = {labels for _, labels in series(registry) - before}
+    assert {dict(labels).get("reason") for labels in added} == {"resumed_stream"}
+    assert (
+        value(
+            registry,
+            "streamguard_checks_skipped_total",
+            route="/mcp",
+            protocol="auto",
+            reason="resumed_stream",
+        )
+        == 1
+    )

@@ -197,6 +197,9 @@ class Checker:
     #: The rules the protocol's payload handlers can raise (the lifecycle table's rules
     #: are added to them): what the catalog, the docs and the metrics list for it.
     RAISES: ClassVar[frozenset[Rule]] = frozenset()
+    #: The reasons (``report.SKIP_REASONS``) ``checks_skipped`` can give: what the metrics
+    #: initialise for the protocol and the docs list.
+    SKIPS: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         self.request = request
@@ -291,6 +294,12 @@ class Checker:
     def message_fields(self) -> Mapping[str, object]:
         """More fields a protocol's step messages name (an event it remembers, say)."""
         return {}
+
+    def checks_skipped(self) -> Sequence[tuple[str, str]]:
+        """The checks this stream went without, as ``(reason, note)`` pairs: a reason from
+        ``report.SKIP_REASONS`` (counted by the metrics) and a note for people that names
+        no wire value. The monitor asks once, when it builds the report."""
+        return ()
 
     # -- helpers for protocols ----------------------------------------------------------
 

@@ -18,14 +18,27 @@ Theory of operation
 
 What is owed depends on the request, so the checker reads the request's facts
 (``streamguard.request``): the HTTP method, whether a ``Last-Event-ID`` asked to resume, and
-the ids of the POST's requests (``jsonrpc_ids``, bounded; ids compare by JSON type and
-value). A POST whose requests are known starts in ``waiting``: each response is matched to
-an owed id, and the one that answers the last of them is the terminal signal (the in-band
-error when it is a JSON-RPC error), after which the body must end (``body_not_ended`` if it
-stays open; ``missing_terminal`` if it ends before). Every other stream starts in ``open``,
-where nothing is owed and the body's end is a clean end: a GET, a resumption, a POST of
-notifications or responses only, a POST whose body was not read (or held more than
-``MAX_REQUEST_IDS`` requests).
+the ids of the POST's requests (``jsonrpc_ids``, the first ``MAX_REQUEST_IDS`` requests;
+ids compare by JSON type and value). A POST whose requests are known starts in ``waiting``:
+each response is matched to an owed id, and the one that answers the last of them is the
+terminal signal (the in-band error when it is a JSON-RPC error), after which the body must
+end (``body_not_ended`` if it stays open; ``missing_terminal`` if it ends before). Every
+other stream starts in ``open``, where nothing is owed and the body's end is a clean end: a
+GET, a resumption, a POST of notifications or responses only, a POST whose body was not
+read.
+
+What the request rules out is said, never guessed. A request whose id is no JSON-RPC id
+(``jsonrpc_invalid_ids``: ``true``, an object, an array, ``null``, which MCP forbids) is
+owed nothing and is one ``invalid_jsonrpc`` finding, made before the first event's findings
+(or at the body's end) with no event index; the other requests of its batch are still owed.
+A batch of more than ``MAX_REQUEST_IDS`` requests (``jsonrpc_requests_unread`` counts the
+rest) still owes the answers read, so a body that ends without one is ``missing_terminal``;
+but an answer to an id not read may answer a request not read, so while any are unread no
+response is ``unrequested_response`` or ``duplicate_response``, and the answer to the last
+request read is no terminal (``last_read``: the stream goes on in ``open``). That skip, a
+resumed GET's (``response_on_standalone_stream`` off) and a POST whose body was not read
+are returned by ``checks_skipped`` (reasons from ``report.SKIP_REASONS``), which the
+monitor puts on the report as notes and ``skipped_checks`` and the metrics count.
 
 The payload handlers check each message (``invalid_jsonrpc``: ``jsonrpc`` exactly "2.0", a
 request's ``method`` a string and ``params`` an object, a response with exactly one of
@@ -55,7 +68,8 @@ from the table, so the page cannot drift from the machine).
 
 Bounded state: at most ``MAX_REQUEST_IDS`` owed ids (from the request's facts), as many
 answered ids and ``MAX_EVENT_IDS`` event ids are kept, long ones by a digest; past those
-bounds the checks that need the rest are skipped. Within one batch event each rule is
+bounds the checks that need the rest are skipped (past ``MAX_REQUEST_IDS`` requests, with a
+note: see above). Within one batch event each rule is
 reported once, with a count. Messages never show an id or a method: ids by type, size and
 hash, methods as "a request" or "a notification".
 
@@ -73,7 +87,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import id_key
-from streamguard.protocols._base import Checker, Found, type_name
+from streamguard.protocols._base import NO_FINDINGS, Checker, Found, type_name
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -86,8 +100,13 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import parse_json, preview
-from streamguard.report import Finding
-from streamguard.request import MAX_REQUEST_IDS, IdKey, jsonrpc_id_key
+from streamguard.report import (
+    REQUEST_BODY_UNREAD,
+    REQUEST_IDS_OVER_BOUND,
+    RESUMED_STREAM,
+    Finding,
+)
+from streamguard.request import MAX_REQUEST_IDS, IdKey, RequestFacts, jsonrpc_id_key
 from streamguard.sse import Event
 
 __all__ = [
@@ -128,6 +147,9 @@ RESPONSE: Final = "response"
 SKIPPED: Final = "skipped"
 #: A second response to a request this stream already answered.
 REPEAT: Final = "repeat"
+#: The response to the last owed request whose id was read, when the POST carried more
+#: requests than were read: the rest may still be answered, so it is no terminal.
+LAST_READ: Final = "last_read"
 
 _WAITING, _RESUMABLE, _ANSWERED, _FAILED, _OPEN, _CLOSED = (
     "waiting",
@@ -154,7 +176,8 @@ LIFECYCLE = Lifecycle(
         _RESUMABLE: "responses are owed; an event id lets the client resume if the body ends",
         _ANSWERED: "the last owed request was answered; the body ends next",
         _FAILED: "answered with a JSON-RPC error; the body ends next",
-        _OPEN: "nothing is owed (a GET, a resumption, unknown requests); set by the request",
+        _OPEN: "nothing is known to be owed (a GET, a resumption, unknown requests; or the "
+        "requests read were answered and the rest were not read)",
         _CLOSED: "the body ended a stream that owed nothing",
     },
     kinds={
@@ -162,6 +185,7 @@ LIFECYCLE = Lifecycle(
         RESPONSE: "a response other than the one that answers the last owed request",
         SKIPPED: "an event clients skip: empty data, or a name other than message",
         REPEAT: "a second response to a request this stream already answered",
+        LAST_READ: "the answer to the last owed request read, when more were not read",
     },
     initial=_WAITING,
     table={
@@ -169,6 +193,7 @@ LIFECYCLE = Lifecycle(
         (_WAITING, TERMINAL): go(_ANSWERED),
         (_WAITING, ERROR): go(_FAILED),
         (_WAITING, REPEAT): _DUPLICATE_ANSWER,
+        (_WAITING, LAST_READ): go(_OPEN),
         (_WAITING, END): broken(
             rules.MISSING_TERMINAL,
             "the body ended after {index} event(s) with {owed} of the POST's {requests} "
@@ -178,6 +203,7 @@ LIFECYCLE = Lifecycle(
         (_RESUMABLE, TERMINAL): go(_ANSWERED),
         (_RESUMABLE, ERROR): go(_FAILED),
         (_RESUMABLE, REPEAT): _DUPLICATE_ANSWER,
+        (_RESUMABLE, LAST_READ): go(_OPEN),
         (_RESUMABLE, END): go(_CLOSED),
         (_RESUMABLE, ANY_KIND): STAY,
         (_ANSWERED, REPEAT): _DUPLICATE_LAST,
@@ -284,10 +310,12 @@ class MCPChecker(Checker):
     __slots__ = (
         "_answered",
         "_event_ids",
+        "_invalid_ids",
         "_last_event_key",
         "_owed",
         "_requests",
         "_standalone",
+        "_unread",
     )
 
     name = "mcp"
@@ -302,29 +330,42 @@ class MCPChecker(Checker):
             rules.DUPLICATE_EVENT_ID,
         }
     )
+    SKIPS = frozenset({REQUEST_IDS_OVER_BOUND, RESUMED_STREAM, REQUEST_BODY_UNREAD})
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
         method: object = None
         ids: object = None
+        invalid: object = None
+        unread: object = None
         resuming = False
         if request is not None:
             method = request.get("http_method")
             ids = request.get("jsonrpc_ids")
+            invalid = request.get("jsonrpc_invalid_ids")
+            unread = request.get("jsonrpc_requests_unread")
             resuming = request.get("last_event_id") is True
         #: A GET that does not resume: no response belongs on it.
         self._standalone = method == "GET" and not resuming
         #: Owed request id -> how many responses it is still owed (a batch may repeat an
         #: id); None when what is owed is unknown.
         self._owed: dict[IdKey, int] | None = None
-        #: How many requests the POST carried (for the end's message).
+        #: How many requests the POST carried whose ids were read (for the end's message).
         self._requests = 0
+        #: How many requests followed the ones read: their answers cannot be matched.
+        self._unread = 0
+        #: The types of the request ids that are no JSON-RPC id, until they are reported.
+        self._invalid_ids: tuple[str, ...] = ()
         if method != "GET" and type(ids) is tuple:
             owed: dict[IdKey, int] = {}
             for key in ids:
                 owed[key] = owed.get(key, 0) + 1
             self._owed = owed
             self._requests = len(ids)
+            if type(unread) is int and unread > 0:
+                self._unread = unread
+            if type(invalid) is tuple and invalid:
+                self._invalid_ids = tuple(str(name) for name in invalid)
         if not self._owed:
             # Nothing is owed: the request decides the phase the stream starts in.
             self.phase = _OPEN
@@ -336,7 +377,46 @@ class MCPChecker(Checker):
 
     def message_fields(self) -> Mapping[str, object]:
         owed = self._owed
-        return {"owed": sum(owed.values()) if owed else 0, "requests": self._requests}
+        left = sum(owed.values()) if owed else 0
+        if self._unread:  # the requests not read may be unanswered too
+            return {"owed": f"at least {left}", "requests": self._requests + self._unread}
+        return {"owed": left, "requests": self._requests}
+
+    def checks_skipped(self) -> Sequence[tuple[str, str]]:
+        skipped: list[tuple[str, str]] = []
+        if self._unread:
+            skipped.append(
+                (
+                    REQUEST_IDS_OVER_BOUND,
+                    f"the POST carried {MAX_REQUEST_IDS + self._unread} JSON-RPC requests and "
+                    f"only the first {MAX_REQUEST_IDS} were read: the answers to the other "
+                    f"{self._unread} "
+                    "were not matched (unrequested_response, duplicate_response and the "
+                    "terminal response went unchecked; missing_terminal covers the ones read)",
+                )
+            )
+        request = self.request
+        if request is None:
+            return skipped  # offline, without a request: nothing was promised
+        method = request.get("http_method")
+        if method == "GET" and request.get("last_event_id") is True:
+            skipped.append(
+                (
+                    RESUMED_STREAM,
+                    "a GET that resumes with Last-Event-ID may replay the responses of an "
+                    "earlier stream: response_on_standalone_stream went unchecked",
+                )
+            )
+        elif method == "POST" and type(request) is RequestFacts and not request.body_read:
+            skipped.append(
+                (
+                    REQUEST_BODY_UNREAD,
+                    "the POST's body was not read, so what it owes is unknown: "
+                    "missing_terminal and the response checks (unrequested_response, "
+                    "duplicate_response, the terminal response) went unchecked",
+                )
+            )
+        return skipped
 
     # -- one event ------------------------------------------------------------------------
 
@@ -344,12 +424,35 @@ class MCPChecker(Checker):
         found = Found(self, event, index)
         kind, name = self._check_data(found)
         steps = Found(self, event, index)  # the lifecycle first, as the engine's end does
+        if self._invalid_ids:
+            steps.items.append(self._invalid_request_ids())
         if event.id:
             self._check_event_id(found, event.id)
             if self.phase == _WAITING:
                 steps.step(CURSOR, name)  # waiting -> resumable: never a finding
         steps.step(kind, name)
         return steps.items + found.items
+
+    def check_end(self, events: int, offset: int) -> Sequence[Finding]:
+        if self._invalid_ids:  # a body without events: the request is still reported
+            return (self._invalid_request_ids(),)
+        return NO_FINDINGS
+
+    def _invalid_request_ids(self) -> Finding:
+        """The finding on the request ids that are no JSON-RPC id, made once, before the
+        first event's (it precedes the body: no event index)."""
+        types, self._invalid_ids = self._invalid_ids, ()
+        shown = " or a ".join(sorted(set(types)))
+        if len(types) == 1:
+            what = f"a request of the POST has an `id` that is a {shown}"
+        else:
+            what = f"{len(types)} requests of the POST have an `id` that is a {shown}"
+        null = " (MCP forbids a null id)" if "null" in types else ""
+        return rules.INVALID_JSONRPC.finding(
+            f"request: {what}, not a string or a number{null}; a server answers such a "
+            "request with an Invalid Request error (the official SDK with HTTP 400), not a "
+            "stream, and no response can be matched to it"
+        )
 
     def _check_data(self, found: Found) -> tuple[str, str]:
         """Check the event's messages; its lifecycle kind and how a message names it."""
@@ -392,7 +495,7 @@ class MCPChecker(Checker):
                 continue
             kinds.add(self._check_message(items, message, where)[0])
         found.items.extend(_folded(items.items))
-        for kind in (TERMINAL, ERROR, OTHER, RESPONSE):
+        for kind in (TERMINAL, ERROR, LAST_READ, OTHER, RESPONSE):
             if kind in kinds:
                 return kind
         return OTHER
@@ -437,7 +540,13 @@ class MCPChecker(Checker):
                 self._remember(key)
                 if owed:
                     return RESPONSE
+                if self._unread:
+                    return LAST_READ  # the requests not read may still be answered
                 return ERROR if is_error else TERMINAL
+            if self._unread:
+                # It may answer a request that was not read, or repeat one whose id a
+                # request not read repeats: neither rule can be judged.
+                return RESPONSE
         answered = self._answered
         if answered is not None and key in answered:
             if not where:

@@ -30,7 +30,10 @@ DOCS: tuple[RuleDoc, ...] = (
             not a string or a number (or `null`, for an error that answers nothing). The data
             may also be a 2025-03-26 batch array; an empty array, or an item that is not an
             object, is invalid too, and within one batch each rule is reported once with a
-            count.""",
+            count. The POST's own requests are held to the same ids: a request whose `id` is
+            `true`, an object, an array or `null` (which MCP forbids) is reported once per
+            stream, before the body's findings, and is owed no answer; the other requests of
+            its batch still are.""",
         clients="""
             Both official clients validate every message against the JSON-RPC schema before
             they look at it. The Python SDK logs "Error parsing SSE message" and, on a POST's
@@ -48,7 +51,9 @@ DOCS: tuple[RuleDoc, ...] = (
             Build messages with the SDK's types (`JSONRPCResponse`, `JSONRPCError`) or a
             JSON-RPC library, and serialise them as they are: error codes are integers
             (-32602, not "-32602"), a result is an object (wrap a bare value, as tools do with
-            `content`), and a response carries `result` or `error`, never both.""",
+            `content`), and a response carries `result` or `error`, never both. Refuse a
+            request whose id is no string or number with HTTP 400 and an Invalid Request
+            error (-32600, `id` null), as the Python SDK does, rather than open a stream.""",
     ),
     rule_doc(
         "duplicate_response",
