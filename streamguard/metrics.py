@@ -236,16 +236,27 @@ class StreamMetrics:
         self.in_progress.inc()
 
     def findings(self, found: Sequence[Finding]) -> None:
+        if len(found) == 1:
+            self.violation(found[0])
+            return
+        # A batch (one window of a giant message can hold thousands of findings of one
+        # rule) is counted per rule: one increment each, not one per finding.
+        counts: dict[str, int] = {}
         for finding in found:
-            self.violation(finding)
+            counts[finding.rule] = counts.get(finding.rule, 0) + 1
+        for rule, count in counts.items():
+            self._violation_counter(rule).inc(count)
 
     def violation(self, finding: Finding) -> None:
-        child = self._violations.get(finding.rule)
+        self._violation_counter(finding.rule).inc()
+
+    def _violation_counter(self, rule: str) -> Counter:
+        child = self._violations.get(rule)
         if child is None:  # a rule of another protocol (auto-detection decided late)
-            child = self._violations[finding.rule] = self._parent.violations.labels(
-                self._route, self._protocol, finding.rule
+            child = self._violations[rule] = self._parent.violations.labels(
+                self._route, self._protocol, rule
             )
-        child.inc()
+        return child
 
     def skipped(self, reason: str) -> None:
         """Count a stream that skipped checks for ``reason``; one outside ``SKIP_REASONS``

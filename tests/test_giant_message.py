@@ -94,3 +94,33 @@ def test_a_message_checked_in_windows_finds_what_small_chunks_find() -> None:
     assert returned == emitted == expected
     assert len(batches) > 1
     assert max(batches) <= FEED_WINDOW // len(EVENT) + 1
+
+
+def test_the_metrics_count_every_finding_of_a_mixed_window_by_rule() -> None:
+    """A window whose findings alternate two rules: each rule's counter gets exactly the
+    findings made of it, kept on the report or only counted there."""
+    mixed = (EVENT + b"data: x\n\n") * 3_000
+    registry = CollectorRegistry()
+    reports: list[StreamReport] = []
+    middleware = StreamGuardMiddleware(
+        ScriptedApp([sse_start(), body(mixed), body(b"", more=False)]),
+        protocol="openai_chat",
+        metrics=registry,
+        on_report=reports.append,
+        logs={"enabled": False},
+        timers={"burst_min_events": 10**9},  # no buffered_flush: two rules only
+    )
+    run(middleware, http_scope())
+    [report] = reports
+    made: dict[str, int] = dict(report.findings_dropped)
+    for finding in report.findings:
+        made[finding.rule] = made.get(finding.rule, 0) + 1
+    counted = {
+        sample.labels["rule"]: sample.value
+        for metric in registry.collect()
+        if metric.name == "streamguard_violations"
+        for sample in metric.samples
+        if sample.name.endswith("_total") and sample.value
+    }
+    assert made == {"schema_mismatch": 3_000, "invalid_json": 3_000, "missing_terminal": 1}
+    assert counted == made
