@@ -734,7 +734,7 @@ def _recorded(recording: BinaryIO) -> Iterator[Arrival]:
 
 
 def _positive_seconds(value: str) -> float:
-    """``--max-time``: a finite number of seconds above 0."""
+    """``--timeout``, ``--max-time``: a finite number of seconds above 0."""
     try:
         seconds = float(value)
     except ValueError:
@@ -1100,7 +1100,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     probe.add_argument(
         "--timeout",
-        type=float,
+        type=_positive_seconds,
         default=60.0,
         help="seconds to wait to connect and between bytes (default: 60)",
     )
