@@ -16,7 +16,7 @@ above 50,000, say). The bounds the core keeps are all far smaller (``MAX_KEPT_FI
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from .helpers import peak_memory
@@ -35,7 +35,7 @@ class Slope(Generic[T]):
     large: int
     small_peak: int
     large_peak: int
-    result: T
+    result: T = field(repr=False)
 
     @property
     def per_unit(self) -> float:
