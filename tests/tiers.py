@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -116,6 +117,40 @@ class _Module:
     lazy: dict[str, str] = field(default_factory=dict)
 
 
+def _top_level(tree: ast.Module) -> Iterator[ast.stmt]:
+    """A module's statements, those inside top-level ``if`` and ``try`` blocks included."""
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, ast.If | ast.Try):
+            pending.extend(node.body)
+            pending.extend(node.orelse)
+            if isinstance(node, ast.Try):
+                pending.extend(node.finalbody)
+                for handler in node.handlers:
+                    pending.extend(handler.body)
+
+
+#: The fields of a node that hold a type, never run: a name there is read, not called.
+_TYPE_FIELDS = frozenset({"annotation", "returns", "type_comment"})
+
+
+def _walk(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``tree``, in no particular order, but those inside annotations."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        yield node
+        for name, value in ast.iter_fields(node):
+            if name in _TYPE_FIELDS:
+                continue
+            if isinstance(value, ast.AST):
+                pending.append(value)
+            elif isinstance(value, list):
+                pending.extend(item for item in value if isinstance(item, ast.AST))
+
+
 @cache
 def _parse(module: str) -> _Module | None:
     source = _source(module)
@@ -126,8 +161,9 @@ def _parse(module: str) -> _Module | None:
 
 def _read(module: str, text: str) -> _Module:
     parsed = _Module(module, ast.parse(text))
-    # Imports anywhere (a test often imports inside its function), definitions at the top.
-    for node in ast.walk(parsed.tree):
+    # Imports anywhere in a test module (a test often imports inside its function); in the
+    # package, only those that make its module-level names (re-exports, TYPE_CHECKING).
+    for node in ast.walk(parsed.tree) if module.startswith("tests.") else _top_level(parsed.tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -186,24 +222,6 @@ def _core_callable(target: _Target) -> str | None:
     return target.module if parsed is not None and target.name in parsed.callables else None
 
 
-def _annotations(tree: ast.AST) -> set[int]:
-    """The ids of every node inside an annotation (a type is read, never called)."""
-    inside: set[int] = set()
-    for node in ast.walk(tree):
-        found: list[ast.AST | None] = []
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            args = node.args
-            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
-            found += [arg.annotation for arg in every if arg is not None]
-            found.append(node.returns)
-        elif isinstance(node, ast.AnnAssign):
-            found.append(node.annotation)
-        for annotation in found:
-            if annotation is not None:
-                inside.update(id(sub) for sub in ast.walk(annotation))
-    return inside
-
-
 def _attribute_target(parsed: _Module, node: ast.expr) -> _Target | None:
     """What ``a.b.c`` names, when ``a`` is an imported module (``sse.EventParser``)."""
     parts: list[str] = []
@@ -254,10 +272,7 @@ def _uses(parsed: _Module, tree: ast.AST) -> tuple[set[str], set[_Target]]:
     test-helper names (local or imported from another test module) it refers to."""
     called: set[str] = set()
     helpers: set[_Target] = set()
-    skip = _annotations(tree)
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
+    for node in _walk(tree):
         invoked: list[ast.expr] = []
         if isinstance(node, ast.Call):
             invoked.append(node.func)
