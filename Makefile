@@ -68,17 +68,18 @@ define require_the_build
 endef
 
 # `make test` runs its tests as two pytest processes at once, one per core of a small
-# machine: the core-marked ones (their output printed when they finish) beside the rest
-# (printed as they run). Each keeps a cache of its own (`--lf` with `-o cache_dir=...`).
+# machine, each collecting only its own modules (`python -m tests.tiers core|rest`): those
+# exercising the core (their output printed when they finish) beside the rest (printed as
+# they run). Each keeps a cache of its own (`--lf` with `-o cache_dir=...`).
 TEST_LOG := $(VENV)/test-core.log
 test: lint $(COMPILED_STAMP)
 	$(require_the_build)
 	@build=$$(cat $(COMPILED_STAMP)); \
 	run() { env -u STREAMGUARD_PURE_PYTHON STREAMGUARD_EXPECT_BUILD=$$build $(PYTEST) "$$@"; }; \
 	echo "== every test not marked slow, on the $$build core, in two processes (the full matrix: make check)"; \
-	run -m "not slow and core" -o cache_dir=.pytest_cache/core > $(TEST_LOG) 2>&1 & core=$$!; \
+	run -m "not slow" -o cache_dir=.pytest_cache/core $$($(BIN)/python -m tests.tiers core) > $(TEST_LOG) 2>&1 & core=$$!; \
 	echo "== tests of the layers around the core (those exercising it run meanwhile; their output follows)"; \
-	run -m "not slow and not core" -o cache_dir=.pytest_cache/rest; rest=$$?; \
+	run -m "not slow" -o cache_dir=.pytest_cache/rest $$($(BIN)/python -m tests.tiers rest); rest=$$?; \
 	wait $$core; status=$$?; \
 	echo "== tests exercising the compiled core"; cat $(TEST_LOG); \
 	[ $$status -eq 0 ] && [ $$rest -eq 0 ]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -350,3 +351,20 @@ def exercised_by(module: str, text: str) -> frozenset[str]:
 def exercises_core(path: Path) -> bool:
     """Whether the test module at ``path`` exercises the compiled core (see the module doc)."""
     return bool(exercised_core_modules(path))
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.tiers core|rest``: the test modules of one side, one path a line
+    (``make test`` runs the two sides as two pytest processes, each collecting its own)."""
+    if len(argv) != 1 or argv[0] not in ("core", "rest"):
+        print("usage: python -m tests.tiers core|rest", file=sys.stderr)
+        return 2
+    wanted = argv[0] == "core"
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if exercises_core(path) is wanted:
+            print(path.relative_to(ROOT))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
