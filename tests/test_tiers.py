@@ -102,15 +102,15 @@ def test_a_module_that_cannot_be_read_is_core() -> None:
         ("test_build", True),
         ("test_exports", True),
         ("test_imports", True),
-        ("test_cli", False),
-        ("test_middleware", False),
         ("test_uvicorn", False),
+        ("test_hypercorn", False),
         ("test_examples", False),
+        ("test_readme", False),
     ],
 )
 def test_the_suite_is_tiered_as_its_layers_say(module: str, core: bool) -> None:
-    """The parser, checkers and fixtures run on both builds; the CLI, the middleware and the
-    real servers once."""
+    """The parser, checkers and fixtures run on both builds; the real servers and the
+    examples once."""
     assert exercises_core(TESTS / f"{module}.py") is core
 
 
