@@ -1,10 +1,11 @@
 # Two commands for a newcomer: `make test` and `make demo`. Both set up .venv first.
+# CI runs `make check` (.ci/run): the full matrix, below `make test`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench docs fuzz clean compiled
+.PHONY: test check demo lint bench docs fuzz clean compiled
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -35,29 +36,65 @@ lint: $(STAMP)
 	$(BIN)/mypy --strict streamguard
 
 # The JavaScript clients the agent-protocol interop tests run (tests/node), when npm is
-# here; without Node those tests skip (CI requires them: .ci/run).
+# here; without Node those tests skip (CI requires them: .ci/run). `make check` only.
 NODE_STAMP := tests/node/node_modules/.installed
 $(NODE_STAMP): tests/node/package-lock.json
 	if command -v npm >/dev/null 2>&1; then \
 	  npm ci --prefix tests/node --no-audit --no-fund --loglevel=error && touch $(NODE_STAMP); \
 	fi
 
-# The whole suite runs against both builds of the core: the compiled one (what a normal
-# install runs) and the pure-Python one (no C compiler, or STREAMGUARD_PURE_PYTHON=1).
-# STREAMGUARD_EXPECT_BUILD makes the suite refuse to run on the other build by mistake.
-# Without a C compiler only the pure build is tested, unless STREAMGUARD_REQUIRE_COMPILED=1
+# Two tiers of tests (README, docs/contributing.md):
+#
+# `make test`, for everyone: lint and type-check, then every test not marked slow, once, on
+# the build this machine produced (compiled where a C compiler was found, else pure).
+#
+# `make check`, the full matrix CI runs (.ci/run): every test, slow ones included, on the
+# compiled build; then, on the pure-Python build (STREAMGUARD_PURE_PYTHON=1), the tests
+# marked `core`: those that exercise the modules mypyc compiles. tests/conftest.py sets that
+# mark from each test module's source (tests/tiers.py, from streamguard/_build.py's
+# COMPILED_MODULES), so every core test runs on both builds and every I/O test once. The
+# documentation site is built strictly by tests/test_docs.py; the Node clients and
+# Prometheus are needed by the slow interop tests (.ci/run installs them).
+#
+# STREAMGUARD_EXPECT_BUILD makes a run refuse to start on the other build by mistake. A
+# shell's STREAMGUARD_PURE_PYTHON=1 must not decide which build `make test` tests: `env -u`.
+# Without a C compiler the pure build is all there is, unless STREAMGUARD_REQUIRE_COMPILED=1
 # (CI) makes that an error.
-test: lint docs $(NODE_STAMP) $(COMPILED_STAMP)
-	@if [ "$$(cat $(COMPILED_STAMP))" = compiled ]; then \
-	  echo "== the compiled core"; \
-	  env -u STREAMGUARD_PURE_PYTHON STREAMGUARD_EXPECT_BUILD=compiled $(BIN)/pytest || exit 1; \
-	elif [ -n "$$STREAMGUARD_REQUIRE_COMPILED" ]; then \
+PYTEST := $(BIN)/pytest
+define require_the_build
+	@if [ "$$(cat $(COMPILED_STAMP))" != compiled ] && [ -n "$$STREAMGUARD_REQUIRE_COMPILED" ]; then \
 	  echo "the compiled core did not build (see setup.py's warning above)" >&2; exit 1; \
-	else \
-	  echo "== no compiled core here (no C compiler? see setup.py's warning; rm $(COMPILED_STAMP) to retry): testing the pure-Python build only"; \
 	fi
-	@echo "== the pure-Python core"
-	STREAMGUARD_PURE_PYTHON=1 STREAMGUARD_EXPECT_BUILD=pure $(BIN)/pytest
+endef
+
+# `make test` runs its tests as two pytest processes at once, one per core of a small
+# machine, each collecting only its own modules (`python -m tests.tiers core|rest`): those
+# exercising the core (their output printed when they finish) beside the rest (printed as
+# they run). Each keeps a cache of its own (`--lf` with `-o cache_dir=...`).
+TEST_LOG := $(VENV)/test-core.log
+test: lint $(COMPILED_STAMP)
+	$(require_the_build)
+	@build=$$(cat $(COMPILED_STAMP)); \
+	run() { env -u STREAMGUARD_PURE_PYTHON STREAMGUARD_EXPECT_BUILD=$$build $(PYTEST) "$$@"; }; \
+	echo "== every test not marked slow, on the $$build core, in two processes (the full matrix: make check)"; \
+	run -m "not slow" -o cache_dir=.pytest_cache/core $$($(BIN)/python -m tests.tiers core) > $(TEST_LOG) 2>&1 & core=$$!; \
+	echo "== tests of the layers around the core (those exercising it run meanwhile; their output follows)"; \
+	run -m "not slow" -o cache_dir=.pytest_cache/rest $$($(BIN)/python -m tests.tiers rest); rest=$$?; \
+	wait $$core; status=$$?; \
+	echo "== tests exercising the compiled core"; cat $(TEST_LOG); \
+	[ $$status -eq 0 ] && [ $$rest -eq 0 ]
+
+check: lint $(NODE_STAMP) $(COMPILED_STAMP)
+	$(require_the_build)
+	@if [ "$$(cat $(COMPILED_STAMP))" = compiled ]; then \
+	  echo "== every test, on the compiled core" && \
+	  env -u STREAMGUARD_PURE_PYTHON STREAMGUARD_EXPECT_BUILD=compiled $(PYTEST) && \
+	  echo "== the tests that exercise the compiled core (marked core), on the pure-Python core" && \
+	  STREAMGUARD_PURE_PYTHON=1 STREAMGUARD_EXPECT_BUILD=pure $(PYTEST) -m core; \
+	else \
+	  echo "== no compiled core here (no C compiler? see setup.py's warning; rm $(COMPILED_STAMP) to retry): every test, on the pure-Python core" && \
+	  env -u STREAMGUARD_PURE_PYTHON STREAMGUARD_EXPECT_BUILD=pure $(PYTEST); \
+	fi
 
 demo: $(COMPILED_STAMP)
 	$(BIN)/streamguard demo

@@ -12,6 +12,8 @@ modules.
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import os
 import sys
 import time
@@ -82,10 +84,29 @@ def _extensions() -> list[Any]:
         # between them are native calls. mypyc type-checks first and exits on an error
         # (SystemExit), e.g. when a dependency it must read is missing from the build
         # environment: that, too, is "cannot compile here".
-        return mypycify(paths, opt_level="3", group_name="streamguard._core")
+        with contextlib.redirect_stdout(io.StringIO()) as said:
+            try:
+                return mypycify(paths, opt_level="3", group_name="streamguard._core")
+            finally:
+                _relay(said.getvalue())
     except (Exception, SystemExit) as error:
         _warn(f"mypyc could not compile the core ({type(error).__name__}: {error})")
         return []
+
+
+#: What mypyc says about code it compiles as written, with nothing for a reader of the
+#: build to act on: a generator expression is built as a list first, the same values in
+#: the same order (the core only unpacks such expressions, or hands them to a function
+#: that reads them all, so nothing changes but when they are computed). Every other line
+#: mypyc prints, errors and any other warning, is passed on.
+_MYPYC_NOTES = ("warning: Treating generator comprehension as list",)
+
+
+def _relay(output: str) -> None:
+    """Print what mypyc printed, but for the notes in ``_MYPYC_NOTES``."""
+    for line in output.splitlines():
+        if not line.endswith(_MYPYC_NOTES):
+            print(line)
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": _OptionalBuildExt})

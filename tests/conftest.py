@@ -16,6 +16,7 @@ from structlog.testing import LogCapture
 import streamguard
 from streamguard.protocols import CHECKERS
 
+from .tiers import exercises_core
 from .toy_protocol import DoneChecker
 
 # Hypothesis runs the same examples every time by default, so a red run never depends on
@@ -112,6 +113,15 @@ def pytest_configure(config: pytest.Config) -> None:
         return original(self, logger, method_name, event_dict)
 
     LogCapture.__call__ = audited  # type: ignore[method-assign]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``core`` every test of a module that exercises the compiled core (tests/tiers.py
+    reads that from the module's source): the pure-Python run of ``make check`` runs those
+    only. Never set by hand, so a new test module needs no edit to be tiered."""
+    for item in items:
+        if exercises_core(item.path):
+            item.add_marker(pytest.mark.core)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -92,6 +92,39 @@ async def paced(frames: list[bytes]) -> AsyncIterator[bytes]:
         await asyncio.sleep(0)
 
 
+class HeldUntilTheBodyEnds:
+    """Passes a response on to the server only once the app has ended its body, for the
+    paths ``held`` names: what the app (and streamguard inside this wrapper) sends stays
+    paced, and the client receives it all at once, after the end.
+
+    The ai package's reader stops at the first chunk it rejects and closes the connection.
+    Served as sent, whether the app had sent the rest by then (outcome ``completed``) or
+    the close came first (``client_disconnect``, the rejected chunk the last one sent)
+    would depend on the machine's load. Held, a body the reader rejects has ended before
+    the reader sees it: the outcome is the body's own, and the reader rejects the same
+    chunk with the same error.
+    """
+
+    def __init__(self, app: Any, held: set[str]) -> None:
+        self.app = app
+        self.held = held
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] not in self.held:
+            await self.app(scope, receive, send)
+            return
+        messages: list[Any] = []
+
+        async def hold(message: Any) -> None:
+            messages.append(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                for held_message in messages:
+                    await send(held_message)
+                messages.clear()
+
+        await self.app(scope, receive, hold)
+
+
 # -- the AI SDK UI message stream -----------------------------------------------------------
 
 UI_HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache"}
@@ -181,7 +214,11 @@ def ui_results() -> Iterator[tuple[dict[str, dict[str, Any]], dict[str, dict[str
     guarded = StreamGuardMiddleware(
         ui_app(), protocol="ai_sdk_ui", on_report=reports, metrics=False, logs={"enabled": False}
     )
-    with serve(guarded) as with_guard, serve(ui_app()) as bare:
+    rejected = {f"/api/chat/{variant}" for variant, (_, ok) in UI_VARIANTS.items() if not ok}
+    with (
+        serve(HeldUntilTheBodyEnds(guarded, rejected)) as with_guard,
+        serve(HeldUntilTheBodyEnds(ui_app(), rejected)) as bare,
+    ):
         paths = [f"/api/chat/{variant}" for variant in UI_VARIANTS]
         results = run_node(
             "ai_sdk_read.mjs", [with_guard + p for p in paths] + [bare + p for p in paths]

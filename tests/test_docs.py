@@ -359,6 +359,7 @@ def test_rule_anchors_from_other_pages_exist() -> None:
             assert f'<a id="{fragment}"></a>' in rules_page, (page.name, fragment)
 
 
+@pytest.mark.slow  # the whole site, by mkdocs in a process of its own: make check
 @pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None,
                     reason="mkdocs is not installed (the docs extra)")  # fmt: skip
 def test_site_builds_strictly(tmp_path: Path) -> None:

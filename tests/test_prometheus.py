@@ -44,6 +44,8 @@ RUNBOOKS = ROOT / "docs" / "alerts.md"
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
 _MISSING = "{} is not installed (Debian package 'prometheus'; .ci/run installs it)"
+#: Tests of the real tools are slow (`make check`, which CI runs with both installed):
+#: a Prometheus server scraping a live app under load, promtool's own processes.
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason=_MISSING.format("promtool"))
 needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason=_MISSING.format("prometheus"))
 
@@ -111,6 +113,7 @@ def panel_queries() -> list[tuple[str, str]]:
 # -- promtool ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_promtool
 def test_promtool_check_rules_accepts_the_rules() -> None:
     """`promtool check rules` accepts deploy/prometheus/alerts.yaml."""
@@ -124,6 +127,7 @@ def test_promtool_check_rules_accepts_the_rules() -> None:
     assert "SUCCESS" in result.stdout
 
 
+@pytest.mark.slow
 @needs_promtool
 def test_promtool_rule_unit_tests_pass() -> None:
     """The alerts fire, stay silent at low traffic and ignore client disconnects (promtool)."""
@@ -236,7 +240,12 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusA
     registry = CollectorRegistry()
     example = build_app().app  # the bare example app, wrapped again below with a registry
     example.mount("/metrics", make_asgi_app(registry=registry))  # type: ignore[attr-defined]
-    app = StreamGuardMiddleware(example, metrics=registry, routes=dict.fromkeys(ROUTES, "sse"))
+    # Logs off: the drivers keep streaming between tests, when pytest is not capturing, and
+    # a log line would land in the middle of its progress line. Only the metrics are read.
+    quiet = {"enabled": False}
+    app = StreamGuardMiddleware(
+        example, metrics=registry, routes=dict.fromkeys(ROUTES, "sse"), logs=quiet
+    )
     workdir = tmp_path_factory.mktemp("prometheus")
     stop_event = threading.Event()
     with serve(app) as app_url, contextlib.ExitStack() as cleanup:
@@ -247,7 +256,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusA
         cleanup.callback(driver.join, timeout=10)
         # The same routes read as an upstream, through the transport, into the same registry:
         # the streamguard_upstream_* series of the dashboard's Upstream row and upstream rules.
-        upstream = StreamGuardTransport(metrics=registry, routes=dict.fromkeys(ROUTES, "sse"))
+        upstream = StreamGuardTransport(
+            metrics=registry, routes=dict.fromkeys(ROUTES, "sse"), logs=quiet
+        )
         upstream_driver = threading.Thread(
             target=drive_example_streams, args=(app_url, stop_event, upstream), daemon=True
         )
@@ -305,6 +316,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusA
         yield api
 
 
+@pytest.mark.slow
 @needs_prometheus
 def test_every_dashboard_query_returns_data(prometheus: PrometheusAPI) -> None:
     """Every dashboard panel query, with "All" selected, returns series from the example app."""
@@ -315,6 +327,7 @@ def test_every_dashboard_query_returns_data(prometheus: PrometheusAPI) -> None:
         assert result, f"{title}: {expr}"
 
 
+@pytest.mark.slow
 @needs_prometheus
 def test_dashboard_variables_list_the_example_routes(prometheus: PrometheusAPI) -> None:
     """The dashboard's job, route and protocol variable queries list the scraped values."""
@@ -334,6 +347,7 @@ def test_dashboard_variables_list_the_example_routes(prometheus: PrometheusAPI) 
     assert found == {"job": {JOB}, "route": set(ROUTES), "protocol": {"sse"}}
 
 
+@pytest.mark.slow
 @needs_prometheus
 def test_rules_load_in_prometheus_with_runbooks(prometheus: PrometheusAPI) -> None:
     """Prometheus loads every rule healthy; each alert has a severity and a runbook section."""
@@ -353,6 +367,7 @@ def test_rules_load_in_prometheus_with_runbooks(prometheus: PrometheusAPI) -> No
         assert f"\n## {rule['name']}\n" in runbooks, f"no runbook section for {rule['name']}"
 
 
+@pytest.mark.slow
 @needs_prometheus
 def test_every_alert_expression_returns_data(prometheus: PrometheusAPI) -> None:
     """Each recording rule and each alert expression without its thresholds returns series."""
@@ -367,6 +382,7 @@ def test_every_alert_expression_returns_data(prometheus: PrometheusAPI) -> None:
         assert prometheus.query_until_data(expr), f"{rule['name']}: {expr}"
 
 
+@pytest.mark.slow
 @needs_prometheus
 def test_ratios_single_out_the_broken_routes(prometheus: PrometheusAPI) -> None:
     """The recorded unclosed and malformed ratios are 1 on the broken routes and 0 on /healthy."""
@@ -457,6 +473,7 @@ def two_workers(tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
+@pytest.mark.slow  # two uvicorn worker processes
 def test_two_uvicorn_workers_add_up_in_one_scrape(two_workers: str) -> None:
     """Streams served by two uvicorn workers add up in one scrape of the multiprocess /metrics."""
 

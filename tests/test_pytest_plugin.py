@@ -56,8 +56,10 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
     In process, pytester drops the modules the inner run imported (httpcore's lazily
     imported ones among them), which breaks httpx's exception mapping for later tests.
+    Hypothesis's plugin, which the inner tests never use, stays out: importing hypothesis
+    is about two thirds of a bare pytest's start-up, paid once per inner run.
     """
-    return pytester.runpytest_subprocess(*args)
+    return pytester.runpytest_subprocess("-p", "no:hypothesispytest", *args)
 
 
 @pytest.fixture

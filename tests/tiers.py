@@ -1,0 +1,370 @@
+"""Which test modules exercise the compiled core, read from their source (the ``core`` mark).
+
+The full matrix (``make check``) runs every test on the compiled build, and on the pure-Python
+build only the tests that exercise the modules mypyc compiles (``COMPILED_MODULES`` in
+``streamguard/_build.py``): a test of the middleware, the transports or the CLI runs the
+same interpreted code on both builds, and learns nothing new the second time. Which tests
+those are is worked out here, from each test module's source, never listed by hand, so a
+new test module falls into the right tier without anyone editing a list.
+
+A test module *exercises the core* when its own code, or a test helper it uses
+(``tests/helpers.py``, ``tests/sse_fixtures.py``, ...), calls a function or class that a
+compiled module defines (``check_stream``, ``StreamMonitor``, ``EventParser``, a checker,
+``rules_for``...), or subclasses one. Names are followed to the module that defines them:
+``from streamguard import check_stream`` is ``streamguard.monitor``'s, ``from
+streamguard.protocols import AnthropicChecker`` is ``streamguard.protocols.anthropic``'s.
+Reading a result is not exercising the core: comparing ``report.outcome`` with
+``Outcome.COMPLETED``, or annotating with ``StreamReport``, calls nothing, so a module that
+only drives the middleware and reads its reports stays an I/O test. A test module that
+the rules cannot read (a syntax error) counts as core: when in doubt, test both builds.
+
+Nothing here imports the package: the answer is the same on both builds, and computing
+it loads no core module before ``STREAMGUARD_PURE_PYTHON`` is honoured.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+__all__ = [
+    "BUILD",
+    "COMPILED",
+    "DYNAMIC",
+    "exercised_by",
+    "exercised_core_modules",
+    "exercises_core",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "streamguard"
+TESTS = Path(__file__).resolve().parent
+
+
+def _compiled_modules() -> frozenset[str]:
+    """``COMPILED_MODULES`` from streamguard/_build.py's text (as setup.py reads it)."""
+    tree = ast.parse((ROOT / PACKAGE / "_build.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "COMPILED_MODULES" for t in targets):
+                assert node.value is not None
+                return frozenset(ast.literal_eval(node.value))
+    raise RuntimeError("streamguard/_build.py defines no COMPILED_MODULES")
+
+
+#: The modules mypyc compiles.
+COMPILED = _compiled_modules()
+#: The module that says which build is loaded (``streamguard.compiled``).
+BUILD_MODULE = "streamguard._build"
+#: What a test module "exercises" besides compiled modules: which build is loaded, or
+#: modules it imports by name at run time (``importlib.import_module``), unread here.
+BUILD = "(which build is loaded)"
+DYNAMIC = "(modules imported at run time)"
+
+
+def _source(module: str) -> Path | None:
+    """The file of a module of the package or of the tests, or None (a third-party one)."""
+    if module != PACKAGE and not module.startswith((PACKAGE + ".", "tests.")):
+        return None
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _is_package(module: str) -> bool:
+    source = _source(module)
+    return source is not None and source.name == "__init__.py"
+
+
+def _absolute(importer: str, node: ast.ImportFrom) -> str:
+    """The module an ``import from`` names, relative imports resolved against ``importer``."""
+    if not node.level:
+        return node.module or ""
+    parts = importer.split(".")
+    base = parts if _is_package(importer) else parts[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a name refers to: a module, or a top-level name ``name`` of module ``module``."""
+
+    module: str
+    name: str | None = None
+
+
+@dataclass
+class _Module:
+    """One parsed module: its imports, and its top-level definitions."""
+
+    name: str
+    tree: ast.Module
+    #: local name -> what it was imported as.
+    imports: dict[str, _Target] = field(default_factory=dict)
+    #: top-level name -> its definition (def, class, or the assigned value).
+    definitions: dict[str, ast.AST] = field(default_factory=dict)
+    #: top-level names that are functions or classes (what can be "called into").
+    callables: set[str] = field(default_factory=set)
+    #: ``streamguard.__init__``'s lazy exports (``_SOURCES``): name -> defining module.
+    lazy: dict[str, str] = field(default_factory=dict)
+
+
+def _top_level(tree: ast.Module) -> Iterator[ast.stmt]:
+    """A module's statements, those inside top-level ``if`` and ``try`` blocks included."""
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, ast.If | ast.Try):
+            pending.extend(node.body)
+            pending.extend(node.orelse)
+            if isinstance(node, ast.Try):
+                pending.extend(node.finalbody)
+                for handler in node.handlers:
+                    pending.extend(handler.body)
+
+
+#: The fields of a node that hold a type, never run: a name there is read, not called.
+_TYPE_FIELDS = frozenset({"annotation", "returns", "type_comment"})
+
+
+def _walk(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``tree``, in no particular order, but those inside annotations."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        yield node
+        for name, value in ast.iter_fields(node):
+            if name in _TYPE_FIELDS:
+                continue
+            if isinstance(value, ast.AST):
+                pending.append(value)
+            elif isinstance(value, list):
+                pending.extend(item for item in value if isinstance(item, ast.AST))
+
+
+@cache
+def _parse(module: str) -> _Module | None:
+    source = _source(module)
+    if source is None:
+        return None
+    return _read(module, source.read_text(encoding="utf-8"))
+
+
+def _read(module: str, text: str) -> _Module:
+    parsed = _Module(module, ast.parse(text))
+    # Imports anywhere in a test module (a test often imports inside its function); in the
+    # package, only those that make its module-level names (re-exports, TYPE_CHECKING).
+    for node in ast.walk(parsed.tree) if module.startswith("tests.") else _top_level(parsed.tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    parsed.imports[alias.asname] = _Target(alias.name)
+                else:  # ``import a.b`` binds ``a``
+                    root = alias.name.split(".")[0]
+                    parsed.imports[root] = _Target(root)
+        elif isinstance(node, ast.ImportFrom):
+            origin = _absolute(module, node)
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                local = alias.asname or alias.name
+                if _source(f"{origin}.{alias.name}") is not None:  # a submodule
+                    parsed.imports[local] = _Target(f"{origin}.{alias.name}")
+                else:
+                    parsed.imports[local] = _Target(origin, alias.name)
+    for node in parsed.tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            parsed.definitions[node.name] = node
+            parsed.callables.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    parsed.definitions[target.id] = node.value
+                    if target.id == "_SOURCES" and isinstance(node.value, ast.Dict):
+                        with contextlib.suppress(ValueError):
+                            parsed.lazy = ast.literal_eval(node.value)
+    return parsed
+
+
+@cache
+def _resolve(target: _Target, depth: int = 0) -> _Target:
+    """Follow re-exports to the module that defines ``target.name``."""
+    if target.name is None or depth > 20:
+        return target
+    parsed = _parse(target.module)
+    if parsed is None:
+        return target
+    if target.name in parsed.definitions:
+        return target
+    if target.name in parsed.imports:
+        return _resolve(parsed.imports[target.name], depth + 1)
+    if target.name in parsed.lazy:
+        return _resolve(_Target(parsed.lazy[target.name], target.name), depth + 1)
+    return target
+
+
+def _core_callable(target: _Target) -> str | None:
+    """The compiled module defining ``target``, if it is a function or class of one."""
+    target = _resolve(target)
+    if target.name is None or target.module not in COMPILED:
+        return None
+    parsed = _parse(target.module)
+    return target.module if parsed is not None and target.name in parsed.callables else None
+
+
+def _attribute_target(parsed: _Module, node: ast.expr) -> _Target | None:
+    """What ``a.b.c`` names, when ``a`` is an imported module (``sse.EventParser``)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in parsed.imports:
+        return None
+    target = parsed.imports[node.id]
+    if target.name is not None:
+        return None
+    module = target.module
+    for part in reversed(parts):
+        if _source(f"{module}.{part}") is not None:
+            module = f"{module}.{part}"
+        else:
+            return _Target(module, part)
+    return _Target(module)
+
+
+def _imports_dynamically(parsed: _Module, func: ast.expr) -> bool:
+    """Whether ``func`` is ``importlib.import_module``: which module it loads is not read."""
+    if isinstance(func, ast.Name) and func.id in parsed.imports:
+        return parsed.imports[func.id] == _Target("importlib", "import_module")
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "import_module"
+        and isinstance(func.value, ast.Name)
+        and parsed.imports.get(func.value.id) == _Target("importlib")
+    )
+
+
+def _reads_the_build(parsed: _Module, node: ast.AST) -> bool:
+    """Whether ``node`` reads which build is loaded: ``streamguard._build`` or ``.compiled``."""
+    if isinstance(node, ast.Name) and node.id in parsed.imports:
+        target = _resolve(parsed.imports[node.id])
+        return target.module == BUILD_MODULE
+    if isinstance(node, ast.Attribute) and node.attr in ("compiled", "_build"):
+        return _attribute_target(parsed, node) in (
+            _Target(PACKAGE, "compiled"),
+            _Target(BUILD_MODULE),
+        )
+    return False
+
+
+def _uses(parsed: _Module, tree: ast.AST) -> tuple[set[str], set[_Target]]:
+    """In ``tree``: the compiled modules whose callables it calls or subclasses, and the
+    test-helper names (local or imported from another test module) it refers to."""
+    called: set[str] = set()
+    helpers: set[_Target] = set()
+    for node in _walk(tree):
+        invoked: list[ast.expr] = []
+        if isinstance(node, ast.Call):
+            invoked.append(node.func)
+        elif isinstance(node, ast.ClassDef):
+            invoked.extend(node.bases)
+        for func in invoked:
+            if _imports_dynamically(parsed, func):
+                called.add(DYNAMIC)
+            target: _Target | None = None
+            if isinstance(func, ast.Name) and func.id in parsed.imports:
+                target = parsed.imports[func.id]
+            elif isinstance(func, ast.Attribute):
+                target = _attribute_target(parsed, func)
+            if target is not None and (module := _core_callable(target)) is not None:
+                called.add(module)
+        if _reads_the_build(parsed, node):
+            called.add(BUILD)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id in parsed.definitions:
+                helpers.add(_Target(parsed.name, node.id))
+            elif node.id in parsed.imports:
+                imported = _resolve(parsed.imports[node.id])
+                if imported.name is not None and imported.module.startswith("tests."):
+                    helpers.add(imported)
+    return called, helpers
+
+
+@cache
+def _helper_core(target: _Target) -> frozenset[str]:
+    """The compiled modules a test helper's definition calls into, through other helpers too."""
+    seen: set[_Target] = set()
+    pending = [target]
+    called: set[str] = set()
+    while pending:
+        current = pending.pop()
+        if current in seen or current.name is None:
+            continue
+        seen.add(current)
+        parsed = _parse(current.module)
+        if parsed is None or current.name not in parsed.definitions:
+            continue
+        direct, helpers = _uses(parsed, parsed.definitions[current.name])
+        called |= direct
+        pending.extend(helpers - seen)
+    return frozenset(called)
+
+
+@cache
+def exercised_core_modules(path: Path) -> frozenset[str]:
+    """The compiled modules the test module at ``path`` calls into, itself or via helpers,
+    plus ``BUILD`` and ``DYNAMIC`` when it reads the build or imports by name at run time.
+
+    A module that cannot be read is taken to exercise every compiled module.
+    """
+    try:
+        module = ".".join(path.resolve().relative_to(ROOT).with_suffix("").parts)
+        return exercised_by(module, path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return COMPILED
+
+
+def exercised_by(module: str, text: str) -> frozenset[str]:
+    """``exercised_core_modules`` of the test module named ``module`` whose source is ``text``."""
+    try:
+        parsed = _read(module, text)
+    except SyntaxError:
+        return COMPILED
+    called, helpers = _uses(parsed, parsed.tree)
+    for helper in helpers:
+        if helper.module != module:  # the module's own definitions were walked above
+            called |= _helper_core(helper)
+    return frozenset(called)
+
+
+def exercises_core(path: Path) -> bool:
+    """Whether the test module at ``path`` exercises the compiled core (see the module doc)."""
+    return bool(exercised_core_modules(path))
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.tiers core|rest``: the test modules of one side, one path a line
+    (``make test`` runs the two sides as two pytest processes, each collecting its own)."""
+    if len(argv) != 1 or argv[0] not in ("core", "rest"):
+        print("usage: python -m tests.tiers core|rest", file=sys.stderr)
+        return 2
+    wanted = argv[0] == "core"
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if exercises_core(path) is wanted:
+            print(path.relative_to(ROOT))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
