@@ -70,6 +70,16 @@ class _OptionalBuildExt(build_ext):
             self.extensions = []
 
 
+def _opt_level() -> str:
+    """The C optimisation level: 3, unless ``STREAMGUARD_MYPYC_OPT_LEVEL`` says 0 to 3.
+
+    Only the tests of the build lower it: a build test proves that the core compiles in a
+    given environment, and at level 0 the C compiler takes a fraction of the time.
+    """
+    level = os.environ.get("STREAMGUARD_MYPYC_OPT_LEVEL", "3").strip()
+    return level if level in ("0", "1", "2", "3") else "3"
+
+
 def _extensions() -> list[Any]:
     if os.environ.get("STREAMGUARD_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes"):
         return []
@@ -86,7 +96,7 @@ def _extensions() -> list[Any]:
         # environment: that, too, is "cannot compile here".
         with contextlib.redirect_stdout(io.StringIO()) as said:
             try:
-                return mypycify(paths, opt_level="3", group_name="streamguard._core")
+                return mypycify(paths, opt_level=_opt_level(), group_name="streamguard._core")
             finally:
                 _relay(said.getvalue())
     except (Exception, SystemExit) as error:
