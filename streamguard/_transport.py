@@ -353,7 +353,6 @@ class _Watch:
         if monitor.report is not None:
             return
         upstream = self._upstream
-        upstream.open_streams.discard(self)
         if self.sweeper is not None:
             self.sweeper.discard(self)
             self.sweeper = None
@@ -362,14 +361,17 @@ class _Watch:
         except Exception as exc:
             self._internal_error("finish", exc)
             report = monitor.fallback_report(end)
-        for index, sink in enumerate(self._sinks):
-            if sink is not None:
-                try:
-                    sink.stream_ended(report)
-                except BaseException as exc:
-                    if _is_cancellation(exc):
-                        raise
-                    self._internal_error(upstream.sinks[index].name, exc)
+        try:
+            for index, sink in enumerate(self._sinks):
+                if sink is not None:
+                    try:
+                        sink.stream_ended(report)
+                    except BaseException as exc:
+                        if _is_cancellation(exc):
+                            raise
+                        self._internal_error(upstream.sinks[index].name, exc)
+        finally:
+            upstream.open_streams.discard(self)  # open until its report is handed over
 
     def ended_by(self, exc: BaseException) -> StreamEnd:
         """How an exception raised while reading the body ended the stream."""
@@ -499,7 +501,8 @@ class _GuardedBase:
 
     @property
     def in_flight(self) -> int:
-        """The number of watched streams open."""
+        """The number of watched streams open, or ended and still handing their report
+        to the sinks: at zero, every stream's report has been delivered."""
         return len(self.upstream.open_streams)
 
 

@@ -188,7 +188,8 @@ class StreamGuardMiddleware:
 
     @property
     def in_flight(self) -> int:
-        """The number of watched streams open."""
+        """The number of watched streams open, or ended and still handing their report
+        to the sinks: at zero, every stream's report has been delivered."""
         return len(self.open_streams)
 
     @property
@@ -655,7 +656,6 @@ class _StreamWatch:
         if monitor is None or monitor.report is not None:
             return
         watching = self._watching
-        watching.open_streams.discard(self)
         if self.sweeper is not None:
             self.sweeper.discard(self)
             self.sweeper = None
@@ -665,14 +665,19 @@ class _StreamWatch:
         except Exception as exc:
             self._internal_error("finish", exc)
             report = monitor.fallback_report(end)
-        for index, sink in enumerate(self._sinks):
-            if sink is not None:
-                try:
-                    sink.stream_ended(report)
-                except BaseException as exc:
-                    if _is_cancellation(exc):
-                        raise
-                    self._internal_error(watching.sinks[index].name, exc)
+        try:
+            for index, sink in enumerate(self._sinks):
+                if sink is not None:
+                    try:
+                        sink.stream_ended(report)
+                    except BaseException as exc:
+                        if _is_cancellation(exc):
+                            raise
+                        self._internal_error(watching.sinks[index].name, exc)
+        finally:
+            # Counted open until its report is handed over, so that ``in_flight == 0``
+            # means every report has reached the sinks.
+            watching.open_streams.discard(self)
 
 
 class _AtExit:

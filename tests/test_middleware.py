@@ -429,3 +429,14 @@ def test_oserror_on_the_last_body_message_is_client_disconnect() -> None:
     _, raised = run(middleware, recorder=recorder)
     assert raised is recorder.failure
     assert [r.outcome for r in reports] == [Outcome.CLIENT_DISCONNECT]
+
+
+def test_a_stream_counts_in_flight_until_its_report_is_delivered() -> None:
+    """in_flight falls to zero only after on_report has the report, not between the two."""
+    seen: list[int] = []
+    middleware = StreamGuardMiddleware(
+        ScriptedApp(HEALTHY), on_report=lambda report: seen.append(middleware.in_flight)
+    )
+    run(middleware)
+    assert seen == [1]
+    assert middleware.in_flight == 0

@@ -293,6 +293,22 @@ def test_cancelling_the_reader_is_a_client_disconnect(client: Client) -> None:
     assert client.report.outcome is Outcome.CLIENT_DISCONNECT
 
 
+def test_a_stream_counts_in_flight_until_its_report_is_delivered(client: Client) -> None:
+    """in_flight falls to zero only after on_report has the report, not between the two."""
+    seen: list[int] = []
+    transport = client.guard.StreamGuardTransport(
+        client.mock(client.body(HEALTHY)),
+        on_report=lambda report: seen.append(transport.in_flight),
+        timers={"enabled": False},
+        logs={"enabled": False},
+        metrics=False,
+    )
+    with client.http.Client(transport=transport) as http_client:
+        http_client.post("http://api.test" + CHAT_PATH).read()
+    assert seen == [1]
+    assert transport.in_flight == 0
+
+
 def test_closing_the_transport_reports_open_streams(client: Client) -> None:
     """A response never closed is reported when its transport closes, with a note."""
     transport = client.transport(client.mock(client.body(HEALTHY)))
