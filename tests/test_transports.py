@@ -296,7 +296,7 @@ def test_cancelling_the_reader_is_a_client_disconnect(client: Client) -> None:
 def test_a_stream_counts_in_flight_until_its_report_is_delivered(client: Client) -> None:
     """in_flight falls to zero only after on_report has the report, not between the two."""
     seen: list[int] = []
-    transport = client.guard.StreamGuardTransport(
+    transport: Any = client.guard.StreamGuardTransport(
         client.mock(client.body(HEALTHY)),
         on_report=lambda report: seen.append(transport.in_flight),
         timers={"enabled": False},
