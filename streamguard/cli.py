@@ -37,7 +37,7 @@ from streamguard._format import FRAME_CHARS, format_finding, frame_at, severity_
 from streamguard._table import table
 from streamguard._wire import token
 from streamguard.monitor import StreamEnd, StreamMonitor, check_stream
-from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
+from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker, load_plugins
 from streamguard.protocols._base import Transcript
 from streamguard.report import Finding, Outcome, Severity, StreamReport
 from streamguard.request import (
@@ -78,7 +78,6 @@ EXIT_USAGE = 2
 #: 128 + SIGPIPE: what a shell reports for a filter whose reader left (``cmd | head``).
 EXIT_BROKEN_PIPE = 141
 
-PROTOCOLS = [AUTO, *CHECKERS]
 #: ``--fail-on-outcome`` of ``probe``: every end a probe can see but ``completed``. A nightly
 #: check should go red when the endpoint answered with an in-band error (overloaded, rate
 #: limited), never finished, lost its connection, or stalled, even when the stream was well
@@ -1024,7 +1023,7 @@ def _parser() -> argparse.ArgumentParser:
     def common(sub: argparse.ArgumentParser, fail_on_outcome: str, outcome_note: str = "") -> None:
         sub.add_argument(
             "--protocol",
-            choices=PROTOCOLS,
+            choices=[AUTO, *CHECKERS],
             default=AUTO,
             help="the wire protocol (default: auto, from the first decisive event)",
         )
@@ -1137,6 +1136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     A reader that leaves early (``streamguard rules | head -2``) ends the output quietly,
     as it ends any Unix filter: no traceback, exit ``EXIT_BROKEN_PIPE``.
     """
+    load_plugins()  # an installed protocol is a choice of --protocol, and in `rules`
     try:
         try:
             args = _parser().parse_args(argv)

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from streamguard.liveness import LivenessLimits
-from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
+from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker, load_plugins
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES
 
 __all__ = ["UNKNOWN_ROUTE", "LogConfig", "RouteConfig", "StreamGuardConfig", "TimerConfig"]
@@ -34,6 +34,8 @@ UNKNOWN_ROUTE = "__unknown__"
 
 
 def _known_protocol(protocol: str) -> str:
+    if protocol != AUTO and protocol not in CHECKERS:
+        load_plugins()
     if protocol != AUTO and protocol not in CHECKERS:
         known = ", ".join(sorted([AUTO, *CHECKERS]))
         raise ValueError(f"unknown protocol {protocol!r}; expected one of: {known}")

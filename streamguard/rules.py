@@ -6,14 +6,15 @@ select on them), so a published name is never renamed; add a new rule instead.
 Which protocols a rule applies to is not written here: the stream layer (the parser, the
 monitor, the middleware) raises the rules whose ``scope`` says so on any stream, and every
 other rule belongs to the protocols whose checkers declare they can raise it
-(``Checker.RAISES`` and the rules of its lifecycle table). So the catalog, the docs and
-the metrics a route pre-creates cannot list a rule its protocol never raises.
+(``Checker.RAISES`` and the rules of its lifecycle table), as the protocol registry records
+them when it registers each protocol (``add_protocol``). So the catalog, the docs and the
+metrics a route pre-creates cannot list a rule its protocol never raises.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
 from typing import Final, Literal
 
 from streamguard.report import SKIP_REASONS, Finding, Severity
@@ -61,7 +62,7 @@ class Rule:
         stream layer."""
         if self.scope == STREAM:
             return (ALL_PROTOCOLS,)
-        return tuple(sorted(_raised_by().get(self.name, ())))
+        return tuple(sorted(_RAISED_BY.get(self.name, ())))
 
     def finding(
         self, message: str, event_index: int | None = None, byte_offset: int | None = None
@@ -88,17 +89,52 @@ def _rule(
     return rule
 
 
-@cache
-def _raised_by() -> dict[str, frozenset[str]]:
-    """Rule name -> the built-in protocols whose checkers can raise it."""
-    # The checkers import this module, so they are read on first use, not at import.
-    from streamguard.protocols import CHECKERS
+#: Rule name -> the protocols whose checkers can raise it, and protocol -> the reasons its
+#: checker can skip checks for: written by the protocol registry whenever the registered
+#: protocols change (``index_protocols``), so this module imports nothing above it.
+_RAISED_BY: dict[str, frozenset[str]] = {}
+_SKIPS: dict[str, frozenset[str]] = {}
+#: The rules protocols brought that the built-in catalog does not hold.
+_ADDED: set[str] = set()
 
+#: What the registry tells of one protocol: its name, the rules its checker raises, the
+#: reasons it can skip checks for, and the rules of its own (a protocol of one's own).
+ProtocolRules = tuple[str, frozenset["Rule"], frozenset[str], tuple["Rule", ...]]
+
+
+def index_protocols(protocols: Iterable[ProtocolRules]) -> None:
+    """Record which protocols raise each rule and skip checks for each reason, and add their
+    own rules to the catalog (dropping those of protocols no longer registered). Nothing
+    changes when a rule clashes: a ``ValueError`` names it. Called by the registry only."""
+    protocols = list(protocols)
+    added: dict[str, Rule] = {}
+    for protocol, _raises, _skips, own in protocols:
+        for rule in own:
+            known = added.get(rule.name) or (None if rule.name in _ADDED else RULES.get(rule.name))
+            if known is not None and known != rule:
+                raise ValueError(
+                    f"protocol {protocol!r} declares rule {rule.name!r}, which is declared "
+                    "already, differently"
+                )
+            added[rule.name] = rule
     raised: dict[str, set[str]] = {}
-    for protocol, checker in CHECKERS.items():
-        for rule in checker.RAISES | checker.LIFECYCLE.rules:
+    for protocol, raises, _skips, _own in protocols:
+        for rule in raises:
+            if rule.name not in added and (rule.name in _ADDED or RULES.get(rule.name) != rule):
+                raise ValueError(
+                    f"protocol {protocol!r} raises rule {rule.name!r}, which is not in the "
+                    "catalog: declare it in its spec's rules"
+                )
             raised.setdefault(rule.name, set()).add(protocol)
-    return {name: frozenset(protocols) for name, protocols in raised.items()}
+    for name in _ADDED - added.keys():
+        del RULES[name]
+    RULES.update(added)
+    _ADDED.clear()
+    _ADDED.update(added)
+    _RAISED_BY.clear()
+    _RAISED_BY.update((name, frozenset(names)) for name, names in raised.items())
+    _SKIPS.clear()
+    _SKIPS.update((protocol, skips) for protocol, _raises, skips, _own in protocols)
 
 
 def get_rule(name: str) -> Rule:
@@ -111,23 +147,18 @@ def get_rule(name: str) -> Rule:
 
 def rules_for(protocol: str) -> list[Rule]:
     """The rules that can fire on a stream of ``protocol``."""
-    raised = _raised_by()
     return [
         rule
         for rule in RULES.values()
-        if rule.scope == STREAM or protocol in raised.get(rule.name, ())
+        if rule.scope == STREAM or protocol in _RAISED_BY.get(rule.name, ())
     ]
 
 
 def skip_reasons_for(protocol: str) -> tuple[str, ...]:
     """The reasons (``report.SKIP_REASONS``, in that order) for which a stream of
     ``protocol`` can skip checks (its checker's ``SKIPS``); none for an unknown protocol."""
-    from streamguard.protocols import CHECKERS
-
-    checker = CHECKERS.get(protocol)
-    if checker is None:
-        return ()
-    return tuple(reason for reason in SKIP_REASONS if reason in checker.SKIPS)
+    skips = _SKIPS.get(protocol, frozenset())
+    return tuple(reason for reason in SKIP_REASONS if reason in skips)
 
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO  # noqa: E741

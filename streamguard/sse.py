@@ -60,6 +60,7 @@ with is not checked: clients discard it, and ``unterminated_frame`` already repo
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from hashlib import blake2b
 from itertools import repeat
 from typing import NamedTuple
@@ -68,7 +69,13 @@ from streamguard import rules
 from streamguard._wire import describe
 from streamguard.report import Finding
 
-__all__ = ["DEFAULT_MAX_EVENT_BYTES", "Event", "EventParser", "Leftover"]
+__all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "Event",
+    "EventParser",
+    "Leftover",
+    "share_event_names",
+]
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 
@@ -77,29 +84,13 @@ _LINE_ENDING = re.compile(rb"\r\n|\r|\n")
 _CR = 0x0D
 _COLON = 0x3A
 _MAX_CACHED_EVENT_NAMES = 64
-#: Event names the LLM protocols send, decoded once for every stream of the process. It
-#: is fixed: a name a stream sends is cached for that stream only, so no upstream can fill
-#: a process-wide table (and push every later stream's names into its own).
-_SHARED_EVENT_NAMES: dict[bytes, str] = {
-    name.encode(): name
-    for name in (
-        "message", "error", "ping",
-        "message_start", "content_block_start", "content_block_delta",
-        "content_block_stop", "message_delta", "message_stop",
-        "response.created", "response.queued", "response.in_progress",
-        "response.completed", "response.incomplete", "response.failed",
-        "response.output_item.added", "response.output_item.done",
-        "response.content_part.added", "response.content_part.done",
-        "response.output_text.delta", "response.output_text.done",
-        "response.output_text.annotation.added",
-        "response.refusal.delta", "response.refusal.done",
-        "response.function_call_arguments.delta", "response.function_call_arguments.done",
-        "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
-        "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
-        "response.reasoning_text.delta", "response.reasoning_text.done",
-        "keepalive",
-    )
-}  # fmt: skip
+#: Event names the protocols define, decoded once for every stream of the process: filled
+#: from the protocols' specs as they are registered (``share_event_names``), never from the
+#: wire. A name a stream sends is cached for that stream only, so no upstream can fill a
+#: process-wide table (and push every later stream's names into its own).
+_SHARED_EVENT_NAMES: dict[bytes, str] = {}
+#: How many names the protocols may share; the registry's input is code, but bounded still.
+_MAX_SHARED_EVENT_NAMES = 1024
 _MAX_CACHED_EVENT_NAME_BYTES = 64
 #: Past this many data lines in one event, they are joined into one ``bytearray``.
 _MAX_HELD_DATA_LINES = 32
@@ -144,6 +135,19 @@ class Leftover(NamedTuple):
     #: 64 KiB of that line): clients discard it, but it can still tell what a body whose
     #: frames were never ended by a blank line was meant to be. ``None`` with no data line.
     pending: Event | None
+
+
+def share_event_names(names: Iterable[str]) -> None:
+    """Decode ``names`` once for every stream, in place of the names shared before: the
+    protocols' own event names (set by the protocol registry). Names over 64 bytes, and any
+    past the table's bound, stay per stream, as names from the wire do."""
+    _SHARED_EVENT_NAMES.clear()
+    for name in names:
+        raw = name.encode("utf-8")
+        if len(raw) <= _MAX_CACHED_EVENT_NAME_BYTES:
+            if len(_SHARED_EVENT_NAMES) >= _MAX_SHARED_EVENT_NAMES:
+                break
+            _SHARED_EVENT_NAMES[raw] = name
 
 
 class EventParser:

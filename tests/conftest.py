@@ -14,7 +14,7 @@ from hypothesis import settings
 from structlog.testing import LogCapture
 
 import streamguard
-from streamguard.protocols import CHECKERS
+from streamguard.protocols import ProtocolSpec, register, unregister
 
 from .tiers import exercises_core
 from .toy_protocol import DoneChecker
@@ -146,6 +146,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture
 def done_protocol() -> Iterator[str]:
     """Registers the toy protocol (``data: END`` terminal) for the duration of a test."""
-    CHECKERS[DoneChecker.name] = DoneChecker
+    register(ProtocolSpec(name=DoneChecker.name, checker=DoneChecker, summary="a toy"))
     yield DoneChecker.name
-    del CHECKERS[DoneChecker.name]
+    unregister(DoneChecker.name)

@@ -15,9 +15,8 @@ from streamguard.protocols.ag_ui import (
     MAX_OPEN_IDS,
     MAX_UNKNOWN_TYPES,
     AGUIChecker,
-    ag_ui_from_event,
-    is_ag_ui_path,
 )
+from streamguard.protocols.auto import protocol_for_event, protocol_for_path
 from streamguard.rule_docs import ag_ui
 from streamguard.rules import RULES
 from streamguard.sse import Event
@@ -276,7 +275,7 @@ def test_messages_never_quote_wire_values() -> None:
 )
 def test_paths_that_name_ag_ui(path: str | None, expected: bool) -> None:
     """A path segment that names the protocol; most AG-UI endpoints are found by event."""
-    assert is_ag_ui_path(path) is expected
+    assert (protocol_for_path(path) == "ag_ui") is expected
 
 
 @pytest.mark.parametrize(
@@ -296,7 +295,7 @@ def test_paths_that_name_ag_ui(path: str | None, expected: bool) -> None:
 )
 def test_a_first_event_decides_by_its_type(data: str, expected: bool) -> None:
     """An AG-UI event type (upper case, no other protocol uses them) decides."""
-    assert ag_ui_from_event(Event("message", data)) is expected
+    assert (protocol_for_event(Event("message", data)) == "ag_ui") is expected
 
 
 def test_docs_live_with_their_first_protocol() -> None:

@@ -15,10 +15,8 @@ from streamguard.protocols.ai_sdk_ui import (
     MAX_OPEN_IDS,
     MAX_UNKNOWN_TYPES,
     AISDKUIChecker,
-    ai_sdk_ui_from_event,
-    is_ai_sdk_ui_header,
-    is_ai_sdk_ui_path,
 )
+from streamguard.protocols.auto import protocol_for_event, protocol_for_headers, protocol_for_path
 from streamguard.rule_docs import RULE_DOCS, ag_ui, ai_sdk_ui
 from streamguard.rules import RULES
 from streamguard.sse import Event
@@ -190,7 +188,7 @@ def test_the_response_header_marks_the_protocol(
     headers: list[tuple[bytes, bytes]], expected: bool
 ) -> None:
     """Only ``x-vercel-ai-ui-message-stream: v1`` names the UI message stream."""
-    assert is_ai_sdk_ui_header(headers) is expected
+    assert (protocol_for_headers(headers) == "ai_sdk_ui") is expected
 
 
 @pytest.mark.parametrize(
@@ -205,7 +203,7 @@ def test_the_response_header_marks_the_protocol(
 def test_the_default_endpoint_marks_the_protocol(path: str | None, expected: bool) -> None:
     """``/api/chat`` (DefaultChatTransport's default) is the UI message stream; chat
     completions are not."""
-    assert is_ai_sdk_ui_path(path) is expected
+    assert (protocol_for_path(path) == "ai_sdk_ui") is expected
 
 
 @pytest.mark.parametrize(
@@ -230,7 +228,7 @@ def test_a_first_chunk_decides_only_when_no_other_protocol_sends_it(
     data: str, expected: bool
 ) -> None:
     """Decisive first events: the SDK's own chunk types; ``error`` only with ``errorText``."""
-    assert ai_sdk_ui_from_event(Event("message", data)) is expected
+    assert (protocol_for_event(Event("message", data)) == "ai_sdk_ui") is expected
 
 
 def test_every_rule_is_documented_in_a_module_of_its_protocols() -> None:

@@ -1,56 +1,208 @@
-"""Protocol checkers, one module per wire protocol, and the registry that names them.
+"""The protocol registry: every protocol's ``ProtocolSpec``, and what is derived from them.
+
+A protocol is one module that exports one ``ProtocolSpec`` (``streamguard.protocols._spec``):
+its name, checker, detection signals, event names and, for a protocol written outside the
+package, its rules and their docs. The registry holds the specs by name; everything else
+reads them from here: ``CHECKERS`` (the checker of each name), the detection order of
+``protocol="auto"`` (``streamguard.protocols.auto``), the event names messages show and the
+parser keeps interned, and which protocols raise each rule (``streamguard.rules``).
+
+The built-in protocols are registered when this package is imported; the protocols that
+installed distributions name in the entry-point group ``streamguard.protocols`` (each a
+``ProtocolSpec``) when a protocol is first looked up (``load_plugins``); and whatever a
+program registers itself (``register``). A plugin that fails to load is skipped with a
+warning that names it: a broken plugin never breaks streamguard, and a route configured
+with its protocol is then an unknown protocol.
 
 ``"auto"`` is not a checker: the monitor holds an auto-detected stream's first events and
-builds the checker its protocol names (``streamguard.monitor``; the signals are in
-``streamguard.protocols.auto``).
+builds the checker its protocol names (``streamguard.monitor``).
 
 Request facts that hold only the request's head (the HTTP method, ``Last-Event-ID``; see
-``streamguard.request.add_http_facts``) reach only the checkers that read the head (MCP):
-to the others, a request whose body was not read is an unknown request, as it always was.
+``streamguard.request.add_http_facts``) reach only the checkers whose spec reads the head
+(``reads_request_head``): to the others, a request whose body was not read is an unknown
+request, as it always was.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterable, Mapping
+from importlib.metadata import entry_points
+from types import MappingProxyType
 from typing import Any
 
-from streamguard.protocols._base import Checker
-from streamguard.protocols.ag_ui import AGUIChecker
-from streamguard.protocols.ai_sdk_ui import AISDKUIChecker
+from streamguard import rules
+from streamguard.protocols import (
+    ag_ui,
+    ai_sdk_ui,
+    anthropic,
+    gemini,
+    mcp,
+    openai_chat,
+    openai_responses,
+)
+from streamguard.protocols import sse as plain_sse
+from streamguard.protocols._base import KNOWN_EVENT_NAMES, Checker, terminated_lifecycle
+from streamguard.protocols._lifecycle import ERROR, OTHER, TERMINAL
+from streamguard.protocols._spec import NOT_JSON, ProtocolSpec, Signal
 from streamguard.protocols.anthropic import AnthropicChecker
 from streamguard.protocols.gemini import GeminiChecker
-from streamguard.protocols.mcp import MCPChecker
-from streamguard.protocols.openai_chat import OpenAIChatChecker
-from streamguard.protocols.openai_responses import OpenAIResponsesChecker
 from streamguard.protocols.sse import PlainSSEChecker
 from streamguard.request import RequestFacts
+from streamguard.rule_docs import index_protocol_docs
+from streamguard.sse import share_event_names
 
 __all__ = [
     "AUTO",
     "CHECKERS",
+    "ENTRY_POINT_GROUP",
+    "ERROR",
+    "NOT_JSON",
+    "OTHER",
+    "SPECS",
+    "TERMINAL",
     "AnthropicChecker",
     "Checker",
     "GeminiChecker",
     "PlainSSEChecker",
+    "ProtocolSpec",
+    "Signal",
+    "load_plugins",
     "make_checker",
+    "register",
+    "terminated_lifecycle",
+    "unregister",
 ]
 
 #: The protocol setting that asks the monitor to detect the protocol of each stream.
 AUTO = "auto"
+#: The entry-point group an installed distribution names its protocols' specs in.
+ENTRY_POINT_GROUP = "streamguard.protocols"
 
-CHECKERS: dict[str, type[Checker]] = {
-    PlainSSEChecker.name: PlainSSEChecker,
-    OpenAIChatChecker.name: OpenAIChatChecker,
-    OpenAIResponsesChecker.name: OpenAIResponsesChecker,
-    AnthropicChecker.name: AnthropicChecker,
-    GeminiChecker.name: GeminiChecker,
-    AISDKUIChecker.name: AISDKUIChecker,
-    AGUIChecker.name: AGUIChecker,
-    MCPChecker.name: MCPChecker,
-}
+#: The built-in protocols, in the order listings show them.
+BUILT_IN: tuple[ProtocolSpec, ...] = (
+    plain_sse.SPEC,
+    openai_chat.SPEC,
+    openai_responses.SPEC,
+    anthropic.SPEC,
+    gemini.SPEC,
+    ai_sdk_ui.SPEC,
+    ag_ui.SPEC,
+    mcp.SPEC,
+)
 
-#: The protocols whose checkers read the request's head (``http_method``, ``last_event_id``).
-_READS_HEAD = frozenset({MCPChecker.name})
+_specs: dict[str, ProtocolSpec] = {}
+#: Every registered protocol's spec, by name, in registration order (read-only).
+SPECS: Mapping[str, ProtocolSpec] = MappingProxyType(_specs)
+#: Every registered protocol's checker, by name, in registration order. Written by
+#: ``register`` only.
+CHECKERS: dict[str, type[Checker]] = {}
+
+#: The detection signals of every protocol, merged and sorted by rank: (rank, test, name).
+path_signals: list[tuple[int, Any, str]] = []
+header_signals: list[tuple[int, Any, str]] = []
+event_signals: list[tuple[int, Any, str]] = []
+
+
+def register(spec: ProtocolSpec) -> None:
+    """Make ``spec``'s protocol known everywhere a built-in one is: routes, ``"auto"``,
+    the CLI, the pytest helpers, metrics labels and the rule catalog.
+
+    Registering the same spec again does nothing. Another spec under a taken name, a
+    checker that is no ``Checker`` or whose ``name`` is not the spec's, or a rule that
+    clashes with the catalog is an error that names it, and nothing is registered.
+    """
+    if not isinstance(spec, ProtocolSpec):
+        raise TypeError(f"register() takes a ProtocolSpec, not {type(spec).__name__}")
+    name = spec.name
+    if _specs.get(name) is spec:
+        return
+    if name in _specs or name == AUTO:
+        raise ValueError(f"protocol {name!r} is registered already")
+    checker = spec.checker
+    if not (isinstance(checker, type) and issubclass(checker, Checker)):
+        raise TypeError(f"protocol {name!r}: its checker must be a Checker subclass")
+    if checker.name != name:
+        raise ValueError(
+            f"protocol {name!r}: its checker {checker.__name__} is named {checker.name!r}; "
+            f"set the class's name to {name!r}"
+        )
+    try:
+        _index([*_specs.values(), spec])
+    except Exception:
+        _index(list(_specs.values()))  # as it was: a refused spec leaves no trace
+        raise
+    _specs[name] = spec
+    CHECKERS[name] = checker
+
+
+def unregister(name: str) -> None:
+    """Forget protocol ``name`` (a test's, or a plugin being reloaded); a ``KeyError`` for
+    a protocol not registered."""
+    if name not in _specs:
+        raise KeyError(f"protocol {name!r} is not registered")
+    _index([spec for spec in _specs.values() if spec.name != name])
+    del _specs[name]
+    CHECKERS.pop(name, None)
+
+
+def _index(specs: list[ProtocolSpec]) -> None:
+    """Derive from ``specs`` what the rest of streamguard reads: the rule catalog's index
+    and docs first, since they alone can refuse."""
+    index_protocol_docs(doc for spec in specs for doc in spec.rule_docs)
+    rules.index_protocols(
+        (
+            spec.name,
+            spec.checker.RAISES | spec.checker.LIFECYCLE.rules,
+            spec.checker.SKIPS,
+            spec.rules,
+        )
+        for spec in specs
+    )
+    path_signals[:] = _merged((spec.name, spec.paths) for spec in specs)
+    header_signals[:] = _merged((spec.name, spec.headers) for spec in specs)
+    event_signals[:] = _merged((spec.name, spec.events) for spec in specs)
+    names = [name for spec in specs for name in sorted(spec.event_names)]
+    KNOWN_EVENT_NAMES.clear()
+    KNOWN_EVENT_NAMES.update(names)
+    share_event_names(names)
+
+
+def _merged(
+    signals: Iterable[tuple[str, tuple[Signal[Any], ...]]],
+) -> list[tuple[int, Any, str]]:
+    """Every protocol's signals of one kind as (rank, test, protocol), tried by rank."""
+    merged = [(signal.rank, signal.test, name) for name, own in signals for signal in own]
+    merged.sort(key=lambda signal: signal[0])  # stable: a tie goes to the first registered
+    return merged
+
+
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Register the protocols installed distributions name in the entry-point group
+    ``streamguard.protocols``, once per process. Called where a protocol is first looked up
+    (``make_checker``, route configuration, detection, the CLI), not at import: a plugin's
+    module may import any part of streamguard, which is then fully imported."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            register(entry_point.load())
+        except Exception as exc:
+            warnings.warn(
+                f"streamguard: the protocol plugin {entry_point.name!r} ({entry_point.value}) "
+                f"was not registered: {type(exc).__name__}: {exc}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+
+for _spec in BUILT_IN:
+    register(_spec)
 
 
 def make_checker(
@@ -68,17 +220,24 @@ def make_checker(
     configuration): the plain checker then reports data that does not parse. The other
     protocols define their payloads themselves and ignore it.
     """
-    if type(request) is RequestFacts and not request.body_read and protocol not in _READS_HEAD:
-        request = None  # no body was read: the request is unknown to a body-reading check
-    try:
-        checker_class = CHECKERS[protocol]
-    except KeyError:
+    checker_class = CHECKERS.get(protocol)
+    if checker_class is None:
+        load_plugins()
+        checker_class = CHECKERS.get(protocol)
+    if checker_class is None:
         if protocol == AUTO:
             raise ValueError(
                 "protocol 'auto' is detected per stream by StreamMonitor, not a checker"
             ) from None
         known = ", ".join(sorted([AUTO, *CHECKERS]))
         raise ValueError(f"unknown protocol {protocol!r}; expected one of: {known}") from None
-    if issubclass(checker_class, PlainSSEChecker):
-        return checker_class(request, path, json_data=json_data)
+    spec = _specs.get(protocol)
+    if (
+        type(request) is RequestFacts
+        and not request.body_read
+        and not (spec is not None and spec.reads_request_head)
+    ):
+        request = None  # no body was read: the request is unknown to a body-reading check
+    if json_data and spec is not None and spec.takes_json_option:
+        return checker_class(request, path, json_data=True)  # type: ignore[call-arg]
     return checker_class(request, path)

@@ -60,7 +60,6 @@ except ImportError:  # not installed: the decorator only speaks to the compiler 
 
 
 __all__ = [
-    "ANTHROPIC_EVENT_NAMES",
     "KNOWN_EVENT_NAMES",
     "MAX_KEPT_TEXT_CHARS",
     "NO_FINDINGS",
@@ -83,21 +82,10 @@ NO_FINDINGS: Sequence[Finding] = ()
 MAX_KEPT_TEXT_CHARS = 1024 * 1024
 
 
-#: The SSE event names of Anthropic Messages besides ``ping`` and ``error``: no other
-#: protocol uses them (auto-detection reads them as decisive).
-ANTHROPIC_EVENT_NAMES = frozenset(
-    {
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-    }
-)
 #: SSE event names the protocols define, shown as they are in messages; any other name came
-#: from the wire and is shown by size and hash only.
-KNOWN_EVENT_NAMES = ANTHROPIC_EVENT_NAMES | {"message", "error", "ping"}
+#: from the wire and is shown by size and hash only. The registry adds each protocol's
+#: ``event_names`` as it registers it (``streamguard.protocols.register``).
+KNOWN_EVENT_NAMES: set[str] = set()
 
 
 def event_name(name: str) -> str:

@@ -71,9 +71,8 @@ need what was not kept are skipped. At most ``MAX_UNKNOWN_TYPES`` distinct unkno
 are reported per stream. Messages name event types the protocol defines as they are and
 everything else from the wire (ids, names, unknown types) by size and hash.
 
-Auto-detection helpers (wired by the monitor): ``is_ag_ui_path`` (a path segment
-``ag-ui``, ``agui``, ``ag_ui`` or ``awp``, the quickstart's endpoint) and
-``ag_ui_from_event`` (a first event whose ``type`` is an AG-UI event type).
+Under ``protocol="auto"`` (``SPEC``): a path segment ``ag-ui``, ``agui``, ``ag_ui`` or
+``awp`` (the quickstart's endpoint), or a first event whose ``type`` is an AG-UI event type.
 """
 
 from __future__ import annotations
@@ -110,7 +109,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json
+from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -121,9 +120,9 @@ __all__ = [
     "MAX_LANES",
     "MAX_OPEN_IDS",
     "MAX_UNKNOWN_TYPES",
+    "SPEC",
     "AGUIChecker",
-    "ag_ui_from_event",
-    "is_ag_ui_path",
+    "is_ag_ui_event",
 ]
 
 #: Open ids tracked per kind (messages, tool calls, reasoning, steps, subagents).
@@ -664,24 +663,13 @@ def _patch_problem(operation: object) -> str | None:
 # -- auto-detection ----------------------------------------------------------------------
 
 
-def is_ag_ui_path(path: str | None) -> bool:
-    """Whether a request path names AG-UI: a segment ``ag-ui``, ``agui``, ``ag_ui`` or
-    ``awp`` (the quickstart's endpoint). AG-UI has no fixed path: most endpoints are found
-    by their first event instead."""
-    if not path:
-        return False
+def _named_in_path(path: str) -> bool:
+    """A path segment names AG-UI. AG-UI has no fixed path: most endpoints are found by
+    their first event instead."""
     return any(segment.lower() in _PATH_SEGMENTS for segment in path.split("/"))
 
 
-def ag_ui_from_event(event: Event) -> bool:
-    """Whether one event proves AG-UI (see ``is_ag_ui_event``)."""
-    data = event.data
-    if not data.startswith("{"):
-        return False
-    try:
-        payload = parse_json(data)
-    except ValueError:
-        return False
+def _is_ag_ui_payload(event: Event, payload: object) -> bool:
     return type(payload) is dict and is_ag_ui_event(payload)
 
 
@@ -690,3 +678,12 @@ def is_ag_ui_event(payload: dict[str, Any]) -> bool:
     protocol uses)."""
     kind = payload.get("type")
     return type(kind) is str and kind in EVENT_TYPES  # (a list or an object is unhashable)
+
+
+SPEC = ProtocolSpec(
+    name=AGUIChecker.name,
+    checker=AGUIChecker,
+    summary="AG-UI agent events (`RUN_STARTED` ... `RUN_FINISHED` or `RUN_ERROR`)",
+    paths=(Signal(60, _named_in_path),),
+    events=(Signal(90, _is_ag_ui_payload),),
+)

@@ -54,10 +54,9 @@ skipped. At most ``MAX_UNKNOWN_TYPES`` distinct unknown chunk types are reported
 stream. Messages name chunk types the SDK defines as they are and everything else from the
 wire (ids, unknown types, values) by size and hash.
 
-Auto-detection helpers (wired by the monitor): ``is_ai_sdk_ui_header`` (the response
-header), ``is_ai_sdk_ui_path`` (``/api/chat``, the default endpoint of
-``DefaultChatTransport``) and ``ai_sdk_ui_from_event`` (a first chunk only this protocol
-sends).
+Under ``protocol="auto"`` (``SPEC``), the response header declares the protocol; the path
+``/api/chat`` (``DefaultChatTransport``'s default endpoint) is the weakest sign there is, so
+it is tried last; and a first chunk whose type only this protocol sends decides too.
 """
 
 from __future__ import annotations
@@ -93,7 +92,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json
+from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -104,10 +103,9 @@ __all__ = [
     "HEADER",
     "MAX_OPEN_IDS",
     "MAX_UNKNOWN_TYPES",
+    "SPEC",
     "AISDKUIChecker",
-    "ai_sdk_ui_from_event",
-    "is_ai_sdk_ui_header",
-    "is_ai_sdk_ui_path",
+    "is_ai_sdk_ui_chunk",
 ]
 
 #: The terminal signal's data.
@@ -509,28 +507,15 @@ _HANDLERS = {
 # -- auto-detection ----------------------------------------------------------------------
 
 
-def is_ai_sdk_ui_header(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+def _declared_by_header(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     """Whether ASGI response headers mark a UI message stream
     (``x-vercel-ai-ui-message-stream: v1``, the SDK's ``UI_MESSAGE_STREAM_HEADERS``)."""
     name, value = HEADER
     return any(key.lower() == name and raw.strip().lower() == value for key, raw in headers)
 
 
-def is_ai_sdk_ui_path(path: str | None) -> bool:
-    """Whether a request path is ``DefaultChatTransport``'s default endpoint, ``/api/chat``."""
-    return path is not None and path.rstrip("/").endswith(_DEFAULT_PATH)
-
-
-def ai_sdk_ui_from_event(event: Event) -> bool:
-    """Whether one event proves a UI message stream (see ``is_ai_sdk_ui_chunk``)."""
-    data = event.data
-    if not data.startswith("{"):
-        return False
-    try:
-        chunk = parse_json(data)
-    except ValueError:
-        return False
-    return type(chunk) is dict and is_ai_sdk_ui_chunk(chunk)
+def _is_ui_chunk(event: Event, payload: object) -> bool:
+    return type(payload) is dict and is_ai_sdk_ui_chunk(payload)
 
 
 def is_ai_sdk_ui_chunk(chunk: dict[str, Any]) -> bool:
@@ -543,3 +528,13 @@ def is_ai_sdk_ui_chunk(chunk: dict[str, Any]) -> bool:
     if kind == "error":
         return type(chunk.get("errorText")) is str
     return kind in CHUNK_TYPES or kind.startswith(_DATA_PREFIX)
+
+
+SPEC = ProtocolSpec(
+    name=AISDKUIChecker.name,
+    checker=AISDKUIChecker,
+    summary="the AI SDK's UI message stream (`useChat`), ending in `[DONE]`",
+    headers=(Signal(10, _declared_by_header),),
+    paths=(Signal(70, lambda path: path.endswith(_DEFAULT_PATH)),),
+    events=(Signal(100, _is_ui_chunk),),
+)

@@ -69,7 +69,6 @@ from typing import Any
 from streamguard import rules
 from streamguard._wire import describe, number, token
 from streamguard.protocols._base import (
-    KNOWN_EVENT_NAMES,
     NO_FINDINGS,
     Checker,
     Found,
@@ -95,10 +94,11 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["STOP_REASONS", "AnthropicChecker"]
+__all__ = ["ANTHROPIC_EVENT_NAMES", "EVENT_NAMES", "SPEC", "STOP_REASONS", "AnthropicChecker"]
 
 #: ``StopReason`` in the SDK (``types/stop_reason.py``), plus the beta ``compaction``.
 STOP_REASONS = frozenset(
@@ -298,8 +298,23 @@ def _is_json(data: str) -> bool:
     return True
 
 
-#: What ``parse_object`` puts after ``event N`` for each documented event name.
-_WHERE = {name: f" ({event_name(name)})" for name in KNOWN_EVENT_NAMES}
+#: The SSE event names only Anthropic Messages uses: auto-detection reads them as decisive.
+ANTHROPIC_EVENT_NAMES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    }
+)
+#: Every SSE event name the protocol documents.
+EVENT_NAMES = ANTHROPIC_EVENT_NAMES | {"message", "error", "ping"}
+
+#: What ``parse_object`` puts after ``event N`` for each documented event name (shown as
+#: ``event_name`` shows a known name).
+_WHERE = {name: f" ({name!r})" for name in EVENT_NAMES}
 
 _Payload = dict[str, Any]
 Handler = Callable[["AnthropicChecker", _Payload, Found], None]
@@ -724,3 +739,30 @@ _HANDLERS: dict[object, tuple[str, Handler]] = {
 }
 #: Any other type: legal, and reported as undocumented.
 _UNKNOWN = (OTHER, AnthropicChecker._on_unknown)
+
+
+# -- the protocol's declaration ------------------------------------------------------------
+
+
+def _names_only_anthropic_uses(event: Event, payload: object) -> bool:
+    return event.event in ANTHROPIC_EVENT_NAMES
+
+
+def _is_anthropic_payload(event: Event, payload: object) -> bool:
+    """``message_start``, or Anthropic's error event (an overloaded error may come before
+    ``message_start``): its ``error`` is an object, where the Responses error event carries
+    its code and message at the top level."""
+    if type(payload) is not dict:
+        return False
+    kind = payload.get("type")
+    return kind == "message_start" or (kind == "error" and type(payload.get("error")) is dict)
+
+
+SPEC = ProtocolSpec(
+    name=AnthropicChecker.name,
+    checker=AnthropicChecker,
+    summary="Anthropic Messages streaming (`/v1/messages`), ending in `message_stop`",
+    paths=(Signal(40, lambda path: path.endswith("/v1/messages")),),
+    events=(Signal(10, _names_only_anthropic_uses), Signal(50, _is_anthropic_payload)),
+    event_names=EVENT_NAMES,
+)

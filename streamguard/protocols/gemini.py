@@ -83,10 +83,11 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import preview
+from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["GeminiChecker"]
+__all__ = ["SPEC", "GeminiChecker"]
 
 _DATA_PREFIX = len("data: ")
 #: ``data: {...}`` then LF LF, or CRLF CRLF: the only gaps between events the SDK reads.
@@ -492,4 +493,23 @@ _FIELDS: tuple[tuple[str, _Handler], ...] = (
     ("candidates", GeminiChecker._on_candidates),
     ("usageMetadata", GeminiChecker._on_usage),
     ("promptFeedback", GeminiChecker._on_feedback),
+)
+
+
+# -- the protocol's declaration ------------------------------------------------------------
+
+#: Keys only a ``GenerateContentResponse`` chunk has at its top level.
+_CHUNK_KEYS = ("candidates", "usageMetadata", "promptFeedback", "modelVersion")
+
+
+def _is_gemini_chunk(event: Event, payload: object) -> bool:
+    return type(payload) is dict and any(key in payload for key in _CHUNK_KEYS)
+
+
+SPEC = ProtocolSpec(
+    name=GeminiChecker.name,
+    checker=GeminiChecker,
+    summary="Gemini `streamGenerateContent?alt=sse`, ending with a finish reason",
+    paths=(Signal(10, lambda path: path.endswith(":streamGenerateContent")),),
+    events=(Signal(80, _is_gemini_chunk),),
 )

@@ -73,9 +73,9 @@ note: see above). Within one batch event each rule is
 reported once, with a count. Messages never show an id or a method: ids by type, size and
 hash, methods as "a request" or "a notification".
 
-Auto-detection helpers (wired by the monitor): ``is_mcp_path`` (``/mcp``, the conventional
-endpoint and the SDK's default) and ``mcp_from_event`` (an event whose data is a JSON-RPC
-2.0 message, or the legacy transport's ``endpoint`` event).
+Under ``protocol="auto"`` (``SPEC``): the path ``/mcp`` (the conventional endpoint and the
+SDK's default), an event whose data is a JSON-RPC 2.0 message (or a batch that starts with
+one), or the legacy transport's ``endpoint`` event.
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import (
     REQUEST_BODY_UNREAD,
     REQUEST_IDS_OVER_BOUND,
@@ -115,12 +116,11 @@ __all__ = [
     "MAX_BATCH_ITEMS",
     "MAX_EVENT_IDS",
     "MAX_REQUEST_IDS",
+    "SPEC",
     "MCPChecker",
     "is_endpoint_event",
     "is_jsonrpc_message",
-    "is_mcp_path",
     "jsonrpc_problem",
-    "mcp_from_event",
 ]
 
 #: The legacy HTTP+SSE transport's (2024-11-05) first event: the URL to POST messages to.
@@ -613,11 +613,6 @@ def _folded(items: list[Finding]) -> list[Finding]:
 # -- auto-detection --------------------------------------------------------------------------
 
 
-def is_mcp_path(path: str | None) -> bool:
-    """Whether a request path is the conventional MCP endpoint, ``/mcp``."""
-    return path is not None and path.rstrip("/").endswith(_DEFAULT_PATH)
-
-
 def is_jsonrpc_message(payload: object) -> bool:
     """Whether parsed data is a JSON-RPC 2.0 message, or a batch that starts with one."""
     if type(payload) is list and payload:
@@ -631,16 +626,20 @@ def is_endpoint_event(event: Event) -> bool:
     return event.event == ENDPOINT_EVENT and event.data.startswith(("/", "http://", "https://"))
 
 
-def mcp_from_event(event: Event) -> bool:
-    """Whether one event proves MCP: its data is a JSON-RPC 2.0 message, or it is the legacy
-    transport's ``endpoint`` event."""
-    if is_endpoint_event(event):
-        return True
-    data = event.data
-    if not data.startswith(("{", "[")):
-        return False
-    try:
-        payload = parse_json(data)
-    except ValueError:
-        return False
+def _is_endpoint(event: Event, payload: object) -> bool:
+    return is_endpoint_event(event)
+
+
+def _is_jsonrpc(event: Event, payload: object) -> bool:
     return is_jsonrpc_message(payload)
+
+
+SPEC = ProtocolSpec(
+    name=MCPChecker.name,
+    checker=MCPChecker,
+    summary="MCP's Streamable HTTP (and legacy HTTP+SSE) transport: JSON-RPC 2.0 messages",
+    paths=(Signal(50, lambda path: path.endswith(_DEFAULT_PATH)),),
+    events=(Signal(20, _is_endpoint), Signal(40, _is_jsonrpc)),
+    event_names=frozenset({ENDPOINT_EVENT}),
+    reads_request_head=True,
+)

@@ -78,6 +78,7 @@ from streamguard.protocols._shapes import (
     ChatUsage,
     validate_chat_chunk,
 )
+from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
 
@@ -86,6 +87,7 @@ __all__ = [
     "MAX_CHECKED_N",
     "MAX_TRACKED_CHOICES",
     "MAX_TRACKED_TOOL_CALLS",
+    "SPEC",
     "OpenAIChatChecker",
 ]
 
@@ -790,3 +792,34 @@ _HANDLERS: dict[str, _Handler] = {
     _USAGE: OpenAIChatChecker._on_chunk,
     OTHER: OpenAIChatChecker._on_chunk,
 }
+
+
+# -- the protocol's declaration ------------------------------------------------------------
+
+
+def _is_done(event: Event, payload: object) -> bool:
+    return event.data.startswith("[DONE]")
+
+
+def _is_chat_chunk(event: Event, payload: object) -> bool:
+    """A chat chunk by its ``object``, or by its shape whatever ``object`` says (a server
+    sending ``"object": "text_completion"`` is a broken chat stream, which the checker then
+    reports): a ``choices`` entry with a ``delta`` object. Azure's first chunk (``"object":
+    ""``, ``choices: []``) and its annotations (no ``delta``) prove nothing."""
+    if type(payload) is not dict:
+        return False
+    if payload.get("object") == _CHUNK_OBJECT:
+        return True
+    choices = payload.get("choices")
+    return type(choices) is list and any(
+        type(choice) is dict and type(choice.get("delta")) is dict for choice in choices
+    )
+
+
+SPEC = ProtocolSpec(
+    name=OpenAIChatChecker.name,
+    checker=OpenAIChatChecker,
+    summary="OpenAI Chat Completions streaming (`/v1/chat/completions`), ending in `[DONE]`",
+    paths=(Signal(20, lambda path: path.endswith("/chat/completions")),),
+    events=(Signal(30, _is_done), Signal(70, _is_chat_chunk)),
+)

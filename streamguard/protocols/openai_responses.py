@@ -82,10 +82,11 @@ from streamguard.protocols._lifecycle import (
 )
 from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
 from streamguard.protocols._shapes import RESPONSES_EVENT, ResponsesEvent, ResponsesResponse
+from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["MAX_OPEN_ITEMS", "MAX_OPEN_PARTS", "TERMINAL_TYPES", "OpenAIResponsesChecker"]
+__all__ = ["MAX_OPEN_ITEMS", "MAX_OPEN_PARTS", "SPEC", "TERMINAL_TYPES", "OpenAIResponsesChecker"]
 
 #: The lifecycle events that end a response, with the status each must carry.
 TERMINAL_TYPES = {
@@ -905,3 +906,24 @@ def _starting_after(request: Mapping[str, Any] | None, path: str | None) -> int 
     ):
         value = int(value)
     return value if type(value) is int and value >= 0 else None
+
+
+# -- the protocol's declaration ------------------------------------------------------------
+
+
+def _is_responses_event(event: Event, payload: object) -> bool:
+    if type(payload) is not dict:
+        return False
+    kind = payload.get("type")
+    return isinstance(kind, str) and kind.startswith("response.")
+
+
+SPEC = ProtocolSpec(
+    name=OpenAIResponsesChecker.name,
+    checker=OpenAIResponsesChecker,
+    summary="OpenAI Responses streaming (`/v1/responses`), ending in `response.completed` "
+    "or another terminal event",
+    paths=(Signal(30, lambda path: path.endswith("/v1/responses")),),
+    events=(Signal(60, _is_responses_event),),
+    event_names=_KNOWN_TYPES,
+)

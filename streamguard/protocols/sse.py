@@ -15,10 +15,11 @@ from typing import Any
 
 from streamguard import rules
 from streamguard.protocols._base import NO_FINDINGS, Checker
+from streamguard.protocols._spec import ProtocolSpec
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["PlainSSEChecker"]
+__all__ = ["SPEC", "PlainSSEChecker"]
 
 #: The data a JSON route may send that is not JSON: OpenAI's end-of-stream sentinel.
 _SENTINEL = "[DONE]"
@@ -50,3 +51,12 @@ class PlainSSEChecker(Checker):
         found: list[Finding] = []
         self.parse_value(event, index, found)  # any JSON value, not only an object
         return found
+
+
+SPEC = ProtocolSpec(
+    name=PlainSSEChecker.name,
+    checker=PlainSSEChecker,
+    summary="any SSE stream: framing rules only (and, on a JSON route, data that parses)",
+    event_names=frozenset({"message"}),
+    takes_json_option=True,
+)

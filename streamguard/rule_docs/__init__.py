@@ -32,9 +32,9 @@ from streamguard.rule_docs import (
     openai_chat,
     openai_responses,
 )
-from streamguard.rule_docs._base import RuleDoc
+from streamguard.rule_docs._base import RuleDoc, rule_doc
 
-__all__ = ["RULE_DOCS", "RuleDoc", "get_rule_doc"]
+__all__ = ["RULE_DOCS", "RuleDoc", "get_rule_doc", "index_protocol_docs", "rule_doc"]
 
 
 def _by_name(docs: Iterable[RuleDoc]) -> Mapping[str, RuleDoc]:
@@ -46,7 +46,7 @@ def _by_name(docs: Iterable[RuleDoc]) -> Mapping[str, RuleDoc]:
     return MappingProxyType(found)
 
 
-RULE_DOCS: Mapping[str, RuleDoc] = _by_name(
+_BUILT_IN: Mapping[str, RuleDoc] = _by_name(
     (
         *common.DOCS,
         *openai_chat.DOCS,
@@ -58,7 +58,22 @@ RULE_DOCS: Mapping[str, RuleDoc] = _by_name(
         *mcp.DOCS,
     )
 )
-"""Every rule's documentation, by rule name, in catalog-section order."""
+_docs: dict[str, RuleDoc] = dict(_BUILT_IN)
+#: Every rule's documentation, by rule name, in catalog-section order: the built-in rules',
+#: then those of the registered protocols' specs (``index_protocol_docs``).
+RULE_DOCS: Mapping[str, RuleDoc] = MappingProxyType(_docs)
+
+
+def index_protocol_docs(docs: Iterable[RuleDoc]) -> None:
+    """The docs of the registered protocols' own rules, in place of those indexed before
+    (called by the protocol registry); a rule documented twice is a ``ValueError``."""
+    added = _by_name(docs)
+    clash = sorted(added.keys() & _BUILT_IN.keys())
+    if clash:
+        raise ValueError(f"rule {clash[0]!r} is documented twice")
+    _docs.clear()
+    _docs.update(_BUILT_IN)
+    _docs.update(added)
 
 
 def get_rule_doc(name: str) -> RuleDoc:

@@ -1,0 +1,182 @@
+"""A protocol of one's own: a team's in-house SSE format, checked like a built-in one.
+
+The format: a background job reports its progress, then ends with ``done`` (or ``failed``)::
+
+    event: progress
+    data: {"job": "j-1", "percent": 40}
+
+    event: done
+    data: {"job": "j-1"}
+
+This module is all it takes: the rules of its own (with their docs), a checker on the
+engine's lifecycle (a terminal signal and an in-band error, so ``missing_terminal``,
+``duplicate_terminal`` and ``event_after_terminal`` come for free), and the ``SPEC`` that
+declares it. ``register(SPEC)`` makes it work everywhere a built-in protocol does: route
+configuration, ``protocol="auto"`` (by the path ``/jobs/<id>/events`` or a first
+``progress`` event), ``streamguard check --protocol job_progress``, ``streamguard rules``,
+the pytest helpers, metrics labels. A distribution can instead name the spec in its
+``pyproject.toml``, and streamguard registers it when it is imported::
+
+    [project.entry-points."streamguard.protocols"]
+    job_progress = "examples.job_progress_protocol:SPEC"
+
+``build_app`` serves a healthy job stream and two broken ones under the middleware, left to
+detect the protocol (``python -m examples.job_progress_protocol`` runs it with uvicorn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from streamguard import Finding, Severity, StreamGuardMiddleware
+from streamguard.protocols import (
+    ERROR,
+    OTHER,
+    TERMINAL,
+    Checker,
+    ProtocolSpec,
+    Signal,
+    register,
+    terminated_lifecycle,
+)
+from streamguard.rule_docs import rule_doc
+from streamguard.rules import INVALID_JSON, Rule
+from streamguard.sse import Event
+
+__all__ = ["PROGRESS_WENT_BACK", "SPEC", "JobProgressChecker", "build_app"]
+
+PROGRESS_WENT_BACK = Rule(
+    "progress_went_back",
+    Severity.WARNING,
+    "A job's percent went down; progress bars jump backwards.",
+)
+JOB_CHANGED = Rule(
+    "job_changed",
+    Severity.ERROR,
+    "An event names another job than the stream's first; the client mixes two jobs.",
+)
+
+
+class JobProgressChecker(Checker):
+    """``progress`` events with a rising percent, one job per stream, then ``done``."""
+
+    __slots__ = ("job", "percent")
+
+    name = "job_progress"
+    LIFECYCLE = terminated_lifecycle(terminal="the `done` event")
+    RAISES = frozenset({PROGRESS_WENT_BACK, JOB_CHANGED, INVALID_JSON})
+
+    def __init__(self, request: Any = None, path: str | None = None) -> None:
+        super().__init__(request, path)
+        self.job: object = None
+        self.percent = 0.0
+
+    def is_terminal(self, event: Event) -> bool:
+        return event.event == "done"
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        kind = {"done": TERMINAL, "failed": ERROR}.get(event.event, OTHER)
+        found: list[Finding] = []
+        lifecycle = self.advance(kind, event, index)
+        if lifecycle is not None:
+            found.append(lifecycle)
+        payload = self.parse_object(event, index, found)
+        if payload is None:
+            return found
+        job = payload.get("job")
+        if self.job is None:
+            self.job = job
+        elif job != self.job:
+            found.append(self.finding(JOB_CHANGED, event, index, ": another job than event 0's"))
+        percent = payload.get("percent")
+        if event.event == "progress" and isinstance(percent, int | float):
+            if percent < self.percent:
+                detail = f": percent {percent:g} after {self.percent:g}"
+                found.append(self.finding(PROGRESS_WENT_BACK, event, index, detail))
+            self.percent = max(self.percent, percent)
+        return found
+
+
+def _progress_event(event: Event, payload: object) -> bool:
+    return event.event == "progress" and type(payload) is dict and "percent" in payload
+
+
+def _jobs_path(path: str) -> bool:
+    parts = path.split("/")
+    return len(parts) >= 4 and parts[-3] == "jobs" and parts[-1] == "events"
+
+
+SPEC = ProtocolSpec(
+    name=JobProgressChecker.name,
+    checker=JobProgressChecker,
+    summary="the example in-house job progress stream, ending in `done`",
+    paths=(Signal(55, _jobs_path),),
+    events=(Signal(95, _progress_event),),
+    event_names=frozenset({"progress", "done", "failed"}),
+    rules=(PROGRESS_WENT_BACK, JOB_CHANGED),
+    rule_docs=(
+        rule_doc(
+            "progress_went_back",
+            meaning="A `progress` event's `percent` is lower than an earlier one's.",
+            clients="The web client's progress bar jumps backwards.",
+            example="""
+                event: progress
+                data: {"job": "j-1", "percent": 20}
+                """,
+            fix="Send each job's progress from one place, in order.",
+        ),
+        rule_doc(
+            "job_changed",
+            meaning="An event's `job` differs from the first event's.",
+            clients="The client shows one job's progress on another's card.",
+            example="""
+                event: progress
+                data: {"job": "j-2", "percent": 50}
+                """,
+            fix="Open one stream per job.",
+        ),
+    ),
+)
+
+#: Each demo job: the events it sends.
+JOBS: dict[str, list[tuple[str, dict[str, object]]]] = {
+    "healthy": [("progress", {"percent": p}) for p in (0, 50, 100)] + [("done", {})],
+    "backwards": [("progress", {"percent": p}) for p in (0, 60, 30)] + [("done", {})],
+    "unfinished": [("progress", {"percent": p}) for p in (0, 10)],
+}
+
+
+async def _job_events(request: Request) -> Response:
+    job = request.path_params["job"]
+    events = JOBS.get(job)
+    if events is None:
+        return Response(status_code=404)
+
+    async def body() -> AsyncIterator[bytes]:
+        for name, data in events:
+            yield f"event: {name}\ndata: {json.dumps({'job': job, **data})}\n\n".encode()
+            await asyncio.sleep(0)
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+def build_app(**options: Any) -> StreamGuardMiddleware:
+    """The jobs app under streamguard, with the protocol registered and left to detection;
+    ``options`` go to the middleware (``on_report``, ``metrics``...)."""
+    register(SPEC)
+    app = Starlette(routes=[Route("/jobs/{job}/events", _job_events)])
+    return StreamGuardMiddleware(app, protocol="auto", **options)
+
+
+if __name__ == "__main__":
+    import uvicorn
+
+    uvicorn.run(build_app(), host="127.0.0.1", port=8000)

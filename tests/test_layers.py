@@ -1,0 +1,114 @@
+"""The package's layers: no import cycle, and the low layers load nothing above them."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "streamguard"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import a module can run, those deferred into functions included (a lazy import
+    up the layers is a cycle put off, not avoided); not those under ``if TYPE_CHECKING``."""
+    skipped = {
+        id(child)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for statement in node.body
+        for child in ast.walk(statement)
+    }
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skipped
+    ]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports. ``from package import
+    name`` is an edge to the submodule when ``name`` is one, else to the package."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = graph.setdefault(name, set())
+        for node in _imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names if alias.name in modules)
+                continue
+            base = node.module or ""
+            if node.level:  # relative imports: not used by the package, but read right
+                anchor = name if path.name == "__init__.py" else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{base}" if base else anchor
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                if submodule in modules:
+                    edges.add(submodule)
+                elif base in modules:
+                    edges.add(base)
+        edges.discard(name)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph``, or None."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state and (cycle := visit(target)) is not None:
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)) is not None:
+            return cycle
+    return None
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    """No module imports, at import time, a module that imports it back."""
+    assert _cycle(import_graph()) is None
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The check above can fail: a graph with a loop is reported with the loop."""
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["streamguard.report", "streamguard.rules", "streamguard.sse", "streamguard.request"],
+)
+def test_a_low_layer_imported_alone_loads_no_protocol(module: str) -> None:
+    """The catalog, the parser and the request facts know no protocol module."""
+    script = (
+        f"import sys, {module}\n"
+        "print('\\n'.join(m for m in sys.modules if m.startswith('streamguard.protocols')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert loaded == []
