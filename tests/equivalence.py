@@ -13,12 +13,15 @@ that at least ``--streams`` streams are recorded, split evenly over the groups o
 ``GROUPS``: each protocol, and ``auto`` (the captures checked with ``protocol="auto"``). A
 mutant applies one to three ``MUTATORS`` (drop, duplicate or swap events, cut mid-frame,
 drop the final blank line, retype a JSON value, delete a JSON key, rename an ``event:``,
-inject a comment, CRLF or CR line ends, truncate after k events, concatenate with another
-stream of its group, a small ``max_event_bytes``), drawn from a ``random.Random`` seeded
-with ``(seed, source id, mutant number)`` only, so a mutant is the same whatever else the
-fixture corpus holds. Each stream is fed in a chunking drawn the same way (whole, frame by
-frame, random sizes, frames split in two, byte by byte...), and checked under its own
-protocol and under ``auto``.
+inject a comment, CRLF or CR line ends, bytes that are not UTF-8 or a misplaced BOM,
+truncate after k events, concatenate with another stream of its group, a small
+``max_event_bytes``); one in ten is also served on a request path (``PATHS``), one in fifty
+with the AI SDK's header, and one in seven ends otherwise than by its body ending
+(``ENDS``: then ``StreamMonitor`` is driven and told the ``StreamEnd``). All is drawn from
+a ``random.Random`` seeded with ``(seed, source id, mutant number)`` only, so a mutant is
+the same whatever else the fixture corpus holds. Each stream is fed in a chunking drawn the
+same way (whole, frame by frame, random sizes, frames split in two, byte by byte...), and
+checked under its own protocol and under ``auto``.
 
 Records
 -------
@@ -27,22 +30,24 @@ One JSON line per (stream, mode), after a first ``{"meta": ...}`` line naming th
 (``streamguard.compiled``), the commit, the seed and the size. A record holds the stream's
 ``id`` (``<fixture id>#<seed>.<mutant number>``, the fixture's own id for the unmutated
 stream), its ``recipe`` (the mutations, with their positions), ``protocol`` (its group),
-``mode`` (what ``check_stream`` was told), ``input`` (a hash of the bytes, the chunk
-boundaries, the request and the options fed) and ``facts``: the detected protocol and how it
-was chosen, the outcome, the events and bytes counted, whether it was inspected, each
-finding as ``[rule, severity, event_index, byte_offset]`` in order, the findings dropped
-past the cap, the skipped checks, and the type of an internal error. Finding messages are
-not facts: their wording may change. A stream that makes ``check_stream`` raise records
-``{"raised": "<exception type>"}`` instead.
+``mode`` (the protocol the check was told), ``input`` (a hash of the bytes, the chunk
+boundaries, the request, the options and the end fed) and ``facts``: the detected protocol
+and how it was chosen, the outcome, the events and bytes counted, whether it was inspected,
+each finding as ``[rule, severity, event_index, byte_offset]`` in order, the findings
+dropped past the cap, the skipped checks, and the type of an internal error. Finding
+messages are not facts: their wording may change. A stream that makes the check raise
+records ``{"raised": "<exception type>"}`` instead.
 
-Only public names are used (``streamguard.check_stream``, ``streamguard.compiled``), and
-the fixtures are read with ``tests.sse_fixtures``, so the harness runs unchanged on both
-sides of a rewrite of everything below ``check_stream``. To record the other side with
-exactly the streams of a baseline, pass ``--ids-from BASELINE``.
+Only public names are used (``check_stream``, ``StreamMonitor``, ``StreamEnd`` and
+``compiled`` from ``streamguard``), and the fixtures are read with ``tests.sse_fixtures``,
+so the harness runs unchanged on both sides of a rewrite of everything below them. To
+record the other side with exactly the streams of a baseline, pass ``--ids-from
+BASELINE``; ``compare`` reports a stream whose input changed (a fixture edited since)
+apart from one whose facts changed.
 
-``record`` also re-checks every ``--cross-check``-th stream in one piece and says on
-stderr whether any gave other facts than its chunked feed: the facts must not depend on
-the chunking.
+``record`` also re-checks about one stream in ``--cross-check`` in one piece, under each
+of its modes, and says on stderr whether any gave other facts than its chunked feed: the
+facts must not depend on the chunking.
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ __all__ = [
 
 #: Bumped when the records or the way streams are made change: two recordings compare only
 #: when made by the same version.
-HARNESS_VERSION = 1
+HARNESS_VERSION = 2
 #: The groups streams are split over: a protocol (checked under it and under ``auto``), or
 #: ``auto`` (the captures whose protocol is detected, checked under ``auto`` only).
 GROUPS = (
@@ -116,6 +121,10 @@ class Stream:
     request: Mapping[str, Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     recipe: str = "fixture"
+    #: How the body ended (a ``StreamEnd`` value) and the response headers: a stream that
+    #: did not end with its body, or has headers, is checked with ``StreamMonitor``.
+    end: str = "body_ended"
+    headers: tuple[tuple[bytes, bytes], ...] = ()
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -427,6 +436,30 @@ def line_ends(draft: Draft, rng: random.Random) -> str | None:
     return "line_ends(cr)"
 
 
+#: Bytes that are not UTF-8 where they land (a lone lead or continuation byte, 0xFF, an
+#: encoded surrogate), and the byte-order mark, which only the very start may carry.
+_NOT_UTF8 = (b"\xff", b"\xc3", b"\x80", b"\xed\xa0\x80")
+_BOM = b"\xef\xbb\xbf"
+
+
+def bad_bytes(draft: Draft, rng: random.Random) -> str | None:
+    if rng.random() < 0.25:
+        at = 0 if rng.random() < 0.5 else rng.randint(0, len(draft.body))
+        draft.body = draft.body[:at] + _BOM + draft.body[at:]
+        return f"bad_bytes(bom,{at})"
+    body_lines = lines(draft.body)
+    if not body_lines:
+        return None
+    line_at = rng.randrange(len(body_lines))
+    line = body_lines[line_at]
+    content = len(line.rstrip(b"\r\n"))
+    at = rng.randint(0, content)
+    bad = rng.choice(_NOT_UTF8)
+    body_lines[line_at] = line[:at] + bad + line[at:]
+    draft.body = b"".join(body_lines)
+    return f"bad_bytes({line_at},{at},{bad.hex()})"
+
+
 def truncate_after(draft: Draft, rng: random.Random) -> str | None:
     parts = frames(draft.body)
     if not parts:
@@ -468,6 +501,7 @@ MUTATORS: dict[str, Mutator] = {
         rename_event,
         inject_comment,
         line_ends,
+        bad_bytes,
         truncate_after,
         concat,
         event_size_limit,
@@ -476,6 +510,32 @@ MUTATORS: dict[str, Mutator] = {
 _MUTATOR_LIST = tuple(MUTATORS.values())
 #: How often each is drawn: a small event size limit stops the checking, so it is rarer.
 _WEIGHTS = tuple(0.25 if name == "event_size_limit" else 1.0 for name in MUTATORS)
+
+
+#: Request paths a mutant may be served on: each protocol's endpoints, and neutral ones.
+PATHS = (
+    "/v1/chat/completions",
+    "/openai/deployments/gpt-4o/chat/completions",
+    "/v1/responses",
+    "/v1/messages",
+    "/v1beta/models/gemini-2.0-flash:streamGenerateContent",
+    "/mcp",
+    "/api/chat",
+    "/awp",
+    "/v1/agents/run",
+    "/events",
+)
+#: The response header the AI SDK's UI message stream declares itself with.
+AI_SDK_HEADER = (b"x-vercel-ai-ui-message-stream", b"v1")
+#: How a mutant's body may end other than by ending (``StreamEnd`` values).
+ENDS = (
+    "app_returned",
+    "client_disconnect",
+    "app_error",
+    "cancelled",
+    "connection_lost",
+    "read_timeout",
+)
 
 
 def _rng(seed: int, *parts: str) -> random.Random:
@@ -502,12 +562,25 @@ def mutant(
         what = rng.choices(_MUTATOR_LIST, _WEIGHTS)[0](draft, rng)
         if what is not None:
             done.append(what)
+    end, headers = "body_ended", source.headers
+    roll = rng.random()
+    if roll < 0.1:
+        draft.options["path"] = path = rng.choice(PATHS)
+        done.append(f"path({path})")
+    elif roll < 0.12:
+        headers = (AI_SDK_HEADER,)
+        done.append("ai_sdk_header")
+    if rng.random() < 0.15:
+        end = rng.choice(ENDS)
+        done.append(f"end({end})")
     return replace(
         source,
         id=f"{source.id}#{seed}.{number}",
         body=draft.body,
         options=draft.options,
         recipe="+".join(done) or "unchanged",
+        end=end,
+        headers=headers,
     )
 
 
@@ -624,9 +697,21 @@ def _zero() -> float:
 def facts(stream: Stream, mode: str, chunks: Iterable[bytes]) -> dict[str, Any]:
     """What checking ``chunks`` under ``mode`` gives that must not change in a rewrite."""
     try:
-        report = streamguard.check_stream(
-            chunks, protocol=mode, request=stream.request, clock=_zero, **stream.options
-        )
+        if stream.end == "body_ended" and not stream.headers:
+            report = streamguard.check_stream(
+                chunks, protocol=mode, request=stream.request, clock=_zero, **stream.options
+            )
+        else:
+            monitor = streamguard.StreamMonitor(
+                mode,
+                request=stream.request,
+                headers=stream.headers,
+                clock=_zero,
+                **stream.options,
+            )
+            for piece in chunks:
+                monitor.feed(piece)
+            report = monitor.finish(streamguard.StreamEnd(stream.end))
     except Exception as error:  # the fact is that it raised, and what
         return {"raised": type(error).__name__}
     found: dict[str, Any] = {
@@ -652,7 +737,13 @@ def facts(stream: Stream, mode: str, chunks: Iterable[bytes]) -> dict[str, Any]:
 def _input_hash(stream: Stream, chunks: Sequence[bytes]) -> str:
     digest = hashlib.sha256()
     digest.update(json.dumps([len(c) for c in chunks]).encode())
-    digest.update(json.dumps([stream.request, stream.options], sort_keys=True).encode())
+    context = [
+        stream.request,
+        stream.options,
+        stream.end,
+        [list(map(bytes.hex, h)) for h in stream.headers],
+    ]
+    digest.update(json.dumps(context, sort_keys=True).encode())
     digest.update(stream.body)
     return digest.hexdigest()[:16]
 
@@ -730,8 +821,10 @@ def record(
             chunking, chunks = chunk(stream, seed)
             digest = _input_hash(stream, chunks)
             done.streams[stream.protocol] += 1
+            found = []
             for mode in stream.modes:
                 seen = facts(stream, mode, chunks)
+                found.append(seen)
                 if "raised" in seen:
                     done.raised.append((stream.id, mode, seen["raised"]))
                 done.records[stream.protocol, mode] += 1
@@ -747,9 +840,9 @@ def record(
                 sink.write(json.dumps(line, ensure_ascii=False) + "\n")
             if cross_check and _digest(stream.id)[1] % cross_check == 0:
                 done.cross_checked += 1
-                mode = stream.modes[0]
-                if facts(stream, mode, [stream.body]) != facts(stream, mode, chunks):
-                    done.chunking_dependent.append(f"{stream.id} [{mode}] {chunking}")
+                for mode, seen in zip(stream.modes, found, strict=True):
+                    if facts(stream, mode, [stream.body]) != seen:
+                        done.chunking_dependent.append(f"{stream.id} [{mode}] {chunking}")
             if progress is not None and count % 5000 == 0:
                 print(f"  {count} streams", file=progress, flush=True)
     return done
