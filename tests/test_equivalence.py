@@ -13,7 +13,18 @@ import pytest
 import streamguard
 
 from . import equivalence
-from .equivalence import MUTATORS, Corpus, Draft, Stream, chunk, compare, frames, main, mutant
+from .equivalence import (
+    MUTATORS,
+    Corpus,
+    Draft,
+    Stream,
+    _with_json,
+    chunk,
+    compare,
+    frames,
+    main,
+    mutant,
+)
 
 #: A small sample: the anthropic fixtures named so, their mutants, and the same as plain SSE.
 SAMPLE = ["--streams", "4000", "--match", "anthropic/ok_t"]
@@ -138,3 +149,19 @@ def test_a_mutant_is_the_same_whatever_else_the_corpus_holds(corpus: Corpus) -> 
         before = mutant(source, number, 0, group, names)
         after = mutant(source, number, 0, [*group, extra], names)
         assert before == after or "zz-added" in after.recipe
+
+
+def test_every_source_can_be_mutated_and_recorded(corpus: Corpus) -> None:
+    """Two mutants of every source can be made and written as JSON."""
+    for name, group in corpus.groups.items():
+        for source in group:
+            for number in range(2):
+                made = corpus.mutant(name, source, number, seed=0)
+                json.dumps([made.id, made.recipe, made.options])
+
+
+def test_a_json_payload_with_a_lone_surrogate_is_rewritten_escaped() -> None:
+    """A payload holding an escaped lone surrogate is written back escaped, not as bad UTF-8."""
+    frame_lines = [b"event: x\r\n", b'data: {"a": "\\ud800",\n', b'data: "b": 1}\n', b"\n"]
+    rewritten = _with_json(frame_lines, [1, 2], {"a": "\ud800"})
+    assert rewritten == b'event: x\r\ndata: {"a":"\\ud800"}\n\n'
