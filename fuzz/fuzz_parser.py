@@ -32,13 +32,15 @@ FRAME_ENDS = re.compile(rb"(?<=\n\n)|(?<=\r\r)|(?<=\r\n\r\n)")
 
 
 def parse(chunks: list[bytes], limit: int) -> tuple[object, ...]:
-    """Events and findings in the order ``feed`` returned them, then ``close``'s leftover."""
+    """The events ``feed`` returned and the findings taken, then ``close``'s leftover."""
     parser = EventParser(max_event_bytes=limit)
-    items = []
+    items: list[object] = []
+    findings: list[Finding] = []
     for chunk in chunks:
         items.extend(parser.feed(chunk))
+        findings.extend(parser.take_findings())
     leftover = parser.close()
-    findings = [item for item in items if isinstance(item, Finding)] + leftover.findings
+    findings += leftover.findings
     return tuple(items), tuple(findings), leftover.pending, parser.events_dispatched
 
 

@@ -8,17 +8,15 @@ is injected, so tests are deterministic without sleeping.
 Auto-detection
 --------------
 
-A stream configured as ``"auto"`` is decided once, by the first signal that settles it
-(``streamguard.protocols.auto`` holds the signals): a protocol the response headers
-declare (``protocol_source`` ``"header"``), else the request path (``"path"``), else the
-first decisive event (``"event"``), else plain SSE (``"default"``)
-after ``MAX_UNDECIDED_EVENTS`` events, once the held events carry more than
-``MAX_UNDECIDED_CHARS`` characters, or at the end of the body. Until then the monitor holds
-the events (bounded by those two limits) and checks nothing; when it decides, it builds the
-chosen checker and replays the held events into it once, in order and with their own
-indices. A body never ended by a blank line dispatches nothing: at its end, the first data
-line of the event the parser was left with decides the same way. A protocol named by a
-signal but missing from ``CHECKERS`` decides nothing.
+A stream configured as ``"auto"`` is decided once, by the first signal that settles it:
+a protocol the response headers declare (``protocol_source`` ``"header"``), else the
+request path (``"path"``), else the first decisive event (``"event"``), else plain SSE
+(``"default"``) after ``MAX_UNDECIDED_EVENTS`` events, once the held events carry more than
+``MAX_UNDECIDED_CHARS`` characters, or at the end of the body. The protocols declare the
+signals and ``streamguard.protocols.auto.Detector`` applies them: until it decides, the
+monitor hands it each event, and checks nothing; once it has, the monitor feeds the
+checker it built. A body never ended by a blank line dispatches nothing: at its end, the
+first data line of the event the parser was left with decides the same way.
 """
 
 from __future__ import annotations
@@ -27,20 +25,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from enum import Enum
-from typing import Any, cast
+from typing import Any
 
 from streamguard import rules
 from streamguard._wire import describe, token
 from streamguard.liveness import Liveness, LivenessLimits
-from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker, make_checker
-from streamguard.protocols._base import NO_FINDINGS, Checker
-from streamguard.protocols.auto import (
-    MAX_UNDECIDED_CHARS,
-    MAX_UNDECIDED_EVENTS,
-    protocol_for_event,
-    protocol_for_headers,
-    protocol_for_path,
-)
+from streamguard.protocols import AUTO, PlainSSEChecker, make_checker
+from streamguard.protocols._base import Checker
+from streamguard.protocols.auto import Detector
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.request import RequestFacts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
@@ -141,19 +133,6 @@ _TIMED_TO_THE_END = frozenset({StreamEnd.BODY_ENDED, StreamEnd.CONNECTION_LOST})
 _CLIENT_CLOSED = frozenset({StreamEnd.CLIENT_DISCONNECT, StreamEnd.READ_TIMEOUT})
 
 
-class _Undecided:
-    """What an ``"auto"`` stream holds until its protocol is known (made only for those)."""
-
-    __slots__ = ("chars", "events", "request")
-
-    def __init__(self, request: RequestFacts | None) -> None:
-        #: The request, for the checker still to be built.
-        self.request = request
-        #: The events held, with their indices, and the characters of their names and data.
-        self.events: list[tuple[Event, int]] = []
-        self.chars = 0
-
-
 class StreamMonitor:
     """Checks one stream as its body arrives and builds its ``StreamReport``.
 
@@ -173,6 +152,7 @@ class StreamMonitor:
         "_bytes",
         "_checker",
         "_clock",
+        "_detector",
         "_dropped",
         "_events",
         "_excerpt_chars",
@@ -185,7 +165,6 @@ class StreamMonitor:
         "_on_event",
         "_parser",
         "_protocol_source",
-        "_undecided",
         "body_messages",
         "first_byte_at",
         "first_event_at",
@@ -217,25 +196,19 @@ class StreamMonitor:
     ) -> None:
         if request is not None and type(request) is not RequestFacts:
             request = RequestFacts(request)  # only the bounded facts the checks read
-        self._undecided: _Undecided | None = None
+        self._excerpt_chars = excerpt_chars
+        self._detector: Detector | None = None
         self._checker: Checker | None = None
         self._protocol_source = "configured"
         if protocol != AUTO:
             self._checker = make_checker(protocol, request, path, json_data=json_data)
         else:
-            by_header = protocol_for_headers(headers)
-            by_path = protocol_for_path(path)
-            if by_header is not None and by_header in CHECKERS:
-                self._checker = make_checker(by_header, request, path)
-                self._protocol_source = "header"
-            elif by_path is not None and by_path in CHECKERS:
-                self._checker = make_checker(by_path, request, path)
-                self._protocol_source = "path"
-            else:
-                # Until decided, the stream reads as what it becomes when nothing decides it.
-                self._undecided = _Undecided(request)
-                self._protocol_source = "default"
-        self._excerpt_chars = excerpt_chars
+            excerpt = self._excerpt if excerpt_chars else None
+            detector = Detector(request, path, headers, excerpt)
+            self._protocol_source = detector.source
+            self._checker = detector.checker
+            if detector.checker is None:
+                self._detector = detector
         self._on_event = on_event
         self.route = route
         #: Facts about how the stream was checked (``add_note``); a tuple, as most have none.
@@ -280,7 +253,7 @@ class StreamMonitor:
     @property
     def decided(self) -> bool:
         """Whether the protocol is known (always, unless ``"auto"`` is still undecided)."""
-        return self._undecided is None
+        return self._detector is None
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -425,27 +398,23 @@ class StreamMonitor:
         """Parse and check bytes that arrived at ``now``; return the findings made."""
         liveness = self._liveness
         parser = self._parser
-        items = parser.feed(data)
-        if not items:
+        events = parser.feed(data)
+        new: list[Finding] = parser.take_findings() if parser.has_findings else []
+        if not events and not new:
             return ()
-        new: list[Finding] = []
-        from_parser = 0
+        from_parser = len(new)
         first = index = self._events
         checker = self._checker
         undecided = checker is None
         excerpts = self._excerpt_chars
-        for item in items:
-            if type(item) is not Event:  # cheaper than isinstance, on every event
-                new.append(cast(Finding, item))
-                from_parser += 1
-                continue
+        for event in events:
             if checker is None:
-                found = self._hold(item, index)  # replayed findings carry their excerpts
+                found = self._hold(event, index)  # replayed findings carry their excerpts
                 checker = self._checker
             else:
-                found = checker.on_event(item, index)
+                found = checker.on_event(event, index)
                 if found and excerpts:
-                    found = [replace(f, excerpt=self._excerpt(item.data)) for f in found]
+                    found = [replace(f, excerpt=self._excerpt(event.data)) for f in found]
             if found:
                 new.extend(found)
             index += 1
@@ -458,17 +427,14 @@ class StreamMonitor:
             if liveness is not None:
                 liveness.on_events(now, self.body_messages)
             if from_parser and len(new) > from_parser:
-                # One chunk can finish event N and hold a framing problem of event N+1,
-                # and a decision replays the events held before: in event order, the
-                # findings are the same however the bytes were cut.
+                # The parser's findings come first: in event order (stable, so a framing
+                # finding stays before its event's own), the findings are the same however
+                # the bytes were cut, even when a decision replays the events held before.
                 new.sort(key=_event_order)
             on_event = self._on_event
             if on_event is not None:
-                index = first
-                for item in items:
-                    if type(item) is Event:
-                        on_event(item, index)
-                        index += 1
+                for index, event in enumerate(events, first):
+                    on_event(event, index)
         if new:
             self._record(new)
             kept = self._findings
@@ -511,32 +477,20 @@ class StreamMonitor:
     # -- auto-detection -----------------------------------------------------------------
 
     def _hold(self, event: Event, index: int) -> Sequence[Finding]:
-        """Hold an event of an undecided stream; decide when it, or a bound, settles it."""
-        undecided = self._undecided
-        assert undecided is not None
-        undecided.events.append((event, index))
-        undecided.chars += len(event.event) + len(event.data)
-        protocol = protocol_for_event(event)
-        if protocol is not None and protocol in CHECKERS:
-            return self._decide(protocol, "event")
-        if len(undecided.events) >= MAX_UNDECIDED_EVENTS or undecided.chars > MAX_UNDECIDED_CHARS:
-            return self._decide(PlainSSEChecker.name, "default")
-        return NO_FINDINGS
-
-    def _decide(self, protocol: str, source: str) -> list[Finding]:
-        """Build the chosen checker and replay the held events into it, once."""
-        undecided = self._undecided
-        assert undecided is not None
-        self._undecided = None
-        checker = self._checker = make_checker(protocol, undecided.request, self.path)
-        self._protocol_source = source
-        found: list[Finding] = []
-        for event, index in undecided.events:
-            replayed = checker.on_event(event, index)
-            if replayed and self._excerpt_chars:
-                replayed = [replace(f, excerpt=self._excerpt(event.data)) for f in replayed]
-            found.extend(replayed)
+        """Hand an undecided stream's event to its detector; once decided, check with the
+        chosen checker."""
+        detector = self._detector
+        assert detector is not None
+        found = detector.hold(event, index)
+        self._adopt(detector)
         return found
+
+    def _adopt(self, detector: Detector) -> None:
+        """Take the detector's checker once it decided."""
+        if detector.checker is not None:
+            self._checker = detector.checker
+            self._protocol_source = detector.source
+            self._detector = None
 
     # -- timing and the end -------------------------------------------------------------
 
@@ -604,6 +558,7 @@ class StreamMonitor:
                     offset,
                 )
             )
+        undecided = self._detector is not None
         if end not in _ABORTS and self._inspecting:
             found.extend(self._end_of_body(events, offset))
         if end is StreamEnd.BODY_ENDED:
@@ -644,6 +599,12 @@ class StreamMonitor:
             handed = _UNJUDGED
         outcome = OUTCOMES[end][_COLUMN[handed]]
         self._record(found)
+        kept = self._findings
+        if undecided and self._detector is None and kept is not None:
+            # Decided only now, the held events' findings were replayed after the parser's
+            # findings of later events: in event order, as if the stream had been decided
+            # from its first event (as the same stream configured with its protocol is).
+            kept.sort(key=_event_order)
         if emit is not None and found and self.internal_error is None:
             emit(found)  # a sink failing here calls fail(): the report below says so
         dropped = self._dropped
@@ -683,16 +644,18 @@ class StreamMonitor:
         parser = self._parser
         found: list[Finding] = []
         last, pending = parser.close()
-        if pending is not None and self._undecided is not None:
-            protocol = protocol_for_event(pending)
-            if protocol is not None and protocol in CHECKERS:
-                found.extend(self._decide(protocol, "event"))
+        detector = self._detector
+        if pending is not None and detector is not None:
+            found.extend(detector.decide_by(pending))
+            self._adopt(detector)
         found.extend(last)
         if not parser.inspecting:  # close() can still find the last event too large
             self._inspecting = False
             return found
-        if self._undecided is not None:
-            found.extend(self._decide(PlainSSEChecker.name, "default"))
+        detector = self._detector
+        if detector is not None:
+            found.extend(detector.decide_plain())
+            self._adopt(detector)
         assert self._checker is not None
         found.extend(self._checker.on_end(events, offset))
         return found

@@ -40,13 +40,16 @@ dispatched. Three things need care at chunk boundaries:
 
 Problems with the bytes themselves (invalid UTF-8, an event past ``max_event_bytes``, an
 unfinished event when the input ends) become ``Finding``s. Like the events, they are only
-ever return values, as an httpx decoder's output is: ``feed`` returns the events and
-findings a chunk completed, in stream order (a finding before the event it was found in),
-and ``close`` returns the last findings with the event left unfinished, if any. Nothing
-outside the parser writes its state; ``inspecting`` and ``events_dispatched`` are
-read-only. Past the size limit the parser stops inspecting and ignores what follows, so
-memory stays bounded whatever arrives. A finding's message gives offsets and sizes only: a
-field name is shown as ``_wire.describe`` shows any wire value.
+ever return values, as an httpx decoder's output is, but apart: ``feed`` returns the
+events a chunk completed, ``take_findings`` the findings made meanwhile (each with the
+index of the event it was found in, so a caller that wants one stream order sorts by it),
+and ``close`` returns the last findings with the event left unfinished, if any. A finding
+waits in the parser until taken; the parser makes a bounded number per stream (each kind
+once, unknown field names up to eight). Nothing outside the parser writes its state;
+``inspecting`` and ``events_dispatched`` are read-only. Past the size limit the parser
+stops inspecting and ignores what follows, so memory stays bounded whatever arrives. A
+finding's message gives offsets and sizes only: a field name is shown as
+``_wire.describe`` shows any wire value.
 
 Invalid UTF-8 follows one rule, whatever the cutting: clients decode the whole stream before
 they parse it, so every complete line must be UTF-8, kept or not (an ``event:`` line a later
@@ -215,11 +218,12 @@ class EventParser:
         """How many events ``feed`` has returned so far."""
         return self._events
 
-    def feed(self, data: bytes) -> list[Event | Finding]:
-        """Consume the next chunk of the body; return the events it completed and the
-        findings it made, in stream order: a finding comes before the event it was found
-        in (the event of its ``event_index``), so the lists of all calls, joined, are the
-        same however the bytes are cut. Tell them apart with ``type(item) is Event``."""
+    def feed(self, data: bytes) -> list[Event]:
+        """Consume the next chunk of the body; return the events it completed, in order.
+
+        The framing findings it made wait in the parser until ``take_findings``: each
+        carries the index of the event it was found in, so the findings of all calls,
+        joined, are the same however the bytes are cut."""
         if not self._inspecting or not data:
             return []
         if self._closed:
@@ -244,7 +248,7 @@ class EventParser:
         ):
             event = self._single_event(data)
             if event is not None:
-                return [event] if self._findings is None else self._interleave([event])
+                return [event]
 
         last_lf = data.rfind(b"\n")
         # Most streams never send a CR: one scan for it answers both questions below.
@@ -252,7 +256,7 @@ class EventParser:
         last_end = last_lf if last_lf > last_cr else last_cr
         if last_end < 0:
             self._hold(data)
-            return [] if self._findings is None else self._interleave([])
+            return []
 
         if last_end == len(data) - 1:  # the usual case: the chunk ends on a line ending
             whole = data
@@ -274,7 +278,20 @@ class EventParser:
             events = self._consume_windows(whole, last_cr >= 0)
         if rest and self._inspecting:
             self._hold(rest)
-        return events if self._findings is None else self._interleave(events)
+        return events
+
+    @property
+    def has_findings(self) -> bool:
+        """Whether findings wait to be taken (cheaper to ask than to take none)."""
+        return self._findings is not None
+
+    def take_findings(self) -> list[Finding]:
+        """The framing findings made since they were last taken, in the order found."""
+        found = self._findings
+        if found is None:
+            return []
+        self._findings = None
+        return found
 
     def close(self) -> Leftover:
         """End of input: report what never completed; return the last findings and the
@@ -317,23 +334,6 @@ class EventParser:
         return Leftover(found or [], pending)
 
     # -- internals ----------------------------------------------------------------------
-
-    def _interleave(self, events: list[Event | Finding]) -> list[Event | Finding]:
-        """``events`` with the findings made meanwhile, each before the event it was found
-        in: a parser finding's ``event_index`` is the number of events dispatched before."""
-        found, self._findings = self._findings, None
-        assert found is not None
-        first = self._events - len(events)  # the index of events[0]
-        out: list[Event | Finding] = []
-        taken = 0
-        for finding in found:
-            before = (finding.event_index or 0) - first
-            if before > taken:
-                out += events[taken:before]
-                taken = before
-            out.append(finding)
-        out += events[taken:]
-        return out
 
     def _pending_event(self) -> Event | None:
         """The event being built, as the start of its first data line shows it."""
@@ -442,7 +442,7 @@ class EventParser:
         self._events += 1
         return event
 
-    def _consume_lines(self, whole: bytes, has_cr: bool) -> list[Event | Finding]:
+    def _consume_lines(self, whole: bytes, has_cr: bool) -> list[Event]:
         """Interpret ``whole``, which holds complete lines, each with its line ending.
 
         This is the hot path, so it keeps state in locals and inlines the dispatch.
@@ -461,7 +461,7 @@ class EventParser:
                 endings = [len(ending) for ending in _LINE_ENDING.findall(whole)]
         lines.pop()  # the empty tail after the last line ending
 
-        events: list[Event | Finding] = []
+        events: list[Event] = []
         offset = self._offset
         event_start = self._event_start
         data = self._data
@@ -519,7 +519,7 @@ class EventParser:
             self._compact_data()
         return events
 
-    def _consume_windows(self, whole: bytes, has_cr: bool) -> list[Event | Finding]:
+    def _consume_windows(self, whole: bytes, has_cr: bool) -> list[Event]:
         """``_consume_lines`` over a long ``whole``, a window of whole lines at a time.
 
         One call makes a ``bytes`` object per line, and a line of a few bytes costs ten
@@ -527,7 +527,7 @@ class EventParser:
         past every ``_WINDOW`` bytes (a CRLF is never cut in two: the search from the cut
         point matches the whole CRLF, or its LF when the CR came just before).
         """
-        events: list[Event | Finding] = []
+        events: list[Event] = []
         start, size = 0, len(whole)
         while start < size and self._inspecting:
             end = start + _WINDOW

@@ -33,7 +33,7 @@ from string import Template
 from typing import Any, BinaryIO, Final, TextIO
 
 from streamguard.report import Finding, StreamReport
-from streamguard.sse import Event, EventParser
+from streamguard.sse import EventParser
 
 __all__ = [
     "CAPTURE_FORMAT",
@@ -238,12 +238,12 @@ def timeline_of(arrivals: Iterable[Arrival]) -> Timeline:
         if cut:
             data = data[:room]
         body += data
-        for item in parser.feed(data):
-            if isinstance(item, Event):  # framing findings are on the report already
-                if len(timed) == MAX_TIMELINE_EVENTS:
-                    stopped_at = item.offset
-                    break
-                timed.append((len(timed), arrival.at, item.offset, item.event))
+        for event in parser.feed(data):
+            if len(timed) == MAX_TIMELINE_EVENTS:
+                stopped_at = event.offset
+                break
+            timed.append((len(timed), arrival.at, event.offset, event.event))
+        parser.take_findings()  # framing findings are on the report already
         if stopped_at is None and cut:
             stopped_at = timed.pop()[2] if timed else 0
         if stopped_at is not None:

@@ -114,6 +114,23 @@ def anthropic_stream(*events: tuple[str, str]) -> bytes:
     return b"".join(f"event: {name}\ndata: {data}\n\n".encode() for name, data in events)
 
 
+def fed(parser: EventParser, chunk: bytes) -> list[Event | Finding]:
+    """What ``parser.feed(chunk)`` completed with the findings it made meanwhile, in stream
+    order: each finding just before the event it was found in (its ``event_index``)."""
+    first = parser.events_dispatched
+    events = parser.feed(chunk)
+    out: list[Event | Finding] = []
+    taken = 0
+    for finding in parser.take_findings():
+        before = (finding.event_index or 0) - first
+        if before > taken:
+            out += events[taken:before]
+            taken = before
+        out.append(finding)
+    out += events[taken:]
+    return out
+
+
 def parse(body: bytes) -> list[Event]:
     """Every event of ``body``, as the monitor's parser dispatches them."""
     parser = EventParser()

@@ -529,3 +529,18 @@ def test_the_middleware_passes_the_response_headers() -> None:
         "header",
         (),
     )
+
+
+def test_a_decision_at_the_end_keeps_the_findings_in_event_order() -> None:
+    """Decided by the unfinished last event, the held events' findings fall in event order."""
+    body = (
+        b"data: []\n\n"
+        b"foo: bar\ndata: hello\n\n"
+        b'data: {"jsonrpc":"2.0","method":"notifications/progress"}\n'
+    )
+    detected = check_stream([body], protocol="auto")
+    configured = check_stream([body], protocol="mcp")
+    assert (detected.protocol, detected.protocol_source) == ("mcp", "event")
+    shown = [(f.rule, f.event_index) for f in detected.findings]
+    assert shown == [(f.rule, f.event_index) for f in configured.findings]
+    assert shown[0] == ("invalid_jsonrpc", 0)

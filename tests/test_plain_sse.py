@@ -20,6 +20,7 @@ from streamguard.report import Finding
 from streamguard.sse import EventParser
 from tests.chunking import chunkings
 from tests.conftest import CANARY_MARKER
+from tests.helpers import fed
 
 CANARY = f"{CANARY_MARKER}-plain"
 
@@ -32,7 +33,7 @@ def check(chunks: list[bytes], checker: Checker) -> list[Finding]:
     index = offset = 0
     for chunk in [*chunks, b""]:
         offset += len(chunk)
-        for item in parser.feed(chunk):
+        for item in fed(parser, chunk):
             if isinstance(item, Finding):
                 found.append(item)
                 continue

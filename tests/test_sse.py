@@ -16,6 +16,7 @@ from streamguard.report import Finding
 from streamguard.sse import Event, EventParser, Leftover
 
 from .chunking import chunkings
+from .helpers import fed
 
 # -- a deliberately simple whole-input reference implementation -------------------------
 
@@ -79,7 +80,7 @@ def parse_items(chunks: list[bytes], max_event_bytes: int = 1 << 20) -> list[Eve
     parser = EventParser(max_event_bytes=max_event_bytes)
     items: list[Event | Finding] = []
     for chunk in chunks:
-        items += parser.feed(chunk)
+        items += fed(parser, chunk)
     items += parser.close().findings
     return items
 
@@ -249,11 +250,11 @@ def test_event_too_large_stops_inspection_but_counts_bytes() -> None:
     """Past ``max_event_bytes`` one finding is made and nothing more is parsed."""
     chunks = [b"data: ok\n\n", b"data: " + b"x" * 20, b"\n\ndata: later\n\n"]
     parser = EventParser(max_event_bytes=16)
-    assert data_of(split(parser.feed(chunks[0]))[0]) == ["ok"]
-    events, findings = split(parser.feed(chunks[1]))
+    assert data_of(split(fed(parser, chunks[0]))[0]) == ["ok"]
+    events, findings = split(fed(parser, chunks[1]))
     assert events == []
     assert [f.rule for f in findings] == ["event_too_large"]
-    assert parser.feed(chunks[2]) == []
+    assert fed(parser, chunks[2]) == []
     assert parser.close().findings == []
     assert parser.inspecting is False
     # The parser counts no bytes; its monitor counts them all, inspected or not.
@@ -276,7 +277,7 @@ def test_long_line_without_ending_is_bounded() -> None:
     parser = EventParser(max_event_bytes=1000)
     found: list[Event | Finding] = []
     for _ in range(10_000):
-        found += parser.feed(b"x" * 7)
+        found += fed(parser, b"x" * 7)
     assert [f.rule for f in split(found)[1]] == ["event_too_large"]
     assert not parser._partial
 
@@ -459,7 +460,7 @@ def test_findings_come_before_the_event_they_were_found_in(
 def test_feed_returns_findings_with_the_events() -> None:
     """A finding is returned by the feed that made it, just before the event it is in."""
     parser = EventParser()
-    items = parser.feed(b"data: a\n\nfoo: 1\ndata: b\n\n")
+    items = fed(parser, b"data: a\n\nfoo: 1\ndata: b\n\n")
     assert [getattr(item, "data", None) or getattr(item, "rule", None) for item in items] == [
         "a",
         "unknown_field",
@@ -471,7 +472,7 @@ def test_feed_returns_findings_with_the_events() -> None:
 def test_close_returns_the_unfinished_event() -> None:
     """close() gives the last findings and the pending event, judged by its first data line."""
     parser = EventParser()
-    assert split(parser.feed(b"data: a\n\nevent: x\ndata: {}\ndata: more\n")) == (
+    assert split(fed(parser, b"data: a\n\nevent: x\ndata: {}\ndata: more\n")) == (
         [Event("message", "a", None, None, 0)],
         [],
     )
@@ -480,7 +481,7 @@ def test_close_returns_the_unfinished_event() -> None:
     assert pending == Event("x", "{}", None, None, 9)
     assert parser.close() == Leftover([], None)
     cut = EventParser()
-    cut.feed(b"data: " + b"x" * (100 * 1024))  # a first line never ended: its start only
+    fed(cut, b"data: " + b"x" * (100 * 1024))  # a first line never ended: its start only
     leftover = cut.close()
     assert leftover.pending is not None
     assert leftover.pending.data == "x" * (64 * 1024 - 6)
@@ -498,7 +499,7 @@ def test_feed_after_close_is_a_usage_error() -> None:
     parser = EventParser()
     parser.close()
     with pytest.raises(RuntimeError, match=r"feed\(\) called after close\(\)"):
-        parser.feed(b"data: a\n\n")
+        fed(parser, b"data: a\n\n")
 
 
 def test_invalid_utf8_in_an_event_name_is_located_at_the_event() -> None:
@@ -586,8 +587,8 @@ def peak_while_parsing(chunks: list[bytes], limit: int) -> tuple[int, list[Event
     tracemalloc.start()
     try:
         for chunk in chunks:
-            items += parser.feed(chunk)
-        items += parser.feed(b"")
+            items += fed(parser, chunk)
+        items += fed(parser, b"")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -618,7 +619,7 @@ def test_long_unknown_field_names_are_not_kept() -> None:
     tracemalloc.start()
     try:
         for chunk in chunks:
-            items += parser.feed(chunk)
+            items += fed(parser, chunk)
         held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

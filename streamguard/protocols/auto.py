@@ -1,10 +1,12 @@
 """How a stream that was not configured with a protocol (``protocol="auto"``) tells it.
 
-These are the signals only; ``StreamMonitor`` holds the undecided events, applies the
-bounds below and builds the chosen checker (see ``streamguard.monitor``). The signals are
-the protocols' own (each spec's ``headers``, ``paths`` and ``events``, merged by rank in
-the registry, ``streamguard.protocols``). A stream is decided once, by the first signal
-that settles it:
+A ``Detector`` decides for ``StreamMonitor``: it holds the undecided events (within the
+bounds below), builds the chosen checker and replays the held events into it, once, in
+order and with their own indices; from then on the monitor feeds that checker directly.
+A detector makes no finding of its own, so it is no ``Checker``: after the decision
+nothing of it stays on the per-event path. The signals are the protocols' own (each
+spec's ``headers``, ``paths`` and ``events``, merged by rank in the registry,
+``streamguard.protocols``). A stream is decided once, by the first signal that settles it:
 
 1. the response headers (``protocol_source = "header"``): the AI SDK's UI message stream
    declares itself (``x-vercel-ai-ui-message-stream: v1``); no other built-in protocol does;
@@ -33,16 +35,29 @@ data line the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
-from streamguard.protocols import event_signals, header_signals, load_plugins, path_signals
+from streamguard.protocols import (
+    CHECKERS,
+    PlainSSEChecker,
+    event_signals,
+    header_signals,
+    load_plugins,
+    make_checker,
+    path_signals,
+)
+from streamguard.protocols._base import NO_FINDINGS, Checker
 from streamguard.protocols._payload import parse_json
 from streamguard.protocols._spec import NOT_JSON
+from streamguard.report import Finding
 from streamguard.sse import Event
 
 __all__ = [
     "MAX_UNDECIDED_CHARS",
     "MAX_UNDECIDED_EVENTS",
+    "Detector",
     "protocol_for_event",
     "protocol_for_headers",
     "protocol_for_path",
@@ -105,3 +120,80 @@ def _payload(data: str) -> object:
             return parse_json(first)
         except ValueError:
             return NOT_JSON
+
+
+class Detector:
+    """Decides one ``"auto"`` stream's protocol, once (see the module docstring).
+
+    Made with the request, the path and the response headers: when the headers or the path
+    decide, ``checker`` is built at once. Otherwise ``hold`` each event until one decides,
+    or a bound does (plain SSE); at the body's end, ``decide_by`` the parser's unfinished
+    event, and else ``decide_plain``. ``checker`` is the chosen protocol's checker once
+    decided, ``source`` how it was chosen (``header``, ``path``, ``event`` or
+    ``default``). ``excerpt`` shows an event's data on the findings of a replayed event, as
+    the monitor shows it on others.
+    """
+
+    __slots__ = ("chars", "checker", "events", "excerpt", "path", "request", "source")
+
+    def __init__(
+        self,
+        request: Mapping[str, Any] | None,
+        path: str | None,
+        headers: Iterable[tuple[bytes, bytes]],
+        excerpt: Callable[[str], str] | None = None,
+    ) -> None:
+        self.request = request
+        self.path = path
+        self.excerpt = excerpt
+        #: The events held, with their indices, and the characters of their names and data.
+        self.events: list[tuple[Event, int]] = []
+        self.chars = 0
+        self.checker: Checker | None = None
+        # Until decided, the stream reads as what it becomes when nothing decides it.
+        self.source = "default"
+        by_header = protocol_for_headers(headers)
+        if by_header is not None and by_header in CHECKERS:
+            self._decide(by_header, "header")
+            return
+        by_path = protocol_for_path(path)
+        if by_path is not None and by_path in CHECKERS:
+            self._decide(by_path, "path")
+
+    def hold(self, event: Event, index: int) -> Sequence[Finding]:
+        """Hold an undecided stream's event; when it, or a bound, decides, the findings of
+        the held events replayed into the chosen checker."""
+        self.events.append((event, index))
+        self.chars += len(event.event) + len(event.data)
+        protocol = protocol_for_event(event)
+        if protocol is not None and protocol in CHECKERS:
+            return self._decide(protocol, "event")
+        if len(self.events) >= MAX_UNDECIDED_EVENTS or self.chars > MAX_UNDECIDED_CHARS:
+            return self._decide(PlainSSEChecker.name, "default")
+        return NO_FINDINGS
+
+    def decide_by(self, pending: Event) -> list[Finding]:
+        """The body ended undecided: ``pending``, the event it never finished, decides by
+        its first data line if it can. The replayed events' findings."""
+        protocol = protocol_for_event(pending)
+        if protocol is not None and protocol in CHECKERS:
+            return self._decide(protocol, "event")
+        return []
+
+    def decide_plain(self) -> list[Finding]:
+        """Nothing decided by the body's end: plain SSE. The replayed events' findings."""
+        return self._decide(PlainSSEChecker.name, "default")
+
+    def _decide(self, protocol: str, source: str) -> list[Finding]:
+        checker = self.checker = make_checker(protocol, self.request, self.path)
+        self.source = source
+        excerpt = self.excerpt
+        found: list[Finding] = []
+        for event, index in self.events:
+            replayed = checker.on_event(event, index)
+            if replayed and excerpt is not None:
+                shown = excerpt(event.data)
+                replayed = [replace(finding, excerpt=shown) for finding in replayed]
+            found.extend(replayed)
+        self.events = []
+        return found
