@@ -39,3 +39,30 @@ def test_testing_guide_names_what_collect_reports_for_a_lost_connection() -> Non
     with httpx.Client(transport=transport) as client, client.stream("GET", "http://t/") as r:
         record = collect(r, protocol="sse")
     assert claim.groups() == (record.report.rules()[0], record.outcome)
+
+
+def _make_bench_list() -> list[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    found = re.search(r"^BENCHMARKS := (.*)$", makefile, flags=re.MULTILINE)
+    assert found is not None
+    return found.group(1).split()
+
+
+def test_performance_page_names_what_make_bench_runs() -> None:
+    """docs/performance.md's account of `make bench` names the Makefile's benchmarks, in order."""
+    text = _flat("performance.md")
+    account = re.search(
+        r"`make bench` runs, for the compiled build.*?then `benchmarks\.budgets`", text
+    )
+    assert account is not None
+    named = re.findall(r"benchmarks\.(\w+)`", account.group(0))
+    assert named == [*_make_bench_list(), "budgets"]
+
+
+def test_performance_page_says_no_benchmark_of_make_bench_is_left_out() -> None:
+    """No benchmark `make bench` runs is said, within a line before it, not to be part of it."""
+    text = _flat("performance.md")
+    for claim in re.finditer(r"not (?:yet )?part of `make bench`", text):
+        before = text[max(0, claim.start() - 80) : claim.start()]
+        for name in re.findall(r"benchmarks\.(\w+)", before):
+            assert name not in _make_bench_list(), before + claim.group(0)
