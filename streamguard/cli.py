@@ -9,8 +9,8 @@ Subcommands:
 
 Exit codes: 0 clean, 1 findings at or above ``--fail-on``, a stream that ended with an
 outcome ``--fail-on-outcome`` lists, or a probed response that is not an event stream; 2
-usage or input errors (the message names the file and the problem); 141 when the reader of
-the output left early (``| head``).
+usage or input errors, an empty capture included (the message names the file and the
+problem); 141 when the reader of the output left early (``| head``).
 """
 
 from __future__ import annotations
@@ -254,6 +254,37 @@ def _frames(arrivals: Iterable[Arrival], findings: Sequence[Finding]) -> dict[in
     return {offset: frame for offset, frame in frames.items() if frame is not None}
 
 
+def _by_rule(report: StreamReport) -> list[tuple[str, list[Finding]]]:
+    """The report's findings grouped by rule, in the order each rule first appears."""
+    groups: dict[str, list[Finding]] = {}
+    for finding in report.findings:
+        groups.setdefault(finding.rule, []).append(finding)
+    return list(groups.items())
+
+
+def _counted(rule: str, count: int) -> str:
+    return rule if count == 1 else f"{rule} x{count}"
+
+
+#: Where the repeats of a rule are listed, at most this many are named.
+REPEATS_SHOWN = 10
+
+
+def _grouped_details(report: StreamReport, frames: Mapping[int, str]) -> Iterator[str]:
+    """Each rule once: its first finding in full, then where it repeats."""
+    for rule, group in _by_rule(report):
+        first, *repeats = group
+        yield "  " + _finding_text(first, frames).replace("\n", "\n  ")
+        if repeats:
+            places = [
+                str(f.event_index) if f.event_index is not None else "the end"
+                for f in repeats[:REPEATS_SHOWN]
+            ]
+            unnamed = len(repeats) - len(places)
+            tail = f" and {unnamed} more" if unnamed else ""
+            yield f"    {len(repeats)} more {rule}: at event(s) {', '.join(places)}{tail}"
+
+
 def _fails(report: StreamReport, threshold: Severity) -> bool:
     return any(severity_at_least(f.severity, threshold) for f in report.findings)
 
@@ -301,7 +332,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     progress = _Progress(err, len(args.files))
     rows = [["file", "protocol", "outcome", "events", "bytes", "findings"]]
     details: list[str] = []
-    input_errors = failed = ended_badly = 0
+    input_errors = empty = failed = ended_badly = 0
     for done, name in enumerate(args.files):
         label = "<stdin>" if name == "-" else name
         progress.show(done, label)
@@ -316,6 +347,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
             rows.append([label, "", "(input error)", "", "", ""])
             continue
         report, frames = result.report, result.frames
+        if report.bytes == 0:
+            # Nothing was checked: neither clean nor failing, so an input error (exit 2).
+            empty += 1
+            progress.clear()
+            message = f"{label}: empty: no body bytes to check"
+            print(f"streamguard check: error: {message}", file=err)
+            if args.format == "json":
+                print(json.dumps({"file": label, "error": message}), file=out)
+            rows.append([label, "", "(empty)", "0", "0", ""])
+            continue
         if result.page is not None and not _write_page(args.html, result.page, err, "check"):
             input_errors += 1
         fails = _fails(report, threshold)
@@ -334,14 +375,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 report.outcome.value,
                 str(report.events),
                 str(report.bytes),
-                ", ".join(report.rules()) or "-",
+                ", ".join(_counted(rule, len(group)) for rule, group in _by_rule(report)) or "-",
             ]
         )
         if report.findings:
             details.append(label)
-            details.extend(
-                "  " + _finding_text(f, frames).replace("\n", "\n  ") for f in report.findings
-            )
+            details.extend(_grouped_details(report, frames))
     progress.show(len(args.files), "done")
     progress.clear()
     if args.format == "table":
@@ -349,16 +388,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if details:
             print("\nFindings:", file=out)
             print("\n".join(details), file=out)
-        checked = len(args.files) - input_errors
+        checked = len(args.files) - input_errors - empty
         summary = (
             f"\n{checked} file(s) checked: {failed} with findings at {threshold.value} or above"
         )
         if ended_badly:
             summary += f"; {ended_badly} more ended {_listed(args.fail_on_outcome)}"
+        if empty:
+            summary += f"; {empty} empty, nothing to check"
         if input_errors:
             summary += f"; {input_errors} could not be read"
         print(summary, file=out)
-    if input_errors:
+    if input_errors or empty:
         return EXIT_USAGE
     return EXIT_FINDINGS if failed or ended_badly else EXIT_OK
 
@@ -523,6 +564,8 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 #: The start of the body kept in memory for the preview of a response that is not an
 #: event stream (and the compressed input its inflation reads).
 PREVIEW_BYTES = 64 * 1024
+#: How the note on a probed response that is not an event stream starts.
+NOT_AN_EVENT_STREAM = "not an event stream"
 #: Finish reasons a probe keeps (an endless stream could send one per event).
 MAX_FINISH_REASONS = 100
 
@@ -602,7 +645,7 @@ class _ProbeReader:
         if not 200 <= response.status_code < 300 or media_type != "text/event-stream":
             monitor.stop_inspecting()
             monitor.add_note(
-                f"not an event stream (HTTP {response.status_code}, content-type "
+                f"{NOT_AN_EVENT_STREAM} (HTTP {response.status_code}, content-type "
                 f"{content_type!r}): the body was not checked"
             )
             return
@@ -873,28 +916,37 @@ def _print_probe(
         }
         print(json.dumps(obj), file=out)
         return EXIT_FINDINGS if fails else EXIT_OK
-    rows = [
-        ["url", args.url],
-        ["status", f"{probed.status_code} {probed.content_type or '(no content-type)'}"],
-        ["protocol", f"{report.protocol} ({report.protocol_source})"],
-        ["outcome", report.outcome.value],
-        ["events", f"{report.events} ({probed.deltas} with text)"],
-        ["bytes", str(report.bytes)],
-        ["finish reasons", ", ".join(finish_reasons) or "-"],
-        ["terminal", "yes" if probed.terminal else "no"],
-        ["body ended", "yes" if probed.body_ended else f"no ({probed.error})"],
-        ["first byte", _seconds(_delta(report.first_byte_at, report.started_at))],
-        ["first event", _seconds(report.time_to_first_event)],
-        ["duration", _seconds(report.duration)],
-    ]
-    print(table([["probe", ""], *rows]), file=out)
     if not probed.is_event_stream:
+        # Said once, first: the stream rows (protocol, outcome, events) would describe a
+        # body that was never checked.
         preview = _preview(probed.head, probed.content_encoding, report.bytes)
         print(
-            f"\nnot an event stream: HTTP {probed.status_code}, content-type "
-            f"{probed.content_type!r}; the body starts: {preview}",
+            f"not an event stream: HTTP {probed.status_code}, content-type "
+            f"{probed.content_type!r}; the body starts: {preview}\n",
             file=out,
         )
+    status = f"{probed.status_code} {probed.content_type or '(no content-type)'}"
+    rows = [["url", args.url], ["status", status]]
+    if probed.is_event_stream:
+        rows += [
+            ["protocol", f"{report.protocol} ({report.protocol_source})"],
+            ["outcome", report.outcome.value],
+            ["events", f"{report.events} ({probed.deltas} with text)"],
+        ]
+    rows.append(["bytes", str(report.bytes)])
+    if probed.is_event_stream:
+        rows += [
+            ["finish reasons", ", ".join(finish_reasons) or "-"],
+            ["terminal", "yes" if probed.terminal else "no"],
+        ]
+    rows += [
+        ["body ended", "yes" if probed.body_ended else f"no ({probed.error})"],
+        ["first byte", _seconds(_delta(report.first_byte_at, report.started_at))],
+    ]
+    if probed.is_event_stream:
+        rows.append(["first event", _seconds(report.time_to_first_event)])
+    rows.append(["duration", _seconds(report.duration)])
+    print(table([["probe", ""], *rows]), file=out)
     if report.findings:
         print("\nFindings:", file=out)
         for finding in report.findings:
@@ -906,7 +958,8 @@ def _print_probe(
             file=out,
         )
     for note in report.notes:
-        print(f"note: {note}", file=out)
+        if not note.startswith(NOT_AN_EVENT_STREAM):  # already said, first
+            print(f"note: {note}", file=out)
     return EXIT_FINDINGS if fails else EXIT_OK
 
 
@@ -1008,7 +1061,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 _EXIT_CODES = (
     "Exit codes: 0 clean; 1 findings at or above --fail-on, an outcome listed in "
     "--fail-on-outcome, or (probe) a response that is not an event stream; 2 usage or "
-    "input error; 141 the output's reader left early (| head)."
+    "input error (for check, an empty capture too); 141 the output's reader left early "
+    "(| head)."
 )
 
 
