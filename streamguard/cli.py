@@ -5,6 +5,7 @@ Subcommands:
 * ``check FILE...``: raw body bytes as ``curl -N`` saves them (``-`` for stdin);
 * ``probe URL``: one real request, checked as it arrives, with its timing (needs httpx);
 * ``rules``: the rule catalog, as a table or as the markdown docs page;
+* ``info``: which build of the core runs and why, the installed extras, the protocols;
 * ``demo``: the demo app under uvicorn, healthy and broken streams (needs the testing extra).
 
 Exit codes: 0 clean, 1 findings at or above ``--fail-on``, a stream that ended with an
@@ -20,6 +21,8 @@ import contextlib
 import json
 import math
 import os
+import platform
+import re
 import shutil
 import stat
 import sys
@@ -28,11 +31,14 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
+from importlib.metadata import PackageNotFoundError, metadata, requires, version
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from streamguard import __version__
+from streamguard._build import PURE_PYTHON_ENV, wants_sources
 from streamguard._format import FRAME_CHARS, format_finding, frame_at, severity_at_least
 from streamguard._table import table
 from streamguard._wire import token
@@ -1039,6 +1045,114 @@ def _wrap_width(stream: TextIO) -> int | None:
     return None
 
 
+# -- info ----------------------------------------------------------------------------------
+
+
+def _compiled_core_installed() -> bool:
+    """Whether the core's extension modules sit beside its sources (whichever one runs)."""
+    package = Path(__file__).resolve().parent
+    return any((package / f"sse{suffix}").is_file() for suffix in EXTENSION_SUFFIXES)
+
+
+def _core() -> tuple[str, str]:
+    """Which build of the core this process runs (``compiled`` or ``pure``), and why."""
+    import streamguard
+
+    installed = _compiled_core_installed()
+    if streamguard.compiled:
+        return "compiled", "the core compiled with mypyc is installed and loaded"
+    if wants_sources():
+        also = "a compiled core is installed too" if installed else "no compiled core is installed"
+        return "pure", f"{PURE_PYTHON_ENV}=1 asks for the pure-Python core ({also})"
+    return "pure", (
+        "no compiled core is installed: it was built without a C compiler or mypyc "
+        "(reinstall with `pip install -v` to see why)"
+    )
+
+
+def version_line() -> str:
+    """``streamguard 0.1.0 (compiled core)``: the version and the build that runs."""
+    build, _ = _core()
+    return (
+        f"streamguard {__version__} ({'compiled' if build == 'compiled' else 'pure-Python'} core)"
+    )
+
+
+_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SELF_EXTRAS = re.compile(r"^streamguard\[([^\]]*)\]")
+
+
+def _extras() -> dict[str, list[str]]:
+    """Each extra of the installed distribution with the requirements it lacks (none: it
+    is installed); a requirement only some platforms need is never counted as lacking."""
+    try:
+        extras = metadata("streamguard").get_all("Provides-Extra") or []
+        requirements = requires("streamguard") or []
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return {}
+    needs: dict[str, list[str]] = {extra: [] for extra in extras}
+    for requirement in requirements:
+        spec, _, marker = requirement.partition(";")
+        extra = re.search(r'extra == "([^"]+)"', marker)
+        if extra is None or extra.group(1) not in needs:
+            continue
+        if " and " in marker or " or " in marker:  # a platform condition too: optional
+            continue
+        needs[extra.group(1)].append(spec.strip())
+
+    def lacking(extra: str, seen: frozenset[str]) -> list[str]:
+        missing = []
+        for spec in needs.get(extra, []):
+            nested = _SELF_EXTRAS.match(spec)
+            if nested is not None:  # dev = streamguard[testing,...]: what those lack
+                for inner in nested.group(1).split(","):
+                    if inner.strip() not in seen:
+                        missing += lacking(inner.strip(), seen | {inner.strip()})
+                continue
+            found = _REQUIREMENT_NAME.match(spec)
+            if found is None:
+                continue
+            try:
+                version(found.group(0))
+            except PackageNotFoundError:
+                missing.append(found.group(0))
+        return sorted(set(missing))
+
+    return {extra: lacking(extra, frozenset({extra})) for extra in extras}
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    build, why = _core()
+    extras = _extras()
+    protocols = [AUTO, *CHECKERS]
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    if args.format == "json":
+        obj = {
+            "version": __version__,
+            "python": python,
+            "core": build,
+            "core_why": why,
+            "extras": {extra: not missing for extra, missing in extras.items()},
+            "protocols": protocols,
+        }
+        print(json.dumps(obj))
+        return EXIT_OK
+    installed = [extra for extra, missing in extras.items() if not missing]
+    lacking = [
+        f"{extra} (lacks {', '.join(missing)})" for extra, missing in extras.items() if missing
+    ]
+    rows = [
+        ["version", __version__],
+        ["python", python],
+        ["core", f"{build}: {why}"],
+        ["extras", ", ".join(installed) or "-"],
+        ["not installed", "; ".join(lacking) or "-"],
+        ["protocols", ", ".join(protocols)],
+    ]
+    print(table([["streamguard", ""], *rows], _wrap_width(sys.stdout)))
+    return EXIT_OK
+
+
 # -- demo ----------------------------------------------------------------------------------
 
 
@@ -1072,7 +1186,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Check LLM Server-Sent-Event streams: captured files or a live endpoint.",
         epilog=_EXIT_CODES,
     )
-    parser.add_argument("--version", action="version", version=f"streamguard {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(sub: argparse.ArgumentParser, fail_on_outcome: str, outcome_note: str = "") -> None:
@@ -1179,6 +1293,13 @@ def _parser() -> argparse.ArgumentParser:
     rules = commands.add_parser("rules", help="print the rule catalog")
     rules.add_argument("--format", choices=["table", "markdown"], default="table")
     rules.set_defaults(run=_cmd_rules)
+
+    info = commands.add_parser(
+        "info",
+        help="which build of the core runs and why, the installed extras and the protocols",
+    )
+    info.add_argument("--format", choices=["table", "json"], default="table")
+    info.set_defaults(run=_cmd_info)
 
     demo = commands.add_parser("demo", help="run the demo: healthy and broken streams, live")
     demo.set_defaults(run=_cmd_demo)

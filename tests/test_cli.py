@@ -709,8 +709,14 @@ def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str], command: 
 
 
 def test_version_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """--version prints the version and exits 0; no command is a usage error."""
-    assert run(capsys, "--version") == (0, "streamguard 0.1.0\n", "")
+    """--version prints the version and the build and exits 0; no command is a usage error."""
+    code, out, err = run(capsys, "--version")
+    assert (code, out.startswith("streamguard 0.1.0 ("), out.endswith(" core)\n"), err) == (
+        0,
+        True,
+        True,
+        "",
+    )
     code, _, err = run(capsys)
     assert code == 2
     assert "the following arguments are required: COMMAND" in err
