@@ -11,6 +11,7 @@ aspect. A relay that drops, reorders or merges deltas then disagrees.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx2
@@ -340,3 +341,17 @@ def test_a_protocol_without_a_non_streamed_form_is_a_value_error() -> None:
 def test_difference_reads_as_one_line() -> None:
     """A difference says where, what streamed and what the response said."""
     assert str(Difference("text", "Hi", "Hi!")) == "text: streamed 'Hi', response 'Hi!'"
+
+
+def test_testing_guide_lists_the_protocols_compared() -> None:
+    """docs/testing.md's table of assemblies names exactly the protocols the helper compares."""
+    from pathlib import Path
+
+    from streamguard.protocols import CHECKERS
+    from streamguard.testing._compare import _PROTOCOLS
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "testing.md").read_text()
+    table = page.split("| protocol | assembled as |", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(_PROTOCOLS)
+    assert set(listed) <= set(CHECKERS)
