@@ -84,3 +84,13 @@ def test_info_lists_the_extras_and_the_registry_protocols(
     assert info["protocols"] == [AUTO, *CHECKERS]
     table = _run(capsys, "info")[1]
     assert ", ".join([AUTO, *CHECKERS]) in table
+
+
+def test_cli_reference_sample_of_info_shows_the_registry_protocols() -> None:
+    """The sample output on docs/cli.md lists the protocols the registry has, in its order."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    sample = page.split("$ streamguard info\n", 1)[1].split("```", 1)[0]
+    rows = sample.split("\nprotocols", 1)[1]
+    assert " ".join(rows.split()) == ", ".join([AUTO, *CHECKERS])
