@@ -48,7 +48,13 @@ def _source_path(module: str) -> str:
 
 
 def _warn(message: str) -> None:
-    print(f"streamguard: {message}; installing the pure-Python build", file=sys.stderr)
+    # pip shows this only with -v (it hides a successful build's output): the installed
+    # package says it too, in `streamguard --version` and `streamguard info`.
+    print(
+        f"streamguard: {message}; installing the pure-Python build "
+        "(`streamguard info` says which build runs, and why)",
+        file=sys.stderr,
+    )
 
 
 class _OptionalBuildExt(build_ext):

@@ -23,6 +23,7 @@ prometheus-client.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from streamguard import _build
@@ -85,4 +86,13 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    """The public names and the public submodules loaded so far; not what this module
+    imports for its own use (``Any``, ``TYPE_CHECKING``, ``importlib``, ...)."""
+    submodules = [
+        name
+        for name, value in globals().items()
+        if isinstance(value, ModuleType)
+        and value.__name__ == f"{__name__}.{name}"
+        and not name.startswith("_")
+    ]
+    return sorted({*__all__, "__version__", *submodules})

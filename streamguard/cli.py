@@ -5,12 +5,13 @@ Subcommands:
 * ``check FILE...``: raw body bytes as ``curl -N`` saves them (``-`` for stdin);
 * ``probe URL``: one real request, checked as it arrives, with its timing (needs httpx);
 * ``rules``: the rule catalog, as a table or as the markdown docs page;
+* ``info``: which build of the core runs and why, the installed extras, the protocols;
 * ``demo``: the demo app under uvicorn, healthy and broken streams (needs the testing extra).
 
 Exit codes: 0 clean, 1 findings at or above ``--fail-on``, a stream that ended with an
 outcome ``--fail-on-outcome`` lists, or a probed response that is not an event stream; 2
-usage or input errors (the message names the file and the problem); 141 when the reader of
-the output left early (``| head``).
+usage or input errors, an empty capture included (the message names the file and the
+problem); 141 when the reader of the output left early (``| head``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import contextlib
 import json
 import math
 import os
+import platform
+import re
 import shutil
 import stat
 import sys
@@ -28,11 +31,14 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
+from importlib.metadata import PackageNotFoundError, metadata, requires, version
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from streamguard import __version__
+from streamguard._build import PURE_PYTHON_ENV, wants_sources
 from streamguard._format import FRAME_CHARS, format_finding, frame_at, severity_at_least
 from streamguard._table import table
 from streamguard._wire import token
@@ -253,6 +259,37 @@ def _frames(arrivals: Iterable[Arrival], findings: Sequence[Finding]) -> dict[in
     return {offset: frame for offset, frame in frames.items() if frame is not None}
 
 
+def _by_rule(report: StreamReport) -> list[tuple[str, list[Finding]]]:
+    """The report's findings grouped by rule, in the order each rule first appears."""
+    groups: dict[str, list[Finding]] = {}
+    for finding in report.findings:
+        groups.setdefault(finding.rule, []).append(finding)
+    return list(groups.items())
+
+
+def _counted(rule: str, count: int) -> str:
+    return rule if count == 1 else f"{rule} x{count}"
+
+
+#: Where the repeats of a rule are listed, at most this many are named.
+REPEATS_SHOWN = 10
+
+
+def _grouped_details(report: StreamReport, frames: Mapping[int, str]) -> Iterator[str]:
+    """Each rule once: its first finding in full, then where it repeats."""
+    for rule, group in _by_rule(report):
+        first, *repeats = group
+        yield "  " + _finding_text(first, frames).replace("\n", "\n  ")
+        if repeats:
+            places = [
+                str(f.event_index) if f.event_index is not None else "the end"
+                for f in repeats[:REPEATS_SHOWN]
+            ]
+            unnamed = len(repeats) - len(places)
+            tail = f" and {unnamed} more" if unnamed else ""
+            yield f"    {len(repeats)} more {rule}: at event(s) {', '.join(places)}{tail}"
+
+
 def _fails(report: StreamReport, threshold: Severity) -> bool:
     return any(severity_at_least(f.severity, threshold) for f in report.findings)
 
@@ -300,7 +337,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     progress = _Progress(err, len(args.files))
     rows = [["file", "protocol", "outcome", "events", "bytes", "findings"]]
     details: list[str] = []
-    input_errors = failed = ended_badly = 0
+    input_errors = empty = failed = ended_badly = 0
     for done, name in enumerate(args.files):
         label = "<stdin>" if name == "-" else name
         progress.show(done, label)
@@ -315,6 +352,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
             rows.append([label, "", "(input error)", "", "", ""])
             continue
         report, frames = result.report, result.frames
+        if report.bytes == 0:
+            # Nothing was checked: neither clean nor failing, so an input error (exit 2).
+            empty += 1
+            progress.clear()
+            message = f"{label}: empty: no body bytes to check"
+            print(f"streamguard check: error: {message}", file=err)
+            if args.format == "json":
+                print(json.dumps({"file": label, "error": message}), file=out)
+            rows.append([label, "", "(empty)", "0", "0", ""])
+            continue
         if result.page is not None and not _write_page(args.html, result.page, err, "check"):
             input_errors += 1
         fails = _fails(report, threshold)
@@ -333,14 +380,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 report.outcome.value,
                 str(report.events),
                 str(report.bytes),
-                ", ".join(report.rules()) or "-",
+                ", ".join(_counted(rule, len(group)) for rule, group in _by_rule(report)) or "-",
             ]
         )
         if report.findings:
             details.append(label)
-            details.extend(
-                "  " + _finding_text(f, frames).replace("\n", "\n  ") for f in report.findings
-            )
+            details.extend(_grouped_details(report, frames))
     progress.show(len(args.files), "done")
     progress.clear()
     if args.format == "table":
@@ -348,16 +393,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if details:
             print("\nFindings:", file=out)
             print("\n".join(details), file=out)
-        checked = len(args.files) - input_errors
+        checked = len(args.files) - input_errors - empty
         summary = (
             f"\n{checked} file(s) checked: {failed} with findings at {threshold.value} or above"
         )
         if ended_badly:
             summary += f"; {ended_badly} more ended {_listed(args.fail_on_outcome)}"
+        if empty:
+            summary += f"; {empty} empty, nothing to check"
         if input_errors:
             summary += f"; {input_errors} could not be read"
         print(summary, file=out)
-    if input_errors:
+    if input_errors or empty:
         return EXIT_USAGE
     return EXIT_FINDINGS if failed or ended_badly else EXIT_OK
 
@@ -522,6 +569,8 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 #: The start of the body kept in memory for the preview of a response that is not an
 #: event stream (and the compressed input its inflation reads).
 PREVIEW_BYTES = 64 * 1024
+#: How the note on a probed response that is not an event stream starts.
+NOT_AN_EVENT_STREAM = "not an event stream"
 #: Finish reasons a probe keeps (an endless stream could send one per event).
 MAX_FINISH_REASONS = 100
 
@@ -601,7 +650,7 @@ class _ProbeReader:
         if not 200 <= response.status_code < 300 or media_type != "text/event-stream":
             monitor.stop_inspecting()
             monitor.add_note(
-                f"not an event stream (HTTP {response.status_code}, content-type "
+                f"{NOT_AN_EVENT_STREAM} (HTTP {response.status_code}, content-type "
                 f"{content_type!r}): the body was not checked"
             )
             return
@@ -872,28 +921,37 @@ def _print_probe(
         }
         print(json.dumps(obj), file=out)
         return EXIT_FINDINGS if fails else EXIT_OK
-    rows = [
-        ["url", args.url],
-        ["status", f"{probed.status_code} {probed.content_type or '(no content-type)'}"],
-        ["protocol", f"{report.protocol} ({report.protocol_source})"],
-        ["outcome", report.outcome.value],
-        ["events", f"{report.events} ({probed.deltas} with text)"],
-        ["bytes", str(report.bytes)],
-        ["finish reasons", ", ".join(finish_reasons) or "-"],
-        ["terminal", "yes" if probed.terminal else "no"],
-        ["body ended", "yes" if probed.body_ended else f"no ({probed.error})"],
-        ["first byte", _seconds(_delta(report.first_byte_at, report.started_at))],
-        ["first event", _seconds(report.time_to_first_event)],
-        ["duration", _seconds(report.duration)],
-    ]
-    print(table([["probe", ""], *rows]), file=out)
     if not probed.is_event_stream:
+        # Said once, first: the stream rows (protocol, outcome, events) would describe a
+        # body that was never checked.
         preview = _preview(probed.head, probed.content_encoding, report.bytes)
         print(
-            f"\nnot an event stream: HTTP {probed.status_code}, content-type "
-            f"{probed.content_type!r}; the body starts: {preview}",
+            f"not an event stream: HTTP {probed.status_code}, content-type "
+            f"{probed.content_type!r}; the body starts: {preview}\n",
             file=out,
         )
+    status = f"{probed.status_code} {probed.content_type or '(no content-type)'}"
+    rows = [["url", args.url], ["status", status]]
+    if probed.is_event_stream:
+        rows += [
+            ["protocol", f"{report.protocol} ({report.protocol_source})"],
+            ["outcome", report.outcome.value],
+            ["events", f"{report.events} ({probed.deltas} with text)"],
+        ]
+    rows.append(["bytes", str(report.bytes)])
+    if probed.is_event_stream:
+        rows += [
+            ["finish reasons", ", ".join(finish_reasons) or "-"],
+            ["terminal", "yes" if probed.terminal else "no"],
+        ]
+    rows += [
+        ["body ended", "yes" if probed.body_ended else f"no ({probed.error})"],
+        ["first byte", _seconds(_delta(report.first_byte_at, report.started_at))],
+    ]
+    if probed.is_event_stream:
+        rows.append(["first event", _seconds(report.time_to_first_event)])
+    rows.append(["duration", _seconds(report.duration)])
+    print(table([["probe", ""], *rows]), file=out)
     if report.findings:
         print("\nFindings:", file=out)
         for finding in report.findings:
@@ -905,7 +963,8 @@ def _print_probe(
             file=out,
         )
     for note in report.notes:
-        print(f"note: {note}", file=out)
+        if not note.startswith(NOT_AN_EVENT_STREAM):  # already said, first
+            print(f"note: {note}", file=out)
     return EXIT_FINDINGS if fails else EXIT_OK
 
 
@@ -985,6 +1044,114 @@ def _wrap_width(stream: TextIO) -> int | None:
     return None
 
 
+# -- info ----------------------------------------------------------------------------------
+
+
+def _compiled_core_installed() -> bool:
+    """Whether the core's extension modules sit beside its sources (whichever one runs)."""
+    package = Path(__file__).resolve().parent
+    return any((package / f"sse{suffix}").is_file() for suffix in EXTENSION_SUFFIXES)
+
+
+def _core() -> tuple[str, str]:
+    """Which build of the core this process runs (``compiled`` or ``pure``), and why."""
+    import streamguard
+
+    installed = _compiled_core_installed()
+    if streamguard.compiled:
+        return "compiled", "the core compiled with mypyc is installed and loaded"
+    if wants_sources():
+        also = "a compiled core is installed too" if installed else "no compiled core is installed"
+        return "pure", f"{PURE_PYTHON_ENV}=1 asks for the pure-Python core ({also})"
+    return "pure", (
+        "no compiled core is installed: it was built without a C compiler or mypyc "
+        "(reinstall with `pip install -v` to see why)"
+    )
+
+
+def version_line() -> str:
+    """``streamguard 0.1.0 (compiled core)``: the version and the build that runs."""
+    build, _ = _core()
+    return (
+        f"streamguard {__version__} ({'compiled' if build == 'compiled' else 'pure-Python'} core)"
+    )
+
+
+_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SELF_EXTRAS = re.compile(r"^streamguard\[([^\]]*)\]")
+
+
+def _extras() -> dict[str, list[str]]:
+    """Each extra of the installed distribution with the requirements it lacks (none: it
+    is installed); a requirement only some platforms need is never counted as lacking."""
+    try:
+        extras = metadata("streamguard").get_all("Provides-Extra") or []
+        requirements = requires("streamguard") or []
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return {}
+    needs: dict[str, list[str]] = {extra: [] for extra in extras}
+    for requirement in requirements:
+        spec, _, marker = requirement.partition(";")
+        extra = re.search(r'extra == "([^"]+)"', marker)
+        if extra is None or extra.group(1) not in needs:
+            continue
+        if " and " in marker or " or " in marker:  # a platform condition too: optional
+            continue
+        needs[extra.group(1)].append(spec.strip())
+
+    def lacking(extra: str, seen: frozenset[str]) -> list[str]:
+        missing = []
+        for spec in needs.get(extra, []):
+            nested = _SELF_EXTRAS.match(spec)
+            if nested is not None:  # dev = streamguard[testing,...]: what those lack
+                for inner in nested.group(1).split(","):
+                    if inner.strip() not in seen:
+                        missing += lacking(inner.strip(), seen | {inner.strip()})
+                continue
+            found = _REQUIREMENT_NAME.match(spec)
+            if found is None:
+                continue
+            try:
+                version(found.group(0))
+            except PackageNotFoundError:
+                missing.append(found.group(0))
+        return sorted(set(missing))
+
+    return {extra: lacking(extra, frozenset({extra})) for extra in extras}
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    build, why = _core()
+    extras = _extras()
+    protocols = [AUTO, *CHECKERS]
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    if args.format == "json":
+        obj = {
+            "version": __version__,
+            "python": python,
+            "core": build,
+            "core_why": why,
+            "extras": {extra: not missing for extra, missing in extras.items()},
+            "protocols": protocols,
+        }
+        print(json.dumps(obj))
+        return EXIT_OK
+    installed = [extra for extra, missing in extras.items() if not missing]
+    lacking = [
+        f"{extra} (lacks {', '.join(missing)})" for extra, missing in extras.items() if missing
+    ]
+    rows = [
+        ["version", __version__],
+        ["python", python],
+        ["core", f"{build}: {why}"],
+        ["extras", ", ".join(installed) or "-"],
+        ["not installed", "; ".join(lacking) or "-"],
+        ["protocols", ", ".join(protocols)],
+    ]
+    print(table([["streamguard", ""], *rows], _wrap_width(sys.stdout)))
+    return EXIT_OK
+
+
 # -- demo ----------------------------------------------------------------------------------
 
 
@@ -1007,7 +1174,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 _EXIT_CODES = (
     "Exit codes: 0 clean; 1 findings at or above --fail-on, an outcome listed in "
     "--fail-on-outcome, or (probe) a response that is not an event stream; 2 usage or "
-    "input error; 141 the output's reader left early (| head)."
+    "input error (for check, an empty capture too); 141 the output's reader left early "
+    "(| head)."
 )
 
 
@@ -1017,7 +1185,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Check LLM Server-Sent-Event streams: captured files or a live endpoint.",
         epilog=_EXIT_CODES,
     )
-    parser.add_argument("--version", action="version", version=f"streamguard {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(sub: argparse.ArgumentParser, fail_on_outcome: str, outcome_note: str = "") -> None:
@@ -1124,6 +1292,13 @@ def _parser() -> argparse.ArgumentParser:
     rules = commands.add_parser("rules", help="print the rule catalog")
     rules.add_argument("--format", choices=["table", "markdown"], default="table")
     rules.set_defaults(run=_cmd_rules)
+
+    info = commands.add_parser(
+        "info",
+        help="which build of the core runs and why, the installed extras and the protocols",
+    )
+    info.add_argument("--format", choices=["table", "json"], default="table")
+    info.set_defaults(run=_cmd_info)
 
     demo = commands.add_parser("demo", help="run the demo: healthy and broken streams, live")
     demo.set_defaults(run=_cmd_demo)

@@ -160,6 +160,7 @@ def test_setup_falls_back_to_pure_python_without_a_c_compiler(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr[-2000:]
     assert "compiling the core failed" in result.stderr
     assert "installing the pure-Python build" in result.stderr
+    assert "`streamguard info` says which build runs" in result.stderr  # seen with pip -v
     assert not list(tmp_path.rglob("*.so"))
 
 

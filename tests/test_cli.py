@@ -496,15 +496,16 @@ def test_probe_cut_connection_exits_1(live: str, capsys: pytest.CaptureFixture[s
 
 
 def test_probe_non_event_stream_exits_1(live: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """A response that is not an event stream exits 1 and shows the start of its body."""
+    """A response that is not an event stream exits 1 and says so once, first, with its body."""
     code, out, _ = run(capsys, "probe", live + "/json-error")
     assert code == 1
-    assert out.endswith(
-        "\nnot an event stream: HTTP 500, content-type 'application/json'; the body starts: "
+    assert out.startswith(
+        "not an event stream: HTTP 500, content-type 'application/json'; the body starts: "
         '{"error":{"message":"overloaded"}}\n'
-        "note: not an event stream (HTTP 500, content-type 'application/json'): the body was "
-        "not checked\n"
     )
+    assert out.count("not an event stream") == 1
+    # No stream rows: an unchecked body has no protocol, outcome or events to report.
+    assert not [line for line in out.splitlines() if line.startswith(("protocol", "outcome"))]
 
 
 def test_probe_the_example_app(capsys: pytest.CaptureFixture[str]) -> None:
@@ -562,10 +563,10 @@ def test_probe_shows_a_compressed_error_body_decompressed(
     with serve(_compressing_app(), log_level="critical") as url:
         code, out, _ = run(capsys, "probe", url + "/error")
     assert code == 1
-    assert (
-        "\nnot an event stream: HTTP 429, content-type 'application/json'; the body starts: "
+    assert out.startswith(
+        "not an event stream: HTTP 429, content-type 'application/json'; the body starts: "
         '{"error": {"message": "rate limited"}}\n'
-    ) in out
+    )
 
 
 def test_body_preview_names_codings_it_does_not_decode() -> None:
@@ -702,14 +703,20 @@ def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str], command: 
     epilog = " ".join(out.partition("Exit codes:")[2].split())
     assert epilog == (
         "0 clean; 1 findings at or above --fail-on, an outcome listed in --fail-on-outcome, "
-        "or (probe) a response that is not an event stream; 2 usage or input error; "
-        "141 the output's reader left early (| head)."
+        "or (probe) a response that is not an event stream; 2 usage or input error (for "
+        "check, an empty capture too); 141 the output's reader left early (| head)."
     )
 
 
 def test_version_and_missing_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """--version prints the version and exits 0; no command is a usage error."""
-    assert run(capsys, "--version") == (0, "streamguard 0.1.0\n", "")
+    """--version prints the version and the build and exits 0; no command is a usage error."""
+    code, out, err = run(capsys, "--version")
+    assert (code, out.startswith("streamguard 0.1.0 ("), out.endswith(" core)\n"), err) == (
+        0,
+        True,
+        True,
+        "",
+    )
     code, _, err = run(capsys)
     assert code == 2
     assert "the following arguments are required: COMMAND" in err

@@ -39,7 +39,7 @@ from streamguard.cli import (
     rules_markdown,
 )
 from streamguard.config import LogConfig, RouteConfig, StreamGuardConfig, TimerConfig
-from streamguard.protocols import CHECKERS
+from streamguard.protocols import AUTO, CHECKERS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -55,12 +55,20 @@ _PREFIX = {
     TimerConfig: "timers.",
     LogConfig: "logs.",
 }
+
+
+def _protocols_or(*first: str) -> str:
+    """Every registered protocol name, in registry order, as "`a`, `b` or `c`"."""
+    names = [f"`{name}`" for name in (*first, *CHECKERS)]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 #: Descriptions of fields that have no ``#:`` comment in config.py.
 _EXTRA_DESCRIPTIONS = {
     ("StreamGuardConfig", "protocol"): (
         "The protocol of watched streams on routes not listed in `routes`: `auto` (detect "
-        "it from the path or the first decisive event), `openai_chat`, `openai_responses`, "
-        "`anthropic`, `gemini` or `sse` (plain SSE: framing rules only)."
+        f"it from the path or the first decisive event), {_protocols_or()} (`sse` is plain "
+        "SSE: framing rules only)."
     ),
     ("StreamGuardConfig", "max_event_bytes"): (
         "The largest event, in bytes, the parser holds; past it the stream gets "
@@ -108,9 +116,10 @@ app.add_middleware(StreamGuardMiddleware, config=config)
 ```
 
 Values are checked once, at construction: an unknown field, a protocol that is not one of
-`auto`, `anthropic`, `gemini`, `openai_chat`, `openai_responses`, `sse`, an excluded path
-without a leading `/` or a value out of range raises `pydantic.ValidationError`, naming the
-field. The models are frozen. Nested models (`routes`, `timers`, `logs`) accept plain dicts.
+{protocols},
+an excluded path without a leading `/` or a value out of range raises
+`pydantic.ValidationError`, naming the field. The models are frozen. Nested models
+(`routes`, `timers`, `logs`) accept plain dicts.
 
 **From the environment.** With the `settings` extra (`pip install 'streamguard[settings]'`),
 `streamguard.settings.StreamGuardSettings()` is a `StreamGuardConfig` whose fields come from
@@ -203,7 +212,7 @@ def _constraints(field: FieldInfo) -> str:
 
 def configuration_markdown() -> str:
     """The configuration reference page, generated from the pydantic models."""
-    out = [_CONFIG_INTRO]
+    out = [_CONFIG_INTRO.replace("{protocols}", _protocols_or(AUTO))]
     for model in _MODELS:
         comments = _field_comments(model)
         title = {

@@ -5,6 +5,9 @@
   arrival times, the text, the finish reasons and the ``StreamReport``;
 * ``assert_stream_ok``: assert a response, captured bytes or a report is well formed,
   with a readable list of what is not;
+* ``differences_from_response`` / ``assert_matches_response``: the collected stream,
+  assembled as the official client assembles it, against the non-streamed response for the
+  same request (text, tool calls, finish reason, usage), each ``Difference`` listed;
 * ``serve``: a real uvicorn server on a free loopback port;
 * the pytest plugin (``streamguard.testing.pytest_plugin``, enabled by installing the
   package): the ``streamguard_server`` fixture and the ``streamguard_allow`` marker.
@@ -23,14 +26,22 @@ from streamguard.testing._collect import (
     collect,
     collect_bytes,
 )
+from streamguard.testing._compare import (
+    Difference,
+    assert_matches_response,
+    differences_from_response,
+)
 from streamguard.testing._server import serve
 
 __all__ = [
     "CollectedStream",
+    "Difference",
     "ReceivedEvent",
     "acollect",
+    "assert_matches_response",
     "assert_stream_ok",
     "collect",
     "collect_bytes",
+    "differences_from_response",
     "serve",
 ]
