@@ -39,7 +39,10 @@ from streamguard.cli import (
     rules_markdown,
 )
 from streamguard.config import LogConfig, RouteConfig, StreamGuardConfig, TimerConfig
-from streamguard.protocols import AUTO, CHECKERS
+from streamguard.protocols import AUTO, BUILT_IN, CHECKERS
+
+#: The docs list the protocols streamguard ships, not plugins this machine may have.
+BUILT_IN_NAMES = [spec.name for spec in BUILT_IN]
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -59,7 +62,7 @@ _PREFIX = {
 
 def _protocols_or(*first: str) -> str:
     """Every registered protocol name, in registry order, as "`a`, `b` or `c`"."""
-    names = [f"`{name}`" for name in (*first, *CHECKERS)]
+    names = [f"`{name}`" for name in (*first, *BUILT_IN_NAMES)]
     return ", ".join(names[:-1]) + " or " + names[-1]
 
 

@@ -1,4 +1,4 @@
-"""Every list of protocols in the docs is the registry's: ``AUTO`` and the keys of ``CHECKERS``."""
+"""Every list of protocols in the docs is the registry's built-in one: ``AUTO`` and ``BUILT_IN``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from streamguard.protocols import AUTO, CHECKERS
+from streamguard.protocols import AUTO, BUILT_IN
 from streamguard.protocols.auto import protocol_for_path
+
+#: The docs list the protocols streamguard ships, not plugins this machine may have.
+BUILT_IN_NAMES = [spec.name for spec in BUILT_IN]
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -25,7 +28,7 @@ def _text(page: str) -> str:
 def test_page_names_every_protocol(page: str) -> None:
     """Each page names every registered protocol and ``auto``, as code."""
     text = _text(page)
-    missing = [name for name in (AUTO, *CHECKERS) if f"`{name}`" not in text]
+    missing = [name for name in (AUTO, *BUILT_IN_NAMES) if f"`{name}`" not in text]
     assert not missing, f"{page} does not name {missing}"
 
 
@@ -33,14 +36,14 @@ def test_readme_intro_lists_exactly_the_registry() -> None:
     """The README's protocol bullets are the registered protocols, no more, no fewer."""
     intro = _text("README.md").split("## ", 1)[0]
     listed = re.findall(r"^- `(\w+)`:", intro, flags=re.MULTILINE)
-    assert sorted(listed) == sorted(CHECKERS)
+    assert sorted(listed) == sorted(BUILT_IN_NAMES)
 
 
 def test_index_table_lists_exactly_the_registry() -> None:
     """docs/index.md's protocol table has one row per registered protocol, and ``auto``."""
     table = _text("docs/index.md").split("| protocol | what it is |", 1)[1].split("\n\n", 1)[0]
     listed = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
-    assert sorted(listed) == sorted([AUTO, *CHECKERS])
+    assert sorted(listed) == sorted([AUTO, *BUILT_IN_NAMES])
 
 
 def test_metrics_protocol_label_lists_exactly_the_registry() -> None:
@@ -48,7 +51,7 @@ def test_metrics_protocol_label_lists_exactly_the_registry() -> None:
     text = " ".join(_text("docs/metrics.md").split())
     values = re.search(r"- `protocol`: [^:]*: (.*?)\. A route", text)
     assert values is not None
-    assert sorted(re.findall(r"`(\w+)`", values.group(1))) == sorted([AUTO, *CHECKERS])
+    assert sorted(re.findall(r"`(\w+)`", values.group(1))) == sorted([AUTO, *BUILT_IN_NAMES])
 
 
 def test_metrics_path_examples_are_what_detection_does() -> None:
@@ -65,6 +68,6 @@ def test_every_protocol_page_is_linked_from_the_front_pages(page: str) -> None:
     """A protocol with a page of its own (docs/<name>.md) is linked from the front pages."""
     text = _text(page)
     prefix = "docs/" if page == "README.md" else ""
-    for name in CHECKERS:
+    for name in BUILT_IN_NAMES:
         if (DOCS / f"{name}.md").is_file():
             assert f"]({prefix}{name}.md)" in text, f"{page} does not link docs/{name}.md"

@@ -54,6 +54,7 @@ from streamguard.sse import share_event_names
 
 __all__ = [
     "AUTO",
+    "BUILT_IN",
     "CHECKERS",
     "ENTRY_POINT_GROUP",
     "ERROR",
