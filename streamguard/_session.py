@@ -71,7 +71,7 @@ import asyncio
 import contextlib
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, MutableSet, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableSet, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
@@ -97,6 +97,7 @@ __all__ = [
     "Side",
     "StreamSession",
     "classify_end",
+    "configure",
     "initial_labels",
     "is_cancellation",
     "not_an_event_stream",
@@ -350,6 +351,20 @@ class Seam:
         """End every stream still open as ``end``, saying why on its report (``note``)."""
         for session in list(self.open_streams):
             session.end(end, note=note)
+
+
+def configure(config: StreamGuardConfig | None, given: Mapping[str, Any]) -> StreamGuardConfig:
+    """The configuration a seam's constructor was given (``given``: its ``locals()``):
+    ``config``, or the ``StreamGuardConfig`` fields among its keywords (one left at ``None``
+    keeps its default); never both."""
+    options = {
+        name: given[name] for name in StreamGuardConfig.model_fields if given[name] is not None
+    }
+    if config is None:
+        return StreamGuardConfig(**options)
+    if options:
+        raise TypeError(f"pass either config= or keyword options, not both (got {sorted(options)})")
+    return config
 
 
 def initial_labels(config: StreamGuardConfig) -> list[tuple[str, str]]:

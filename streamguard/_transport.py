@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from prometheus_client import CollectorRegistry
 
-from streamguard._session import Seam, Side, StreamSession, classify_end, read_head
+from streamguard._session import Seam, Side, StreamSession, classify_end, configure, read_head
 from streamguard.config import (
     UNKNOWN_ROUTE,
     LogConfig,
@@ -293,17 +293,8 @@ class _GuardedBase:
         sinks: Sequence[Sink] = (),
         clock: Clock = time.monotonic,
     ) -> None:
-        given = locals()
         # Every field of the configuration is a keyword here (a test keeps them in step).
-        options = {
-            name: given[name] for name in StreamGuardConfig.model_fields if given[name] is not None
-        }
-        if config is None:
-            config = StreamGuardConfig(**options)
-        elif options:
-            raise TypeError(
-                f"pass either config= or keyword options, not both (got {sorted(options)})"
-            )
+        config = configure(config, locals())
         self.upstream = UpstreamSeam(
             self._library, config, metrics=metrics, on_report=on_report, sinks=sinks, clock=clock
         )

@@ -44,6 +44,7 @@ from streamguard._session import (
     Side,
     StreamSession,
     classify_end,
+    configure,
     is_cancellation,
     read_head,
 )
@@ -60,19 +61,6 @@ from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.sinks import ReportCallback, Sink
 
 __all__ = ["ReportCallback", "StreamGuardMiddleware"]
-
-#: The keyword options that are ``StreamGuardConfig`` fields (a test keeps them in step).
-_CONFIG_OPTIONS = (
-    "routes",
-    "watch_unlisted",
-    "protocol",
-    "exclude_paths",
-    "max_event_bytes",
-    "request_peek_bytes",
-    "timers",
-    "logs",
-    "sample_rate",
-)
 
 
 class StreamGuardMiddleware:
@@ -116,14 +104,8 @@ class StreamGuardMiddleware:
         sinks: Sequence[Sink] = (),
         clock: Clock = time.monotonic,
     ) -> None:
-        given = locals()
-        options = {name: given[name] for name in _CONFIG_OPTIONS if given[name] is not None}
-        if config is None:
-            config = StreamGuardConfig(**options)
-        elif options:
-            raise TypeError(
-                f"pass either config= or keyword options, not both (got {sorted(options)})"
-            )
+        # Every field of the configuration is a keyword here (a test keeps them in step).
+        config = configure(config, locals())
         self.app = app
         self.config = config
         self.on_report = on_report
