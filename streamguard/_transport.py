@@ -14,9 +14,9 @@ head it returns: a 2xx ``text/event-stream`` response to a request that is not `
 whose path is not excluded and whose route is watched (``Seam.watched_route``), gets a
 ``StreamMonitor`` and a session, and its ``response.stream`` is replaced by a wrapper
 (``TappedBody``) that feeds every chunk to the session and then yields the same object,
-unchanged, as the caller asks for it. Nothing is read ahead,
-held back, or copied: the caller's reads drive everything, so checking happens at the
-pace the caller reads and costs nothing while it does not.
+unchanged, as the caller asks for it. Nothing is read ahead, held back, or copied: the
+caller's reads drive everything, so checking happens at the pace the caller reads and
+costs nothing while it does not.
 
 How the read ends decides the ``StreamEnd`` (``classify_end``, from the client's side):
 

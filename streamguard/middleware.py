@@ -20,6 +20,11 @@ stream ends.
 Nothing streamguard does may reach the app or the client: checking and sink code runs
 inside guards, a failure stops the watching of that one stream and is counted, and every
 exception of the app (or the server) propagates as the same object.
+
+What is the same at every seam (which responses are event streams, the sinks, how an end
+is classified, failing open) is ``streamguard._session``'s: the per-request object here,
+``_Exchange``, is a ``StreamSession`` that also wraps ``receive`` and ``send``, so a body
+message reaches the monitor with no call layer in between.
 """
 
 from __future__ import annotations
