@@ -323,7 +323,7 @@ class Seam:
         counted in ``skipped`` by why: ``head``, ``status``, ``content_type``,
         ``excluded``, ``unlisted``. ``route_for`` is asked only of an event stream."""
         config = self.config
-        reason = "head" if method == "HEAD" else not_an_event_stream(*head[:2])
+        reason = "head" if method == "HEAD" else not_an_event_stream(head.status, head.content_type)
         if reason is None:
             if config.is_excluded(path):
                 reason = "excluded"

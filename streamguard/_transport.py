@@ -214,13 +214,12 @@ class _UpstreamSession(StreamSession):
 
     _seam: UpstreamSeam  # never offline
 
-    def read_ended(self, error: BaseException | None = None) -> None:
-        """The caller's read of the body ended: to its end, or by ``error`` (the library's
-        read timeout, any other exception, the caller leaving the iteration)."""
+    def read_ended(self, error: BaseException | None = None, *, to_the_end: bool = False) -> None:
+        """The caller's read of the body stopped: read ``to_the_end``, or by ``error`` (the
+        library's read timeout, any other exception, the caller dropping the iteration),
+        or the caller closed the response (neither); a stream already ended stays so."""
         timeouts = self._seam.library.read_timeout
-        self.end(
-            classify_end(Side.CLIENT, error, body_ended=error is None, timeouts=timeouts), error
-        )
+        self.end(classify_end(Side.CLIENT, error, body_ended=to_the_end, timeouts=timeouts), error)
 
 
 class TappedBody:
@@ -240,10 +239,10 @@ class TappedBody:
         except BaseException as exc:  # GeneratorExit: the caller abandoned the iteration
             session.read_ended(exc)
             raise
-        session.read_ended()
+        session.read_ended(to_the_end=True)
 
     def close(self) -> None:
-        self._session.end(StreamEnd.CLIENT_DISCONNECT)  # nothing, if the body ended first
+        self._session.read_ended()  # nothing, if the body ended first
         self._stream.close()
 
 
@@ -263,10 +262,10 @@ class AsyncTappedBody:
         except BaseException as exc:
             session.read_ended(exc)
             raise
-        session.read_ended()
+        session.read_ended(to_the_end=True)
 
     async def aclose(self) -> None:
-        self._session.end(StreamEnd.CLIENT_DISCONNECT)
+        self._session.read_ended()
         await self._stream.aclose()
 
 
