@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from streamguard import Outcome
+from streamguard import Outcome, check_stream
 from streamguard._session import (
     ENDS,
     ResponseHead,
@@ -20,7 +20,7 @@ from streamguard._session import (
 )
 from streamguard.logs import summary_level
 from streamguard.monitor import StreamEnd
-from streamguard.report import FAILED_OUTCOMES, NOTABLE_OUTCOMES, StreamReport
+from streamguard.report import FAILED_OUTCOMES, NOTABLE_OUTCOMES
 
 
 class Cancelled(BaseException):
@@ -109,18 +109,7 @@ def test_failures_are_listed_once_beside_the_outcomes() -> None:
     assert not FAILED_OUTCOMES & NOTABLE_OUTCOMES
     assert Outcome.COMPLETED not in FAILED_OUTCOMES | NOTABLE_OUTCOMES
     assert Outcome.CLIENT_DISCONNECT not in FAILED_OUTCOMES | NOTABLE_OUTCOMES
-    report = StreamReport(
-        protocol="sse",
-        outcome=Outcome.COMPLETED,
-        findings=(),
-        events=0,
-        bytes=0,
-        body_messages=0,
-        started_at=0.0,
-        first_byte_at=None,
-        first_event_at=None,
-        ended_at=0.0,
-    )
+    report = check_stream(b"data: clean\n\n", protocol="sse")  # no finding to weigh
     for outcome in Outcome:
         level = summary_level(replace(report, outcome=outcome))
         if outcome in FAILED_OUTCOMES:
