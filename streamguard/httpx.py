@@ -27,19 +27,19 @@ from streamguard import _transport
 __all__ = ["AsyncStreamGuardTransport", "StreamGuardTransport"]
 
 
-class _Stream(_transport.WatchedStream, httpx.SyncByteStream):
+class _Body(_transport.TappedBody, httpx.SyncByteStream):
     pass
 
 
-class _AsyncStream(_transport.AsyncWatchedStream, httpx.AsyncByteStream):
+class _AsyncBody(_transport.AsyncTappedBody, httpx.AsyncByteStream):
     pass
 
 
-_FLAVOUR = _transport.Flavour(
+_LIBRARY = _transport.ClientLibrary(
     read_timeout=httpx.ReadTimeout,
     request_not_read=httpx.RequestNotRead,
-    sync_stream=_Stream,
-    async_stream=_AsyncStream,
+    sync_body=_Body,
+    async_body=_AsyncBody,
     sync_transport=httpx.HTTPTransport,
     async_transport=httpx.AsyncHTTPTransport,
 )
@@ -58,10 +58,10 @@ class StreamGuardTransport(_transport.GuardedTransport, httpx.BaseTransport):
     middleware's do. Closing the transport reports the streams still open.
     """
 
-    _flavour = _FLAVOUR
+    _library = _LIBRARY
 
 
 class AsyncStreamGuardTransport(_transport.AsyncGuardedTransport, httpx.AsyncBaseTransport):
     """``StreamGuardTransport`` for ``httpx.AsyncClient`` (default ``AsyncHTTPTransport()``)."""
 
-    _flavour = _FLAVOUR
+    _library = _LIBRARY

@@ -22,19 +22,19 @@ from streamguard import _transport
 __all__ = ["AsyncStreamGuardTransport", "StreamGuardTransport"]
 
 
-class _Stream(_transport.WatchedStream, httpx2.SyncByteStream):
+class _Body(_transport.TappedBody, httpx2.SyncByteStream):
     pass
 
 
-class _AsyncStream(_transport.AsyncWatchedStream, httpx2.AsyncByteStream):
+class _AsyncBody(_transport.AsyncTappedBody, httpx2.AsyncByteStream):
     pass
 
 
-_FLAVOUR = _transport.Flavour(
+_LIBRARY = _transport.ClientLibrary(
     read_timeout=httpx2.ReadTimeout,
     request_not_read=httpx2.RequestNotRead,
-    sync_stream=_Stream,
-    async_stream=_AsyncStream,
+    sync_body=_Body,
+    async_body=_AsyncBody,
     sync_transport=httpx2.HTTPTransport,
     async_transport=httpx2.AsyncHTTPTransport,
 )
@@ -48,10 +48,10 @@ class StreamGuardTransport(_transport.GuardedTransport, httpx2.BaseTransport):
     ``streamguard.httpx.StreamGuardTransport``.
     """
 
-    _flavour = _FLAVOUR
+    _library = _LIBRARY
 
 
 class AsyncStreamGuardTransport(_transport.AsyncGuardedTransport, httpx2.AsyncBaseTransport):
     """``StreamGuardTransport`` for ``httpx2.AsyncClient`` (default ``AsyncHTTPTransport()``)."""
 
-    _flavour = _FLAVOUR
+    _library = _LIBRARY

@@ -32,21 +32,26 @@ from typing import Any
 import structlog
 
 from streamguard.config import LogConfig
-from streamguard.report import Finding, Outcome, Severity, StreamReport
+from streamguard.report import (
+    FAILED_OUTCOMES,
+    NOTABLE_OUTCOMES,
+    Finding,
+    Severity,
+    StreamReport,
+)
 
 __all__ = ["LogSink", "StreamLog", "ViolationLimiter", "summary_level"]
 
 _logger = structlog.get_logger("streamguard")
 
-_FAILED_OUTCOMES = {Outcome.UNCLOSED, Outcome.APP_ERROR, Outcome.CONNECTION_LOST}
-_NOTABLE_OUTCOMES = {Outcome.ERROR_EVENT, Outcome.CANCELLED}
-
 
 def summary_level(report: StreamReport) -> str:
-    """``error`` for broken streams, ``warning`` for doubtful ones, else ``info``."""
-    if report.outcome in _FAILED_OUTCOMES or report.malformed:
+    """``error`` for broken streams (``FAILED_OUTCOMES``, or malformed), ``warning`` for
+    doubtful ones (``NOTABLE_OUTCOMES``, a failure inside streamguard, a warning finding),
+    else ``info``."""
+    if report.outcome in FAILED_OUTCOMES or report.malformed:
         return "error"
-    if report.outcome in _NOTABLE_OUTCOMES or report.internal_error is not None:
+    if report.outcome in NOTABLE_OUTCOMES or report.internal_error is not None:
         return "warning"
     if any(finding.severity is Severity.WARNING for finding in report.findings):
         return "warning"

@@ -20,21 +20,23 @@ stream ends.
 Nothing streamguard does may reach the app or the client: checking and sink code runs
 inside guards, a failure stops the watching of that one stream and is counted, and every
 exception of the app (or the server) propagates as the same object.
+
+What is the same at every seam (which responses are event streams, the sinks, how an end
+is classified, failing open) is ``streamguard._session``'s: the per-request object here,
+``_Exchange``, is a ``StreamSession`` that also wraps ``receive`` and ``send``, so a body
+message reaches the monitor with no call layer in between.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
-import random
 import signal
 import sys
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import anyio.to_thread
@@ -42,6 +44,15 @@ from prometheus_client import CollectorRegistry
 from pydantic_core import PydanticCustomError, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from streamguard._session import (
+    Seam,
+    Side,
+    StreamSession,
+    classify_end,
+    configure,
+    is_cancellation,
+    read_head,
+)
 from streamguard.config import (
     UNKNOWN_ROUTE,
     LogConfig,
@@ -49,38 +60,12 @@ from streamguard.config import (
     StreamGuardConfig,
     TimerConfig,
 )
-from streamguard.liveness import LivenessLimits
-from streamguard.logs import LogSink
 from streamguard.metrics import StreamGuardMetrics
-from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, error_name
-from streamguard.protocols import AUTO, CHECKERS
-from streamguard.protocols.auto import protocol_for_path
-from streamguard.report import Finding
+from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor
 from streamguard.request import RequestFacts, add_http_facts, request_facts
-from streamguard.sinks import (
-    COMPRESSED,
-    NOT_SAMPLED,
-    ReportCallback,
-    ReportSink,
-    Sink,
-    StreamSink,
-)
-from streamguard.sweeper import Sweeper, Sweepers
+from streamguard.sinks import ReportCallback, Sink
 
 __all__ = ["ReportCallback", "StreamGuardMiddleware"]
-
-#: The keyword options that are ``StreamGuardConfig`` fields (a test keeps them in step).
-_CONFIG_OPTIONS = (
-    "routes",
-    "watch_unlisted",
-    "protocol",
-    "exclude_paths",
-    "max_event_bytes",
-    "request_peek_bytes",
-    "timers",
-    "logs",
-    "sample_rate",
-)
 
 
 class StreamGuardMiddleware:
@@ -124,49 +109,30 @@ class StreamGuardMiddleware:
         sinks: Sequence[Sink] = (),
         clock: Clock = time.monotonic,
     ) -> None:
-        given = locals()
-        options = {name: given[name] for name in _CONFIG_OPTIONS if given[name] is not None}
-        if config is None:
-            config = StreamGuardConfig(**options)
-        elif options:
-            raise TypeError(
-                f"pass either config= or keyword options, not both (got {sorted(options)})"
-            )
+        # Every field of the configuration is a keyword here (a test keeps them in step).
+        config = configure(config, locals())
         self.app = app
         self.config = config
         self.on_report = on_report
         self.clock = clock
         self.metrics = _resolve_metrics(metrics)
-        self.skipped: Counter[str] = Counter()
-        shortest_timer = min(config.timers.body_end_grace_s, config.timers.idle_limit_s)
-        #: How often open streams are polled: often enough to report within a quarter of
-        #: the shortest timer, never busier than 200 times a second.
-        self.poll_interval = min(max(shortest_timer / 4, 0.005), 1.0)
         #: The watched streams still open, so that shutdown can report them: a server
         #: that re-raises SIGTERM (uvicorn) ends the process before cancelled tasks run.
-        self.open_streams: set[_StreamWatch] = set()
-        self._sweepers = Sweepers(self.poll_interval, self.open_streams)
-        #: Where findings and reports go, in this order; ``on_report`` comes last.
-        self.sinks: tuple[Sink, ...] = (
-            *(() if self.metrics is None else (self.metrics,)),
-            LogSink(config.logs, clock),
-            *sinks,
-            *(() if on_report is None else (ReportSink(on_report),)),
-        )
-        self._errors = _InternalErrors(self.sinks)
-        self._watching = _Watching(
-            config=config,
-            clock=clock,
-            limits=config.timers.limits(),
-            sinks=self.sinks,
-            skipped=self.skipped,
+        self.open_streams: set[StreamSession] = set()
+        self._seam = seam = Seam(
+            config,
+            clock,
+            self.metrics,
+            sinks=sinks,
+            on_report=on_report,
             open_streams=self.open_streams,
-            sweeper=self._sweepers.current,
-            internal_error=self._errors,
         )
+        self.skipped: Counter[str] = seam.skipped
+        self.poll_interval = seam.poll_interval
+        self._sweepers = seam.sweepers
+        #: Where findings and reports go, in this order; ``on_report`` comes last.
+        self.sinks: tuple[Sink, ...] = seam.sinks
         _at_exit.add(self)
-        if self.metrics is not None:
-            self.metrics.initialise(_initial_labels(config))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -174,17 +140,17 @@ class StreamGuardMiddleware:
                 receive = self._lifespan_receive(receive)
             await self.app(scope, receive, send)
             return
-        if scope.get("method") == "HEAD":
+        if scope.get("method") == "HEAD":  # (the seam's reason; decided before the app runs)
             self.skipped["head"] += 1
             await self.app(scope, receive, send)
             return
-        watch = _StreamWatch(self._watching, scope, receive, send)
+        exchange = _Exchange(self._seam, scope, receive, send)
         try:
-            await self.app(scope, watch.receive, watch)  # the watch is the app's send
+            await self.app(scope, exchange.receive, exchange)  # the exchange is the app's send
         except BaseException as exc:
-            watch.app_raised(exc)
+            exchange.app_ended(exc)
             raise
-        watch.app_returned()
+        exchange.app_ended()
 
     @property
     def in_flight(self) -> int:
@@ -195,7 +161,7 @@ class StreamGuardMiddleware:
     @property
     def internal_errors(self) -> int:
         """How many failures inside streamguard were contained (one per stream at most)."""
-        return self._errors.count
+        return self._seam.errors.count
 
     def _lifespan_receive(self, receive: Receive) -> Receive:
         async def lifespan_receive() -> Message:
@@ -217,13 +183,14 @@ class StreamGuardMiddleware:
                 try:
                     await anyio.to_thread.run_sync(drain)
                 except Exception as exc:
-                    self._errors(sink.name, exc, UNKNOWN_ROUTE, "unknown")
+                    self._seam.errors(sink.name, exc, UNKNOWN_ROUTE, "unknown")
 
     def report_open_streams(self) -> None:
         """Report every stream still open as ``cancelled`` (at server shutdown and at
         interpreter exit; the streams' own ends are then no-ops)."""
-        for watch in list(self.open_streams):
-            watch.shutdown()
+        self._seam.end_open_streams(
+            StreamEnd.CANCELLED, "reported at server shutdown, before the stream ended"
+        )
 
     def route_for(self, scope: Scope) -> tuple[str | None, RouteConfig | None]:
         """The route label and configuration of a request; never raises, never a raw path.
@@ -235,43 +202,10 @@ class StreamGuardMiddleware:
         return _route_for(self.config, scope)
 
 
-class _InternalErrors:
-    """The one place a failure inside streamguard is counted and told to the sinks."""
-
-    __slots__ = ("_sinks", "count")
-
-    def __init__(self, sinks: Sequence[Sink]) -> None:
-        self._sinks = sinks
-        self.count = 0
-
-    def __call__(self, where: str, exc: BaseException, route: str, protocol: str) -> None:
-        self.count += 1
-        error = error_name(exc)
-        for sink in self._sinks:
-            # Separately guarded: the failing sink may be any one, and the others must
-            # still say so.
-            with contextlib.suppress(Exception):
-                sink.internal_error(where, error, route, protocol)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Watching:
-    """What every stream of one middleware works with: plain collaborators."""
-
-    config: StreamGuardConfig
-    clock: Clock
-    #: The timing detectors' thresholds; ``None`` with the timers off.
-    limits: LivenessLimits | None
-    sinks: tuple[Sink, ...]
-    skipped: Counter[str]
-    open_streams: set[_StreamWatch]
-    #: The running loop's sweeper, or ``None`` outside asyncio.
-    sweeper: Callable[[], Sweeper | None]
-    internal_error: Callable[[str, BaseException, str, str], None]
-
-
-class _StreamWatch:
-    """The per-request state: the wrapped ``receive`` and ``send``, monitor and sinks."""
+class _Exchange(StreamSession):
+    """One HTTP request through the middleware: the ``receive`` and ``send`` the app is
+    given, what the request asked for, and, once its response is an event stream worth
+    watching, that stream's session (its monitor is then set)."""
 
     __slots__ = (
         "_late_body_is_a_bug",
@@ -281,40 +215,28 @@ class _StreamWatch:
         "_request_body",
         "_scope",
         "_send",
-        "_sink_failed",
-        "_sinks",
-        "_watching",
         "decided",
         "disconnected",
-        "monitor",
-        "protocol_label",
-        "route",
         "started_at",
-        "sweeper",
     )
 
-    def __init__(self, watching: _Watching, scope: Scope, receive: Receive, send: Send) -> None:
-        self._watching = watching
+    _seam: Seam  # never offline
+
+    def __init__(self, seam: Seam, scope: Scope, receive: Receive, send: Send) -> None:
+        super().__init__(seam)
         self._scope = scope
         self._receive = receive
         self._send = send
-        self.started_at = watching.clock()
-        self.monitor: StreamMonitor | None = None
-        self.route = UNKNOWN_ROUTE
-        self.protocol_label = "unknown"
+        self.started_at = seam.clock()
+        #: Whether the response head went by (the watching was decided on it).
         self.decided = False
+        #: Whether the client was seen leaving (``http.disconnect``, or ``OSError`` from send).
         self.disconnected = False
-        #: Each sink's handle on this stream, in the order of ``watching.sinks`` (``None``
-        #: for a sink that took no interest, or whose start failed).
-        self._sinks: tuple[StreamSink | None, ...] = ()
-        #: The poller of this stream's event loop while it is open (``None`` without one).
-        self.sweeper: Sweeper | None = None
-        self._sink_failed = False
         #: Whether a body message now would be the app's bug (``body_after_end``): only
         #: after the app ended the body itself, and reported once.
         self._late_body_is_a_bug = False
         #: Whether the request body the app reads is still to be reduced to its facts.
-        self._peeking = watching.config.request_peek_bytes > 0
+        self._peeking = seam.config.request_peek_bytes > 0
         #: A JSON request body that came in several messages, while it arrives (up to
         #: ``request_peek_bytes``); reduced to its facts, and dropped, by its last message.
         self._request_body: bytearray | None = None
@@ -335,7 +257,7 @@ class _StreamWatch:
                     self._peek_request(message)
                 except Exception as exc:
                     self._stop_peeking("reading the request body failed: request checks skipped")
-                    self._watching.internal_error("receive", exc, self.route, "unknown")
+                    self._seam.errors("receive", exc, self.route, "unknown")
         elif kind == "http.disconnect":
             self.disconnected = True
 
@@ -350,21 +272,20 @@ class _StreamWatch:
                 else:
                     body_ended = not message.get("more_body", False)
                     if monitor.internal_error is None:
+                        # ``StreamSession.feed``, inlined: this is the per-frame path.
                         try:
                             data = message.get("body", b"")
                             if type(data) is not bytes:  # a memoryview or bytearray is valid
                                 data = bytes(data)
-                            # Only a message of several windows has its findings
-                            # emitted as they are made (no bound method per frame).
                             found = (
                                 monitor.feed(data)
                                 if len(data) <= FEED_WINDOW
-                                else monitor.feed(data, self._emit)
+                                else monitor.feed(data, self.emit)
                             )
                             if found:
-                                self._emit(found)
+                                self.emit(found)
                         except Exception as exc:
-                            self._internal_error("check", exc)
+                            self.fail("check", exc)
             elif message["type"] == "http.response.pathsend":
                 body_ended = True
                 monitor.stop_inspecting()
@@ -373,7 +294,7 @@ class _StreamWatch:
             try:
                 self._decide(message)
             except Exception as exc:
-                self._abandon("decide", exc)
+                self.fail("decide", exc)  # counted; a stream already open is reported
             # _decide took the facts the checks need, if any; a body read from now on
             # comes too late for them.
             self._peeking = False
@@ -392,9 +313,9 @@ class _StreamWatch:
             # app's own timeout around a send held by a slow reader), or any other
             # exception, means the message never reached the client: the app sees it
             # raised, and the outcome follows from how the app ends.
-            if body_ended and monitor is not None and self.disconnected and _is_cancellation(exc):
+            if body_ended and monitor is not None and self.disconnected and is_cancellation(exc):
                 monitor.handed_over()
-                self._finish(StreamEnd.BODY_ENDED)
+                self.end(classify_end(Side.SERVER, body_ended=True))
             raise
         if monitor is not None:
             # A server may drop sends after a disconnect without raising (uvicorn does):
@@ -403,128 +324,57 @@ class _StreamWatch:
                 monitor.handed_over()
             if body_ended:
                 self._late_body_is_a_bug = True
-                self._finish(
-                    StreamEnd.CLIENT_DISCONNECT if self.disconnected else StreamEnd.BODY_ENDED
+                self.end(
+                    classify_end(
+                        Side.SERVER,
+                        body_ended=not self.disconnected,
+                        client_left=self.disconnected,
+                    )
                 )
 
-    #: The app's ``send`` is the watch itself: a bound method would be one more object
+    #: The app's ``send`` is the exchange itself: a bound method would be one more object
     #: held for the whole life of every stream (an idle one costs at most 2 KiB).
     __call__ = send
 
-    def app_returned(self) -> None:
-        self._finish(StreamEnd.CLIENT_DISCONNECT if self.disconnected else StreamEnd.APP_RETURNED)
-
-    def app_raised(self, exc: BaseException) -> None:
-        if self.disconnected:
-            end = StreamEnd.CLIENT_DISCONNECT
-        elif isinstance(exc, Exception):
-            end = StreamEnd.APP_ERROR
-        else:  # asyncio.CancelledError, trio.Cancelled, KeyboardInterrupt, SystemExit
-            end = StreamEnd.CANCELLED
-        self._finish(end)
-
-    def shutdown(self) -> None:
-        """The server is shutting down with this stream still open: report it now."""
+    def app_ended(self, error: BaseException | None = None) -> None:
+        """The app returned, or raised ``error``: end the stream if it is still open."""
         monitor = self.monitor
-        if monitor is not None and monitor.report is None:
-            monitor.add_note("reported at server shutdown, before the stream ended")
-            self._finish(StreamEnd.CANCELLED)
+        if monitor is None or monitor.report is not None:
+            return
+        end = classify_end(Side.SERVER, error, client_left=self.disconnected)
+        self.end(end, server_stopping=end is StreamEnd.APP_RETURNED and _server_is_stopping())
 
     # -- deciding -----------------------------------------------------------------------
 
     def _decide(self, message: Message) -> None:
-        watching = self._watching
-        config = watching.config
-        skipped = watching.skipped
-        status = message["status"]
-        if not 200 <= status < 300:
-            skipped["status"] += 1
-            return
-        content_type = content_encoding = content_length = None
-        for name, value in message.get("headers", ()):
-            name = name.lower()
-            if name == b"content-type":
-                content_type = value
-            elif name == b"content-encoding":
-                content_encoding = value
-            elif name == b"content-length":
-                content_length = value
-        if content_type is None:
-            skipped["content_type"] += 1
-            return
-        if content_type.partition(b";")[0].strip().lower() != b"text/event-stream":
-            skipped["content_type"] += 1
-            return
-        path = self._scope.get("path", "")
-        if config.is_excluded(path):
-            skipped["excluded"] += 1
-            return
-        label, spec = _route_for(config, self._scope)
-        if spec is None and not config.watch_unlisted:
-            skipped["unlisted"] += 1
-            return
-        route = label or UNKNOWN_ROUTE
-        protocol = spec.protocol if spec is not None else config.protocol
-        head = (
-            content_type.decode("latin-1"),
-            None if content_length is None else content_length.decode("latin-1"),
-            None if content_encoding is None else content_encoding.decode("latin-1"),
-        )
-        request, note = self._request_facts()
+        seam = self._seam
+        config = seam.config
         scope = self._scope
+        path = scope.get("path", "")
+        headers = message.get("headers", ())
+        head = read_head(message["status"], headers)
+        route = seam.watched_route(
+            scope.get("method"), head, path, lambda: _route_for(config, scope)
+        )
+        if route is None:
+            return
+        label, spec = route
+        protocol = spec.protocol if spec is not None else config.protocol
+        request, note = self._request_facts()
         request = add_http_facts(request, scope.get("method"), scope.get("headers", ()))
         monitor = StreamMonitor(
             protocol,
             request=request,
             path=path,
-            headers=message.get("headers", ()),
-            route=route,
-            clock=watching.clock,
+            headers=headers,
+            route=label or UNKNOWN_ROUTE,
             started_at=self.started_at,
-            max_event_bytes=config.max_event_bytes,
-            excerpt_chars=config.logs.excerpt_chars if config.logs.content_excerpts else 0,
-            liveness=watching.limits,
-            handover=True,
-            json_data=spec is not None and spec.json_data,
+            handover=True,  # a terminal counts once its message reached the server
+            **seam.monitor_settings(spec),
         )
         if note is not None:
             monitor.add_note(note)
-        # A protocol still to be detected from events is labelled "auto" for the whole
-        # stream, so that every series of one stream carries the same labels.
-        undecided = protocol == AUTO and monitor.protocol_source == "default"
-        self.route = route
-        self.protocol_label = AUTO if undecided else monitor.protocol
-        # Everything above may fail and leave no trace; from here on the stream is open
-        # and counted, and whatever fails is reported through it.
-        self.monitor = monitor
-        watching.open_streams.add(self)
-        if watching.limits is not None:
-            sweeper = self.sweeper = watching.sweeper()
-            if sweeper is not None:
-                sweeper.add(self)
-        try:
-            found = monitor.check_head(*head)
-        except Exception:
-            self._start_sinks(None)  # the stream is open: its end must reach the sinks
-            raise
-        unchecked = None
-        if not monitor.inspecting:
-            skipped["content_encoding"] += 1
-            unchecked = COMPRESSED
-        elif config.sample_rate < 1.0 and random.random() >= config.sample_rate:
-            monitor.stop_inspecting()
-            monitor.add_note("not sampled: only the outcome was recorded")
-            unchecked = NOT_SAMPLED
-        self._start_sinks(unchecked)
-        if found:
-            self._emit(found)
-
-    def _abandon(self, where: str, exc: Exception) -> None:
-        """Deciding failed: count it; a stream already open is reported, not leaked."""
-        if self.monitor is not None:
-            self._internal_error(where, exc)
-            return
-        self._watching.internal_error(where, exc, self.route, self.protocol_label)
+        self.start(monitor, label or UNKNOWN_ROUTE, protocol, head)
 
     def _peek_request(self, message: Message) -> None:
         """Reduce the request body the app reads to its facts as it arrives.
@@ -538,7 +388,7 @@ class _StreamWatch:
         """
         chunk = message.get("body", b"")
         more = message.get("more_body", False)
-        limit = self._watching.config.request_peek_bytes
+        limit = self._seam.config.request_peek_bytes
         kept = self._request_body
         if kept is None:
             if not self._may_be_checked():
@@ -564,13 +414,13 @@ class _StreamWatch:
 
     def _may_be_checked(self) -> bool:
         """Whether a response to this request could be watched (its route is)."""
-        config = self._watching.config
+        config = self._seam.config
         if config.is_excluded(self._scope.get("path", "")):
             return False
         return config.watch_unlisted or _route_for(config, self._scope)[1] is not None
 
     def _reduce_request(self, body: bytes | bytearray) -> None:
-        self._request = request_facts(body, self._watching.config.request_peek_bytes)
+        self._request = request_facts(body, self._seam.config.request_peek_bytes)
         self._request_body = None
         self._peeking = False
 
@@ -589,95 +439,14 @@ class _StreamWatch:
             return None, "request body not fully read before the response: request checks skipped"
         return None, None
 
-    # -- sinks --------------------------------------------------------------------------
-
-    def _start_sinks(self, unchecked: str | None) -> None:
-        """Tell every sink the stream started; one whose start fails hears no more of it."""
-        route, label = self.route, self.protocol_label
-        opened: list[StreamSink | None] = []
-        for sink in self._watching.sinks:
-            try:
-                opened.append(sink.stream_started(route, label, unchecked))
-            except BaseException as exc:
-                if _is_cancellation(exc):
-                    raise
-                opened.append(None)
-                self._internal_error(sink.name, exc)
-        self._sinks = tuple(opened)
-
-    def _emit(self, found: Sequence[Finding]) -> None:
-        """Hand new findings to the sinks.
-
-        A sink that fails stops the checking of this stream (so no more findings come) but
-        still gets the stream's end, so that its own bookkeeping (an open-streams gauge)
-        balances.
-        """
-        for index, sink in enumerate(self._sinks):
-            if sink is not None:
-                try:
-                    sink.findings(found)
-                except BaseException as exc:
-                    if _is_cancellation(exc):
-                        raise
-                    self._internal_error(self._watching.sinks[index].name, exc)
-
-    def poll(self) -> None:
-        """Called by the sweeper: run the timing detectors and emit what they find."""
-        monitor = self.monitor
-        if monitor is None:
-            return
-        try:
-            found = monitor.poll()
-        except Exception as exc:
-            self._internal_error("poll", exc)
-            return
-        if found:
-            self._emit(found)
-
     def _after_end(self, monitor: StreamMonitor, message: Message) -> None:
         """A body message after the body ended: the app's bug, reported once per stream."""
         self._late_body_is_a_bug = False
         try:
             data = message.get("body", b"")
-            self._emit((monitor.after_end(data),))
+            self.emit((monitor.after_end(data),))
         except Exception as exc:
-            self._internal_error("check", exc)
-
-    def _internal_error(self, where: str, exc: BaseException) -> None:
-        """Stop watching this stream; its first failure is counted, once."""
-        if self.monitor is not None:
-            self.monitor.fail(exc)
-        if not self._sink_failed:
-            self._sink_failed = True
-            self._watching.internal_error(where, exc, self.route, self.protocol_label)
-
-    def _finish(self, end: StreamEnd) -> None:
-        monitor = self.monitor
-        if monitor is None or monitor.report is not None:
-            return
-        watching = self._watching
-        if self.sweeper is not None:
-            self.sweeper.discard(self)
-            self.sweeper = None
-        try:
-            stopping = end is StreamEnd.APP_RETURNED and _server_is_stopping()
-            report = monitor.finish(end, emit=self._emit, server_stopping=stopping)
-        except Exception as exc:
-            self._internal_error("finish", exc)
-            report = monitor.fallback_report(end)
-        try:
-            for index, sink in enumerate(self._sinks):
-                if sink is not None:
-                    try:
-                        sink.stream_ended(report)
-                    except BaseException as exc:
-                        if _is_cancellation(exc):
-                            raise
-                        self._internal_error(watching.sinks[index].name, exc)
-        finally:
-            # Counted open until its report is handed over, so that ``in_flight == 0``
-            # means every report has reached the sinks.
-            watching.open_streams.discard(self)
+            self.fail("check", exc)
 
 
 class _AtExit:
@@ -729,20 +498,6 @@ def _resolve_metrics(metrics: object) -> StreamGuardMetrics | None:
     )
 
 
-def _initial_labels(config: StreamGuardConfig) -> list[tuple[str, str]]:
-    """The (route, protocol) labels of the configured routes, as their streams will carry
-    them: a route left to auto-detection whose path names a protocol is labelled with it."""
-    labels = []
-    for key, spec in config.routes.items():
-        protocol = spec.protocol
-        if protocol == AUTO:
-            by_path = protocol_for_path(key)
-            if by_path in CHECKERS:
-                protocol = by_path
-        labels.append((spec.name or key, protocol))
-    return labels
-
-
 def _route_for(config: StreamGuardConfig, scope: Scope) -> tuple[str | None, RouteConfig | None]:
     """``StreamGuardMiddleware.route_for``."""
     routes = config.routes
@@ -788,9 +543,3 @@ def _server_is_stopping() -> bool:
         return getattr(status, "should_exit", False) is True
     except Exception:
         return False
-
-
-def _is_cancellation(exc: BaseException) -> bool:
-    """asyncio's or trio's cancellation, which must propagate; any other exception from a
-    sink (even ``KeyboardInterrupt`` raised by a callback) is contained."""
-    return isinstance(exc, asyncio.CancelledError) or type(exc).__name__ == "Cancelled"

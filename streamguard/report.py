@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 __all__ = [
+    "FAILED_OUTCOMES",
+    "NOTABLE_OUTCOMES",
     "REQUEST_BODY_UNREAD",
     "REQUEST_IDS_OVER_BOUND",
     "RESUMED_STREAM",
@@ -57,6 +59,16 @@ class Outcome(StrEnum):
     #: Client side only: the connection broke while the body was being read (a network or
     #: protocol error mid-body), before the body ended.
     CONNECTION_LOST = "connection_lost"
+
+
+#: The outcomes of a stream that broke: its body did not end as its sender meant it to (the
+#: app left it unfinished or raised, or the connection was lost mid-body). The one list of
+#: failures: the log sink logs these ends at ``error``.
+FAILED_OUTCOMES = frozenset({Outcome.UNCLOSED, Outcome.APP_ERROR, Outcome.CONNECTION_LOST})
+#: The outcomes worth a look that are no break: an in-band error the protocol defines, a
+#: stream cancelled (at shutdown). Logged at ``warning``. The rest (``completed``,
+#: ``client_disconnect``: never a server fault) are neither.
+NOTABLE_OUTCOMES = frozenset({Outcome.ERROR_EVENT, Outcome.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)

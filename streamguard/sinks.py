@@ -1,6 +1,7 @@
 """Sinks: where what streamguard finds goes (metrics, logs, ``on_report``, your own).
 
-The middleware calls sinks, never a specific one. A sink hears of a stream three times:
+The seams (the middleware, the transports) call sinks through each stream's session
+(``streamguard._session``), never a specific one. A sink hears of a stream three times:
 when it starts (``Sink.stream_started``, which returns the sink's handle for that stream),
 when findings are made (``StreamSink.findings``, a batch at a time, never once per frame),
 and when it ends (``StreamSink.stream_ended``, with the ``StreamReport``). Counts such as
@@ -10,9 +11,11 @@ A sink that holds what it was told, to deliver later, may also define ``drain()`
 middleware calls it when the lifespan shuts down, on a worker thread, so that nothing is
 lost when the server then ends the process (``ReportSink`` drains a ``ReportQueue``).
 
-A sink that raises is contained: the failure is counted as an internal error (logged with
-``where=`` the sink's ``name``), the stream's checking stops, and that sink hears nothing
-more of that stream. Only cancellation propagates.
+A sink that raises is contained, in one fan-out (``StreamSession``): the failure is counted
+as an internal error, once per stream (logged with ``where=`` the sink's ``name``), and the
+stream's checking stops. A sink whose ``stream_started`` raised hears nothing more of that
+stream; one that raised later still gets its end, so that its own bookkeeping (an
+open-streams gauge) balances. Only cancellation (asyncio's or trio's) propagates.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class StreamSink(Protocol):
 
 
 class Sink(Protocol):
-    """Receives every watched stream of a middleware.
+    """Receives every watched stream of a middleware or a transport.
 
     ``stream_started`` runs once per stream, at the response start, in the app's task: keep
     it cheap. Return ``None`` to hear nothing more of that stream.

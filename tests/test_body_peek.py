@@ -183,7 +183,7 @@ def test_a_failure_reading_the_body_is_contained(monkeypatch: pytest.MonkeyPatch
     def broken(self: Any, message: Any) -> None:
         raise ZeroDivisionError("peek bug")
 
-    monkeypatch.setattr(streamguard.middleware._StreamWatch, "_peek_request", broken)
+    monkeypatch.setattr(streamguard.middleware._Exchange, "_peek_request", broken)
     reports: list[StreamReport] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:

@@ -178,7 +178,7 @@ def test_thousand_concurrent_mixed_protocol_streams_each_get_their_own_report(to
     assert started == total
     assert [s for s in middleware._sweepers.values() if s.running or s.watches] == []
     gc.collect()
-    watches = [o for o in gc.get_objects() if type(o).__name__ == "_StreamWatch"]
+    watches = [o for o in gc.get_objects() if type(o).__name__ == "_Exchange"]
     assert watches == []
     assert not [t for t in threading.enumerate() if t.name == "streamguard-uvicorn"]
 

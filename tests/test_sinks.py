@@ -13,7 +13,7 @@ from streamguard import Finding, Outcome, StreamGuardMiddleware, StreamReport
 from streamguard.config import StreamGuardConfig
 from streamguard.logs import LogSink
 from streamguard.metrics import StreamGuardMetrics
-from streamguard.middleware import _StreamWatch
+from streamguard.middleware import _Exchange
 from streamguard.sinks import COMPRESSED, NOT_SAMPLED, ReportSink, Sink, StreamSink
 
 from .asgi_driver import ScriptedApp, body, http_scope, run, sse_start
@@ -171,6 +171,6 @@ def test_a_sink_is_told_whether_the_frames_are_checked(
 
 def test_the_stream_watch_is_built_from_collaborators_not_the_middleware() -> None:
     """A stream's state holds the shared collaborators, never the middleware itself."""
-    parameters = list(inspect.signature(_StreamWatch).parameters)
-    assert parameters == ["watching", "scope", "receive", "send"]
-    assert "_guard" not in _StreamWatch.__slots__
+    parameters = list(inspect.signature(_Exchange).parameters)
+    assert parameters == ["seam", "scope", "receive", "send"]
+    assert "_guard" not in _Exchange.__slots__

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from streamguard._session import Side, StreamSession, classify_end, not_an_event_stream, read_head
 from streamguard.config import TimerConfig
 from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
@@ -104,12 +105,14 @@ class CollectedStream:
         """A 2xx ``text/event-stream`` response (always true for bytes checked offline)."""
         if self.status_code is None:
             return True
-        media_type = (self.content_type or "").partition(";")[0].strip().lower()
-        return 200 <= self.status_code < 300 and media_type == "text/event-stream"
+        return not_an_event_stream(self.status_code, self.content_type) is None
 
 
-class _Collector:
-    """Feeds chunks to a monitor, keeping the events it dispatches with their arrival times."""
+class _Collector(StreamSession):
+    """An offline stream session (no sinks; a failure in checking is the test's, raised)
+    that keeps what arrived: the body, and each event with its arrival time."""
+
+    __slots__ = ("_body", "_events", "_now", "content_type", "status_code")
 
     def __init__(
         self,
@@ -120,6 +123,7 @@ class _Collector:
         started_at: float | None,
         timers: TimerConfig | None = None,
     ) -> None:
+        super().__init__(None)
         # One clock reading per chunk, shared by the monitor and the event times.
         self._now = time.monotonic()
         self._events: list[ReceivedEvent] = []
@@ -143,39 +147,42 @@ class _Collector:
     def _received(self, event: Event, index: int) -> None:
         self._events.append(ReceivedEvent(*event, index, self._now))
 
-    def headers(self, status_code: int, headers: Iterable[tuple[str, str]]) -> None:
-        """Apply the middleware's HTTP checks to the response head."""
+    def headers(self, status_code: int, headers: Iterable[tuple[bytes, bytes]]) -> None:
+        """Apply the middleware's HTTP checks to the response head (raw header pairs)."""
         monitor = self.monitor
+        assert monitor is not None  # set at construction
+        head = read_head(status_code, headers)
         self.status_code = status_code
-        values: dict[str, str] = {}
-        for name, value in headers:
-            values.setdefault(name.lower(), value)
-        self.content_type = values.get("content-type")
-        media_type = (self.content_type or "").partition(";")[0].strip().lower()
-        if not 200 <= status_code < 300 or media_type != "text/event-stream":
+        self.content_type = head.content_type
+        if not_an_event_stream(status_code, head.content_type) is not None:
             monitor.stop_inspecting()
             monitor.add_note(
                 f"not an event stream (HTTP {status_code}, content-type "
                 f"{self.content_type!r}): the body was not checked"
             )
             return
-        monitor.check_head(
-            self.content_type or "", values.get("content-length"), values.get("content-encoding")
-        )
+        monitor.check_head(head.content_type or "", head.content_length, head.content_encoding)
 
     def feed(self, chunk: bytes) -> None:
         if not chunk:
             return
         self._now = time.monotonic()
         self._body.append(chunk)
-        self.monitor.feed(chunk)
+        super().feed(chunk)
 
     def finish(
-        self, end: StreamEnd = StreamEnd.BODY_ENDED, error: BaseException | None = None
+        self,
+        error: BaseException | None = None,
+        timeouts: type[BaseException] | tuple[type[BaseException], ...] = (),
     ) -> CollectedStream:
+        """The record, once the read ended: to the body's end, or by the transport
+        ``error`` that cut it (one of ``timeouts``: the client stopped waiting)."""
         monitor = self.monitor
+        assert monitor is not None  # set at construction
         self._now = time.monotonic()
-        report = monitor.finish(end, cause=error)
+        end = classify_end(Side.CLIENT, error, body_ended=error is None, timeouts=timeouts)
+        report = self.end(end, error)
+        assert report is not None  # ended here, once
         texts, deltas, finish_reasons = _extract(report.protocol, self._events)
         return CollectedStream(
             status_code=self.status_code,
@@ -197,15 +204,6 @@ _WHY_NOT = {
     StreamEnd.CONNECTION_LOST: "the connection was lost before the body ended",
     StreamEnd.READ_TIMEOUT: "the client stopped waiting for the rest of the body",
 }
-
-
-def _read_end(error: BaseException) -> StreamEnd:
-    """How a transport error ended the read: the client's own timeout, or a lost connection."""
-    import httpx
-
-    if isinstance(error, httpx.TimeoutException):
-        return StreamEnd.READ_TIMEOUT
-    return StreamEnd.CONNECTION_LOST
 
 
 def collect(
@@ -240,7 +238,7 @@ def collect(
         for chunk in response.iter_raw():
             collector.feed(chunk)
     except httpx.TransportError as exc:
-        return collector.finish(_read_end(exc), exc)
+        return collector.finish(exc, httpx.TimeoutException)
     return collector.finish()
 
 
@@ -264,7 +262,7 @@ async def acollect(
         async for chunk in chunks:
             collector.feed(chunk)
     except httpx.TransportError as exc:
-        return collector.finish(_read_end(exc), exc)
+        return collector.finish(exc, httpx.TimeoutException)
     return collector.finish()
 
 
@@ -296,7 +294,7 @@ def _start(
     collector = _Collector(
         protocol, request, response.request.url.path, max_event_bytes, started_at, timers
     )
-    collector.headers(response.status_code, response.headers.multi_items())
+    collector.headers(response.status_code, response.headers.raw)
     return collector
 
 

@@ -1,0 +1,573 @@
+"""One watched stream, the same at every seam: ``Seam`` and ``StreamSession``.
+
+streamguard watches streams at three seams: the ASGI middleware (what the app sends), the
+httpx and httpx2 transports (what an upstream sends, as the caller reads it) and the test
+collectors (``streamguard.testing.collect``: what a test's client reads). Each seam knows
+its own I/O (ASGI messages, httpx byte streams) and nothing else; everything a seam does
+with a stream once it holds its bytes is here, once.
+
+Theory of operation
+-------------------
+
+A stream session has three steps, always in this order and each at most once, except
+``feed``:
+
+* **start** (``StreamSession.start``): the seam has read the response head and built the
+  stream's ``StreamMonitor``. The session checks the head (``check_head``), decides whether
+  the frames are checked at all (a compressed body cannot be, a stream the sample leaves
+  out is not), and tells every sink the stream started. From here on the stream is open:
+  it is in the seam's ``open_streams`` (``in_flight``), its sweeper polls its timers, and
+  whatever fails is reported through it, so that its end always reaches the sinks.
+* **feed**: each body chunk, before the seam hands it on; findings go to the sinks as soon
+  as they are made.
+* **end** (``StreamSession.end``): once; later calls do nothing. The monitor turns the end
+  into an outcome and builds the report, every sink gets it, and only then does the
+  stream leave ``open_streams``: at ``in_flight == 0`` every report has been delivered.
+
+Four decisions would otherwise be made at each seam, slightly differently, so each is made
+in one place:
+
+* **Is this response an event stream?** ``read_head`` reads the status and the three
+  headers that matter (the first value of each, decoded as Latin-1), and
+  ``not_an_event_stream`` says why not (``"status"``, ``"content_type"``) or nothing: a 2xx
+  status and the media type ``text/event-stream``, its parameters ignored. A seam adds what
+  only it knows (HEAD, excluded paths, unlisted routes) in ``Seam.watched_route``, which
+  counts each response it leaves alone in ``skipped``, by reason.
+* **How did the stream end?** ``classify_end``: the seam says what it saw (the body
+  ended; or it stopped, with the exception that stopped it or with none) and the side it
+  watches from, and ``ENDS`` gives the ``StreamEnd``. The sides differ in who stops: at
+  the server, the app sends, so an exception is the app's (``app_error``) and a return
+  without the end of the body is the app's too (``app_returned``); at the client, the
+  caller reads, so an exception while reading is the connection's (``connection_lost``,
+  or ``read_timeout`` for the reader's own timeout) and stopping without one is the caller
+  leaving (``client_disconnect``). Cancellation is recognised for asyncio and trio
+  (``is_cancellation``, by the class name, so trio need not be imported). The monitor then
+  turns that end into an outcome with what the stream had delivered (``monitor.OUTCOMES``).
+* **What happens when a sink fails?** One fan-out (``StreamSession._tell``) calls every
+  sink: one that raises is counted once per stream as an internal error, that stream's
+  checking stops, a sink whose start failed hears nothing more of the stream, and nothing
+  reaches the app or the caller. Only cancellation propagates: it is the task's, not the
+  sink's.
+* **Which outcomes are failures?** ``streamguard.report.FAILED_OUTCOMES``, beside the
+  outcomes themselves, read by the log sink for its levels.
+
+Why a base class and not a helper object: the middleware's per-request object *is* the
+stream's session (``middleware._Exchange`` subclasses ``StreamSession``), so its per-frame
+path reaches the monitor with no call layer in between, and an idle open stream costs one
+object, not two (its budget is 2 KiB). The transports' sessions add only a weak reference
+(a response dropped unclosed takes its session with it). The test collectors use an
+*offline* session, one without a seam: no sinks, and no failure contained, because a
+failure in a test's own checking is the test's to see.
+
+What stays at each seam: the I/O, how a request's facts are read (a peeked ASGI body, an
+httpx request's content), how a route is named (an ASGI scope, a URL), when the end
+happened (an ASGI ``send``, the end of an iteration) and the monitor's construction (the
+tests break monitors one step out, in the module that builds them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, MutableSet, Sequence
+from enum import Enum
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+
+from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
+from streamguard.liveness import LivenessLimits
+from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, error_name
+from streamguard.protocols import AUTO, CHECKERS
+from streamguard.protocols.auto import protocol_for_path
+from streamguard.report import Finding, StreamReport
+from streamguard.sinks import COMPRESSED, NOT_SAMPLED, ReportCallback, ReportSink, Sink, StreamSink
+from streamguard.sweeper import Sweeper, Sweepers
+
+if TYPE_CHECKING:
+    from streamguard.metrics import StreamGuardMetrics
+
+__all__ = [
+    "ENDS",
+    "EVENT_STREAM",
+    "InternalErrors",
+    "MonitorSettings",
+    "ResponseHead",
+    "Seam",
+    "Side",
+    "StreamSession",
+    "classify_end",
+    "configure",
+    "initial_labels",
+    "is_cancellation",
+    "not_an_event_stream",
+    "read_head",
+]
+
+#: The media type of an event stream.
+EVENT_STREAM = "text/event-stream"
+
+
+# -- is this an event stream ----------------------------------------------------------------
+
+
+class ResponseHead(NamedTuple):
+    """What watching needs of a response head: the status and three header values."""
+
+    status: int
+    content_type: str | None
+    content_length: str | None
+    content_encoding: str | None
+
+
+def read_head(status: int, headers: Iterable[tuple[bytes, bytes]]) -> ResponseHead:
+    """The status and the first Content-Type, Content-Length and Content-Encoding values
+    (header names in any case, values decoded as Latin-1), from raw header pairs."""
+    content_type = content_length = content_encoding = None
+    for name, value in headers:
+        name = name.lower()
+        if name == b"content-type":
+            if content_type is None:
+                content_type = value.decode("latin-1")
+        elif name == b"content-length":
+            if content_length is None:
+                content_length = value.decode("latin-1")
+        elif name == b"content-encoding" and content_encoding is None:
+            content_encoding = value.decode("latin-1")
+    return ResponseHead(status, content_type, content_length, content_encoding)
+
+
+def not_an_event_stream(status: int, content_type: str | None) -> str | None:
+    """Why a response is not an event stream, ``"status"`` (not 2xx) or ``"content_type"``
+    (a media type other than ``text/event-stream``, parameters ignored), or ``None``."""
+    if not 200 <= status < 300:
+        return "status"
+    if content_type is None or content_type.partition(";")[0].strip().lower() != EVENT_STREAM:
+        return "content_type"
+    return None
+
+
+# -- how a stream ended ---------------------------------------------------------------------
+
+
+class Side(Enum):
+    """Where a seam watches a stream from."""
+
+    #: At the server, as the app sends (the middleware).
+    SERVER = "server"
+    #: At the client, as the caller reads (the transports, the test collectors).
+    CLIENT = "client"
+
+
+class _Stop(Enum):
+    """How the watched side stopped before the body ended."""
+
+    #: Without an exception: the app returned, or the caller closed the response.
+    RETURNED = "returned"
+    #: With one of the seam's read timeouts.
+    TIMED_OUT = "timed_out"
+    #: With any other ``Exception``.
+    RAISED = "raised"
+    #: asyncio's or trio's cancellation.
+    CANCELLED = "cancelled"
+    #: ``GeneratorExit``: the caller dropped the iteration.
+    ABANDONED = "abandoned"
+    #: ``KeyboardInterrupt``, ``SystemExit``, any other ``BaseException``.
+    INTERRUPTED = "interrupted"
+
+
+_E = StreamEnd
+#: The end of a stream that stopped before its body ended, by the side it is watched from
+#: and how it stopped: the one place an exception (or its absence) becomes a
+#: ``StreamEnd``. A body that ended is ``BODY_ENDED`` from either side, and at the server a
+#: client already gone makes any other end ``CLIENT_DISCONNECT`` (``classify_end``).
+ENDS: dict[Side, dict[_Stop, StreamEnd]] = {
+    Side.SERVER: {
+        _Stop.RETURNED: _E.APP_RETURNED,      # the app left the body unfinished
+        _Stop.TIMED_OUT: _E.APP_ERROR,        # (no timeout is the server's own)
+        _Stop.RAISED: _E.APP_ERROR,
+        _Stop.CANCELLED: _E.CANCELLED,        # shutdown, the app's own timeout
+        _Stop.ABANDONED: _E.CANCELLED,
+        _Stop.INTERRUPTED: _E.CANCELLED,
+    },
+    Side.CLIENT: {
+        _Stop.RETURNED: _E.CLIENT_DISCONNECT,  # the caller closed the response first
+        _Stop.TIMED_OUT: _E.READ_TIMEOUT,      # the caller stopped waiting
+        _Stop.RAISED: _E.CONNECTION_LOST,      # a network or protocol error mid-body
+        _Stop.CANCELLED: _E.CLIENT_DISCONNECT,  # the caller's task stopped reading
+        _Stop.ABANDONED: _E.CLIENT_DISCONNECT,  # the caller dropped the iteration
+        _Stop.INTERRUPTED: _E.CANCELLED,
+    },
+}  # fmt: skip
+
+
+def classify_end(
+    side: Side,
+    error: BaseException | None = None,
+    *,
+    body_ended: bool = False,
+    client_left: bool = False,
+    timeouts: type[BaseException] | tuple[type[BaseException], ...] = (),
+) -> StreamEnd:
+    """How a stream ended: its body ended (at the server: and the end reached the client),
+    or the client was seen leaving first (at the server), or else by ``ENDS``, from the
+    exception that stopped it (``None``: it stopped without one)."""
+    if body_ended:
+        return StreamEnd.BODY_ENDED
+    if client_left:
+        return StreamEnd.CLIENT_DISCONNECT
+    if error is None:
+        stop = _Stop.RETURNED
+    elif isinstance(error, Exception):
+        stop = _Stop.TIMED_OUT if isinstance(error, timeouts) else _Stop.RAISED
+    elif is_cancellation(error):
+        stop = _Stop.CANCELLED
+    elif isinstance(error, GeneratorExit):
+        stop = _Stop.ABANDONED
+    else:
+        stop = _Stop.INTERRUPTED
+    return ENDS[side][stop]
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """asyncio's or trio's cancellation (trio's by its class name: trio is not imported),
+    which must propagate; anything else a sink raises (even ``KeyboardInterrupt`` from a
+    callback) is contained."""
+    return isinstance(exc, asyncio.CancelledError) or type(exc).__name__ == "Cancelled"
+
+
+# -- what every stream of a seam shares -----------------------------------------------------
+
+
+class InternalErrors:
+    """The one place a failure inside streamguard is counted and told to the sinks."""
+
+    __slots__ = ("_sinks", "count")
+
+    def __init__(self, sinks: Sequence[Sink]) -> None:
+        self._sinks = sinks
+        self.count = 0
+
+    def __call__(self, where: str, exc: BaseException, route: str, protocol: str) -> None:
+        self.count += 1
+        error = error_name(exc)
+        for sink in self._sinks:
+            # Separately guarded: the failing sink may be any one, and the others must
+            # still say so.
+            with contextlib.suppress(Exception):
+                sink.internal_error(where, error, route, protocol)
+
+
+class MonitorSettings(TypedDict):
+    """The ``StreamMonitor`` keywords that come from a seam's configuration."""
+
+    clock: Clock
+    max_event_bytes: int
+    excerpt_chars: int
+    liveness: LivenessLimits | None
+    json_data: bool
+
+
+class Seam:
+    """What every stream watched at one seam (a middleware, a transport) shares: the
+    configuration, the sinks, the counters and the open streams. Per-stream state lives in
+    a ``StreamSession``, never here."""
+
+    def __init__(
+        self,
+        config: StreamGuardConfig,
+        clock: Clock,
+        metrics: StreamGuardMetrics | None,
+        *,
+        sinks: Sequence[Sink],
+        on_report: ReportCallback | None,
+        open_streams: MutableSet[StreamSession],
+        log_side: str | None = None,
+    ) -> None:
+        from streamguard.logs import LogSink  # structlog loads with the first seam
+
+        self.config = config
+        self.clock = clock
+        self.metrics = metrics
+        #: The timing detectors' thresholds; ``None`` with the timers off.
+        self.limits = config.timers.limits()
+        #: The responses not watched (``head``, ``status``, ...) and the streams watched
+        #: but not inspected (``content_encoding``), by reason.
+        self.skipped: Counter[str] = Counter()
+        #: The streams open, or ended and still handing their report to the sinks.
+        self.open_streams = open_streams
+        shortest_timer = min(config.timers.body_end_grace_s, config.timers.idle_limit_s)
+        #: How often open streams are polled: often enough to report within a quarter of
+        #: the shortest timer, never busier than 200 times a second.
+        self.poll_interval = min(max(shortest_timer / 4, 0.005), 1.0)
+        self.sweepers = Sweepers(self.poll_interval, open_streams)
+        #: Where findings and reports go, in this order; ``on_report`` comes last.
+        self.sinks: tuple[Sink, ...] = (
+            *(() if metrics is None else (metrics,)),
+            LogSink(config.logs, clock, side=log_side),
+            *sinks,
+            *(() if on_report is None else (ReportSink(on_report),)),
+        )
+        self.errors = InternalErrors(self.sinks)
+        if metrics is not None:
+            metrics.initialise(initial_labels(config))
+
+    def watched_route(
+        self,
+        method: str | None,
+        head: ResponseHead,
+        path: str,
+        route_for: Callable[[], tuple[str | None, RouteConfig | None]],
+    ) -> tuple[str | None, RouteConfig | None] | None:
+        """The route (label, configuration) of a response that is watched, else ``None``,
+        counted in ``skipped`` by why: ``head``, ``status``, ``content_type``,
+        ``excluded``, ``unlisted``. ``route_for`` is asked only of an event stream."""
+        config = self.config
+        reason = "head" if method == "HEAD" else not_an_event_stream(head.status, head.content_type)
+        if reason is None:
+            if config.is_excluded(path):
+                reason = "excluded"
+            else:
+                label, spec = route_for()
+                if spec is not None or config.watch_unlisted:
+                    return label, spec
+                reason = "unlisted"
+        self.skipped[reason] += 1
+        return None
+
+    def monitor_settings(self, spec: RouteConfig | None) -> MonitorSettings:
+        """The monitor keywords this seam's configuration sets for a stream of ``spec``."""
+        config = self.config
+        logs = config.logs
+        return MonitorSettings(
+            clock=self.clock,
+            max_event_bytes=config.max_event_bytes,
+            excerpt_chars=logs.excerpt_chars if logs.content_excerpts else 0,
+            liveness=self.limits,
+            json_data=spec is not None and spec.json_data,
+        )
+
+    def end_open_streams(self, end: StreamEnd, note: str) -> None:
+        """End every stream still open as ``end``, saying why on its report (``note``)."""
+        for session in list(self.open_streams):
+            session.end(end, note=note)
+
+
+def configure(config: StreamGuardConfig | None, given: Mapping[str, Any]) -> StreamGuardConfig:
+    """The configuration a seam's constructor was given (``given``: its ``locals()``):
+    ``config``, or the ``StreamGuardConfig`` fields among its keywords (one left at ``None``
+    keeps its default); never both."""
+    options = {
+        name: given[name] for name in StreamGuardConfig.model_fields if given[name] is not None
+    }
+    if config is None:
+        return StreamGuardConfig(**options)
+    if options:
+        raise TypeError(f"pass either config= or keyword options, not both (got {sorted(options)})")
+    return config
+
+
+def initial_labels(config: StreamGuardConfig) -> list[tuple[str, str]]:
+    """The (route, protocol) labels of the configured routes, as their streams will carry
+    them: a route left to auto-detection whose path names a protocol is labelled with it."""
+    labels = []
+    for key, spec in config.routes.items():
+        protocol = spec.protocol
+        if protocol == AUTO:
+            by_path = protocol_for_path(key)
+            if by_path is not None and by_path in CHECKERS:
+                protocol = by_path
+        labels.append((spec.name or key, protocol))
+    return labels
+
+
+# -- one stream -----------------------------------------------------------------------------
+
+
+class StreamSession:
+    """One watched stream: its monitor, each sink's handle on it, and its end.
+
+    ``seam`` is ``None`` for an offline session (the test collectors): it has no sinks and
+    contains no failure, which propagates to the caller.
+    """
+
+    __slots__ = ("_failed", "_handles", "_seam", "monitor", "protocol_label", "route", "sweeper")
+
+    def __init__(self, seam: Seam | None) -> None:
+        self._seam = seam
+        #: ``None`` until the stream starts (the middleware makes its session per request,
+        #: before it knows whether the response is watched).
+        self.monitor: StreamMonitor | None = None
+        #: The ``route`` and ``protocol`` labels every series of the stream carries.
+        self.route = UNKNOWN_ROUTE
+        self.protocol_label = "unknown"
+        #: Each sink's handle on this stream, in the order of ``seam.sinks`` (``None`` for
+        #: a sink that took no interest, or whose start failed).
+        self._handles: tuple[StreamSink | None, ...] = ()
+        #: The poller of this stream's event loop while it is open (``None`` without one).
+        self.sweeper: Sweeper | None = None
+        self._failed = False
+
+    def start(
+        self,
+        monitor: StreamMonitor,
+        route: str,
+        protocol: str,
+        head: ResponseHead,
+        *,
+        poll: bool = True,
+    ) -> None:
+        """Open the stream: check its head, tell the sinks; from here on its end is reported.
+
+        ``protocol`` is the one configured; a stream left to auto-detection that is still
+        undecided is labelled ``auto`` for its whole life, so that every series of one
+        stream carries the same labels. ``poll``: whether the loop's sweeper may poll it.
+        """
+        seam = self._seam
+        assert seam is not None, "an offline session has no sinks to start"
+        self.route = route
+        undecided = protocol == AUTO and monitor.protocol_source == "default"
+        self.protocol_label = AUTO if undecided else monitor.protocol
+        self.monitor = monitor
+        seam.open_streams.add(self)
+        if poll and seam.limits is not None:
+            sweeper = self.sweeper = seam.sweepers.current()
+            if sweeper is not None:
+                sweeper.add(self)
+        unchecked = None
+        found: Sequence[Finding] = ()
+        failure = None
+        try:
+            found = monitor.check_head(
+                head.content_type or "", head.content_length, head.content_encoding
+            )
+        except Exception as exc:
+            failure = exc  # reported once the sinks know of the stream
+        else:
+            if not monitor.inspecting:
+                seam.skipped["content_encoding"] += 1
+                unchecked = COMPRESSED
+            elif seam.config.sample_rate < 1.0 and random.random() >= seam.config.sample_rate:
+                monitor.stop_inspecting()
+                monitor.add_note("not sampled: only the outcome was recorded")
+                unchecked = NOT_SAMPLED
+        route, label = self.route, self.protocol_label
+        self._handles = self._tell(
+            seam.sinks, lambda sink: sink.stream_started(route, label, unchecked)
+        )
+        if failure is not None:
+            self.fail("decide", failure)
+        elif found:
+            self.emit(found)
+
+    def feed(self, chunk: bytes) -> None:
+        """Check one body chunk (the middleware inlines this on its per-frame path)."""
+        monitor = self.monitor
+        if monitor is None or monitor.report is not None or monitor.internal_error is not None:
+            return
+        try:
+            data = chunk if type(chunk) is bytes else bytes(chunk)  # a memoryview, bytearray
+            # Only a chunk of several windows has its findings emitted as they are made
+            # (no bound method per chunk).
+            found = (
+                monitor.feed(data) if len(data) <= FEED_WINDOW else monitor.feed(data, self.emit)
+            )
+            if found:
+                self.emit(found)
+        except Exception as exc:
+            self.fail("check", exc)
+
+    def emit(self, found: Sequence[Finding]) -> None:
+        """Hand new findings to the sinks.
+
+        A sink that fails stops the checking of this stream (so no more findings come) but
+        still gets the stream's end, so that its own bookkeeping (an open-streams gauge)
+        balances.
+        """
+        if self._handles:
+            self._tell(self._handles, lambda handle: handle.findings(found))
+
+    def poll(self) -> None:
+        """Called by the sweeper: run the timing detectors and emit what they find."""
+        monitor = self.monitor
+        if monitor is None:
+            return
+        try:
+            found = monitor.poll()
+        except Exception as exc:
+            self.fail("poll", exc)
+            return
+        if found:
+            self.emit(found)
+
+    def end(
+        self,
+        end: StreamEnd,
+        cause: BaseException | None = None,
+        *,
+        note: str | None = None,
+        server_stopping: bool = False,
+    ) -> StreamReport | None:
+        """End the stream once (later calls, and calls before it started, do nothing and
+        return ``None``) and hand its report to the sinks; return it.
+
+        ``cause`` is the exception that ended a client's read; ``note`` says on the report
+        why it ended now; ``server_stopping`` as ``StreamMonitor.finish``.
+        """
+        monitor = self.monitor
+        if monitor is None or monitor.report is not None:
+            return None
+        if note is not None:
+            monitor.add_note(note)
+        if self.sweeper is not None:
+            self.sweeper.discard(self)
+            self.sweeper = None
+        try:
+            report = monitor.finish(
+                end, cause=cause, emit=self.emit, server_stopping=server_stopping
+            )
+        except Exception as exc:
+            self.fail("finish", exc)
+            report = monitor.fallback_report(end)
+        try:
+            if self._handles:
+                self._tell(self._handles, lambda handle: handle.stream_ended(report))
+        finally:
+            # Counted open until its report is handed over, so that ``in_flight == 0``
+            # means every report has reached the sinks.
+            if self._seam is not None:
+                self._seam.open_streams.discard(self)
+        return report
+
+    def fail(self, where: str, error: BaseException) -> None:
+        """streamguard failed on this stream (in ``where``): stop checking it; its first
+        failure is counted, once. An offline session re-raises ``error``."""
+        seam = self._seam
+        if seam is None:
+            raise error
+        if self.monitor is not None:
+            self.monitor.fail(error)
+        if not self._failed:
+            self._failed = True
+            seam.errors(where, error, self.route, self.protocol_label)
+
+    def _tell(
+        self, sinks: Sequence[Any], call: Callable[[Any], Any]
+    ) -> tuple[StreamSink | None, ...]:
+        """The fail-open fan-out: ``call`` each sink (or sink handle; ``None`` is skipped)
+        and return what each returned, ``None`` for one that raised. A sink that raises is
+        this stream's internal error, named by the sink; cancellation propagates."""
+        assert self._seam is not None
+        named = self._seam.sinks
+        answers: list[StreamSink | None] = []
+        for index, sink in enumerate(sinks):
+            answer = None
+            if sink is not None:
+                try:
+                    answer = call(sink)
+                except BaseException as exc:
+                    if is_cancellation(exc):
+                        raise
+                    self.fail(named[index].name, exc)
+            answers.append(answer)
+        return tuple(answers)
