@@ -15,8 +15,10 @@ checker classifies an event into a kind and calls ``advance``, which looks the s
 makes the lifecycle finding when the event breaks one, and records the terminal and the
 error. Events in a sealed phase (after the terminal, say) never reach the protocol's
 code: ``on_event`` asks ``sealed_kind`` for their kind and name, and advances. At the
-body's end, ``on_end`` advances with ``END`` (a missing terminal) and then runs the
-protocol's own end-of-stream rules (``check_end``).
+body's end, ``on_end`` runs the protocol's own end-of-stream rules (``check_end``) and
+advances with ``END``, whose finding (a missing terminal) comes first. Gemini overrides
+``on_event`` and ``on_end`` (its framing check reads every event, and its terminal is
+known only at the end); moving both into the engine is issue 25's next step.
 
 The rest is shared so that protocols read the same: ``Found`` holds the findings on the
 event being checked, so a handler adds one with ``found.add(rule, detail)``; ``report``

@@ -12,7 +12,9 @@ rule and the message that says so. The table is total: every phase has a step fo
 kind, and for ``END``, the body's end, either by name or through the phase's ``ANY`` row.
 A checker classifies each event into a kind (its payload handlers do the rest) and
 ``Checker.advance`` looks the step up; that is the only place a checker's phase,
-``terminal_index`` and ``error_index`` change.
+``terminal_index`` and ``error_index`` change once events arrive. Before the first, a
+checker may start in another phase than ``initial`` when its request says so (MCP's
+stream that owes no response, a resumed Responses stream).
 
 Three kinds exist in every protocol: ``TERMINAL`` (the terminal signal), ``ERROR`` (an
 in-band error) and ``OTHER`` (any other event); protocols add their own (``start``,

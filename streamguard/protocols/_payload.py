@@ -1,8 +1,10 @@
 """Turning a pydantic-core validation error on an event's data into a finding, and reading
 what a payload that failed the check still carries.
 
-The OpenAI checkers parse and shape-check each payload in one pass with
-``TypeAdapter(<TypedDict>).validate_json``. When that fails, the first error says whether
+The OpenAI checkers shape-check payloads against TypedDicts with pydantic-core: Responses
+parses and checks each event in one pass (``validate_json``); chat parses first
+(``parse_json``), lets a fast path vouch for the common chunk, and checks the rest of the
+parsed object (``validate_python``). When the check fails, the first error says whether
 the data was not JSON at all (``invalid_json``: syntax, recursion limit, a number out of
 range, a non-object) or JSON of the wrong shape (``schema_mismatch``), and where; then
 ``lenient`` keeps the fields whose type is right, so the rules still run on them.
