@@ -20,9 +20,12 @@ $(STAMP): pyproject.toml constraints.txt
 # A shell's STREAMGUARD_PURE_PYTHON=1 must not decide the build: `env -u` drops it. A
 # "pure" stamp is not retried until a source changes: `rm .venv/.compiled` after
 # installing a compiler.
-PACKAGE_SOURCES := $(shell find streamguard -name '*.py')
+# Rebuilt when a source of the core changes: the compiled modules and the package modules
+# they import (`python -m tests.tiers sources`, with setup.py); an edit to the CLI or the
+# middleware needs no five-minute rebuild. Without that list, every source counts.
+CORE_SOURCES := $(shell $(PYTHON) -m tests.tiers sources 2>/dev/null || find streamguard -name '*.py')
 COMPILED_STAMP := $(VENV)/.compiled
-$(COMPILED_STAMP): $(STAMP) setup.py $(PACKAGE_SOURCES)
+$(COMPILED_STAMP): $(STAMP) setup.py $(CORE_SOURCES)
 	find streamguard -name '*.so' -delete
 	env -u STREAMGUARD_PURE_PYTHON $(BIN)/python setup.py --quiet build_ext --inplace
 	env -u STREAMGUARD_PURE_PYTHON $(BIN)/python -c "import streamguard; print('compiled' if streamguard.compiled else 'pure')" > $(COMPILED_STAMP)

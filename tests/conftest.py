@@ -16,7 +16,7 @@ from structlog.testing import LogCapture
 import streamguard
 from streamguard.protocols import ProtocolSpec, register, unregister
 
-from .tiers import exercises_core
+from .tiers import core_sources, exercises_core
 from .toy_protocol import DoneChecker
 
 # Hypothesis runs the same examples every time by default, so a red run never depends on
@@ -69,12 +69,11 @@ def _build_name() -> str:
 
 
 def _sources_newer_than_the_compiled_core() -> list[str]:
-    """Sources changed after the compiled core was built (the Makefile rebuilds on these).
-
-    Any module of the package counts, not only the compiled ones: compiled code reads
-    interpreted modules too (``protocols/_shapes.py``, the registry). Paths come from the
-    files, not from ``__file__``: mypyc sets a wrong one (one package level too deep) on a
-    module first imported by another compiled module.
+    """Sources of the compiled core changed after it was built (``core_sources``: the
+    compiled modules and the package modules they import, which the Makefile rebuilds on;
+    an edit to the CLI or the middleware needs no rebuild). Paths come from the files, not
+    from ``__file__``: mypyc sets a wrong one (one package level too deep) on a module first
+    imported by another compiled module.
     """
     root = Path(__file__).resolve().parent.parent
     package = root / "streamguard"
@@ -82,8 +81,7 @@ def _sources_newer_than_the_compiled_core() -> list[str]:
     if not built:
         return []
     oldest = min(path.stat().st_mtime for path in built)
-    sources = [*package.rglob("*.py"), root / "setup.py"]
-    return sorted(str(p.relative_to(root)) for p in sources if p.stat().st_mtime > oldest)
+    return [str(p.relative_to(root)) for p in core_sources() if p.stat().st_mtime > oldest]
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from . import tiers
 from .tiers import BUILD, COMPILED, DYNAMIC, exercised_by, exercised_core_modules, exercises_core
 
 TESTS = Path(__file__).resolve().parent
@@ -128,3 +129,23 @@ def test_every_checker_module_is_exercised_directly_somewhere() -> None:
     # Plain SSE and auto-detection are reached through check_stream(protocol=...) by name.
     assert checkers - exercised <= {"streamguard.protocols.sse"}
     assert {"streamguard.monitor", "streamguard.sse", "streamguard.rules"} <= exercised
+
+
+def test_the_core_sources_are_the_compiled_modules_and_what_they_import() -> None:
+    """An edit to the CLI or the middleware leaves the compiled core current; one to a
+    module compiled code imports (interpreted or not) makes it stale."""
+    sources = {str(path.relative_to(tiers.ROOT)) for path in tiers.core_sources()}
+    assert {
+        "setup.py",
+        "streamguard/monitor.py",  # compiled
+        "streamguard/protocols/_shapes.py",  # interpreted, read by the compiled checkers
+        "streamguard/protocols/__init__.py",  # the registry the compiled detector reads
+        "streamguard/rule_docs/_base.py",  # imported by the protocol specs
+    } <= sources
+    assert not sources & {
+        "streamguard/cli.py",
+        "streamguard/middleware.py",
+        "streamguard/_session.py",
+        "streamguard/metrics.py",
+        "streamguard/testing/_collect.py",
+    }

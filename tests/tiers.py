@@ -36,6 +36,7 @@ __all__ = [
     "BUILD",
     "COMPILED",
     "DYNAMIC",
+    "core_sources",
     "exercised_by",
     "exercised_core_modules",
     "exercises_core",
@@ -353,12 +354,71 @@ def exercises_core(path: Path) -> bool:
     return bool(exercised_core_modules(path))
 
 
+def _package_imports(module: str) -> set[str]:
+    """The package's modules ``module`` imports anywhere in its source (in functions too:
+    a deferred import still runs; not under ``if TYPE_CHECKING``), and the packages that
+    hold them (importing a module runs its packages' ``__init__`` first)."""
+    source = _source(module)
+    if source is None:
+        return set()
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    typing_only = {
+        id(child)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for statement in node.body
+        for child in ast.walk(statement)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, node)
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in names:
+            if name.startswith(PACKAGE) and _source(name) is not None:
+                found.add(name)
+    for name in list(found):
+        while "." in name:
+            name = name.rpartition(".")[0]
+            found.add(name)
+    return found
+
+
+def core_sources() -> list[Path]:
+    """The sources the compiled core is built from or reads: the compiled modules and every
+    module of the package they import, transitively, with ``setup.py``. A change to any of
+    them makes the compiled core stale (the Makefile rebuilds it, the suite refuses it); a
+    change elsewhere (the CLI, the middleware, the sinks) does not, since compiled code
+    calls those only through Python, as it calls any interpreted module."""
+    seen: set[str] = set()
+    pending = [*COMPILED, PACKAGE]
+    while pending:
+        module = pending.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        pending.extend(_package_imports(module) - seen)
+    paths = {source for module in seen if (source := _source(module)) is not None}
+    return sorted([*paths, ROOT / "setup.py"])
+
+
 def main(argv: list[str]) -> int:
     """``python -m tests.tiers core|rest``: the test modules of one side, one path a line
-    (``make test`` runs the two sides as two pytest processes, each collecting its own)."""
-    if len(argv) != 1 or argv[0] not in ("core", "rest"):
-        print("usage: python -m tests.tiers core|rest", file=sys.stderr)
+    (``make test`` runs the two sides as two pytest processes, each collecting its own);
+    ``python -m tests.tiers sources``: the sources of the compiled core (``core_sources``)."""
+    if len(argv) != 1 or argv[0] not in ("core", "rest", "sources"):
+        print("usage: python -m tests.tiers core|rest|sources", file=sys.stderr)
         return 2
+    if argv[0] == "sources":
+        for path in core_sources():
+            print(path.relative_to(ROOT))
+        return 0
     wanted = argv[0] == "core"
     for path in sorted(TESTS.rglob("test_*.py")):
         if exercises_core(path) is wanted:
