@@ -70,7 +70,7 @@ from typing import IO, Any, NamedTuple
 
 import streamguard
 
-from .sse_fixtures import FIXTURES, Fixture, load
+from .sse_fixtures import FIXTURES, PROTOCOLS, Fixture, load
 
 __all__ = [
     "GROUPS",
@@ -92,17 +92,7 @@ __all__ = [
 HARNESS_VERSION = 2
 #: The groups streams are split over: a protocol (checked under it and under ``auto``), or
 #: ``auto`` (the captures whose protocol is detected, checked under ``auto`` only).
-GROUPS = (
-    "openai_chat",
-    "openai_responses",
-    "anthropic",
-    "gemini",
-    "ai_sdk_ui",
-    "ag_ui",
-    "mcp",
-    "sse",
-    "auto",
-)
+GROUPS = (*PROTOCOLS, "sse", "auto")
 AUTO = "auto"
 DEFAULT_STREAMS = 50_000
 #: How many differences ``compare`` prints.
