@@ -399,10 +399,15 @@ class StreamMonitor:
         liveness = self._liveness
         parser = self._parser
         events = parser.feed(data)
-        new: list[Finding] = parser.take_findings() if parser.has_findings else []
-        if not events and not new:
+        new: list[Finding]
+        if parser.has_findings:
+            new = parser.take_findings()
+            from_parser = len(new)
+        elif events:
+            new = []
+            from_parser = 0
+        else:
             return ()
-        from_parser = len(new)
         first = index = self._events
         checker = self._checker
         undecided = checker is None
