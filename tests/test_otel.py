@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -31,8 +31,10 @@ from starlette.responses import StreamingResponse
 
 import streamguard.httpx
 from streamguard import StreamGuardMiddleware
+from streamguard.metrics import StreamGuardMetrics
 from streamguard.otel import FINDING_EVENT, METRIC_NAMES, STREAM_SPAN, OpenTelemetrySink
 from streamguard.report import Finding, Outcome, Severity, StreamReport
+from streamguard.sinks import COMPRESSED, NOT_SAMPLED
 from streamguard.testing import serve
 
 from .conftest import CANARY_MARKER
@@ -288,6 +290,31 @@ def test_the_metrics_match_the_prometheus_ones(telemetry: Telemetry) -> None:
     )
     assert otel[started] == 3
     assert any(name == "streamguard.violations" and value == 3 for (name, _), value in otel.items())
+
+
+@pytest.mark.parametrize("unchecked", [None, NOT_SAMPLED, COMPRESSED])
+def test_every_kind_of_stream_counts_as_in_prometheus(
+    telemetry: Telemetry, unchecked: str | None
+) -> None:
+    """Checked or not, malformed or not, skipping checks or not: the same counts."""
+    registry = CollectorRegistry()
+    prometheus = StreamGuardMetrics(registry)
+    sink = telemetry.sink()
+    error = Finding("invalid_json", Severity.ERROR, "m", 0, 0)
+    warning = Finding("compressed_stream", Severity.WARNING, "m")
+    for protocol, found, outcome, skipped in [
+        ("openai_chat", [error, error], Outcome.UNCLOSED, ()),
+        ("openai_chat", [warning], Outcome.COMPLETED, ()),
+        ("mcp", [], Outcome.CLIENT_DISCONNECT, ("request_body_unread", "no_such_reason")),
+    ]:
+        ended = replace(report(found), protocol=protocol, outcome=outcome, skipped_checks=skipped)
+        for target in (prometheus, sink):
+            handle = target.stream_started(CHAT, protocol, unchecked)
+            handle.findings(found)
+            handle.stream_ended(ended)
+    for target in (prometheus, sink):
+        target.internal_error("check", "RuntimeError", CHAT, "mcp")
+    assert telemetry.points() == prometheus_points(registry)
 
 
 # -- nothing from the wire, nothing into the stream -----------------------------------------
