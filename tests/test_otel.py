@@ -13,11 +13,13 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from opentelemetry.sdk.metrics import MeterProvider
@@ -32,7 +34,13 @@ from starlette.responses import StreamingResponse
 import streamguard.httpx
 from streamguard import StreamGuardMiddleware
 from streamguard.metrics import StreamGuardMetrics
-from streamguard.otel import FINDING_EVENT, METRIC_NAMES, STREAM_SPAN, OpenTelemetrySink
+from streamguard.otel import (
+    ATTRIBUTES,
+    FINDING_EVENT,
+    METRIC_NAMES,
+    STREAM_SPAN,
+    OpenTelemetrySink,
+)
 from streamguard.report import Finding, Outcome, Severity, StreamReport
 from streamguard.sinks import COMPRESSED, NOT_SAMPLED
 from streamguard.testing import serve
@@ -42,6 +50,7 @@ from .helpers import chat_chunk
 
 CANARY = f"{CANARY_MARKER}-otel"
 CHAT = "/v1/chat/completions"
+SSE_HEADERS = [(b"content-type", b"text/event-stream")]
 #: A chat stream that breaks two rules (a role on the second chunk: ``role_not_first``; no
 #: finish reason) and never sends ``[DONE]``; its content carries the canary.
 ROLE_LATE = chat_chunk(
@@ -213,6 +222,35 @@ def test_a_span_still_recording_at_the_end_gets_the_report_itself(telemetry: Tel
     attributes = dict(server.attributes or {})
     assert attributes["streamguard.outcome"] == "app_error"
     assert attributes["streamguard.events"] == 1
+
+
+def test_outside_the_instrumentation_the_report_goes_on_the_server_span(
+    telemetry: Telemetry,
+) -> None:
+    """Wrapping the ASGI instrumentation, streamguard ends the stream before its span."""
+
+    async def stream(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await send({"type": "http.response.body", "body": ROLE_LATE})
+
+    app = StreamGuardMiddleware(
+        OpenTelemetryMiddleware(
+            stream,
+            tracer_provider=telemetry.tracer_provider,
+            meter_provider=telemetry.meter_provider,
+        ),
+        protocol="openai_chat",
+        metrics=False,
+        sinks=[telemetry.sink()],
+    )
+    with serve(app) as base:
+        assert fetch(base) == ROLE_LATE
+        wait_for(lambda: app.in_flight == 0)
+        server = one(settle(telemetry, f"POST {CHAT}"), kind=SpanKind.SERVER)
+    assert not [s for s in telemetry.finished() if s.name == STREAM_SPAN]
+    assert server.attributes is not None
+    assert server.attributes["streamguard.outcome"] == "unclosed"
+    assert {e.attributes["streamguard.rule"] for e in server.events} >= {"role_not_first"}  # type: ignore[index]
 
 
 @pytest.mark.parametrize("opted_in", [False, True])
@@ -515,6 +553,16 @@ def test_an_upstream_stream_never_writes_on_the_callers_span(telemetry: Telemetr
     assert stream.parent.span_id == caller_span.context.span_id
     assert stream.attributes is not None
     assert stream.attributes["streamguard.outcome"] == "completed"
+
+
+def test_the_docs_name_every_attribute_and_metric() -> None:
+    """docs/opentelemetry.md lists each span attribute and each instrument with its name."""
+    page = (Path(__file__).parent.parent / "docs" / "opentelemetry.md").read_text()
+    for attribute in ATTRIBUTES:
+        assert f"| `{attribute}` |" in page, attribute
+    for instrument, prometheus in METRIC_NAMES.items():
+        assert f"| `{instrument}` |" in page, instrument
+        assert f"| `{prometheus}` |" in page, prometheus
 
 
 # -- the extra ------------------------------------------------------------------------------
