@@ -8,10 +8,12 @@ metric goes to the SDK's in-memory exporter and reader, with providers of the te
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -251,6 +253,20 @@ def test_outside_the_instrumentation_the_report_goes_on_the_server_span(
     assert server.attributes is not None
     assert server.attributes["streamguard.outcome"] == "unclosed"
     assert {e.attributes["streamguard.rule"] for e in server.events} >= {"role_not_first"}  # type: ignore[index]
+
+
+def test_concurrent_streams_each_report_under_their_own_request(telemetry: Telemetry) -> None:
+    """Streams served at once: each stream's span hangs under its own request's span."""
+    app = chat_app(telemetry, [ROLE_LATE], sinks=[telemetry.sink()])
+    with serve(app) as base, ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda _: fetch(base), range(8))) == [ROLE_LATE] * 8
+        streams = settle(telemetry, STREAM_SPAN, 8)
+    servers = {s.context.span_id: s for s in telemetry.finished() if s.kind is SpanKind.SERVER}
+    parents = [stream.parent.span_id for stream in streams if stream.parent is not None]
+    assert sorted(parents) == sorted(servers)
+    for stream in streams:
+        assert stream.parent is not None
+        assert stream.context.trace_id == servers[stream.parent.span_id].context.trace_id
 
 
 @pytest.mark.parametrize("opted_in", [False, True])
@@ -524,6 +540,30 @@ def test_an_upstream_stream_gets_a_span_under_the_client_span(telemetry: Telemet
     assert CANARY_MARKER not in stream.to_json()
     # The upstream instruments mirror streamguard_upstream_*, value for value.
     assert telemetry.points() == prometheus_points(registry, "streamguard_upstream")
+
+
+def test_an_async_upstream_stream_gets_its_span_too(telemetry: Telemetry) -> None:
+    """The async transport reports the same way, under its client span."""
+
+    async def read(base: str) -> bytes:
+        transport = streamguard.httpx.AsyncStreamGuardTransport(
+            routes={CHAT: "openai_chat"}, metrics=False, sinks=[telemetry.sink(upstream=True)]
+        )
+        async with httpx.AsyncClient(base_url=base, transport=transport) as client:
+            HTTPXClientInstrumentor.instrument_client(
+                client, tracer_provider=telemetry.tracer_provider
+            )
+            async with client.stream("POST", CHAT, json={}) as response:
+                return await response.aread()
+
+    with serve(upstream_app(ROLE_LATE)) as base:
+        assert asyncio.run(read(base)) == ROLE_LATE
+    spans = telemetry.finished()
+    stream = one(spans, name=STREAM_SPAN)
+    assert stream.parent is not None
+    assert stream.parent.span_id == one(spans, kind=SpanKind.CLIENT).context.span_id
+    assert stream.attributes is not None
+    assert stream.attributes["streamguard.outcome"] == "unclosed"
 
 
 def test_an_upstream_stream_never_writes_on_the_callers_span(telemetry: Telemetry) -> None:
