@@ -29,6 +29,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client import CollectorRegistry
 from starlette.responses import StreamingResponse
@@ -52,6 +53,7 @@ from .helpers import chat_chunk
 
 CANARY = f"{CANARY_MARKER}-otel"
 CHAT = "/v1/chat/completions"
+LABELS = {("streamguard.route", CHAT), ("streamguard.protocol", "openai_chat")}
 SSE_HEADERS = [(b"content-type", b"text/event-stream")]
 #: A chat stream that breaks two rules (a role on the second chunk: ``role_not_first``; no
 #: finish reason) and never sends ``[DONE]``; its content carries the canary.
@@ -412,22 +414,14 @@ def test_a_stream_without_a_recording_span_is_left_alone(telemetry: Telemetry) -
     sink = telemetry.sink()
     handle = sink.stream_started(CHAT, "openai_chat", None)
     handle.stream_ended(report([]))
+    unsampled = TracerProvider(sampler=ALWAYS_OFF).get_tracer("test")
+    with unsampled.start_as_current_span("request"):
+        handle = sink.stream_started(CHAT, "openai_chat", None)
+    handle.stream_ended(report([]))
     assert not telemetry.finished()
-    assert (
-        telemetry.points()[
-            (
-                "streamguard.streams",
-                frozenset(
-                    {
-                        ("streamguard.route", CHAT),
-                        ("streamguard.protocol", "openai_chat"),
-                        ("streamguard.outcome", "completed"),
-                    }
-                ),
-            )
-        ]
-        == 1
-    )
+    ended = ("streamguard.outcome", "completed")
+    key = ("streamguard.streams", frozenset({*LABELS, ended}))
+    assert telemetry.points()[key] == 2
 
 
 class _Raising(SpanExporter, SpanProcessor):
