@@ -116,9 +116,9 @@ def telemetry() -> Iterator[Telemetry]:
     meter_provider.shutdown()
 
 
-def chat_app(telemetry: Telemetry, body: list[bytes], **options: Any) -> FastAPI:
-    """A FastAPI app streaming ``body`` on CHAT, watched by streamguard with ``options``,
-    instrumented by the FastAPI instrumentation."""
+def chat_app(telemetry: Telemetry, body: list[Any], **options: Any) -> FastAPI:
+    """A FastAPI app streaming ``body`` (bytes; an exception is raised) on CHAT, watched by
+    streamguard with ``options``, instrumented by the FastAPI instrumentation."""
     app = FastAPI()
 
     @app.post(CHAT)
@@ -139,13 +139,15 @@ def chat_app(telemetry: Telemetry, body: list[bytes], **options: Any) -> FastAPI
     return app
 
 
-def fetch(base: str, guard_settles: Any = None) -> bytes:
+def fetch(base: str) -> bytes:
+    """POST a chat request to the app at ``base``; the body as the client got it."""
     with httpx.Client(base_url=base, timeout=10) as client:
         response = client.post(CHAT, json={"model": "m", "stream": True})
         return response.content
 
 
 def one(spans: list[ReadableSpan], **match: Any) -> ReadableSpan:
+    """The one span whose fields are ``match``."""
     found = [s for s in spans if all(getattr(s, key) == value for key, value in match.items())]
     assert len(found) == 1, [s.name for s in spans]
     return found[0]
@@ -497,6 +499,7 @@ def middleware(app: FastAPI) -> StreamGuardMiddleware:
 
 
 def upstream_app(body: bytes) -> FastAPI:
+    """An upstream, not watched, that streams ``body`` on CHAT."""
     app = FastAPI()
 
     @app.post(CHAT)
@@ -629,6 +632,7 @@ def test_streamguard_never_imports_opentelemetry_by_itself() -> None:
 
 
 def report(findings: list[Finding]) -> StreamReport:
+    """A completed openai_chat stream's report with ``findings``."""
     return StreamReport(
         protocol="openai_chat",
         outcome=Outcome.COMPLETED,
