@@ -57,6 +57,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "streamguard.protocols._base",
     "streamguard.protocols._lifecycle",
     "streamguard.protocols._payload",
+    "streamguard.protocols.a2a",
     "streamguard.protocols.ag_ui",
     "streamguard.protocols.ai_sdk_ui",
     "streamguard.protocols.anthropic",

@@ -100,6 +100,7 @@ GROUPS = (
     "ai_sdk_ui",
     "ag_ui",
     "mcp",
+    "a2a",
     "sse",
     "auto",
 )

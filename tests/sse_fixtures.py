@@ -48,6 +48,7 @@ PROTOCOLS = (
     "ai_sdk_ui",
     "ag_ui",
     "mcp",
+    "a2a",
 )
 
 SIDECAR_KEYS = {"expect", "route_options", "note", "source", "sources", "provenance", "pending"}

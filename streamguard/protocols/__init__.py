@@ -33,6 +33,7 @@ from typing import Any
 
 from streamguard import rules
 from streamguard.protocols import (
+    a2a,
     ag_ui,
     ai_sdk_ui,
     anthropic,
@@ -89,6 +90,7 @@ BUILT_IN: tuple[ProtocolSpec, ...] = (
     ai_sdk_ui.SPEC,
     ag_ui.SPEC,
     mcp.SPEC,
+    a2a.SPEC,
 )
 
 _specs: dict[str, ProtocolSpec] = {}
