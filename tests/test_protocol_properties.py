@@ -738,6 +738,68 @@ def mcp_streams(draw: st.DrawFn) -> Generated:
     return Generated("mcp", frames, request, [], outcome)
 
 
+@st.composite
+def a2a_streams(draw: st.DrawFn) -> Generated:
+    """What a2a-sdk's server sends (CR LF, as sse-starlette writes it), on the 1.0 or the 0.3
+    wire: the task as submitted, working, artifact chunks (a first chunk, then appends),
+    and a terminal or interrupted state; or one message; or an error response (error_event).
+    Keepalive comments and empty-data events anywhere."""
+    v03 = draw(st.booleans())
+    request_id = draw(st.one_of(st.integers(-(10**6), 10**6), words.filter(bool)))
+    results: list[dict[str, Any]] = []
+
+    def state(name: str) -> str:
+        return name if v03 else "TASK_STATE_" + name.upper().replace("-", "_")
+
+    def result(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        if v03:
+            return {"kind": kind, **body}
+        member = {"status-update": "statusUpdate", "artifact-update": "artifactUpdate"}
+        return {member.get(kind, kind): body}
+
+    ids = {"contextId": "ctx-1"}
+    outcome = Outcome.COMPLETED
+    if draw(st.integers(0, 5)) == 0:
+        parts = [{"text": draw(words)}]
+        results.append(result("message", {"messageId": "m", "role": "agent", "parts": parts}))
+    else:
+        results.append(result("task", {"id": "t-1", **ids, "status": {"state": state("submitted")}}))
+
+        def update(name: str, final: bool) -> dict[str, Any]:
+            body: dict[str, Any] = {"taskId": "t-1", **ids, "status": {"state": state(name)}}
+            if v03:
+                body["final"] = final
+            return result("status-update", body)
+
+        results.append(update("working", False))
+        for n in range(draw(st.integers(0, 2))):
+            for k in range(draw(st.integers(1, 3))):
+                artifact = {"artifactId": f"a-{n}", "parts": [{"text": draw(words)}]}
+                body = {"taskId": "t-1", **ids, "artifact": artifact}
+                if k or draw(st.booleans()):
+                    body["append"] = k > 0
+                results.append(result("artifact-update", body))
+        ending = draw(st.sampled_from(["completed", "failed", "canceled", "input-required", "error"]))
+        if ending == "error":
+            outcome = Outcome.ERROR_EVENT
+        else:
+            final = ending != "input-required" or draw(st.booleans())
+            results.append(update(ending, final))
+    messages: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "id": request_id, "result": r} for r in results
+    ]
+    if outcome is Outcome.ERROR_EVENT:
+        error = {"code": -32603, "message": draw(words)}
+        messages.append({"jsonrpc": "2.0", "id": request_id, "error": error})
+    frames = [frame("\r\n", dumps(m), None if "result" in m or v03 else "error") for m in messages]
+    for _ in range(draw(st.integers(0, 2))):
+        extra = draw(st.sampled_from([b": ping - 2026-12-01\r\n\r\n", b"data:\r\n\r\n"]))
+        frames.insert(draw(st.integers(0, len(frames))), extra)
+    method = "message/stream" if v03 else "SendStreamingMessage"
+    request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {}}
+    return Generated("a2a", frames, request, [], outcome)
+
+
 VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "openai_chat": openai_chat_streams,
     "openai_responses": openai_responses_streams,
@@ -746,6 +808,7 @@ VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "ai_sdk_ui": ai_sdk_ui_streams,
     "ag_ui": ag_ui_streams,
     "mcp": mcp_streams,
+    "a2a": a2a_streams,
 }
 any_valid_stream = st.one_of(*(strategy() for strategy in VALID_STREAMS.values()))
 
@@ -845,6 +908,7 @@ DETECTED_PATHS = {
     "ai_sdk_ui": "/api/chat",
     "ag_ui": "/ag-ui",
     "mcp": "/mcp",
+    "a2a": "/a2a",
 }
 
 
