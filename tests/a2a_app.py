@@ -27,7 +27,6 @@ from a2a.types.a2a_pb2 import (
     AgentInterface,
     AgentSkill,
     Role,
-    TaskState,
 )
 from starlette.applications import Starlette
 
@@ -123,7 +122,12 @@ def request_v03(text: str, request_id: Any = 1) -> dict[str, Any]:
         "role": "user",
         "parts": [{"kind": "text", "text": text}],
     }
-    return {"jsonrpc": "2.0", "id": request_id, "method": "message/stream", "params": {"message": message}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "message/stream",
+        "params": {"message": message},
+    }
 
 
 def _record(directory: Path) -> None:  # pragma: no cover - run by hand to refresh the fixtures

@@ -121,7 +121,13 @@ def test_task_changed_is_reported_once() -> None:
 
 def test_an_artifact_chunk_may_append_to_one_started_earlier_in_the_stream() -> None:
     """A first chunk starts the artifact; appends continue it; another id was never started."""
-    events = [task(), chunk("a"), chunk("a", True), chunk("b", True), status("TASK_STATE_COMPLETED")]
+    events = [
+        task(),
+        chunk("a"),
+        chunk("a", True),
+        chunk("b", True),
+        status("TASK_STATE_COMPLETED"),
+    ]
     assert found(*events) == [("artifact_not_started", 3)]
 
 

@@ -763,7 +763,9 @@ def a2a_streams(draw: st.DrawFn) -> Generated:
         parts = [{"text": draw(words)}]
         results.append(result("message", {"messageId": "m", "role": "agent", "parts": parts}))
     else:
-        results.append(result("task", {"id": "t-1", **ids, "status": {"state": state("submitted")}}))
+        results.append(
+            result("task", {"id": "t-1", **ids, "status": {"state": state("submitted")}})
+        )
 
         def update(name: str, final: bool) -> dict[str, Any]:
             body: dict[str, Any] = {"taskId": "t-1", **ids, "status": {"state": state(name)}}
@@ -779,7 +781,9 @@ def a2a_streams(draw: st.DrawFn) -> Generated:
                 if k or draw(st.booleans()):
                     body["append"] = k > 0
                 results.append(result("artifact-update", body))
-        ending = draw(st.sampled_from(["completed", "failed", "canceled", "input-required", "error"]))
+        ending = draw(
+            st.sampled_from(["completed", "failed", "canceled", "input-required", "error"])
+        )
         if ending == "error":
             outcome = Outcome.ERROR_EVENT
         else:

@@ -1,3 +1,4 @@
+# ruff: noqa: E501 -- the wire examples in the rule docs are single long lines, as on the wire
 """A2A (Agent2Agent) streaming over JSON-RPC 2.0: ``message/stream`` and ``tasks/resubscribe``
 (A2A 0.3), ``SendStreamingMessage`` and ``SubscribeToTask`` (A2A 1.0). The official Python
 SDK (``a2a-sdk``) serves both from Starlette, through sse-starlette (CR LF framing).
@@ -126,7 +127,8 @@ TASK_CHANGED = Rule(
 ARTIFACT_NOT_STARTED = Rule(
     "artifact_not_started",
     Severity.ERROR,
-    "An A2A artifact chunk appends to an artifact this stream never started; clients drop it.",
+    "An A2A artifact chunk appends to an artifact this stream never started; the SDK's task "
+    "manager refuses it.",
 )
 TERMINAL_STATE_LEFT = Rule(
     "terminal_state_left",
@@ -515,10 +517,7 @@ def _is_a2a(event: Event, payload: object) -> bool:
 
 def _named_in_path(path: str) -> bool:
     """A path segment ``a2a`` (A2A has no fixed path; the SDK's default is ``/``)."""
-    for segment in path.split("/"):
-        if segment.lower() == "a2a":
-            return True
-    return False
+    return "a2a" in path.lower().split("/")
 
 
 SPEC = ProtocolSpec(
@@ -569,9 +568,11 @@ SPEC = ProtocolSpec(
                 never started: no earlier artifact update carried its `artifactId`, and the
                 task snapshot the stream opened with does not hold it. Judged only on a
                 stream that opened with a task snapshot.""",
-            clients="""The client appends the chunk to the artifact it holds by that id; with
-                none, the chunk has nothing to join and is dropped (the SDK's task helpers
-                log and skip it), so the artifact's text is lost or starts mid-sentence.""",
+            clients="""The A2A SDK's task manager (`append_artifact_to_task`, which servers and
+                relays use to fold updates into a task) raises `InvalidAgentResponseError`
+                on it; the SDK's client passes the chunk on, and code that builds the
+                artifact from the chunks has nothing to append it to, so the artifact's
+                start is lost.""",
             example="""
                 data: {"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"submitted"}}}
 
