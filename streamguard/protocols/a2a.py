@@ -38,8 +38,8 @@ Across events: the JSON-RPC id must be the request's (or, when the request is un
 first event's): ``response_id_mismatch``. The task id and context id must stay those of the
 stream's first task event: ``task_changed``. An artifact chunk with ``append: true`` must
 continue an artifact this stream started (or the first task snapshot carried):
-``artifact_not_started``; judged only when the stream opened with a task snapshot, since a
-0.3 resubscription starts with updates to artifacts it never showed.
+``artifact_not_started``; judged only once a task snapshot came, since a 0.3
+resubscription starts with updates to artifacts it never showed.
 
 The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
 from the table, so the page cannot drift from the machine).
@@ -277,7 +277,7 @@ def _state(body: Mapping[str, Any]) -> object:
 class A2AChecker(Checker):
     """Checks one A2A event stream; see the module docstring."""
 
-    __slots__ = ("_artifacts", "_baseline", "_context", "_expected_id", "_first", "_task")
+    __slots__ = ("_artifacts", "_baseline", "_context", "_expected_id", "_task")
 
     name = "a2a"
     LIFECYCLE = LIFECYCLE
@@ -303,9 +303,8 @@ class A2AChecker(Checker):
         #: The stream's task id and context id (kept keys), once a task event named them.
         self._task: str | bytes | None = None
         self._context: str | bytes | None = None
-        #: Whether the first result was seen, and whether it was a task snapshot (a
-        #: baseline for the artifacts).
-        self._first = True
+        #: Whether a task snapshot came: the artifacts it holds are the baseline that
+        #: appends are judged against.
         self._baseline = False
         self._artifacts = IdSet(MAX_ARTIFACTS)
 
@@ -402,7 +401,6 @@ class A2AChecker(Checker):
 
     def _check_result(self, found: Found, result: dict[str, Any]) -> None:
         known = _result_kind(result)
-        first, self._first = self._first, False
         if known is None:
             found.add(
                 rules.SCHEMA_MISMATCH,
@@ -425,8 +423,7 @@ class A2AChecker(Checker):
             return
         self._check_task(found, body, kind)
         if kind == _TASK:
-            if first:
-                self._baseline = True
+            self._baseline = True
             self._keep_artifacts(body.get("artifacts"))
         elif kind == _ARTIFACT:
             self._check_artifact(found, body)
@@ -565,9 +562,9 @@ SPEC = ProtocolSpec(
         rule_doc(
             "artifact_not_started",
             meaning="""An artifact update with `append: true` names an artifact this stream
-                never started: no earlier artifact update carried its `artifactId`, and the
-                task snapshot the stream opened with does not hold it. Judged only on a
-                stream that opened with a task snapshot.""",
+                never started: no earlier artifact update carried its `artifactId`, and no
+                task snapshot of the stream holds it. Judged only once a task snapshot came
+                (every 1.0 stream opens with one; a 0.3 resubscription does not).""",
             clients="""The A2A SDK's task manager (`append_artifact_to_task`, which servers and
                 relays use to fold updates into a task) raises `InvalidAgentResponseError`
                 on it; the SDK's client passes the chunk on, and code that builds the
