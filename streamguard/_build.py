@@ -63,6 +63,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "streamguard.protocols.anthropic",
     "streamguard.protocols.auto",
     "streamguard.protocols.gemini",
+    "streamguard.protocols.langgraph",
     "streamguard.protocols.mcp",
     "streamguard.protocols.openai_chat",
     "streamguard.protocols.openai_responses",

@@ -101,6 +101,7 @@ GROUPS = (
     "ag_ui",
     "mcp",
     "a2a",
+    "langgraph",
     "sse",
     "auto",
 )

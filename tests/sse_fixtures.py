@@ -49,6 +49,7 @@ PROTOCOLS = (
     "ag_ui",
     "mcp",
     "a2a",
+    "langgraph",
 )
 
 SIDECAR_KEYS = {"expect", "route_options", "note", "source", "sources", "provenance", "pending"}

@@ -72,7 +72,7 @@ async def _fixture(request: Request) -> StreamingResponse:
     name = request.path_params["fixture"]
     live = (await request.json())["id"]
     recorded = json.loads((FIXTURES / "a2a" / f"{name}.request.json").read_text())["id"]
-    text = (FIXTURES / "a2a" / f"{name}.sse").read_text()
+    text = (FIXTURES / "a2a" / f"{name}.sse").read_bytes().decode()
     for spaced in (", ", ","):
         for colon in (": ", ":"):
             old = f'"id"{colon}{json.dumps(recorded)}{spaced}'

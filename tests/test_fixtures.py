@@ -199,6 +199,14 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
             "ok_v03_resubscribe_appends_without_snapshot",
         ),
     },
+    "langgraph": {
+        "invalid_json": ("invalid_json", "ok_heartbeats_and_blank_data"),
+        "schema_mismatch": ("schema_mismatch", "ok_retried_run_second_metadata"),
+        "unknown_event_type": ("warn_unknown_event_type", "ok_debug_tasks_checkpoints"),
+        "metadata_not_first": ("metadata_not_first", "ok_join_without_metadata"),
+        "duplicate_terminal": ("duplicate_terminal", "ok_legacy_end"),
+        "event_after_terminal": ("event_after_terminal", "ok_resumed_with_last_event_id"),
+    },
 }
 
 #: Rules of the shared catalog (every protocol's) that each protocol's fixtures exercise.
@@ -248,6 +256,7 @@ SHARED = {
         "duplicate_terminal",
         "event_after_terminal",
     },
+    "langgraph": {"invalid_json", "schema_mismatch", "duplicate_terminal", "event_after_terminal"},
 }
 
 #: The OpenAI tables pick look-alikes that are clean and complete; the Anthropic and Gemini

@@ -804,6 +804,41 @@ def a2a_streams(draw: st.DrawFn) -> Generated:
     return Generated("a2a", frames, request, [], outcome)
 
 
+@st.composite
+def langgraph_streams(draw: st.DrawFn) -> Generated:
+    """What langgraph-api sends for a run (CR LF frames, as its json_to_sse writes them):
+    metadata, then events named after stream modes (namespaced for subgraphs), heartbeat
+    comments, a retried run's second metadata; the body's end ends it, or an error event
+    (error_event), or an older server's end event."""
+    events: list[tuple[str, Any]] = [("metadata", {"run_id": "r-1", "attempt": 1})]
+    ns = draw(st.sampled_from(["", "|tools:1f2e", "|agent:1|inner:2"]))
+    for _ in range(draw(st.integers(0, 6))):
+        mode = draw(
+            st.sampled_from(
+                ["values", "updates", "messages", "custom", "debug", "tasks", "checkpoints"]
+            )
+        )
+        if mode == "messages":
+            data: Any = [{"content": draw(words), "type": "AIMessageChunk"}, {"langgraph_step": 1}]
+        else:
+            data = draw(json_values)
+        events.append((mode + (ns if draw(st.booleans()) else ""), data))
+        if draw(st.integers(0, 9)) == 0:
+            events.append(("metadata", {"run_id": "r-1", "attempt": 2}))
+    ending = draw(st.sampled_from(["body", "body", "end", "error"]))
+    outcome = Outcome.COMPLETED
+    if ending == "end":
+        events.append(("end", None))
+    elif ending == "error":
+        events.append(("error", {"error": "ValueError", "message": draw(words)}))
+        outcome = Outcome.ERROR_EVENT
+    frames = [frame("\r\n", dumps(data), name) for name, data in events]
+    for _ in range(draw(st.integers(0, 2))):
+        frames.insert(draw(st.integers(1, len(frames))), b": heartbeat\r\n\r\n")
+    request = {"assistant_id": "agent", "input": {}, "stream_mode": ["values"]}
+    return Generated("langgraph", frames, request, [], outcome)
+
+
 VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "openai_chat": openai_chat_streams,
     "openai_responses": openai_responses_streams,
@@ -813,6 +848,7 @@ VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "ag_ui": ag_ui_streams,
     "mcp": mcp_streams,
     "a2a": a2a_streams,
+    "langgraph": langgraph_streams,
 }
 any_valid_stream = st.one_of(*(strategy() for strategy in VALID_STREAMS.values()))
 
@@ -913,6 +949,7 @@ DETECTED_PATHS = {
     "ag_ui": "/ag-ui",
     "mcp": "/mcp",
     "a2a": "/a2a",
+    "langgraph": "/threads/t-1/runs/stream",
 }
 
 

@@ -38,6 +38,7 @@ from streamguard.protocols import (
     ai_sdk_ui,
     anthropic,
     gemini,
+    langgraph,
     mcp,
     openai_chat,
     openai_responses,
@@ -91,6 +92,7 @@ BUILT_IN: tuple[ProtocolSpec, ...] = (
     ag_ui.SPEC,
     mcp.SPEC,
     a2a.SPEC,
+    langgraph.SPEC,
 )
 
 _specs: dict[str, ProtocolSpec] = {}
