@@ -62,6 +62,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "streamguard.protocols.ai_sdk_ui",
     "streamguard.protocols.anthropic",
     "streamguard.protocols.auto",
+    "streamguard.protocols.cohere",
     "streamguard.protocols.gemini",
     "streamguard.protocols.langgraph",
     "streamguard.protocols.mcp",

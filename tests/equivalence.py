@@ -102,6 +102,7 @@ GROUPS = (
     "mcp",
     "a2a",
     "langgraph",
+    "cohere",
     "sse",
     "auto",
 )

@@ -50,6 +50,7 @@ PROTOCOLS = (
     "mcp",
     "a2a",
     "langgraph",
+    "cohere",
 )
 
 SIDECAR_KEYS = {"expect", "route_options", "note", "source", "sources", "provenance", "pending"}

@@ -207,6 +207,18 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
         "duplicate_terminal": ("duplicate_terminal", "ok_legacy_end"),
         "event_after_terminal": ("event_after_terminal", "ok_resumed_with_last_event_id"),
     },
+    "cohere": {
+        "invalid_json": ("invalid_json", "ok_debug_and_empty_data"),
+        "schema_mismatch": ("schema_mismatch", "ok_finish_reason_error"),
+        "unknown_event_type": ("warn_unknown_event_type", "ok_debug_and_empty_data"),
+        "block_not_started": ("block_not_started", "ok_citations"),
+        "block_index_out_of_order": ("block_index_out_of_order", "ok_thinking_then_text"),
+        "block_not_stopped": ("block_not_stopped", "ok_citations"),
+        "missing_finish_reason": ("missing_finish_reason", "ok_max_tokens"),
+        "missing_terminal": ("missing_terminal_truncated_mid_block", "ok_finish_reason_error"),
+        "duplicate_terminal": ("duplicate_terminal", "ok_gateway_done_crlf_keepalive"),
+        "event_after_terminal": ("event_after_terminal", "ok_gateway_done_crlf_keepalive"),
+    },
 }
 
 #: Rules of the shared catalog (every protocol's) that each protocol's fixtures exercise.
@@ -257,6 +269,13 @@ SHARED = {
         "event_after_terminal",
     },
     "langgraph": {"invalid_json", "schema_mismatch", "duplicate_terminal", "event_after_terminal"},
+    "cohere": {
+        "invalid_json",
+        "schema_mismatch",
+        "missing_terminal",
+        "duplicate_terminal",
+        "event_after_terminal",
+    },
 }
 
 #: The OpenAI tables pick look-alikes that are clean and complete; the Anthropic and Gemini

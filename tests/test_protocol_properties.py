@@ -839,6 +839,53 @@ def langgraph_streams(draw: st.DrawFn) -> Generated:
     return Generated("langgraph", frames, request, [], outcome)
 
 
+@st.composite
+def cohere_streams(draw: st.DrawFn) -> Generated:
+    """Cohere v2 chat (named events, LF), or as a gateway relays it (data only, CR LF, a
+    final [DONE]): message-start, text or thinking blocks, a tool plan and tool calls,
+    citations inside a block, message-end with any finish reason and usage."""
+    gateway = draw(st.booleans())
+    eol = "\r\n" if gateway else "\n"
+    events: list[dict[str, Any]] = [{"type": "message-start", "id": "m-1", "delta": {}}]
+
+    def text(i: int, kind: str) -> None:
+        events.append({"type": "content-start", "index": i, "delta": {"message": {}}})
+        for piece in draw(st.lists(words, max_size=3)):
+            content = {kind: piece}
+            events.append(
+                {"type": "content-delta", "index": i, "delta": {"message": {"content": content}}}
+            )
+        if draw(st.booleans()):
+            events.append({"type": "citation-start", "index": i, "delta": {"message": {}}})
+            events.append({"type": "citation-end", "index": i})
+        events.append({"type": "content-end", "index": i})
+
+    blocks = draw(st.integers(0, 3))
+    for i in range(blocks):
+        text(i, draw(st.sampled_from(["text", "thinking"])))
+    if draw(st.booleans()):
+        events.append({"type": "tool-plan-delta", "delta": {"message": {"tool_plan": "p"}}})
+        for j in range(draw(st.integers(1, 2))):
+            call = {"id": f"c{j}", "type": "function", "function": {"name": "f", "arguments": ""}}
+            message = {"tool_calls": call}
+            events.append({"type": "tool-call-start", "index": j, "delta": {"message": message}})
+            for piece in split_text(draw, dumps(draw(st.dictionaries(words, json_values)))):
+                args = {"tool_calls": {"function": {"arguments": piece}}}
+                events.append({"type": "tool-call-delta", "index": j, "delta": {"message": args}})
+            events.append({"type": "tool-call-end", "index": j})
+    if draw(st.integers(0, 5)) == 0:
+        events.insert(1, {"type": "debug", "prompt": "p"})
+    reason = draw(st.sampled_from(sorted(["COMPLETE", "MAX_TOKENS", "TOOL_CALL", "ERROR"])))
+    usage = {"billed_units": {"input_tokens": 1, "output_tokens": 2}}
+    events.append({"type": "message-end", "delta": {"finish_reason": reason, "usage": usage}})
+    frames = [frame(eol, dumps(e), None if gateway else e["type"]) for e in events]
+    if gateway:
+        frames.append(frame(eol, "[DONE]"))
+        frames.insert(draw(st.integers(0, len(frames))), f": keepalive{eol}{eol}".encode())
+    request = {"model": "command-a", "messages": [], "stream": True}
+    return Generated("cohere", frames, request, [], Outcome.COMPLETED)
+
+
 VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "openai_chat": openai_chat_streams,
     "openai_responses": openai_responses_streams,
@@ -849,6 +896,7 @@ VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "mcp": mcp_streams,
     "a2a": a2a_streams,
     "langgraph": langgraph_streams,
+    "cohere": cohere_streams,
 }
 any_valid_stream = st.one_of(*(strategy() for strategy in VALID_STREAMS.values()))
 
@@ -950,6 +998,7 @@ DETECTED_PATHS = {
     "mcp": "/mcp",
     "a2a": "/a2a",
     "langgraph": "/threads/t-1/runs/stream",
+    "cohere": "/v2/chat",
 }
 
 

@@ -37,6 +37,7 @@ from streamguard.protocols import (
     ag_ui,
     ai_sdk_ui,
     anthropic,
+    cohere,
     gemini,
     langgraph,
     mcp,
@@ -93,6 +94,7 @@ BUILT_IN: tuple[ProtocolSpec, ...] = (
     mcp.SPEC,
     a2a.SPEC,
     langgraph.SPEC,
+    cohere.SPEC,
 )
 
 _specs: dict[str, ProtocolSpec] = {}
