@@ -132,3 +132,13 @@ def test_every_raised_rule_has_a_fixture() -> None:
     raised = {r.name for r in CohereChecker.RAISES | CohereChecker.LIFECYCLE.rules}
     seen = {rule for fixture in fixtures("cohere") for rule in fixture.check().rules()}
     assert raised <= seen
+
+
+def test_a_gateways_done_is_no_event_of_the_protocol() -> None:
+    """[DONE] is where the SDK stops reading: never invalid JSON; before message-end the
+    stream still lacks its terminal, after it nothing follows the end."""
+    early = body(START) + b"data: [DONE]\n\n"
+    report = check_stream(early, protocol="cohere")
+    assert [(f.rule, f.event_index) for f in report.findings] == [("missing_terminal", 2)]
+    late = body(START, END) + b"data: [DONE]\n\n"
+    assert check_stream(late, protocol="cohere").findings == ()
