@@ -153,3 +153,11 @@ def test_every_raised_rule_has_a_fixture() -> None:
     raised = {r.name for r in LangGraphChecker.RAISES | LangGraphChecker.LIFECYCLE.rules}
     seen = {rule for fixture in fixtures("langgraph") for rule in fixture.check().rules()}
     assert raised <= seen
+
+
+def test_the_request_head_chooses_where_the_checker_starts() -> None:
+    """A POST's stream owes metadata; a join or a resumption starts mid-run."""
+    assert LangGraphChecker({"assistant_id": "a"}).phase == "awaiting_metadata"
+    assert LangGraphChecker({"http_method": "GET"}).phase == "running"
+    assert LangGraphChecker({"last_event_id": True}).phase == "running"
+    assert LangGraphChecker().phase == "awaiting_metadata"
