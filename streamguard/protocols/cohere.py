@@ -13,8 +13,9 @@ Every event is named after its JSON ``type`` (``event: content-delta`` and ``{"t
 
 with ``debug`` events anywhere. The official client (``cohere`` 7.3's ``ClientV2.chat_stream``)
 parses each event's data as JSON and builds the event by its ``type`` (it ignores the SSE
-name), skips data that is not JSON with a logged warning (the event is lost), stops at a
-``[DONE]`` that gateways add, and hands the events to the caller, who joins the deltas by
+name); data that is not JSON is logged as a warning and handed on as an empty
+``message-start`` in its place (the event's content is lost); it skips empty data, stops at
+a ``[DONE]`` that gateways add, and hands the events to the caller, who joins the deltas by
 index.
 
 Theory of operation
