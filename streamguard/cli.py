@@ -1012,24 +1012,35 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     if args.format == "markdown":
         sys.stdout.write(rules_markdown())
         return EXIT_OK
+    width = _wrap_width(sys.stdout)
     rows = [["rule", "protocols", "severity", "summary"]]
     rows += [
-        [rule.name, _shown_protocols(rule.protocols), rule.severity.value, rule.summary]
+        [rule.name, _shown_protocols(rule.protocols, width), rule.severity.value, rule.summary]
         for rule in RULES.values()
     ]
-    print(table(rows, _wrap_width(sys.stdout)))
+    print(table(rows, width))
     return EXIT_OK
 
 
-def _shown_protocols(protocols: Sequence[str]) -> str:
+#: The longest protocols cell a wrapped table shows as a list; a longer one is a count, so
+#: the summaries keep room as protocols are added (unwrapped output lists them all).
+_MAX_LISTED_PROTOCOLS = 19
+
+
+def _shown_protocols(protocols: Sequence[str], width: int | None = None) -> str:
     """A rule's protocols, short enough for a table: ``all but sse`` for a rule every
-    protocol but plain SSE raises."""
+    protocol but plain SSE raises; in a table wrapped to ``width``, a list too long to fit
+    as a count (``all but 3``, ``4 protocols``)."""
     missing = sorted(set(CHECKERS) - set(protocols))
     if ALL_PROTOCOLS in protocols or not missing:
         return ALL_PROTOCOLS
     if len(missing) < len(protocols):
-        return f"all but {', '.join(missing)}"
-    return ", ".join(protocols)
+        shown = f"all but {', '.join(missing)}"
+        short = f"all but {len(missing)}"
+    else:
+        shown = ", ".join(protocols)
+        short = f"{len(protocols)} protocols"
+    return short if width is not None and len(shown) > _MAX_LISTED_PROTOCOLS else shown
 
 
 def _wrap_width(stream: TextIO) -> int | None:

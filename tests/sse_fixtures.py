@@ -48,6 +48,9 @@ PROTOCOLS = (
     "ai_sdk_ui",
     "ag_ui",
     "mcp",
+    "a2a",
+    "langgraph",
+    "cohere",
 )
 
 SIDECAR_KEYS = {"expect", "route_options", "note", "source", "sources", "provenance", "pending"}

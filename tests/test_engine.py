@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -181,6 +182,13 @@ def test_raises_matches_the_rules_the_module_names(protocol: str) -> None:
         rule
         for attribute in re.findall(r"rules\.([A-Z][A-Z_0-9]+)\b", source)
         if isinstance(rule := getattr(rules, attribute, None), rules.Rule)
+    }
+    # A protocol's own rules (its spec's) are the module's constants, named where it adds them.
+    module = importlib.import_module(checker.__module__)
+    named |= {
+        rule
+        for constant in re.findall(r"(?:\.add|\.finding|\.report)\(\s*([A-Z][A-Z_0-9]+)\b", source)
+        if isinstance(rule := getattr(module, constant, None), rules.Rule)
     }
     declared = checker.RAISES | checker.LIFECYCLE.rules
     assert not {r.name for r in named - declared}, "raised but not declared"

@@ -27,7 +27,7 @@ from .equivalence import (
 )
 
 #: A small sample: the anthropic fixtures named so, their mutants, and the same as plain SSE.
-SAMPLE = ["--streams", "4000", "--match", "anthropic/ok_t"]
+SAMPLE = ["--streams", "6000", "--match", "anthropic/ok_t"]
 
 
 @pytest.fixture(scope="module")

@@ -184,6 +184,41 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
         "duplicate_event_id": ("duplicate_event_id", "ok_priming_event_and_retry"),
         "event_after_terminal": ("event_after_terminal", "ok_progress_then_response"),
     },
+    "a2a": {
+        "invalid_json": ("invalid_json", "ok_keepalive_comments_and_empty_data"),
+        "invalid_jsonrpc": ("invalid_jsonrpc", "error_v1_agent_raised"),
+        "schema_mismatch": ("schema_mismatch", "ok_v1_defaults_left_out"),
+        "missing_terminal": ("missing_terminal_closed_while_working", "ok_v03_input_required"),
+        "duplicate_terminal": ("duplicate_terminal", "ok_v03_rejected"),
+        "event_after_terminal": ("event_after_terminal", "ok_keepalive_comments_and_empty_data"),
+        "terminal_state_left": ("terminal_state_left", "ok_v1_input_required"),
+        "response_id_mismatch": ("warn_response_id_mismatch", "ok_v1_task_artifact_chunks"),
+        "task_changed": ("task_changed", "ok_v1_subscribe_snapshot_holds_artifact"),
+        "artifact_not_started": (
+            "artifact_not_started",
+            "ok_v03_resubscribe_appends_without_snapshot",
+        ),
+    },
+    "langgraph": {
+        "invalid_json": ("invalid_json", "ok_heartbeats_and_blank_data"),
+        "schema_mismatch": ("schema_mismatch", "ok_retried_run_second_metadata"),
+        "unknown_event_type": ("warn_unknown_event_type", "ok_debug_tasks_checkpoints"),
+        "metadata_not_first": ("metadata_not_first", "ok_join_without_metadata"),
+        "duplicate_terminal": ("duplicate_terminal", "ok_legacy_end"),
+        "event_after_terminal": ("event_after_terminal", "ok_resumed_with_last_event_id"),
+    },
+    "cohere": {
+        "invalid_json": ("invalid_json", "ok_debug_and_empty_data"),
+        "schema_mismatch": ("schema_mismatch", "ok_finish_reason_error"),
+        "unknown_event_type": ("warn_unknown_event_type", "ok_debug_and_empty_data"),
+        "block_not_started": ("block_not_started", "ok_citations"),
+        "block_index_out_of_order": ("block_index_out_of_order", "ok_thinking_then_text"),
+        "block_not_stopped": ("block_not_stopped", "ok_citations"),
+        "missing_finish_reason": ("missing_finish_reason", "ok_max_tokens"),
+        "missing_terminal": ("missing_terminal_truncated_mid_block", "ok_finish_reason_error"),
+        "duplicate_terminal": ("duplicate_terminal", "ok_gateway_done_crlf_keepalive"),
+        "event_after_terminal": ("event_after_terminal", "ok_gateway_done_crlf_keepalive"),
+    },
 }
 
 #: Rules of the shared catalog (every protocol's) that each protocol's fixtures exercise.
@@ -225,6 +260,22 @@ SHARED = {
         "event_after_terminal",
     },
     "mcp": {"invalid_json", "missing_terminal", "duplicate_terminal", "event_after_terminal"},
+    "a2a": {
+        "invalid_json",
+        "invalid_jsonrpc",
+        "schema_mismatch",
+        "missing_terminal",
+        "duplicate_terminal",
+        "event_after_terminal",
+    },
+    "langgraph": {"invalid_json", "schema_mismatch", "duplicate_terminal", "event_after_terminal"},
+    "cohere": {
+        "invalid_json",
+        "schema_mismatch",
+        "missing_terminal",
+        "duplicate_terminal",
+        "event_after_terminal",
+    },
 }
 
 #: The OpenAI tables pick look-alikes that are clean and complete; the Anthropic and Gemini

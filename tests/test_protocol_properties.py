@@ -738,6 +738,154 @@ def mcp_streams(draw: st.DrawFn) -> Generated:
     return Generated("mcp", frames, request, [], outcome)
 
 
+@st.composite
+def a2a_streams(draw: st.DrawFn) -> Generated:
+    """What a2a-sdk's server sends (CR LF, as sse-starlette writes it), on the 1.0 or the 0.3
+    wire: the task as submitted, working, artifact chunks (a first chunk, then appends),
+    and a terminal or interrupted state; or one message; or an error response (error_event).
+    Keepalive comments and empty-data events anywhere."""
+    v03 = draw(st.booleans())
+    request_id = draw(st.one_of(st.integers(-(10**6), 10**6), words.filter(bool)))
+    results: list[dict[str, Any]] = []
+
+    def state(name: str) -> str:
+        return name if v03 else "TASK_STATE_" + name.upper().replace("-", "_")
+
+    def result(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        if v03:
+            return {"kind": kind, **body}
+        member = {"status-update": "statusUpdate", "artifact-update": "artifactUpdate"}
+        return {member.get(kind, kind): body}
+
+    ids = {"contextId": "ctx-1"}
+    outcome = Outcome.COMPLETED
+    if draw(st.integers(0, 5)) == 0:
+        parts = [{"text": draw(words)}]
+        results.append(result("message", {"messageId": "m", "role": "agent", "parts": parts}))
+    else:
+        results.append(
+            result("task", {"id": "t-1", **ids, "status": {"state": state("submitted")}})
+        )
+
+        def update(name: str, final: bool) -> dict[str, Any]:
+            body: dict[str, Any] = {"taskId": "t-1", **ids, "status": {"state": state(name)}}
+            if v03:
+                body["final"] = final
+            return result("status-update", body)
+
+        results.append(update("working", False))
+        for n in range(draw(st.integers(0, 2))):
+            for k in range(draw(st.integers(1, 3))):
+                artifact = {"artifactId": f"a-{n}", "parts": [{"text": draw(words)}]}
+                body = {"taskId": "t-1", **ids, "artifact": artifact}
+                if k or draw(st.booleans()):
+                    body["append"] = k > 0
+                results.append(result("artifact-update", body))
+        ending = draw(
+            st.sampled_from(["completed", "failed", "canceled", "input-required", "error"])
+        )
+        if ending == "error":
+            outcome = Outcome.ERROR_EVENT
+        else:
+            final = ending != "input-required" or draw(st.booleans())
+            results.append(update(ending, final))
+    messages: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "id": request_id, "result": r} for r in results
+    ]
+    if outcome is Outcome.ERROR_EVENT:
+        error = {"code": -32603, "message": draw(words)}
+        messages.append({"jsonrpc": "2.0", "id": request_id, "error": error})
+    frames = [frame("\r\n", dumps(m), None if "result" in m or v03 else "error") for m in messages]
+    for _ in range(draw(st.integers(0, 2))):
+        extra = draw(st.sampled_from([b": ping - 2026-12-01\r\n\r\n", b"data:\r\n\r\n"]))
+        frames.insert(draw(st.integers(0, len(frames))), extra)
+    method = "message/stream" if v03 else "SendStreamingMessage"
+    request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {}}
+    return Generated("a2a", frames, request, [], outcome)
+
+
+@st.composite
+def langgraph_streams(draw: st.DrawFn) -> Generated:
+    """What langgraph-api sends for a run (CR LF frames, as its json_to_sse writes them):
+    metadata, then events named after stream modes (namespaced for subgraphs), heartbeat
+    comments, a retried run's second metadata; the body's end ends it, or an error event
+    (error_event), or an older server's end event."""
+    events: list[tuple[str, Any]] = [("metadata", {"run_id": "r-1", "attempt": 1})]
+    ns = draw(st.sampled_from(["", "|tools:1f2e", "|agent:1|inner:2"]))
+    for _ in range(draw(st.integers(0, 6))):
+        mode = draw(
+            st.sampled_from(
+                ["values", "updates", "messages", "custom", "debug", "tasks", "checkpoints"]
+            )
+        )
+        if mode == "messages":
+            data: Any = [{"content": draw(words), "type": "AIMessageChunk"}, {"langgraph_step": 1}]
+        else:
+            data = draw(json_values)
+        events.append((mode + (ns if draw(st.booleans()) else ""), data))
+        if draw(st.integers(0, 9)) == 0:
+            events.append(("metadata", {"run_id": "r-1", "attempt": 2}))
+    ending = draw(st.sampled_from(["body", "body", "end", "error"]))
+    outcome = Outcome.COMPLETED
+    if ending == "end":
+        events.append(("end", None))
+    elif ending == "error":
+        events.append(("error", {"error": "ValueError", "message": draw(words)}))
+        outcome = Outcome.ERROR_EVENT
+    frames = [frame("\r\n", dumps(data), name) for name, data in events]
+    for _ in range(draw(st.integers(0, 2))):
+        frames.insert(draw(st.integers(1, len(frames))), b": heartbeat\r\n\r\n")
+    request = {"assistant_id": "agent", "input": {}, "stream_mode": ["values"]}
+    return Generated("langgraph", frames, request, [], outcome)
+
+
+@st.composite
+def cohere_streams(draw: st.DrawFn) -> Generated:
+    """Cohere v2 chat (named events, LF), or as a gateway relays it (data only, CR LF, a
+    final [DONE]): message-start, text or thinking blocks, a tool plan and tool calls,
+    citations inside a block, message-end with any finish reason and usage."""
+    gateway = draw(st.booleans())
+    eol = "\r\n" if gateway else "\n"
+    events: list[dict[str, Any]] = [{"type": "message-start", "id": "m-1", "delta": {}}]
+
+    def text(i: int, kind: str) -> None:
+        events.append({"type": "content-start", "index": i, "delta": {"message": {}}})
+        for piece in draw(st.lists(words, max_size=3)):
+            content = {kind: piece}
+            events.append(
+                {"type": "content-delta", "index": i, "delta": {"message": {"content": content}}}
+            )
+        if draw(st.booleans()):
+            events.append({"type": "citation-start", "index": i, "delta": {"message": {}}})
+            events.append({"type": "citation-end", "index": i})
+        events.append({"type": "content-end", "index": i})
+
+    blocks = draw(st.integers(0, 3))
+    for i in range(blocks):
+        text(i, draw(st.sampled_from(["text", "thinking"])))
+    if draw(st.booleans()):
+        events.append({"type": "tool-plan-delta", "delta": {"message": {"tool_plan": "p"}}})
+        for j in range(draw(st.integers(1, 2))):
+            call = {"id": f"c{j}", "type": "function", "function": {"name": "f", "arguments": ""}}
+            message = {"tool_calls": call}
+            events.append({"type": "tool-call-start", "index": j, "delta": {"message": message}})
+            for piece in split_text(draw, dumps(draw(st.dictionaries(words, json_values)))):
+                args = {"tool_calls": {"function": {"arguments": piece}}}
+                events.append({"type": "tool-call-delta", "index": j, "delta": {"message": args}})
+            events.append({"type": "tool-call-end", "index": j})
+    if draw(st.integers(0, 5)) == 0:
+        events.insert(1, {"type": "debug", "prompt": "p"})
+    reason = draw(st.sampled_from(sorted(["COMPLETE", "MAX_TOKENS", "TOOL_CALL", "ERROR"])))
+    usage = {"billed_units": {"input_tokens": 1, "output_tokens": 2}}
+    events.append({"type": "message-end", "delta": {"finish_reason": reason, "usage": usage}})
+    frames = [frame(eol, dumps(e), None if gateway else e["type"]) for e in events]
+    if gateway:
+        frames.append(frame(eol, "[DONE]"))
+        frames.insert(draw(st.integers(0, len(frames))), f": keepalive{eol}{eol}".encode())
+    request = {"model": "command-a", "messages": [], "stream": True}
+    return Generated("cohere", frames, request, [], Outcome.COMPLETED)
+
+
 VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "openai_chat": openai_chat_streams,
     "openai_responses": openai_responses_streams,
@@ -746,6 +894,9 @@ VALID_STREAMS: dict[str, Callable[[], st.SearchStrategy[Generated]]] = {
     "ai_sdk_ui": ai_sdk_ui_streams,
     "ag_ui": ag_ui_streams,
     "mcp": mcp_streams,
+    "a2a": a2a_streams,
+    "langgraph": langgraph_streams,
+    "cohere": cohere_streams,
 }
 any_valid_stream = st.one_of(*(strategy() for strategy in VALID_STREAMS.values()))
 
@@ -845,6 +996,9 @@ DETECTED_PATHS = {
     "ai_sdk_ui": "/api/chat",
     "ag_ui": "/ag-ui",
     "mcp": "/mcp",
+    "a2a": "/a2a",
+    "langgraph": "/threads/t-1/runs/stream",
+    "cohere": "/v2/chat",
 }
 
 

@@ -33,10 +33,13 @@ from typing import Any
 
 from streamguard import rules
 from streamguard.protocols import (
+    a2a,
     ag_ui,
     ai_sdk_ui,
     anthropic,
+    cohere,
     gemini,
+    langgraph,
     mcp,
     openai_chat,
     openai_responses,
@@ -90,6 +93,9 @@ BUILT_IN: tuple[ProtocolSpec, ...] = (
     ai_sdk_ui.SPEC,
     ag_ui.SPEC,
     mcp.SPEC,
+    a2a.SPEC,
+    langgraph.SPEC,
+    cohere.SPEC,
 )
 
 _specs: dict[str, ProtocolSpec] = {}

@@ -1,0 +1,599 @@
+# ruff: noqa: E501 -- the wire examples in the rule docs are single long lines, as on the wire
+"""A2A (Agent2Agent) streaming over JSON-RPC 2.0: ``message/stream`` and ``tasks/resubscribe``
+(A2A 0.3), ``SendStreamingMessage`` and ``SubscribeToTask`` (A2A 1.0). The official Python
+SDK (``a2a-sdk``) serves both from Starlette, through sse-starlette (CR LF framing).
+
+Every event's data is one JSON-RPC response carrying the request's id. Its ``result`` is a
+task, a message, a task status update or an artifact update: in 0.3 told by ``kind``
+(``task``, ``message``, ``status-update``, ``artifact-update``, camelCase fields, states such
+as ``working``), in 1.0 by the one member it holds (``task``, ``message``, ``statusUpdate``,
+``artifactUpdate``, protobuf JSON: default values left out, states such as
+``TASK_STATE_WORKING``). A typical stream: the task as submitted, ``working``, artifact
+chunks (the first of each artifact starts it, later ones carry ``append: true``), then a
+terminal state (``completed``, ``canceled``, ``failed``, ``rejected``) or an interrupted one
+(``input-required``, ``auth-required``), after which the server ends the stream. A
+message-only interaction is one ``message`` result. A JSON-RPC error response ends the
+stream too (1.0 names its event ``error``).
+
+The official client (``a2a-sdk`` 1.3, ``JsonRpcTransport``) skips events with empty data,
+raises on data that is not JSON, on a response with neither ``result`` nor ``error``, and on
+an error response (a domain error by its code); it reads the result leniently (1.0) or
+validates it (0.3), and it reads until the stream ends, stopping early only at a message.
+
+Theory of operation
+-------------------
+
+Each event is parsed once: ``invalid_json`` for data that is not a JSON object,
+``invalid_jsonrpc`` for a message that is not a JSON-RPC 2.0 response (MCP's check, shared),
+``schema_mismatch`` for a result of no known kind or without the fields its kind needs (0.3's
+required fields; 1.0's types only, since protobuf JSON leaves defaults out) or with a state
+outside its version's set. The lifecycle kinds: ``settle`` (a status update or task in a
+terminal state), the terminal (an interrupted state, ``final: true``, a message result),
+the in-band error (an error response) and any other event. After ``settle`` a status that
+leaves the terminal state is ``terminal_state_left``; any other event after the end is
+``event_after_terminal``, another terminal ``duplicate_terminal``; a body that ends first
+``missing_terminal``.
+
+Across events: the JSON-RPC id must be the request's (or, when the request is unknown, the
+first event's): ``response_id_mismatch``. The task id and context id must stay those of the
+stream's first task event: ``task_changed``. An artifact chunk with ``append: true`` must
+continue an artifact this stream started (or the first task snapshot carried):
+``artifact_not_started``; judged only once a task snapshot came, since a 0.3
+resubscription starts with updates to artifacts it never showed.
+
+The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
+from the table, so the page cannot drift from the machine).
+
+Bounded state: the expected request id, one task id and context id (by ``id_key``: long ones
+by a digest), at most ``MAX_ARTIFACTS`` artifact ids; artifacts of a task snapshot past that
+bound are not read, and the set stops answering "not started" once it overflowed. Messages
+name kinds, fields and documented states only; ids by size and hash.
+
+Under ``protocol="auto"`` (``SPEC``): a path segment ``a2a``, or a first event whose
+``result`` has the shape of one of the four kinds (a ``status`` or ``artifact`` object, or a
+message's ``parts``), ranked before MCP's "any JSON-RPC 2.0 message": a JSON-RPC stream
+whose first event shows no such result is left to MCP, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import islice
+from typing import Any, Final
+
+from streamguard import _wire, rules
+from streamguard.protocols._agent import (
+    ARRAY,
+    BOOLEAN,
+    OBJECT,
+    Field,
+    IdSet,
+    id_key,
+    opt,
+    req,
+    shape_problem,
+    shown,
+)
+from streamguard.protocols._base import Checker, Found, terminated_lifecycle, type_name
+from streamguard.protocols._lifecycle import ANY as ANY_KIND
+from streamguard.protocols._lifecycle import (
+    END,
+    ERROR,
+    OTHER,
+    STAY,
+    TERMINAL,
+    Lifecycle,
+    broken,
+    go,
+)
+from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._spec import ProtocolSpec, Signal
+from streamguard.protocols.mcp import jsonrpc_problem
+from streamguard.report import Finding, Severity
+from streamguard.request import IdKey, jsonrpc_id_key
+from streamguard.rule_docs._base import rule_doc
+from streamguard.rules import Rule
+from streamguard.sse import Event
+
+__all__ = [
+    "ARTIFACT_NOT_STARTED",
+    "LIFECYCLE",
+    "MAX_ARTIFACTS",
+    "RESPONSE_ID_MISMATCH",
+    "SPEC",
+    "TASK_CHANGED",
+    "TERMINAL_STATE_LEFT",
+    "A2AChecker",
+    "is_a2a_response",
+]
+
+#: Artifact ids kept per stream for ``artifact_not_started``.
+MAX_ARTIFACTS = 256
+
+RESPONSE_ID_MISMATCH = Rule(
+    "response_id_mismatch",
+    Severity.WARNING,
+    "An A2A event's JSON-RPC id is not the request's; a client or gateway that matches "
+    "responses by id drops or misroutes it.",
+    once_per_stream=True,
+)
+TASK_CHANGED = Rule(
+    "task_changed",
+    Severity.ERROR,
+    "An A2A event names another task or context than the stream's first; the client "
+    "applies it to the wrong task.",
+    once_per_stream=True,
+)
+ARTIFACT_NOT_STARTED = Rule(
+    "artifact_not_started",
+    Severity.ERROR,
+    "An A2A artifact chunk appends to an artifact this stream never started; the SDK's task "
+    "manager refuses it.",
+)
+TERMINAL_STATE_LEFT = Rule(
+    "terminal_state_left",
+    Severity.ERROR,
+    "An A2A task moved out of the terminal state it reported (completed, canceled, failed, "
+    "rejected).",
+)
+
+# -- the result kinds ----------------------------------------------------------------------
+
+_TASK, _MESSAGE, _STATUS, _ARTIFACT = "task", "message", "status update", "artifact update"
+#: 0.3's ``kind`` values, and 1.0's members, -> the kind.
+_V03_KINDS: Final = {
+    "task": _TASK,
+    "message": _MESSAGE,
+    "status-update": _STATUS,
+    "artifact-update": _ARTIFACT,
+}
+_V1_MEMBERS: Final = {
+    "task": _TASK,
+    "message": _MESSAGE,
+    "statusUpdate": _STATUS,
+    "artifactUpdate": _ARTIFACT,
+}
+#: The field whose shape identifies each kind (and that detection looks for).
+_MARK: Final = {_TASK: "status", _STATUS: "status", _ARTIFACT: "artifact", _MESSAGE: "parts"}
+
+_V03_TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
+_V03_INTERRUPTED = frozenset({"input-required", "auth-required"})
+_V03_STATES = _V03_TERMINAL | _V03_INTERRUPTED | {"submitted", "working", "unknown"}
+_V1_TERMINAL = frozenset(
+    {"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"}
+)
+_V1_INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
+_V1_STATES = _V1_TERMINAL | _V1_INTERRUPTED | {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
+_TERMINAL_STATES = _V03_TERMINAL | _V1_TERMINAL
+_INTERRUPTED_STATES = _V03_INTERRUPTED | _V1_INTERRUPTED
+#: The states a message may quote.
+_STATES = _V03_STATES | _V1_STATES | {"TASK_STATE_UNSPECIFIED"}
+
+#: Fields of each kind, per version: 0.3's pydantic models require them; 1.0's protobuf JSON
+#: leaves defaults out, so only their types are checked.
+_V03_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
+    _TASK: (req("id"), req("contextId"), req("status", OBJECT), opt("artifacts", ARRAY)),
+    _MESSAGE: (req("messageId"), req("role"), req("parts", ARRAY)),
+    _STATUS: (req("taskId"), req("contextId"), req("status", OBJECT), req("final", BOOLEAN)),
+    _ARTIFACT: (
+        req("taskId"),
+        req("contextId"),
+        req("artifact", OBJECT),
+        opt("append", BOOLEAN),
+        opt("lastChunk", BOOLEAN),
+    ),
+}
+_V1_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
+    _TASK: (opt("id"), opt("contextId"), req("status", OBJECT), opt("artifacts", ARRAY)),
+    _MESSAGE: (opt("messageId"), opt("role"), opt("parts", ARRAY)),
+    _STATUS: (opt("taskId"), opt("contextId"), req("status", OBJECT)),
+    _ARTIFACT: (
+        opt("taskId"),
+        opt("contextId"),
+        req("artifact", OBJECT),
+        opt("append", BOOLEAN),
+        opt("lastChunk", BOOLEAN),
+    ),
+}
+_ARTIFACT_SHAPE: Final = (opt("artifactId"), opt("parts", ARRAY))
+
+# -- the lifecycle ---------------------------------------------------------------------
+
+#: A status update or task in a terminal state: the stream's terminal signal.
+SETTLE: Final = "settle"
+#: After a terminal state: a status update or task in any other state.
+REOPEN: Final = "reopen"
+#: An event the client skips: empty data (a keepalive, a priming event).
+SKIPPED: Final = "skipped"
+
+_BASE = terminated_lifecycle(
+    terminal="a terminal or interrupted task state (or the message result)",
+    after_error="follows the error response sent as event {error}",
+    duplicate="ends the stream again (it ended at event {terminal})",
+    after_terminal="follows the end of the stream at event {terminal}",
+)
+_STREAMING, _SETTLED = "streaming", "settled"
+((_ENDED,), (_ERRORED,)) = (_BASE.ended, _BASE.errored)
+
+LIFECYCLE: Final = Lifecycle(
+    phases={
+        _STREAMING: "task events arrive",
+        _SETTLED: "the task reached a terminal state (completed, canceled, failed, rejected)",
+        _ENDED: "the task reached an interrupted state (input or auth required), the status "
+        "update said final, or the message result came",
+        _ERRORED: "an error response arrived",
+    },
+    kinds={
+        SETTLE: "a status update or task in a terminal state",
+        REOPEN: "after a terminal state, a status update or task in another state",
+        SKIPPED: "an event the client skips: empty data",
+    },
+    initial=_STREAMING,
+    table={
+        (_STREAMING, SETTLE): go(_SETTLED),
+        (_STREAMING, REOPEN): STAY,
+        **{(phase, SKIPPED): STAY for phase in (_STREAMING, _SETTLED, _ENDED, _ERRORED)},
+        **{key: step for key, step in _BASE.table.items() if key[0] == _STREAMING},
+        (_SETTLED, SETTLE): _BASE.table[_ENDED, TERMINAL],
+        (_SETTLED, TERMINAL): _BASE.table[_ENDED, TERMINAL],
+        (_SETTLED, REOPEN): broken(
+            TERMINAL_STATE_LEFT,
+            "event {index} ({name}) moves the task out of the terminal state it reached at "
+            "event {terminal}",
+            checked=False,
+        ),
+        (_SETTLED, ANY_KIND): _BASE.table[_ENDED, ANY_KIND],
+        (_SETTLED, END): STAY,
+        (_ENDED, SETTLE): _BASE.table[_ENDED, TERMINAL],
+        **{key: step for key, step in _BASE.table.items() if key[0] != _STREAMING},
+    },
+    ended=frozenset({_SETTLED, _ENDED}),
+    errored=_BASE.errored,
+    sealed=frozenset({_SETTLED, _ENDED, _ERRORED}),
+)
+
+
+def _result_kind(result: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], bool] | None:
+    """The kind of a result, the object that holds its fields and whether it is 0.3's; None
+    when it is none of the four (the shape check says why)."""
+    kind = result.get("kind")
+    if type(kind) is str:
+        known = _V03_KINDS.get(kind)
+        return None if known is None else (known, result, True)
+    if len(result) != 1:
+        return None
+    for member, value in result.items():
+        known = _V1_MEMBERS.get(member)
+        if known is not None and type(value) is dict:
+            return known, value, False
+    return None
+
+
+def _state(body: Mapping[str, Any]) -> object:
+    status = body.get("status")
+    return status.get("state") if type(status) is dict else None
+
+
+class A2AChecker(Checker):
+    """Checks one A2A event stream; see the module docstring."""
+
+    __slots__ = ("_artifacts", "_baseline", "_context", "_expected_id", "_task")
+
+    name = "a2a"
+    LIFECYCLE = LIFECYCLE
+    RAISES = frozenset(
+        {
+            rules.INVALID_JSON,
+            rules.INVALID_JSONRPC,
+            rules.SCHEMA_MISMATCH,
+            RESPONSE_ID_MISMATCH,
+            TASK_CHANGED,
+            ARTIFACT_NOT_STARTED,
+        }
+    )
+
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
+        super().__init__(request, path)
+        expected: IdKey | None = None
+        ids = None if request is None else request.get("jsonrpc_ids")
+        if type(ids) is tuple and len(ids) == 1:
+            expected = ids[0]
+        #: The id every response must carry: the request's, else the first event's.
+        self._expected_id: IdKey | None = expected
+        #: The stream's task id and context id (kept keys), once a task event named them.
+        self._task: str | bytes | None = None
+        self._context: str | bytes | None = None
+        #: Whether a task snapshot came: the artifacts it holds are the baseline that
+        #: appends are judged against.
+        self._baseline = False
+        self._artifacts = IdSet(MAX_ARTIFACTS)
+
+    # -- one event ------------------------------------------------------------------------
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        found = Found(self, event, index)
+        kind, name, _state_value = self._check(found, True)
+        found.step(kind, name)
+        return found.items
+
+    def sealed_kind(self, event: Event) -> tuple[str, str | None]:
+        """After the end: what the event is, judged without reporting anything."""
+        found = Found(self, event, 0)
+        kind, name, state = self._check(found, False)
+        if self.phase == _SETTLED and state is not None and kind != SETTLE:
+            return REOPEN, name
+        return kind, name
+
+    def _check(self, found: Found, report: bool) -> tuple[str, str, object]:
+        """Check the event's response (``report``: keep its findings); its lifecycle kind,
+        how a message names it, and the task state it carries (None: none)."""
+        data = found.event.data
+        if not data:
+            return SKIPPED, "empty data", None  # the client skips it
+        try:
+            message = parse_json(data)
+        except ValueError as exc:
+            if report:
+                found.add(rules.INVALID_JSON, f": data is not JSON ({exc}): {preview(data)}")
+            return OTHER, "not JSON", None
+        if type(message) is not dict:
+            if report:
+                detail = f": data is a JSON {type_name(message)}, not a JSON-RPC response"
+                found.add(rules.INVALID_JSON, detail)
+            return OTHER, "not JSON-RPC", None
+        if not report:
+            return self._classify(message)
+        problem = jsonrpc_problem(message)
+        if problem is None and "method" in message:
+            problem = "a request or notification, where the client reads only responses"
+        if problem is not None:
+            found.add(rules.INVALID_JSONRPC, f": {problem}")
+        self._check_id(found, message)
+        kind, name, state = self._classify(message)
+        result = message.get("result")
+        if "error" in message and "result" not in message:
+            return kind, name, state
+        if type(result) is not dict:
+            return kind, name, state
+        self._check_result(found, result)
+        return kind, name, state
+
+    def _classify(self, message: Mapping[str, Any]) -> tuple[str, str, object]:
+        if "error" in message and "result" not in message:
+            return ERROR, "an error response", None
+        result = message.get("result")
+        if type(result) is not dict:
+            return OTHER, "not a result", None
+        known = _result_kind(result)
+        if known is None:
+            return OTHER, "an unknown result", None
+        kind, body, v03 = known
+        if kind == _MESSAGE:
+            return TERMINAL, "a message", None
+        if kind == _ARTIFACT:
+            return OTHER, "an artifact update", None
+        state = _state(body)
+        shown_state = _wire.token(state, _STATES) if state is not None else "no state"
+        name = f"a {kind} ({shown_state})"
+        if type(state) is str and state in _TERMINAL_STATES:
+            return SETTLE, name, state
+        if type(state) is str and state in _INTERRUPTED_STATES:
+            return TERMINAL, name, state
+        if v03 and kind == _STATUS and body.get("final") is True:
+            return TERMINAL, name + " marked final", state
+        return OTHER, name, state
+
+    def _check_id(self, found: Found, message: Mapping[str, Any]) -> None:
+        if "id" not in message or message["id"] is None:
+            return  # no id: an error that answers nothing (or the shape check says so)
+        key = jsonrpc_id_key(message["id"])
+        if key is None:
+            return  # not an id: invalid_jsonrpc already
+        expected = self._expected_id
+        if expected is None:
+            self._expected_id = key
+        elif key != expected and not self.reported(RESPONSE_ID_MISMATCH):
+            found.add(
+                RESPONSE_ID_MISMATCH,
+                ": the response's JSON-RPC id is not the request's (the stream's first "
+                "event's when the request is unknown); every event answers the one request",
+            )
+
+    def _check_result(self, found: Found, result: dict[str, Any]) -> None:
+        known = _result_kind(result)
+        if known is None:
+            found.add(
+                rules.SCHEMA_MISMATCH,
+                ": the result is neither a task, a message, a status update nor an artifact "
+                "update (0.3's `kind`, or one 1.0 member)",
+            )
+            return
+        kind, body, v03 = known
+        version = "0.3" if v03 else "1.0"
+        problem = shape_problem(body, (_V03_SHAPES if v03 else _V1_SHAPES)[kind])
+        if problem is None and kind in (_TASK, _STATUS):
+            problem = self._state_problem(body, v03)
+        if problem is None and kind == _ARTIFACT:
+            problem = shape_problem(body["artifact"], _ARTIFACT_SHAPE)
+            if problem is not None:
+                problem = problem.replace("field `", "field `artifact.", 1)
+        if problem is not None:
+            found.add(rules.SCHEMA_MISMATCH, f" (a {version} {kind}): {problem}")
+        if kind == _MESSAGE:
+            return
+        self._check_task(found, body, kind)
+        if kind == _TASK:
+            self._baseline = True
+            self._keep_artifacts(body.get("artifacts"))
+        elif kind == _ARTIFACT:
+            self._check_artifact(found, body)
+
+    @staticmethod
+    def _state_problem(body: Mapping[str, Any], v03: bool) -> str | None:
+        state = _state(body)
+        if state is None:
+            # 1.0 leaves out TASK_STATE_UNSPECIFIED (0); 0.3 requires the state.
+            return "field `status.state` is missing" if v03 else None
+        allowed = _V03_STATES if v03 else _V1_STATES
+        if type(state) is str and state in allowed:
+            return None
+        return f"field `status.state` is {_wire.token(state, ())}, not a state of its version"
+
+    def _check_task(self, found: Found, body: Mapping[str, Any], kind: str) -> None:
+        task_id = body.get("id" if kind == _TASK else "taskId")
+        context_id = body.get("contextId")
+        changed: list[str] = []
+        if type(task_id) is str and task_id:
+            key = id_key(task_id)
+            if self._task is None:
+                self._task = key
+            elif key != self._task:
+                changed.append(f"task id {shown(task_id)}")
+        if type(context_id) is str and context_id:
+            key = id_key(context_id)
+            if self._context is None:
+                self._context = key
+            elif key != self._context:
+                changed.append(f"context id {shown(context_id)}")
+        if changed:
+            found.add(
+                TASK_CHANGED,
+                f" (a {kind}) names {' and '.join(changed)}, not the stream's first; the "
+                "client applies it to the task it holds",
+            )
+
+    def _keep_artifacts(self, artifacts: object) -> None:
+        if type(artifacts) is not list:
+            return
+        for artifact in islice(artifacts, MAX_ARTIFACTS + 1):
+            artifact_id = artifact.get("artifactId") if type(artifact) is dict else None
+            if type(artifact_id) is str:
+                self._artifacts.add(id_key(artifact_id))
+
+    def _check_artifact(self, found: Found, body: Mapping[str, Any]) -> None:
+        artifact = body.get("artifact")
+        artifact_id = artifact.get("artifactId") if type(artifact) is dict else None
+        if type(artifact_id) is not str:
+            return
+        key = id_key(artifact_id)
+        if body.get("append") is True and self._baseline and self._artifacts.known(key) is False:
+            found.add(
+                ARTIFACT_NOT_STARTED,
+                f" (an artifact update) appends to artifact {shown(artifact_id)}, which this "
+                "stream never started; the client has nothing to append it to",
+            )
+        self._artifacts.add(key)
+
+
+# -- auto-detection ----------------------------------------------------------------------
+
+
+def is_a2a_response(payload: object) -> bool:
+    """Whether parsed data is a JSON-RPC 2.0 response whose result has the shape of an A2A
+    task, message, status update or artifact update (by 0.3's ``kind`` or 1.0's member, and
+    the field that marks the kind: a ``status`` or ``artifact`` object, a message's
+    ``parts``). MCP results have none of them (an MCP task's ``status`` is a string)."""
+    if type(payload) is not dict or payload.get("jsonrpc") != "2.0":
+        return False
+    result = payload.get("result")
+    if type(result) is not dict:
+        return False
+    known = _result_kind(result)
+    if known is None:
+        return False
+    kind, body, _ = known
+    mark = body.get(_MARK[kind])
+    if kind == _MESSAGE:
+        return type(mark) is list
+    return type(mark) is dict
+
+
+def _is_a2a(event: Event, payload: object) -> bool:
+    return is_a2a_response(payload)
+
+
+def _named_in_path(path: str) -> bool:
+    """A path segment ``a2a`` (A2A has no fixed path; the SDK's default is ``/``)."""
+    return "a2a" in path.lower().split("/")
+
+
+SPEC = ProtocolSpec(
+    name=A2AChecker.name,
+    checker=A2AChecker,
+    summary="A2A (Agent2Agent) JSON-RPC streams: task, status and artifact updates, 0.3 and 1.0",
+    paths=(Signal(55, _named_in_path),),
+    events=(Signal(35, _is_a2a),),
+    rules=(RESPONSE_ID_MISMATCH, TASK_CHANGED, ARTIFACT_NOT_STARTED, TERMINAL_STATE_LEFT),
+    rule_docs=(
+        rule_doc(
+            "response_id_mismatch",
+            meaning="""An event's JSON-RPC `id` differs from the request's (from the first
+                event's when the request is unknown). Every event of an A2A stream is a
+                response to the one `message/stream` or `SendStreamingMessage` request and
+                carries its id. Reported once per stream.""",
+            clients="""The Python SDK's client does not compare ids, but a JSON-RPC client or
+                gateway that matches responses to requests by id (as JSON-RPC 2.0 has them)
+                drops the event or hands it to another call.""",
+            example="""
+                data: {"jsonrpc":"2.0","id":"req-1","result":{"statusUpdate":{"taskId":"t-1","status":{"state":"TASK_STATE_WORKING"}}}}
+
+                data: {"jsonrpc":"2.0","id":"req-2","result":{"statusUpdate":{"taskId":"t-1","status":{"state":"TASK_STATE_COMPLETED"}}}}
+                """,
+            fix="""Answer every event of the stream with the id of the request that opened it;
+                a server that multiplexes several tasks onto one queue must keep each
+                subscriber's request id.""",
+        ),
+        rule_doc(
+            "task_changed",
+            meaning="""A task, status update or artifact update names another task id (`id`
+                of a task, `taskId` of an update) or another `contextId` than the stream's
+                first task event did. A stream follows one task. Reported once per stream.""",
+            clients="""Clients fold the stream into the one task they hold: an update of
+                another task changes the wrong task's state or artifacts, and the A2A SDK's
+                server refuses such an event from its own agent (the task id must match).""",
+            example="""
+                data: {"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"submitted"}}}
+
+                data: {"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"t-2","contextId":"c-1","status":{"state":"working"},"final":false}}
+                """,
+            fix="""Send one task's events on its stream; an agent that starts another task
+                answers with its own stream (or a message that names it).""",
+        ),
+        rule_doc(
+            "artifact_not_started",
+            meaning="""An artifact update with `append: true` names an artifact this stream
+                never started: no earlier artifact update carried its `artifactId`, and no
+                task snapshot of the stream holds it. Judged only once a task snapshot came
+                (every 1.0 stream opens with one; a 0.3 resubscription does not).""",
+            clients="""The A2A SDK's task manager (`append_artifact_to_task`, which servers and
+                relays use to fold updates into a task) raises `InvalidAgentResponseError`
+                on it; the SDK's client passes the chunk on, and code that builds the
+                artifact from the chunks has nothing to append it to, so the artifact's
+                start is lost.""",
+            example="""
+                data: {"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"submitted"}}}
+
+                data: {"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","artifact":{"artifactId":"a-1","parts":[{"kind":"text","text":"world"}]},"append":true}}
+                """,
+            fix="""Send each artifact's first chunk without `append` (or `append: false`),
+                and keep its `artifactId` on the chunks that follow.""",
+        ),
+        rule_doc(
+            "terminal_state_left",
+            meaning="""After a status update (or task) in a terminal state (`completed`,
+                `canceled`, `failed`, `rejected`), another one reports a state that is not
+                terminal: the task left a state it can never leave.""",
+            clients="""The client settled the task at the terminal state (the server ends
+                the stream there, and the SDK's own TaskUpdater refuses any update after
+                it); a later `working` revives a finished task in the client's view, or is
+                ignored, and either way the two disagree about the task.""",
+            example="""
+                data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t-1","status":{"state":"TASK_STATE_COMPLETED"}}}}
+
+                data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t-1","status":{"state":"TASK_STATE_WORKING"}}}}
+                """,
+            fix="""End the stream at the terminal state; follow-up work is a new task (or a
+                new message in the same context).""",
+        ),
+    ),
+)

@@ -1,0 +1,342 @@
+"""Cohere v2 chat streaming (``POST /v2/chat`` with ``"stream": true``; also served by
+gateways that front Cohere).
+
+Every event is named after its JSON ``type`` (``event: content-delta`` and ``{"type":
+"content-delta", ...}``). A healthy stream::
+
+    message-start
+    ( content-start[i]  content-delta[i]*  content-end[i] )*       text or thinking, i = 0, 1, ...
+    tool-plan-delta*
+    ( tool-call-start[j]  tool-call-delta[j]*  tool-call-end[j] )*
+    ( citation-start[k]  citation-end[k] )*
+    message-end                                  finish_reason and usage
+
+with ``debug`` events anywhere. The official client (``cohere`` 7.3's ``ClientV2.chat_stream``)
+parses each event's data as JSON and builds the event by its ``type`` (it ignores the SSE
+name); data that is not JSON is logged as a warning and handed on as an empty
+``message-start`` in its place (the event's content is lost); it skips empty data, stops at
+a ``[DONE]`` that gateways add, and hands the events to the caller, who joins the deltas by
+index.
+
+Theory of operation
+-------------------
+
+Each event is parsed once and dispatched on ``type``. The lifecycle kinds are the terminal
+(``message-end``) and any other event; ``[DONE]`` and empty data take no part in it (the
+client stops at the one and skips the other). After ``message-end`` another one is
+``duplicate_terminal`` and any other event ``event_after_terminal``; a body that ends first
+``missing_terminal``. Cohere defines no in-band error event: a failed generation is a
+``message-end`` whose ``finish_reason`` is ``ERROR``.
+
+Content blocks, tool calls and citations are three kinds of numbered things, each opened by
+its start, continued by its deltas and closed by its end, tracked apart (``Slots``): a delta
+or an end for an index that is not open is ``block_not_started``, a start for an index that
+was already started ``block_index_out_of_order``, and anything still open at
+``message-end`` ``block_not_stopped``. ``message-end`` must carry ``delta.finish_reason``
+(``missing_finish_reason``) and ``delta.usage`` (``schema_mismatch``). The shapes checked:
+``type`` a string, ``index`` an integer on the indexed events, a delta an object where one
+is sent; a ``type`` the SDK does not list is ``unknown_event_type`` (info, each once).
+
+The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
+from the table, so the page cannot drift from the machine).
+
+Bounded state: at most ``MAX_OPEN`` open entries of each kind (``Slots``), at most
+``MAX_UNKNOWN_TYPES`` digests of unknown types; once a kind had more open entries than
+that, a delta or end for an index it does not hold is not judged. Messages show documented
+types, finish reasons and indices that are sane integers; any other value by size and hash.
+
+Under ``protocol="auto"`` (``SPEC``): a path ending ``/v2/chat``, or a first event whose SSE
+name is one only Cohere uses (hyphenated: ``message-start``, ``content-delta``...), or whose
+JSON ``type`` is one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from streamguard import _wire, rules
+from streamguard.protocols._base import (
+    Checker,
+    Found,
+    Slots,
+    Transcript,
+    json_object,
+    listing,
+    terminated_lifecycle,
+    type_name,
+)
+from streamguard.protocols._lifecycle import OTHER, STAY, TERMINAL, Lifecycle
+from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._spec import ProtocolSpec, Signal
+from streamguard.report import Finding
+from streamguard.sse import Event
+
+__all__ = ["EVENT_TYPES", "FINISH_REASONS", "LIFECYCLE", "MAX_OPEN", "SPEC", "CohereChecker"]
+
+#: Open entries tracked per kind (content blocks, tool calls, citations).
+MAX_OPEN = 64
+#: Distinct unknown types reported per stream.
+MAX_UNKNOWN_TYPES = 8
+
+#: ``V2ChatStreamResponse``'s members (cohere 7.3), by type.
+EVENT_TYPES: Final = frozenset(
+    {
+        "message-start",
+        "content-start",
+        "content-delta",
+        "content-end",
+        "tool-plan-delta",
+        "tool-call-start",
+        "tool-call-delta",
+        "tool-call-end",
+        "citation-start",
+        "citation-end",
+        "message-end",
+        "debug",
+    }
+)
+#: ``ChatFinishReason``.
+FINISH_REASONS: Final = frozenset(
+    {"COMPLETE", "STOP_SEQUENCE", "MAX_TOKENS", "TOOL_CALL", "ERROR", "TIMEOUT"}
+)
+
+_CONTENT, _TOOL, _CITATION = "content block", "tool call", "citation"
+#: Indexed type -> (what it concerns, what it does: start, delta or end).
+_INDEXED: Final = {
+    "content-start": (_CONTENT, "start"),
+    "content-delta": (_CONTENT, "delta"),
+    "content-end": (_CONTENT, "end"),
+    "tool-call-start": (_TOOL, "start"),
+    "tool-call-delta": (_TOOL, "delta"),
+    "tool-call-end": (_TOOL, "end"),
+    "citation-start": (_CITATION, "start"),
+    "citation-end": (_CITATION, "end"),
+}
+#: Types that carry a ``delta`` object.
+_WITH_DELTA: Final = frozenset(
+    {
+        "message-start",
+        "content-start",
+        "content-delta",
+        "tool-plan-delta",
+        "tool-call-start",
+        "tool-call-delta",
+        "citation-start",
+        "message-end",
+    }
+)
+
+# -- the lifecycle ---------------------------------------------------------------------
+
+#: ``[DONE]`` from a gateway, or empty data: the client stops at the one, skips the other.
+SKIPPED: Final = "skipped"
+
+_BASE = terminated_lifecycle(terminal="message-end")
+_STREAMING = "streaming"
+((_ENDED,), (_ERRORED,)) = (_BASE.ended, _BASE.errored)
+LIFECYCLE: Final = Lifecycle(
+    phases={
+        _STREAMING: "events arrive",
+        _ENDED: "message-end arrived",
+        _ERRORED: "not reached: Cohere has no in-band error event",
+    },
+    kinds={SKIPPED: "[DONE] (a gateway's) or empty data: the client stops or skips"},
+    initial=_STREAMING,
+    table={
+        **_BASE.table,
+        (_STREAMING, SKIPPED): STAY,
+        (_ENDED, SKIPPED): STAY,
+        (_ERRORED, SKIPPED): STAY,
+    },
+    ended=_BASE.ended,
+    errored=_BASE.errored,
+    sealed=_BASE.sealed,
+)
+
+
+def _delta_message(payload: Mapping[str, Any]) -> Mapping[str, Any]:
+    delta = payload.get("delta")
+    message = delta.get("message") if type(delta) is dict else None
+    return message if type(message) is dict else {}
+
+
+class CohereChecker(Checker):
+    """Checks one Cohere v2 chat event stream; see the module docstring."""
+
+    __slots__ = ("_open", "_overflowed", "_unknown_types")
+
+    name = "cohere"
+    LIFECYCLE = LIFECYCLE
+    RAISES = frozenset(
+        {
+            rules.INVALID_JSON,
+            rules.SCHEMA_MISMATCH,
+            rules.UNKNOWN_EVENT_TYPE,
+            rules.BLOCK_NOT_STARTED,
+            rules.BLOCK_INDEX_OUT_OF_ORDER,
+            rules.BLOCK_NOT_STOPPED,
+            rules.MISSING_FINISH_REASON,
+        }
+    )
+
+    def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
+        super().__init__(request, path)
+        self._open: dict[str, Slots[bool]] = {
+            _CONTENT: Slots(MAX_OPEN),
+            _TOOL: Slots(MAX_OPEN),
+            _CITATION: Slots(MAX_OPEN),
+        }
+        #: The kinds whose open entries hit ``MAX_OPEN``: an index not held may be open.
+        self._overflowed: frozenset[str] = frozenset()
+        self._unknown_types: frozenset[str] = frozenset()
+
+    def sealed_kind(self, event: Event) -> tuple[str, str | None]:
+        data = event.data
+        if not data or data == "[DONE]":
+            return SKIPPED, None
+        payload = json_object(data)
+        kind = None if payload is None else payload.get("type")
+        if kind == "message-end":
+            return TERMINAL, "message-end"
+        return OTHER, _wire.token(kind, EVENT_TYPES) if type(kind) is str else None
+
+    @classmethod
+    def transcribe(cls, data: str, out: Transcript) -> bool:
+        payload = json_object(data)
+        if payload is None:
+            return False
+        kind = payload.get("type")
+        if kind == "content-delta":
+            content = _delta_message(payload).get("content")
+            if type(content) is dict:
+                return out.add(0, content.get("text"))
+        elif kind == "message-end":
+            delta = payload.get("delta")
+            if type(delta) is dict:
+                out.finish(delta.get("finish_reason"))
+        return False
+
+    # -- one event ------------------------------------------------------------------------
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        found = Found(self, event, index)
+        data = event.data
+        if not data or data == "[DONE]":
+            found.step(SKIPPED, "[DONE]" if data else "empty data")
+            return found.items
+        try:
+            payload = parse_json(data)
+        except ValueError as exc:
+            found.add(rules.INVALID_JSON, f": data is not JSON ({exc}): {preview(data)}")
+            found.step(OTHER, "not JSON")
+            return found.items
+        if type(payload) is not dict:
+            found.add(rules.INVALID_JSON, f": data is a JSON {type_name(payload)}, not an object")
+            found.step(OTHER, "not an object")
+            return found.items
+        kind = payload.get("type")
+        if type(kind) is not str:
+            found.add(rules.SCHEMA_MISMATCH, ": field `type` is missing or not a string")
+            found.step(OTHER, "no type")
+            return found.items
+        if kind not in EVENT_TYPES:
+            found.step(OTHER, "an unknown type")
+            self._unknown(found, kind)
+            return found.items
+        checked = self.checked_after(TERMINAL if kind == "message-end" else OTHER)
+        found.step(TERMINAL if kind == "message-end" else OTHER, kind)
+        if not checked:
+            return found.items
+        if kind in _WITH_DELTA and "delta" in payload and type(payload["delta"]) is not dict:
+            detail = f" ({kind}): field `delta` is {type_name(payload['delta'])}, not an object"
+            found.add(rules.SCHEMA_MISMATCH, detail)
+        indexed = _INDEXED.get(kind)
+        if indexed is not None:
+            self._indexed(found, payload, kind, indexed[0], indexed[1])
+        elif kind == "message-end":
+            self._message_end(found, payload)
+        return found.items
+
+    def _unknown(self, found: Found, kind: str) -> None:
+        shown = _wire.describe(kind)
+        reported = self._unknown_types
+        if shown in reported or len(reported) >= MAX_UNKNOWN_TYPES:
+            return
+        self._unknown_types = reported | {shown}
+        found.add(
+            rules.UNKNOWN_EVENT_TYPE,
+            f": event type {shown} is not one the SDK lists; the client builds no typed event "
+            "for it (each unknown type is reported once)",
+        )
+
+    def _indexed(
+        self, found: Found, payload: Mapping[str, Any], kind: str, what: str, does: str
+    ) -> None:
+        number = payload.get("index")
+        if type(number) is not int or number < 0:
+            detail = f" ({kind}): field `index` is {type_name(number)}, not a non-negative integer"
+            found.add(rules.SCHEMA_MISMATCH, detail)
+            return
+        slots = self._open[what]
+        shown = _wire.number(number)
+        if does == "start":
+            if slots.was_opened(number):
+                detail = f" ({kind}) starts {what} {shown} again; the index was already used"
+                found.add(rules.BLOCK_INDEX_OUT_OF_ORDER, detail)
+            if not slots.add(number, True):
+                self._overflowed = self._overflowed | {what}
+            return
+        if slots.get(number) is None and what not in self._overflowed:
+            why = "was already ended" if slots.was_opened(number) else "was never started"
+            found.add(rules.BLOCK_NOT_STARTED, f" ({kind}) is for {what} {shown}, which {why}")
+        if does == "end":
+            slots.close(number)
+
+    def _message_end(self, found: Found, payload: Mapping[str, Any]) -> None:
+        still: list[str] = []
+        for what, slots in self._open.items():
+            if slots.open:
+                numbers = listing([_wire.number(n) for n in slots.open], len(slots.open))
+                still.append(f"{what}(s) {numbers}")
+                slots.open.clear()
+        if still:
+            detail = f" (message-end) arrives while {'; '.join(still)} are still open"
+            found.add(rules.BLOCK_NOT_STOPPED, detail)
+        delta = payload.get("delta")
+        if type(delta) is not dict:
+            return  # a schema_mismatch already, or no delta at all
+        reason = delta.get("finish_reason")
+        if type(reason) is not str:
+            detail = " (message-end) has no string `delta.finish_reason`; the caller cannot tell "
+            detail += "a complete answer from a cut one"
+            found.add(rules.MISSING_FINISH_REASON, detail)
+        if type(delta.get("usage")) is not dict:
+            found.add(rules.SCHEMA_MISMATCH, " (message-end): field `delta.usage` is missing")
+
+
+# -- auto-detection ----------------------------------------------------------------------
+
+#: Types whose hyphenated names no other built-in protocol uses.
+_ONLY_COHERE: Final = EVENT_TYPES - {"debug"}
+
+
+def _named_as_only_cohere(event: Event, payload: object) -> bool:
+    return event.event in _ONLY_COHERE
+
+
+def _typed_as_only_cohere(event: Event, payload: object) -> bool:
+    if type(payload) is not dict:
+        return False
+    kind = payload.get("type")
+    return type(kind) is str and kind in _ONLY_COHERE
+
+
+SPEC = ProtocolSpec(
+    name=CohereChecker.name,
+    checker=CohereChecker,
+    summary="Cohere v2 chat streaming (`/v2/chat`), ending in `message-end`",
+    paths=(Signal(35, lambda path: path.endswith("/v2/chat")),),
+    events=(Signal(12, _named_as_only_cohere), Signal(65, _typed_as_only_cohere)),
+    event_names=EVENT_TYPES,
+)
