@@ -100,11 +100,12 @@ def _extensions() -> list[Any]:
         # between them are native calls. mypyc type-checks first and exits on an error
         # (SystemExit), e.g. when a dependency it must read is missing from the build
         # environment: that, too, is "cannot compile here".
-        with contextlib.redirect_stdout(io.StringIO()) as said:
-            try:
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(said):
                 return mypycify(paths, opt_level=_opt_level(), group_name="streamguard._core")
-            finally:
-                _relay(said.getvalue())
+        finally:
+            _relay(said.getvalue())  # outside the redirect: its errors must be seen
     except (Exception, SystemExit) as error:
         _warn(f"mypyc could not compile the core ({type(error).__name__}: {error})")
         return []

@@ -114,7 +114,7 @@ def _jobs_path(path: str) -> bool:
     return len(parts) >= 4 and parts[-3] == "jobs" and parts[-1] == "events"
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=JobProgressChecker.name,
     checker=JobProgressChecker,
     summary="the example in-house job progress stream, ending in `done`",

@@ -164,6 +164,30 @@ def test_setup_falls_back_to_pure_python_without_a_c_compiler(tmp_path: Path) ->
     assert not list(tmp_path.rglob("*.so"))
 
 
+@pytest.mark.slow  # mypyc type-checks from scratch in the copy
+@pytest.mark.skipif(_build.wants_sources(), reason="a build test: the suite's compiled run has it")
+def test_setup_shows_what_mypyc_refused(tmp_path: Path) -> None:
+    """A type error mypyc stops on is printed with the fallback warning, not swallowed."""
+    source = _copy_of_the_checkout(tmp_path)
+    _compile_only(source, "streamguard._wire", "streamguard.report")
+    wire = source / "streamguard" / "_wire.py"
+    wire.write_text(wire.read_text(encoding="utf-8") + '\nBROKEN: int = "not an int"\n')
+    env = {key: value for key, value in os.environ.items() if key != _build.PURE_PYTHON_ENV}
+    result = subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--build-lib", str(tmp_path / "lib")],
+        env=env,
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    said = result.stdout + result.stderr
+    assert 'error: Incompatible types in assignment (expression has type "str"' in said
+    assert "mypyc could not compile the core (SystemExit: 1)" in said
+    assert not list(tmp_path.rglob("*.so"))
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(_build.wants_sources(), reason="a build test: the suite's compiled run has it")
 @pytest.mark.skipif(

@@ -517,7 +517,7 @@ def _named_in_path(path: str) -> bool:
     return "a2a" in path.lower().split("/")
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=A2AChecker.name,
     checker=A2AChecker,
     summary="A2A (Agent2Agent) JSON-RPC streams: task, status and artifact updates, 0.3 and 1.0",

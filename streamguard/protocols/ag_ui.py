@@ -680,7 +680,7 @@ def is_ag_ui_event(payload: dict[str, Any]) -> bool:
     return type(kind) is str and kind in EVENT_TYPES  # (a list or an object is unhashable)
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=AGUIChecker.name,
     checker=AGUIChecker,
     summary="AG-UI agent events (`RUN_STARTED` ... `RUN_FINISHED` or `RUN_ERROR`)",

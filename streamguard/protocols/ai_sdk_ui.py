@@ -530,7 +530,7 @@ def is_ai_sdk_ui_chunk(chunk: dict[str, Any]) -> bool:
     return kind in CHUNK_TYPES or kind.startswith(_DATA_PREFIX)
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=AISDKUIChecker.name,
     checker=AISDKUIChecker,
     summary="the AI SDK's UI message stream (`useChat`), ending in `[DONE]`",

@@ -758,7 +758,7 @@ def _is_anthropic_payload(event: Event, payload: object) -> bool:
     return kind == "message_start" or (kind == "error" and type(payload.get("error")) is dict)
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=AnthropicChecker.name,
     checker=AnthropicChecker,
     summary="Anthropic Messages streaming (`/v1/messages`), ending in `message_stop`",

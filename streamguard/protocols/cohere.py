@@ -332,7 +332,7 @@ def _typed_as_only_cohere(event: Event, payload: object) -> bool:
     return type(kind) is str and kind in _ONLY_COHERE
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=CohereChecker.name,
     checker=CohereChecker,
     summary="Cohere v2 chat streaming (`/v2/chat`), ending in `message-end`",

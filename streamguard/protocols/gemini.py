@@ -506,7 +506,7 @@ def _is_gemini_chunk(event: Event, payload: object) -> bool:
     return type(payload) is dict and any(key in payload for key in _CHUNK_KEYS)
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=GeminiChecker.name,
     checker=GeminiChecker,
     summary="Gemini `streamGenerateContent?alt=sse`, ending with a finish reason",

@@ -272,7 +272,7 @@ def _named_after_a_mode(event: Event, payload: object) -> bool:
     return _mode(event.event) in _ONLY_LANGGRAPH
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=LangGraphChecker.name,
     checker=LangGraphChecker,
     summary="LangGraph Platform run streams (`/runs/stream`): events named after stream modes",

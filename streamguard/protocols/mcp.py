@@ -634,7 +634,7 @@ def _is_jsonrpc(event: Event, payload: object) -> bool:
     return is_jsonrpc_message(payload)
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=MCPChecker.name,
     checker=MCPChecker,
     summary="MCP's Streamable HTTP (and legacy HTTP+SSE) transport: JSON-RPC 2.0 messages",

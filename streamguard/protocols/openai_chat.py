@@ -816,7 +816,7 @@ def _is_chat_chunk(event: Event, payload: object) -> bool:
     )
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=OpenAIChatChecker.name,
     checker=OpenAIChatChecker,
     summary="OpenAI Chat Completions streaming (`/v1/chat/completions`), ending in `[DONE]`",

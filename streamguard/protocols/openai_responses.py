@@ -918,7 +918,7 @@ def _is_responses_event(event: Event, payload: object) -> bool:
     return isinstance(kind, str) and kind.startswith("response.")
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=OpenAIResponsesChecker.name,
     checker=OpenAIResponsesChecker,
     summary="OpenAI Responses streaming (`/v1/responses`), ending in `response.completed` "

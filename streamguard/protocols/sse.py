@@ -53,7 +53,7 @@ class PlainSSEChecker(Checker):
         return found
 
 
-SPEC = ProtocolSpec(
+SPEC: ProtocolSpec = ProtocolSpec(
     name=PlainSSEChecker.name,
     checker=PlainSSEChecker,
     summary="any SSE stream: framing rules only (and, on a JSON route, data that parses)",
