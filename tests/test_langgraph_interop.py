@@ -122,7 +122,14 @@ def test_sdk_parts_are_the_same_and_the_report_names_the_rule(
     report = _report(reports, before)
     outcome, rules = CASES[fixture]
     assert (report.protocol, report.protocol_source) == ("langgraph", "path")
-    assert (report.outcome.value, sorted(set(report.rules()))) == (outcome, rules)
+    assert sorted(set(report.rules())) == rules
+    if isinstance(guarded[-1], str):
+        # The SDK raised mid-stream and closed the connection: whether the server had sent
+        # its last frames by then is a race between two threads, so the stream ended either
+        # way, and both are true reports of it.
+        assert report.outcome.value in (outcome, "client_disconnect")
+    else:
+        assert report.outcome.value == outcome
 
 
 def test_a_join_owes_no_metadata(servers: tuple[str, str, list[StreamReport]]) -> None:
