@@ -2,7 +2,10 @@
 
 streamguard is a library citizen: it never calls ``structlog.configure()``; it logs
 through ``structlog.get_logger("streamguard")`` with constant event names, so the
-application's own processors and renderers decide what the lines look like.
+application's own processors and renderers decide what the lines look like. Until the
+application configures structlog, whose default configuration prints to stdout, the events
+go to the stdlib logger ``streamguard`` instead, which carries a ``NullHandler`` as a
+library's logger should: silent until the application configures ``logging``.
 
 Events:
 
@@ -24,6 +27,7 @@ on, and then only a shortened, escaped excerpt of the offending frame.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,9 +44,42 @@ from streamguard.report import (
     StreamReport,
 )
 
-__all__ = ["LogSink", "StreamLog", "ViolationLimiter", "summary_level"]
+__all__ = [
+    "STDLIB_LOGGER",
+    "LogSink",
+    "StreamLog",
+    "ViolationLimiter",
+    "get_logger",
+    "summary_level",
+]
 
-_logger = structlog.get_logger("streamguard")
+#: The stdlib logger events go to while structlog is unconfigured. The ``NullHandler``
+#: keeps Python's last-resort handler from printing its warnings to stderr.
+STDLIB_LOGGER = logging.getLogger("streamguard")
+STDLIB_LOGGER.addHandler(logging.NullHandler())
+
+
+def _render(logger: Any, method_name: str, event_dict: Any) -> str:
+    """``stream_completed route='/v1/chat' ...``: the event name first, as a message."""
+    event = event_dict.pop("event", "")
+    return " ".join([str(event), *(f"{key}={value!r}" for key, value in event_dict.items())])
+
+
+def get_logger() -> Any:
+    """structlog's logger ``streamguard`` when the application configured structlog, else
+    one that renders to the stdlib logger ``streamguard`` (dropping, before rendering,
+    events its level filters out)."""
+    if structlog.is_configured():
+        return structlog.get_logger("streamguard")
+    return structlog.wrap_logger(
+        STDLIB_LOGGER,
+        processors=[
+            structlog.stdlib.filter_by_level,
+            structlog.contextvars.merge_contextvars,
+            _render,
+        ],
+        wrapper_class=structlog.stdlib.BoundLogger,
+    )
 
 
 def summary_level(report: StreamReport) -> str:
@@ -110,7 +147,7 @@ class LogSink:
 
     def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
         side = {} if self.side is None else {"side": self.side}
-        _logger.error(
+        get_logger().error(
             "streamguard_internal_error",
             where=where,
             error=error,
@@ -151,9 +188,7 @@ class StreamLog:
     def _logger(self) -> Any:
         """The stream's bound logger, bound when first used: an idle stream needs none."""
         if self._bound is None:
-            bound = structlog.get_logger("streamguard").bind(
-                route=self._route, protocol=self._protocol
-            )
+            bound = get_logger().bind(route=self._route, protocol=self._protocol)
             self._bound = bound if self._side is None else bound.bind(side=self._side)
         return self._bound
 

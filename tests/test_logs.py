@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -193,3 +195,39 @@ def test_summary_says_what_the_report_did_not_keep_and_a_late_close() -> None:
         50,
         True,
     )
+
+
+#: A program using only the transport, with structlog left unconfigured: a broken stream
+#: (no ``[DONE]``) read through it, then a line of the program's own.
+_TRANSPORT_ONLY = """
+import logging, sys
+import httpx
+from streamguard.httpx import StreamGuardTransport
+
+if sys.argv[1] == "logging":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s %(message)s")
+upstream = httpx.MockTransport(lambda request: httpx.Response(
+    200, headers={"content-type": "text/event-stream"}, content=iter([b"data: {}\\n\\n"])))
+client = httpx.Client(transport=StreamGuardTransport(upstream, metrics=False))
+with client.stream("POST", "http://api.test/v1/chat/completions") as response:
+    response.read()
+print("own output")
+"""
+
+
+@pytest.mark.parametrize("configured", ["nothing", "logging"])
+def test_library_is_silent_until_the_application_configures_logging(configured: str) -> None:
+    """Unconfigured, streamguard writes nothing; with stdlib logging on, its events go there."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TRANSPORT_ONLY, configured],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout == "own output\n"
+    if configured == "nothing":
+        assert done.stderr == ""
+    else:
+        assert "streamguard stream_unclosed " in done.stderr
+        assert "side='upstream'" in done.stderr
