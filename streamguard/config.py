@@ -12,7 +12,7 @@ sinks, the clock) are its constructor's collaborators, not configuration.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -119,6 +119,11 @@ class LogConfig(_Model):
     """What streamguard logs, and how much."""
 
     enabled: bool = True
+    #: Which streams get a ``stream_<outcome>`` summary: ``all``, or only ``notable`` ones
+    #: (a finding, an outcome in ``FAILED_OUTCOMES`` or ``NOTABLE_OUTCOMES``, a failure
+    #: inside streamguard), what most production deployments want. Violations are logged
+    #: either way.
+    summaries: Literal["all", "notable"] = "all"
     #: ``stream_violation`` events per stream; the rest are counted on the summary.
     max_violations_per_stream: int = Field(default=20, ge=0)
     #: ``stream_violation`` events per (route, rule) per minute; the number suppressed

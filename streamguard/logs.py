@@ -14,7 +14,9 @@ Events:
   ``max_violations_per_stream`` per stream, and ``violations_per_minute`` per (route,
   rule); the number suppressed rides on the next one emitted for that pair.
 * ``stream_<outcome>`` (``stream_completed``, ``stream_unclosed``, ...), once per stream at
-  its end: info when clean, warning or error otherwise.
+  its end: info when clean, warning or error otherwise; the name is always the outcome's,
+  so a completed stream with an error finding is ``stream_completed`` logged at ``error``.
+  With ``summaries="notable"``, only for streams ``is_notable`` accepts.
 * ``streamguard_internal_error`` (error), when streamguard itself fails, with ``where``
   and the exception's type and place; logged even with the stream events turned off.
 
@@ -50,6 +52,7 @@ __all__ = [
     "StreamLog",
     "ViolationLimiter",
     "get_logger",
+    "is_notable",
     "summary_level",
 ]
 
@@ -93,6 +96,12 @@ def summary_level(report: StreamReport) -> str:
     if any(finding.severity is Severity.WARNING for finding in report.findings):
         return "warning"
     return "info"
+
+
+def is_notable(report: StreamReport) -> bool:
+    """A stream worth a summary under ``summaries="notable"``: any finding (kept or
+    dropped), or a summary level above ``info``."""
+    return bool(report.findings or report.findings_dropped) or summary_level(report) != "info"
 
 
 class ViolationLimiter:
@@ -223,6 +232,8 @@ class StreamLog:
         getattr(self._logger, level)("stream_violation", **fields)
 
     def ended(self, report: StreamReport) -> None:
+        if self._config.summaries == "notable" and not is_notable(report):
+            return
         counts = {severity.value: 0 for severity in Severity}
         for finding in report.findings:
             counts[finding.severity.value] += 1

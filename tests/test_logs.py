@@ -231,3 +231,30 @@ def test_library_is_silent_until_the_application_configures_logging(configured: 
     else:
         assert "streamguard stream_unclosed " in done.stderr
         assert "side='upstream'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("steps", "summary"),
+    [
+        ([sse_start(), body(b"data: a\n\n", more=False)], None),
+        ([sse_start(), body(b"data: a", more=False)], ("stream_completed", "error")),
+        (
+            [sse_start((b"content-length", b"7")), body(b"data: a\n\n", more=False)],
+            ("stream_completed", "warning"),
+        ),
+        ([sse_start(), body(b"data: a\n\n")], ("stream_unclosed", "error")),
+    ],
+)
+def test_notable_summaries_skip_clean_streams_only(
+    steps: list[Any], summary: tuple[str, str] | None
+) -> None:
+    """With ``summaries="notable"`` a clean stream logs nothing, one with a finding or a
+    failed outcome its summary, at its worst finding's level under the outcome's name."""
+    with capture_logs() as logs:
+        run(guarded(steps, logs={"summaries": "notable"}))
+    summaries = [
+        (entry["event"], entry["log_level"])
+        for entry in logs
+        if entry["event"] != "stream_violation"
+    ]
+    assert summaries == ([] if summary is None else [summary])
