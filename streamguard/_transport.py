@@ -198,7 +198,7 @@ class UpstreamSeam(Seam):
             monitor.add_note(note)
         session = _UpstreamSession(self)
         # A sync client is read on its caller's thread: no loop's sweeper polls it.
-        session.start(monitor, label or UNKNOWN_ROUTE, protocol, head, poll=not sync)
+        session.start(monitor, label or UNKNOWN_ROUTE, protocol, head, spec=spec, poll=not sync)
         return session
 
     def _request_facts(self, request: Any) -> tuple[RequestFacts | None, str | None]:

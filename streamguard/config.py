@@ -59,8 +59,22 @@ class RouteConfig(_Model):
     #: required) every event's data is JSON, and data that is not (a Python ``repr`` of a
     #: dict, ``{'a': 1}``) is ``invalid_json``; the ``[DONE]`` sentinel is allowed.
     json_data: bool = Field(default=False, alias="json")
+    #: This route's liveness timers: the fields written here replace the global
+    #: ``timers``' (``{"idle_limit_s": 600}`` for a reasoning route silent for minutes),
+    #: the others keep theirs.
+    timers: TimerConfig | None = None
+    #: This route's ``sample_rate``, in place of the global one.
+    sample_rate: float | None = Field(default=None, ge=0.0, le=1.0)
 
     _check_protocol = field_validator("protocol")(_known_protocol)
+
+    def timer_config(self, timers: TimerConfig) -> TimerConfig:
+        """The global ``timers`` with this route's written fields in their place."""
+        if self.timers is None:
+            return timers
+        return timers.model_copy(
+            update=self.timers.model_dump(include=self.timers.model_fields_set)
+        )
 
     @model_validator(mode="after")
     def _json_only_on_plain_sse(self) -> RouteConfig:
@@ -176,3 +190,6 @@ class StreamGuardConfig(_Model):
             elif path == excluded:
                 return True
         return False
+
+
+RouteConfig.model_rebuild()

@@ -374,7 +374,7 @@ class _Exchange(StreamSession):
         )
         if note is not None:
             monitor.add_note(note)
-        self.start(monitor, label or UNKNOWN_ROUTE, protocol, head)
+        self.start(monitor, label or UNKNOWN_ROUTE, protocol, head, spec=spec)
 
     def _peek_request(self, message: Message) -> None:
         """Reduce the request body the app reads to its facts as it arrives.

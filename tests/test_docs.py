@@ -110,6 +110,8 @@ app.add_middleware(
     routes={
         "/v1/chat/completions": "openai_chat",
         "/v1/messages": {"protocol": "anthropic", "name": "claude"},
+        # a reasoning route may think for minutes: its own idle limit, the others keep 30 s
+        "/v1/reason": {"protocol": "openai_chat", "timers": {"idle_limit_s": 600}},
     },
     exclude_paths=("/internal/*",),
     timers={"idle_limit_s": 30},

@@ -397,6 +397,17 @@ def test_a_route_keyed_by_template_matches_its_urls(client: Client) -> None:
     assert (client.report.route, client.report.protocol) == ("gem", "sse")
 
 
+def test_sample_rate_is_set_per_route(client: Client) -> None:
+    """A route's own ``sample_rate`` replaces the global one for its streams only."""
+    routes = {"/v1/chat/completions": {"protocol": "openai_chat", "sample_rate": 0.0}}
+    client.read(client.body(HEALTHY), routes=routes)
+    client.read(client.body(HEALTHY), "http://api.test/openai/chat/completions", routes=routes)
+    assert [report.notes for report in client.reports] == [
+        ("not sampled: only the outcome was recorded",),
+        (),
+    ]
+
+
 def test_an_upstream_that_declares_a_ui_message_stream_is_checked_as_one(client: Client) -> None:
     """The response header decides the protocol of an unlisted upstream, before its path."""
     headers = {**SSE, "x-vercel-ai-ui-message-stream": "v1"}
