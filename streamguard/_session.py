@@ -316,7 +316,7 @@ class Seam:
             *(() if on_report is None else (ReportSink(on_report),)),
         )
         self.errors = InternalErrors(self.sinks)
-        if metrics is not None:
+        if metrics is not None and config.zero_series_at_start:
             metrics.initialise(initial_labels(config))
 
     def watched_route(

@@ -171,6 +171,10 @@ class StreamGuardConfig(_Model):
     #: Fraction of streams whose frames are checked; the others are only counted (as
     #: ``unchecked_streams_total{reason="not_sampled"}`` too, so alert ratios leave them out).
     sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    #: Export a zero for every series of each configured route at start, so ``rate()``
+    #: ratios exist before traffic. ``False``: a route's series appear with its first
+    #: stream, as an unlisted route's do (an idle route adds no lines to ``/metrics``).
+    zero_series_at_start: bool = True
 
     _check_protocol = field_validator("protocol")(_known_protocol)
 
