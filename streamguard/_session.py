@@ -291,12 +291,19 @@ class Seam:
         self.metrics = metrics
         #: The timing detectors' thresholds; ``None`` with the timers off.
         self.limits = config.timers.limits()
+        #: Each configured route's own thresholds, by the route's identity (its
+        #: configuration is frozen and held by ``config``), made once here, not per stream.
+        timers = {id(spec): spec.timer_config(config.timers) for spec in config.routes.values()}
+        self._route_limits = {key: route.limits() for key, route in timers.items()}
         #: The responses not watched (``head``, ``status``, ...) and the streams watched
         #: but not inspected (``content_encoding``), by reason.
         self.skipped: Counter[str] = Counter()
         #: The streams open, or ended and still handing their report to the sinks.
         self.open_streams = open_streams
-        shortest_timer = min(config.timers.body_end_grace_s, config.timers.idle_limit_s)
+        shortest_timer = min(
+            min(each.body_end_grace_s, each.idle_limit_s)
+            for each in (config.timers, *timers.values())
+        )
         #: How often open streams are polled: often enough to report within a quarter of
         #: the shortest timer, never busier than 200 times a second.
         self.poll_interval = min(max(shortest_timer / 4, 0.005), 1.0)
@@ -309,7 +316,7 @@ class Seam:
             *(() if on_report is None else (ReportSink(on_report),)),
         )
         self.errors = InternalErrors(self.sinks)
-        if metrics is not None:
+        if metrics is not None and config.zero_series_at_start:
             metrics.initialise(initial_labels(config))
 
     def watched_route(
@@ -343,9 +350,19 @@ class Seam:
             clock=self.clock,
             max_event_bytes=config.max_event_bytes,
             excerpt_chars=logs.excerpt_chars if logs.content_excerpts else 0,
-            liveness=self.limits,
+            liveness=self.limits_for(spec),
             json_data=spec is not None and spec.json_data,
         )
+
+    def limits_for(self, spec: RouteConfig | None) -> LivenessLimits | None:
+        """The timing thresholds of a stream of ``spec``: its route's, else the global ones."""
+        return self.limits if spec is None else self._route_limits.get(id(spec), self.limits)
+
+    def sample_rate_for(self, spec: RouteConfig | None) -> float:
+        """The ``sample_rate`` of a stream of ``spec``: its route's, else the global one."""
+        if spec is None or spec.sample_rate is None:
+            return self.config.sample_rate
+        return spec.sample_rate
 
     def end_open_streams(self, end: StreamEnd, note: str) -> None:
         """End every stream still open as ``end``, saying why on its report (``note``)."""
@@ -415,13 +432,15 @@ class StreamSession:
         protocol: str,
         head: ResponseHead,
         *,
+        spec: RouteConfig | None = None,
         poll: bool = True,
     ) -> None:
         """Open the stream: check its head, tell the sinks; from here on its end is reported.
 
         ``protocol`` is the one configured; a stream left to auto-detection that is still
         undecided is labelled ``auto`` for its whole life, so that every series of one
-        stream carries the same labels. ``poll``: whether the loop's sweeper may poll it.
+        stream carries the same labels. ``spec``: its route's configuration, if listed.
+        ``poll``: whether the loop's sweeper may poll it.
         """
         seam = self._seam
         assert seam is not None, "an offline session has no sinks to start"
@@ -430,7 +449,7 @@ class StreamSession:
         self.protocol_label = AUTO if undecided else monitor.protocol
         self.monitor = monitor
         seam.open_streams.add(self)
-        if poll and seam.limits is not None:
+        if poll and seam.limits_for(spec) is not None:
             sweeper = self.sweeper = seam.sweepers.current()
             if sweeper is not None:
                 sweeper.add(self)
@@ -447,7 +466,7 @@ class StreamSession:
             if not monitor.inspecting:
                 seam.skipped["content_encoding"] += 1
                 unchecked = COMPRESSED
-            elif seam.config.sample_rate < 1.0 and random.random() >= seam.config.sample_rate:
+            elif (rate := seam.sample_rate_for(spec)) < 1.0 and random.random() >= rate:
                 monitor.stop_inspecting()
                 monitor.add_note("not sampled: only the outcome was recorded")
                 unchecked = NOT_SAMPLED

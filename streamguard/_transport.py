@@ -40,6 +40,7 @@ events with ``side="upstream"`` bound, any ``sinks=``, and ``on_report`` last.
 
 from __future__ import annotations
 
+import re
 import time
 import weakref
 from collections import Counter
@@ -134,9 +135,10 @@ class UpstreamSeam(Seam):
         """The route label and configuration of a request URL; never a raw path.
 
         A configured route matches by ``host:port`` + path, then host + path, then path
-        alone (``"api.openai.com/v1/chat/completions"``, ``"/v1/chat/completions"``). An
-        unconfigured URL is labelled ``__unknown__``: a client can call any URL, and a
-        label must stay a bounded set.
+        alone (``"api.openai.com/v1/chat/completions"``, ``"/v1/chat/completions"``), then
+        by the path's template (``upstream_template``). An unconfigured URL is labelled
+        with its template, as the middleware labels an unlisted route, else ``__unknown__``:
+        a client can call any URL, and a label must stay a bounded set.
         """
         routes = self.config.routes
         keys = (
@@ -148,7 +150,11 @@ class UpstreamSeam(Seam):
             spec = routes.get(key)
             if spec is not None:
                 return spec.name or key, spec
-        return UNKNOWN_ROUTE, None
+        template = upstream_template(path)
+        if template is None:
+            return UNKNOWN_ROUTE, None
+        spec = routes.get(template)
+        return (template, None) if spec is None else (spec.name or template, spec)
 
     def watch(self, request: Any, response: Any, started_at: float, sync: bool) -> Any:
         """``response``, its body tapped when it is an event stream worth watching."""
@@ -192,7 +198,7 @@ class UpstreamSeam(Seam):
             monitor.add_note(note)
         session = _UpstreamSession(self)
         # A sync client is read on its caller's thread: no loop's sweeper polls it.
-        session.start(monitor, label or UNKNOWN_ROUTE, protocol, head, poll=not sync)
+        session.start(monitor, label or UNKNOWN_ROUTE, protocol, head, spec=spec, poll=not sync)
         return session
 
     def _request_facts(self, request: Any) -> tuple[RequestFacts | None, str | None]:
@@ -287,6 +293,7 @@ class _GuardedBase:
         timers: TimerConfig | Mapping[str, Any] | None = None,
         logs: LogConfig | Mapping[str, Any] | None = None,
         sample_rate: float | None = None,
+        zero_series_at_start: bool | None = None,
         metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,
         sinks: Sequence[Sink] = (),
@@ -321,6 +328,49 @@ class _GuardedBase:
         """The number of watched streams open, or ended and still handing their report
         to the sinks: at zero, every stream's report has been delivered."""
         return len(self.upstream.open_streams)
+
+
+#: The streaming endpoints of the providers' APIs, each a pattern of the whole path and
+#: the template that labels it: a fixed set, so the labels stay bounded whatever URL a
+#: client calls, and no variable segment (a model, a deployment, a thread id) or any
+#: prefix (a proxy's mount) ever reaches a label. First match wins.
+_UPSTREAM_TEMPLATES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), template)
+    for pattern, template in (
+        (r"/v1/chat/completions", "/v1/chat/completions"),
+        (
+            r"/openai/deployments/[^/]+/chat/completions",
+            "/openai/deployments/{deployment}/chat/completions",
+        ),
+        (r"/.*/chat/completions|/chat/completions", "{prefix}/chat/completions"),
+        (r"/v1/responses", "/v1/responses"),
+        (r"/.+/v1/responses", "{prefix}/v1/responses"),
+        (r"/v1/messages", "/v1/messages"),
+        (r"/.+/v1/messages", "{prefix}/v1/messages"),
+        (
+            r"/v1beta/models/[^/]+:streamGenerateContent",
+            "/v1beta/models/{model}:streamGenerateContent",
+        ),
+        (r"/v1/models/[^/]+:streamGenerateContent", "/v1/models/{model}:streamGenerateContent"),
+        (
+            r"/.*/models/[^/]+:streamGenerateContent",
+            "{prefix}/models/{model}:streamGenerateContent",
+        ),
+        (r"/v2/chat", "/v2/chat"),
+        (r"/threads/[^/]+/runs/stream", "/threads/{thread_id}/runs/stream"),
+        (r"/threads/[^/]+/runs/[^/]+/stream", "/threads/{thread_id}/runs/{run_id}/stream"),
+        (r"/runs/stream", "/runs/stream"),
+        (r"/mcp", "/mcp"),
+    )
+)
+
+
+def upstream_template(path: str) -> str | None:
+    """The template of a provider's streaming endpoint that ``path`` is, else ``None``."""
+    for pattern, template in _UPSTREAM_TEMPLATES:
+        if pattern.fullmatch(path):
+            return template
+    return None
 
 
 class GuardedTransport(_GuardedBase):

@@ -12,7 +12,7 @@ sinks, the clock) are its constructor's collaborators, not configuration.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -59,8 +59,22 @@ class RouteConfig(_Model):
     #: required) every event's data is JSON, and data that is not (a Python ``repr`` of a
     #: dict, ``{'a': 1}``) is ``invalid_json``; the ``[DONE]`` sentinel is allowed.
     json_data: bool = Field(default=False, alias="json")
+    #: This route's liveness timers: the fields written here replace the global
+    #: ``timers``' (``{"idle_limit_s": 600}`` for a reasoning route silent for minutes),
+    #: the others keep theirs.
+    timers: TimerConfig | None = None
+    #: This route's ``sample_rate``, in place of the global one.
+    sample_rate: float | None = Field(default=None, ge=0.0, le=1.0)
 
     _check_protocol = field_validator("protocol")(_known_protocol)
+
+    def timer_config(self, timers: TimerConfig) -> TimerConfig:
+        """The global ``timers`` with this route's written fields in their place."""
+        if self.timers is None:
+            return timers
+        return timers.model_copy(
+            update=self.timers.model_dump(include=self.timers.model_fields_set)
+        )
 
     @model_validator(mode="after")
     def _json_only_on_plain_sse(self) -> RouteConfig:
@@ -119,6 +133,11 @@ class LogConfig(_Model):
     """What streamguard logs, and how much."""
 
     enabled: bool = True
+    #: Which streams get a ``stream_<outcome>`` summary: ``all``, or only ``notable`` ones
+    #: (a finding, an outcome in ``FAILED_OUTCOMES`` or ``NOTABLE_OUTCOMES``, a failure
+    #: inside streamguard), what most production deployments want. Violations are logged
+    #: either way.
+    summaries: Literal["all", "notable"] = "all"
     #: ``stream_violation`` events per stream; the rest are counted on the summary.
     max_violations_per_stream: int = Field(default=20, ge=0)
     #: ``stream_violation`` events per (route, rule) per minute; the number suppressed
@@ -152,6 +171,10 @@ class StreamGuardConfig(_Model):
     #: Fraction of streams whose frames are checked; the others are only counted (as
     #: ``unchecked_streams_total{reason="not_sampled"}`` too, so alert ratios leave them out).
     sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    #: Export a zero for every series of each configured route at start, so ``rate()``
+    #: ratios exist before traffic. ``False``: a route's series appear with its first
+    #: stream, as an unlisted route's do (an idle route adds no lines to ``/metrics``).
+    zero_series_at_start: bool = True
 
     _check_protocol = field_validator("protocol")(_known_protocol)
 
@@ -171,3 +194,6 @@ class StreamGuardConfig(_Model):
             elif path == excluded:
                 return True
         return False
+
+
+RouteConfig.model_rebuild()

@@ -29,13 +29,11 @@ import time
 import weakref
 from collections.abc import Callable
 
-import structlog
-
+from streamguard.logs import get_logger
 from streamguard.report import StreamReport
 
 __all__ = ["ReportQueue"]
 
-_logger = structlog.get_logger("streamguard")
 _STOP = object()
 
 
@@ -102,7 +100,7 @@ class ReportQueue:
             pending: int = waiting.unfinished_tasks
         if pending:
             self.undelivered += pending
-            _logger.warning(
+            get_logger().warning(
                 "streamguard_reports_undelivered",
                 undelivered=pending,
                 timeout_s=timeout,
@@ -142,7 +140,7 @@ class ReportQueue:
                 self.callback(item)
             except BaseException as exc:  # even SystemExit must not end the worker
                 self.failed += 1
-                _logger.error(
+                get_logger().error(
                     "streamguard_report_callback_failed",
                     error=type(exc).__name__,
                     route=item.route,

@@ -2,7 +2,10 @@
 
 streamguard is a library citizen: it never calls ``structlog.configure()``; it logs
 through ``structlog.get_logger("streamguard")`` with constant event names, so the
-application's own processors and renderers decide what the lines look like.
+application's own processors and renderers decide what the lines look like. Until the
+application configures structlog, whose default configuration prints to stdout, the events
+go to the stdlib logger ``streamguard`` instead, which carries a ``NullHandler`` as a
+library's logger should: silent until the application configures ``logging``.
 
 Events:
 
@@ -11,7 +14,9 @@ Events:
   ``max_violations_per_stream`` per stream, and ``violations_per_minute`` per (route,
   rule); the number suppressed rides on the next one emitted for that pair.
 * ``stream_<outcome>`` (``stream_completed``, ``stream_unclosed``, ...), once per stream at
-  its end: info when clean, warning or error otherwise.
+  its end: info when clean, warning or error otherwise; the name is always the outcome's,
+  so a completed stream with an error finding is ``stream_completed`` logged at ``error``.
+  With ``summaries="notable"``, only for streams ``is_notable`` accepts.
 * ``streamguard_internal_error`` (error), when streamguard itself fails, with ``where``
   and the exception's type and place; logged even with the stream events turned off.
 
@@ -24,6 +29,7 @@ on, and then only a shortened, escaped excerpt of the offending frame.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,9 +46,43 @@ from streamguard.report import (
     StreamReport,
 )
 
-__all__ = ["LogSink", "StreamLog", "ViolationLimiter", "summary_level"]
+__all__ = [
+    "STDLIB_LOGGER",
+    "LogSink",
+    "StreamLog",
+    "ViolationLimiter",
+    "get_logger",
+    "is_notable",
+    "summary_level",
+]
 
-_logger = structlog.get_logger("streamguard")
+#: The stdlib logger events go to while structlog is unconfigured. The ``NullHandler``
+#: keeps Python's last-resort handler from printing its warnings to stderr.
+STDLIB_LOGGER = logging.getLogger("streamguard")
+STDLIB_LOGGER.addHandler(logging.NullHandler())
+
+
+def _render(logger: Any, method_name: str, event_dict: Any) -> str:
+    """``stream_completed route='/v1/chat' ...``: the event name first, as a message."""
+    event = event_dict.pop("event", "")
+    return " ".join([str(event), *(f"{key}={value!r}" for key, value in event_dict.items())])
+
+
+def get_logger() -> Any:
+    """structlog's logger ``streamguard`` when the application configured structlog, else
+    one that renders to the stdlib logger ``streamguard`` (dropping, before rendering,
+    events its level filters out)."""
+    if structlog.is_configured():
+        return structlog.get_logger("streamguard")
+    return structlog.wrap_logger(
+        STDLIB_LOGGER,
+        processors=[
+            structlog.stdlib.filter_by_level,
+            structlog.contextvars.merge_contextvars,
+            _render,
+        ],
+        wrapper_class=structlog.stdlib.BoundLogger,
+    )
 
 
 def summary_level(report: StreamReport) -> str:
@@ -56,6 +96,12 @@ def summary_level(report: StreamReport) -> str:
     if any(finding.severity is Severity.WARNING for finding in report.findings):
         return "warning"
     return "info"
+
+
+def is_notable(report: StreamReport) -> bool:
+    """A stream worth a summary under ``summaries="notable"``: any finding (kept or
+    dropped), or a summary level above ``info``."""
+    return bool(report.findings or report.findings_dropped) or summary_level(report) != "info"
 
 
 class ViolationLimiter:
@@ -110,7 +156,7 @@ class LogSink:
 
     def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
         side = {} if self.side is None else {"side": self.side}
-        _logger.error(
+        get_logger().error(
             "streamguard_internal_error",
             where=where,
             error=error,
@@ -151,9 +197,7 @@ class StreamLog:
     def _logger(self) -> Any:
         """The stream's bound logger, bound when first used: an idle stream needs none."""
         if self._bound is None:
-            bound = structlog.get_logger("streamguard").bind(
-                route=self._route, protocol=self._protocol
-            )
+            bound = get_logger().bind(route=self._route, protocol=self._protocol)
             self._bound = bound if self._side is None else bound.bind(side=self._side)
         return self._bound
 
@@ -188,6 +232,8 @@ class StreamLog:
         getattr(self._logger, level)("stream_violation", **fields)
 
     def ended(self, report: StreamReport) -> None:
+        if self._config.summaries == "notable" and not is_notable(report):
+            return
         counts = {severity.value: 0 for severity in Severity}
         for finding in report.findings:
             counts[finding.severity.value] += 1

@@ -104,6 +104,7 @@ class StreamGuardMiddleware:
         timers: TimerConfig | Mapping[str, Any] | None = None,
         logs: LogConfig | Mapping[str, Any] | None = None,
         sample_rate: float | None = None,
+        zero_series_at_start: bool | None = None,
         metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,
         sinks: Sequence[Sink] = (),
@@ -374,7 +375,7 @@ class _Exchange(StreamSession):
         )
         if note is not None:
             monitor.add_note(note)
-        self.start(monitor, label or UNKNOWN_ROUTE, protocol, head)
+        self.start(monitor, label or UNKNOWN_ROUTE, protocol, head, spec=spec)
 
     def _peek_request(self, message: Message) -> None:
         """Reduce the request body the app reads to its facts as it arrives.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, MutableMapping
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -111,6 +112,18 @@ def pytest_configure(config: pytest.Config) -> None:
         return original(self, logger, method_name, event_dict)
 
     LogCapture.__call__ = audited  # type: ignore[method-assign]
+    # Outside capture_logs structlog is unconfigured, so streamguard logs to the stdlib
+    # logger: audit that too, at every level.
+    stdlib = logging.getLogger("streamguard")
+    stdlib.addHandler(_StdlibAudit())
+    stdlib.setLevel(logging.DEBUG)
+
+
+class _StdlibAudit(logging.Handler):
+    """Hands each record of the stdlib logger ``streamguard`` to the log audit."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        LOG_AUDIT(None, record.levelname.lower(), {"message": record.getMessage()})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -86,7 +86,9 @@ _EXTRA_DESCRIPTIONS = {
         "Run the timing detectors (`body_not_ended`, `stalled`, `buffered_flush`)."
     ),
     ("LogConfig", "enabled"): (
-        "Log through structlog (logger `streamguard`): `stream_violation` events and one "
+        "Log through structlog (logger `streamguard`), or the stdlib logger `streamguard` "
+        "while structlog is unconfigured (silent until the app configures logging: see "
+        "[Logs](index.md#logs-and-request-ids)): `stream_violation` events and one "
         "`stream_<outcome>` summary per stream."
     ),
     ("LogConfig", "excerpt_chars"): "Length of a content excerpt, when excerpts are on.",
@@ -108,6 +110,8 @@ app.add_middleware(
     routes={
         "/v1/chat/completions": "openai_chat",
         "/v1/messages": {"protocol": "anthropic", "name": "claude"},
+        # a reasoning route may think for minutes: its own idle limit, the others keep 30 s
+        "/v1/reason": {"protocol": "openai_chat", "timers": {"idle_limit_s": 600}},
     },
     exclude_paths=("/internal/*",),
     timers={"idle_limit_s": 30},

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from streamguard import Outcome, StreamEnd, StreamGuardMiddleware, StreamMonitor, StreamReport
 from streamguard.liveness import Liveness, LivenessLimits
 
-from .asgi_driver import Recorder, body, http_scope, sse_start
+from .asgi_driver import Recorder, body, http_scope, run, sse_start
 from .helpers import FakeClock
 
 LIMITS = LivenessLimits(
@@ -453,3 +453,27 @@ def test_middleware_tells_a_fast_generator_from_a_buffered_flush(
     asyncio.run(main())
     [report] = reports
     assert report.rules() == (["buffered_flush"] if flush else [])
+
+
+def test_timers_are_set_per_route() -> None:
+    """A route's own ``idle_limit_s`` replaces the global one for its streams only."""
+    clock = FakeClock()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(sse_start())
+        await send(body(b"data: a\n\n"))
+        clock.now = 120.0  # two minutes of silence: a reasoning model thinking
+        await send(body(b"data: b\n\n", more=False))
+
+    reports: list[StreamReport] = []
+    routes = {"/think": {"protocol": "sse", "timers": {"idle_limit_s": 600}}, "/chat": "sse"}
+    guarded = StreamGuardMiddleware(
+        app, routes=routes, metrics=False, clock=clock, on_report=reports.append
+    )
+    for path in ("/think", "/chat"):
+        clock.now = 0.0
+        run(guarded, http_scope(path=path))
+    assert [(report.route, report.rules()) for report in reports] == [
+        ("/think", []),
+        ("/chat", ["stalled"]),
+    ]

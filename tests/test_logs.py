@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -193,3 +195,66 @@ def test_summary_says_what_the_report_did_not_keep_and_a_late_close() -> None:
         50,
         True,
     )
+
+
+#: A program using only the transport, with structlog left unconfigured: a broken stream
+#: (no ``[DONE]``) read through it, then a line of the program's own.
+_TRANSPORT_ONLY = """
+import logging, sys
+import httpx
+from streamguard.httpx import StreamGuardTransport
+
+if sys.argv[1] == "logging":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s %(message)s")
+upstream = httpx.MockTransport(lambda request: httpx.Response(
+    200, headers={"content-type": "text/event-stream"}, content=iter([b"data: {}\\n\\n"])))
+client = httpx.Client(transport=StreamGuardTransport(upstream, metrics=False))
+with client.stream("POST", "http://api.test/v1/chat/completions") as response:
+    response.read()
+print("own output")
+"""
+
+
+@pytest.mark.parametrize("configured", ["nothing", "logging"])
+def test_library_is_silent_until_the_application_configures_logging(configured: str) -> None:
+    """Unconfigured, streamguard writes nothing; with stdlib logging on, its events go there."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TRANSPORT_ONLY, configured],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout == "own output\n"
+    if configured == "nothing":
+        assert done.stderr == ""
+    else:
+        assert "streamguard stream_unclosed " in done.stderr
+        assert "side='upstream'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("steps", "summary"),
+    [
+        ([sse_start(), body(b"data: a\n\n", more=False)], None),
+        ([sse_start(), body(b"data: a", more=False)], ("stream_completed", "error")),
+        (
+            [sse_start((b"content-length", b"7")), body(b"data: a\n\n", more=False)],
+            ("stream_completed", "warning"),
+        ),
+        ([sse_start(), body(b"data: a\n\n")], ("stream_unclosed", "error")),
+    ],
+)
+def test_notable_summaries_skip_clean_streams_only(
+    steps: list[Any], summary: tuple[str, str] | None
+) -> None:
+    """With ``summaries="notable"`` a clean stream logs nothing, one with a finding or a
+    failed outcome its summary, at its worst finding's level under the outcome's name."""
+    with capture_logs() as logs:
+        run(guarded(steps, logs={"summaries": "notable"}))
+    summaries = [
+        (entry["event"], entry["log_level"])
+        for entry in logs
+        if entry["event"] != "stream_violation"
+    ]
+    assert summaries == ([] if summary is None else [summary])

@@ -89,6 +89,18 @@ def test_configured_routes_are_initialised_to_zero() -> None:
     assert registry.get_sample_value("streamguard_streams_in_progress", labels) == 0.0
 
 
+def test_series_can_wait_for_their_routes_first_stream() -> None:
+    """With ``zero_series_at_start=False`` no route has a series before its first stream."""
+    registry = CollectorRegistry()
+    routes = {"/v1/chat/completions": "openai_chat", "/v1/messages": "anthropic"}
+    steps = [sse_start(), body(b"data: [DONE]\n\n", more=False)]
+    app = guarded(ScriptedApp(steps), registry, routes=routes, zero_series_at_start=False)
+    assert series(registry) == set()
+    run(app, http_scope(path="/v1/chat/completions"))
+    routes_seen = {dict(labels).get("route") for _name, labels in series(registry)}
+    assert routes_seen == {"/v1/chat/completions"}
+
+
 def test_completed_stream_is_counted() -> None:
     """A clean stream counts as started and completed, with its frames, bytes and duration."""
     registry = CollectorRegistry()

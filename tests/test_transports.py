@@ -356,11 +356,56 @@ def test_routes_match_host_and_path(client: Client, key: str) -> None:
 
 def test_unlisted_urls_are_unknown_or_skipped(client: Client) -> None:
     """An unlisted URL is labelled __unknown__ (never the raw path), or skipped on request."""
-    client.read(client.body(HEALTHY))
-    assert (client.report.route, client.report.protocol_source) == ("__unknown__", "path")
+    client.read(client.body(HEALTHY), "http://api.test/proxy/v1/chat/completions2")
+    assert (client.report.route, client.report.protocol_source) == ("__unknown__", "event")
     chunks, _ = client.read(client.body(HEALTHY), watch_unlisted=False)
     assert len(client.reports) == 1
     assert b"".join(chunks) == b"".join(HEALTHY)
+
+
+@pytest.mark.parametrize(
+    ("url", "route"),
+    [
+        ("http://api.test/v1/chat/completions", "/v1/chat/completions"),
+        ("http://gw.test/openai/v1/chat/completions?x=1", "{prefix}/chat/completions"),
+        (
+            "http://az.test/openai/deployments/gpt-4o-prod/chat/completions",
+            "/openai/deployments/{deployment}/chat/completions",
+        ),
+        (
+            "http://g.test/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+            "/v1beta/models/{model}:streamGenerateContent",
+        ),
+        ("http://lg.test/threads/3f2a9c/runs/stream", "/threads/{thread_id}/runs/stream"),
+        ("http://api.test/users/1234/feed", "__unknown__"),
+    ],
+)
+def test_unlisted_urls_are_labelled_with_their_endpoint_template(
+    client: Client, url: str, route: str
+) -> None:
+    """An unlisted provider endpoint is labelled with its template, never its variable parts."""
+    client.read(client.body(HEALTHY), url)
+    assert client.report.route == route
+
+
+def test_a_route_keyed_by_template_matches_its_urls(client: Client) -> None:
+    """A route keyed by an endpoint template configures every URL of that template."""
+    routes = {"/v1beta/models/{model}:streamGenerateContent": {"protocol": "sse", "name": "gem"}}
+    client.read(
+        client.body(HEALTHY), "http://g.test/v1beta/models/m1:streamGenerateContent", routes=routes
+    )
+    assert (client.report.route, client.report.protocol) == ("gem", "sse")
+
+
+def test_sample_rate_is_set_per_route(client: Client) -> None:
+    """A route's own ``sample_rate`` replaces the global one for its streams only."""
+    routes = {"/v1/chat/completions": {"protocol": "openai_chat", "sample_rate": 0.0}}
+    client.read(client.body(HEALTHY), routes=routes)
+    client.read(client.body(HEALTHY), "http://api.test/openai/chat/completions", routes=routes)
+    assert [report.notes for report in client.reports] == [
+        ("not sampled: only the outcome was recorded",),
+        (),
+    ]
 
 
 def test_an_upstream_that_declares_a_ui_message_stream_is_checked_as_one(client: Client) -> None:
