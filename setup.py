@@ -11,10 +11,10 @@ modules.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import io
 import os
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -30,15 +30,9 @@ BUILD_STARTED = time.time()
 
 
 def _compiled_modules() -> list[str]:
-    """``COMPILED_MODULES`` from streamguard/_build.py, read without importing the package."""
-    tree = ast.parse((ROOT / "streamguard" / "_build.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign | ast.Assign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "COMPILED_MODULES" for t in targets):
-                assert node.value is not None
-                return list(ast.literal_eval(node.value))
-    raise RuntimeError("streamguard/_build.py defines no COMPILED_MODULES")
+    """``COMPILED_MODULES`` from streamguard/_build.py, loaded by its path: the package
+    itself cannot be imported before its dependencies are installed."""
+    return list(runpy.run_path(str(ROOT / "streamguard" / "_build.py"))["COMPILED_MODULES"])
 
 
 def _source_path(module: str) -> str:

@@ -11,8 +11,10 @@ sources even where extension modules are present (``prefer_sources``, installed 
 package ``__init__`` before any core module is imported): to compare the two builds, or to
 rule the compiled one out when diagnosing. ``compiled`` says which one was loaded.
 
-``setup.py`` reads ``COMPILED_MODULES`` from this file's text before anything is
-installed, so it must stay a literal tuple.
+``setup.py`` and the test tiers load this file by its path, before anything is installed:
+it imports nothing but the standard library. A built-in protocol needs no entry here: every
+module of ``streamguard/protocols`` is compiled unless ``INTERPRETED_PROTOCOL_MODULES``
+names it.
 """
 
 from __future__ import annotations
@@ -29,23 +31,24 @@ from importlib.machinery import (
     ModuleSpec,
     SourceFileLoader,
 )
+from pathlib import Path
 from types import ModuleType
 
 __all__ = [
     "COMPILED_MODULES",
+    "CORE_MODULES",
+    "INTERPRETED_PROTOCOL_MODULES",
     "PURE_PYTHON_ENV",
     "compiled",  # noqa: F822 (module __getattr__)
     "prefer_sources",
+    "protocol_modules",
     "wants_sources",
 ]
 
-#: The modules mypyc compiles: the per-frame path and what it calls. Kept interpreted:
-#: ``protocols._shapes`` (pydantic builds its validators from TypedDicts at import; mypyc
-#: cannot build those TypedDicts), the ``protocols`` package itself (a compiled package
-#: cannot find an interpreted submodule such as ``_shapes``; it is only the registry), and
-#: everything that talks to Starlette, structlog,
-#: prometheus-client, the CLI or the network, which runs per stream, not per frame.
-COMPILED_MODULES: tuple[str, ...] = (
+#: The modules mypyc compiles besides the protocols: the per-frame path and what it calls.
+#: Kept interpreted: everything that talks to Starlette, structlog, prometheus-client, the
+#: CLI or the network, which runs per stream, not per frame.
+CORE_MODULES: tuple[str, ...] = (
     "streamguard._wire",
     "streamguard.liveness",
     "streamguard.monitor",
@@ -53,23 +56,27 @@ COMPILED_MODULES: tuple[str, ...] = (
     "streamguard.request",
     "streamguard.rules",
     "streamguard.sse",
-    "streamguard.protocols._agent",
-    "streamguard.protocols._base",
-    "streamguard.protocols._lifecycle",
-    "streamguard.protocols._payload",
-    "streamguard.protocols.a2a",
-    "streamguard.protocols.ag_ui",
-    "streamguard.protocols.ai_sdk_ui",
-    "streamguard.protocols.anthropic",
-    "streamguard.protocols.auto",
-    "streamguard.protocols.cohere",
-    "streamguard.protocols.gemini",
-    "streamguard.protocols.langgraph",
-    "streamguard.protocols.mcp",
-    "streamguard.protocols.openai_chat",
-    "streamguard.protocols.openai_responses",
-    "streamguard.protocols.sse",
 )
+
+#: The modules of ``streamguard/protocols`` kept interpreted: the package itself (a
+#: compiled package cannot find an interpreted submodule; it is only the registry),
+#: ``_shapes`` (pydantic builds its validators from TypedDicts at import; mypyc cannot build
+#: those TypedDicts) and ``_spec`` (the declaration a protocol written outside the package
+#: also builds).
+INTERPRETED_PROTOCOL_MODULES: frozenset[str] = frozenset({"__init__", "_shapes", "_spec"})
+
+
+def protocol_modules(package_dir: Path) -> tuple[str, ...]:
+    """The compiled modules of ``streamguard/protocols``, found in ``package_dir`` (the
+    ``streamguard`` directory): each ``.py`` file not kept interpreted, sorted."""
+    names = {path.stem for path in (package_dir / "protocols").glob("*.py")}
+    return tuple(
+        f"streamguard.protocols.{name}" for name in sorted(names - INTERPRETED_PROTOCOL_MODULES)
+    )
+
+
+#: The modules mypyc compiles.
+COMPILED_MODULES: tuple[str, ...] = CORE_MODULES + protocol_modules(Path(__file__).parent)
 
 #: Set to ``1`` (or ``true``/``yes``) to import the pure-Python core even where the
 #: compiled one is installed.

@@ -23,6 +23,23 @@ def test_the_compiled_modules_are_read_from_the_build_module() -> None:
     assert set(_build.COMPILED_MODULES) == COMPILED
 
 
+def test_every_protocol_module_is_compiled_but_the_interpreted_few(tmp_path: Path) -> None:
+    """A new module in ``streamguard/protocols`` is compiled without an entry of its own."""
+    from streamguard import _build
+
+    (tmp_path / "protocols").mkdir()
+    for name in ("__init__", "_spec", "_shapes", "_base", "new_protocol"):
+        (tmp_path / "protocols" / f"{name}.py").touch()
+    (tmp_path / "protocols" / "new_protocol.cpython-311-x86_64-linux-gnu.so").touch()
+    assert _build.protocol_modules(tmp_path) == (
+        "streamguard.protocols._base",
+        "streamguard.protocols.new_protocol",
+    )
+    shipped = _build.protocol_modules(Path(_build.__file__).parent)
+    assert "streamguard.protocols.a2a" in shipped
+    assert "streamguard.protocols._shapes" not in shipped
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import runpy
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,15 +49,9 @@ TESTS = Path(__file__).resolve().parent
 
 
 def _compiled_modules() -> frozenset[str]:
-    """``COMPILED_MODULES`` from streamguard/_build.py's text (as setup.py reads it)."""
-    tree = ast.parse((ROOT / PACKAGE / "_build.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign | ast.Assign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "COMPILED_MODULES" for t in targets):
-                assert node.value is not None
-                return frozenset(ast.literal_eval(node.value))
-    raise RuntimeError("streamguard/_build.py defines no COMPILED_MODULES")
+    """``COMPILED_MODULES`` from streamguard/_build.py, loaded by its path (as setup.py
+    loads it): importing the package would import the core before the build is chosen."""
+    return frozenset(runpy.run_path(str(ROOT / PACKAGE / "_build.py"))["COMPILED_MODULES"])
 
 
 #: The modules mypyc compiles.
