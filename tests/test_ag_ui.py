@@ -226,7 +226,7 @@ def test_open_ids_and_lanes_are_bounded() -> None:
         rules += [f.rule for f in checker.on_event(Event("message", json.dumps(event)), index)]
     assert rules == []
     assert len(checker._pending) == MAX_LANES
-    assert all(len(ids) <= MAX_OPEN_IDS for ids in checker._open.values())
+    assert checker._ids.counts() == {"text": MAX_OPEN_IDS}
 
 
 def test_unknown_types_are_reported_once_each_and_bounded() -> None:

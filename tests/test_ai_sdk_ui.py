@@ -131,7 +131,7 @@ def test_open_ids_are_bounded() -> None:
     for index, chunk in enumerate(chunks):
         rules += [f.rule for f in checker.on_event(Event("message", json.dumps(chunk)), index)]
     assert rules == []
-    assert len(checker._text) == MAX_OPEN_IDS
+    assert checker._parts.counts() == {"text": MAX_OPEN_IDS}
 
 
 def test_long_ids_are_kept_by_digest_and_never_shown() -> None:

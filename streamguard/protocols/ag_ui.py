@@ -90,7 +90,7 @@ from streamguard.protocols._agent import (
     OBJECT,
     STRING_OR_ARRAY,
     Field,
-    IdSet,
+    OpenIds,
     id_key,
     opt,
     req,
@@ -361,8 +361,8 @@ class AGUIChecker(Checker):
     __slots__ = (
         "_end_of_simple",
         "_framing_decided",
+        "_ids",
         "_lanes_overflowed",
-        "_open",
         "_pending",
         "_snapshot_seen",
         "_unknown_types",
@@ -386,7 +386,7 @@ class AGUIChecker(Checker):
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
-        self._open = {what: IdSet(MAX_OPEN_IDS) for what in _WHAT}
+        self._ids = OpenIds(_WHAT, MAX_OPEN_IDS, "the client throws")
         #: Lane -> (kind, key) of the chunk stream the client's expansion holds open.
         self._pending: dict[Lane, tuple[str, str | bytes]] = {}
         self._lanes_overflowed = False
@@ -463,8 +463,7 @@ class AGUIChecker(Checker):
 
     def _new_run(self) -> None:
         """A new run after one ended: the client forgets everything the last one opened."""
-        for ids in self._open.values():
-            ids.clear()
+        self._ids.clear()
         self._pending.clear()
         self._lanes_overflowed = False
 
@@ -491,64 +490,35 @@ class AGUIChecker(Checker):
             what, field = _OPENS[kind]
             value = payload.get(field)
             if type(value) is str:
-                self._open_id(found, what, value, id_key(value), kind)
+                self._ids.open(found, what, value, id_key(value), kind)
         elif kind in _CONTINUES:
             what, field, closes = _CONTINUES[kind]
             value = payload.get(field)
             if type(value) is str:
-                self._need_open(found, what, value, id_key(value), closes, kind)
+                self._ids.need_open(found, what, value, id_key(value), kind, closes)
         elif kind in ("STEP_STARTED", "STEP_FINISHED"):
             name = payload.get("stepName")
             if type(name) is str:
                 key = self._step_key(payload.get("subagentRunId"), name)
                 if kind == "STEP_STARTED":
-                    self._open_id(found, "step", name, key, kind)
+                    self._ids.open(found, "step", name, key, kind)
                 else:
-                    self._need_open(found, "step", name, key, True, kind)
+                    self._ids.need_open(found, "step", name, key, kind, True)
         elif kind in ("SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"):
             run = payload.get("subagentRunId")
             if type(run) is str:
                 if kind == "SUBAGENT_STARTED":
-                    self._open_id(found, "subagent", run, id_key(run), kind)
+                    self._ids.open(found, "subagent", run, id_key(run), kind)
                 else:
-                    self._need_open(found, "subagent", run, id_key(run), True, kind)
+                    self._ids.need_open(found, "subagent", run, id_key(run), kind, True)
         elif kind == "RUN_FINISHED":
-            self._check_all_closed(found)
+            self._ids.check_closed(found, kind, "the run finished", "the client throws")
 
     @staticmethod
     def _step_key(lane: object, name: str) -> str | bytes:
         # The client keys steps by subagent lane, then name.
         owner = "-" if type(lane) is not str else f"s{len(lane)}:{lane}"
         return id_key(f"{owner}\x00{name}")
-
-    def _open_id(self, found: Found, what: str, value: str, key: str | bytes, kind: str) -> None:
-        if not self._open[what].add(key):
-            detail = f" ({kind}): {_WHAT[what]} {shown(value)} is already open; the client throws"
-            found.add(rules.ID_ALREADY_OPEN, detail)
-
-    def _need_open(
-        self, found: Found, what: str, value: str, key: str | bytes, closes: bool, kind: str
-    ) -> None:
-        ids = self._open[what]
-        if ids.known(key) is False:
-            found.add(
-                rules.ID_NOT_OPEN,
-                f" ({kind}): {_WHAT[what]} {shown(value)} is not open (never started, or "
-                "already ended); the client throws",
-            )
-        if closes:
-            ids.discard(key)
-
-    def _check_all_closed(self, found: Found) -> None:
-        still = [f"{len(ids)} {_WHAT[what]}(s)" for what, ids in self._open.items() if len(ids)]
-        if still:
-            found.add(
-                rules.ID_NOT_CLOSED,
-                f" (RUN_FINISHED): the run finished with {', '.join(still)} still open; "
-                "the client throws",
-            )
-        for ids in self._open.values():
-            ids.clear()
 
     # -- the chunk shorthands -------------------------------------------------------------
 
@@ -567,7 +537,7 @@ class AGUIChecker(Checker):
         for lane in lanes:
             pending = self._pending.pop(lane, None)
             if pending is not None:
-                self._open[pending[0]].discard(pending[1])
+                self._ids.discard(pending[0], pending[1])
 
     def _chunk(self, found: Found, payload: dict[str, Any], kind: str) -> None:
         what, field = _CHUNKS[kind]
@@ -585,7 +555,7 @@ class AGUIChecker(Checker):
             return  # a lane this checker could not follow
         if pending is not None:
             del self._pending[lane]
-            self._open[pending[0]].discard(pending[1])
+            self._ids.discard(pending[0], pending[1])
         if value is None or key is None:
             found.add(
                 rules.ID_NOT_OPEN,
@@ -600,7 +570,7 @@ class AGUIChecker(Checker):
                 "`toolCallName`; the client throws",
             )
             return
-        self._open_id(found, what, value, key, kind)
+        self._ids.open(found, what, value, key, kind)
         self._pending[lane] = (what, key)
 
     # -- state patches --------------------------------------------------------------------

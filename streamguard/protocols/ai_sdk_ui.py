@@ -71,7 +71,7 @@ from streamguard.protocols._agent import (
     BOOLEAN,
     OBJECT_OF_OBJECTS,
     Field,
-    IdSet,
+    OpenIds,
     id_key,
     opt,
     req,
@@ -291,7 +291,7 @@ _KINDS = {"finish": FINISH, "abort": ABORT, "error": ERROR}
 class AISDKUIChecker(Checker):
     """Checks one AI SDK UI message stream; see the module docstring."""
 
-    __slots__ = ("_reasoning", "_step_open", "_text", "_tools", "_unknown_types")
+    __slots__ = ("_parts", "_step_open", "_tools", "_unknown_types")
 
     name = "ai_sdk_ui"
     LIFECYCLE = LIFECYCLE
@@ -309,8 +309,7 @@ class AISDKUIChecker(Checker):
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
-        self._text = IdSet(MAX_OPEN_IDS)
-        self._reasoning = IdSet(MAX_OPEN_IDS)
+        self._parts = OpenIds(_PARTS, MAX_OPEN_IDS, _ON_REOPEN)
         #: Tool calls whose input started streaming in this stream; True while it streams.
         self._tools: dict[str | bytes, bool] = {}
         self._step_open = False
@@ -384,28 +383,13 @@ class AISDKUIChecker(Checker):
     # -- parts keyed by id ------------------------------------------------------------------
 
     def _start(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
-        parts = self._text if chunk["type"] == "text-start" else self._reasoning
-        part_id = chunk["id"]
-        if not parts.add(id_key(part_id)):
-            found.add(
-                rules.ID_ALREADY_OPEN,
-                f" ({name}): part {shown(part_id)} is already open; the client forgets "
-                "the first one, which stays streaming",
-            )
+        part_id: str = chunk["id"]
+        self._parts.open(found, _part_kind(chunk), part_id, id_key(part_id), name)
 
     def _continue(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
-        kind: str = chunk["type"]
-        parts = self._text if kind.startswith("text") else self._reasoning
-        part_id = chunk["id"]
-        key = id_key(part_id)
-        if parts.known(key) is False:
-            found.add(
-                rules.ID_NOT_OPEN,
-                f" ({name}): part {shown(part_id)} is not open (never started, or "
-                "already ended); the client throws",
-            )
-        if kind.endswith("-end"):
-            parts.discard(key)
+        part_id: str = chunk["id"]
+        closes = chunk["type"].endswith("-end")
+        self._parts.need_open(found, _part_kind(chunk), part_id, id_key(part_id), name, closes)
 
     def _tool_input_start(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         key = id_key(chunk["toolCallId"])
@@ -428,8 +412,7 @@ class AISDKUIChecker(Checker):
 
     def _reset_step(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
         # The client forgets the step's open parts and partial tool calls.
-        self._text.clear()
-        self._reasoning.clear()
+        self._parts.clear()
         self._tools.clear()
 
     def _start_step(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
@@ -455,22 +438,19 @@ class AISDKUIChecker(Checker):
 
     def _check_closed(self, found: Found, what: str) -> None:
         """The parts still open when the message ends: each kind counted, none quoted."""
-        streaming = sum(self._tools.values())
-        counts = [
-            (len(self._text), "text part(s)"),
-            (len(self._reasoning), "reasoning part(s)"),
-            (streaming, "tool input(s)"),
-        ]
-        still = [f"{n} {label}" for n, label in counts if n]
-        if still:
-            found.add(
-                rules.ID_NOT_CLOSED,
-                f" ({what}): the message ended with {', '.join(still)} still open; the "
-                "client leaves them in their streaming state",
-            )
-        self._text.clear()
-        self._reasoning.clear()
+        streaming = ((sum(self._tools.values()), "tool input"),)
+        consequence = "the client leaves them in their streaming state"
+        self._parts.check_closed(found, what, "the message ended", consequence, streaming)
         self._tools.clear()
+
+
+#: The kinds of part opened by id, as messages name them.
+_PARTS = {"text": "text part", "reasoning": "reasoning part"}
+_ON_REOPEN = "the client forgets the first one, which stays streaming"
+
+
+def _part_kind(chunk: dict[str, Any]) -> str:
+    return "text" if chunk["type"].startswith("text") else "reasoning"
 
 
 #: The field a handler keys its part by: without it as a string, the handler cannot run.
