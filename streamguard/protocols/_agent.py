@@ -25,7 +25,7 @@ from streamguard import _wire, rules
 from streamguard.protocols._base import Found, type_name
 
 __all__ = [
-    "ANY",
+    "ANY_VALUE",
     "ARRAY",
     "BOOLEAN",
     "INTEGER",
@@ -50,7 +50,7 @@ INTEGER: Final = "integer"
 OBJECT: Final = "object"
 ARRAY: Final = "array"
 #: Any JSON value, ``null`` included; the key itself must be there when required.
-ANY: Final = "any"
+ANY_VALUE: Final = "any"
 #: An object of objects (the AI SDK's ``providerMetadata``: provider -> its fields).
 OBJECT_OF_OBJECTS: Final = "object of objects"
 #: A string or an array (AG-UI's ``TOOL_CALL_RESULT.content``: text or content parts).
@@ -75,7 +75,7 @@ _ACCEPTS: dict[str, Callable[[object], bool]] = {
     INTEGER: _is_integer,
     OBJECT: lambda v: type(v) is dict,
     ARRAY: lambda v: type(v) is list,
-    ANY: lambda v: True,
+    ANY_VALUE: lambda v: True,
     OBJECT_OF_OBJECTS: _is_object_of_objects,
     STRING_OR_ARRAY: lambda v: type(v) is str or type(v) is list,
 }
@@ -119,7 +119,7 @@ def shape_problem(payload: Mapping[str, Any], fields: tuple[Field, ...]) -> str 
                 return f"field `{field.name}` is missing"
             continue
         value = payload[field.name]
-        if value is None and field.kind != ANY:
+        if value is None and field.kind != ANY_VALUE:
             if field.required:
                 return f"field `{field.name}` is null, not {_a(field.kind)}"
             if field.nullable:

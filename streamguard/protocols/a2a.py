@@ -206,14 +206,14 @@ REOPEN: Final = "reopen"
 #: An event the client skips: empty data (a keepalive, a priming event).
 SKIPPED: Final = "skipped"
 
-_BASE = terminated_lifecycle(
+_TERMINATED = terminated_lifecycle(
     terminal="a terminal or interrupted task state (or the message result)",
     after_error="follows the error response sent as event {error}",
     duplicate="ends the stream again (it ended at event {terminal})",
     after_terminal="follows the end of the stream at event {terminal}",
 )
 _STREAMING, _SETTLED = "streaming", "settled"
-((_ENDED,), (_ERRORED,)) = (_BASE.ended, _BASE.errored)
+((_ENDED,), (_ERRORED,)) = (_TERMINATED.ended, _TERMINATED.errored)
 
 LIFECYCLE: Final = Lifecycle(
     phases={
@@ -233,22 +233,22 @@ LIFECYCLE: Final = Lifecycle(
         (_STREAMING, SETTLE): go(_SETTLED),
         (_STREAMING, REOPEN): STAY,
         **{(phase, SKIPPED): STAY for phase in (_STREAMING, _SETTLED, _ENDED, _ERRORED)},
-        **{key: step for key, step in _BASE.table.items() if key[0] == _STREAMING},
-        (_SETTLED, SETTLE): _BASE.table[_ENDED, TERMINAL],
-        (_SETTLED, TERMINAL): _BASE.table[_ENDED, TERMINAL],
+        **{key: step for key, step in _TERMINATED.table.items() if key[0] == _STREAMING},
+        (_SETTLED, SETTLE): _TERMINATED.table[_ENDED, TERMINAL],
+        (_SETTLED, TERMINAL): _TERMINATED.table[_ENDED, TERMINAL],
         (_SETTLED, REOPEN): broken(
             TERMINAL_STATE_LEFT,
             "event {index} ({name}) moves the task out of the terminal state it reached at "
             "event {terminal}",
             checked=False,
         ),
-        (_SETTLED, ANY_KIND): _BASE.table[_ENDED, ANY_KIND],
+        (_SETTLED, ANY_KIND): _TERMINATED.table[_ENDED, ANY_KIND],
         (_SETTLED, END): STAY,
-        (_ENDED, SETTLE): _BASE.table[_ENDED, TERMINAL],
-        **{key: step for key, step in _BASE.table.items() if key[0] != _STREAMING},
+        (_ENDED, SETTLE): _TERMINATED.table[_ENDED, TERMINAL],
+        **{key: step for key, step in _TERMINATED.table.items() if key[0] != _STREAMING},
     },
     ended=frozenset({_SETTLED, _ENDED}),
-    errored=_BASE.errored,
+    errored=_TERMINATED.errored,
     sealed=frozenset({_SETTLED, _ENDED, _ERRORED}),
 )
 

@@ -83,7 +83,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import (
-    ANY,
+    ANY_VALUE,
     ARRAY,
     BOOLEAN,
     INTEGER,
@@ -134,9 +134,9 @@ MAX_UNKNOWN_TYPES = 16
 
 _ROLES = ("developer", "system", "assistant", "user")
 #: Fields every event may carry (``BaseEvent``).
-_BASE = (
+_EVENT_BASE_FIELDS = (
     opt("timestamp", INTEGER),
-    opt("rawEvent", ANY),
+    opt("rawEvent", ANY_VALUE),
     opt("metadata", OBJECT),
     opt("subagentRunId"),
 )
@@ -155,7 +155,7 @@ EVENT_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
     "RUN_FINISHED": (
         req("threadId"),
         req("runId"),
-        opt("result", ANY),
+        opt("result", ANY_VALUE),
         opt("outcome", OBJECT, nullable=True),
         opt("usage", ARRAY),
     ),
@@ -181,7 +181,7 @@ EVENT_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
         req("content", STRING_OR_ARRAY),
         opt("role", values=("tool",)),
     ),
-    "STATE_SNAPSHOT": (req("snapshot", ANY),),
+    "STATE_SNAPSHOT": (req("snapshot", ANY_VALUE),),
     "STATE_DELTA": (req("delta", ARRAY),),
     "MESSAGES_SNAPSHOT": (req("messages", ARRAY),),
     "ACTIVITY_SNAPSHOT": (
@@ -191,8 +191,8 @@ EVENT_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
         opt("replace", BOOLEAN),
     ),
     "ACTIVITY_DELTA": (req("messageId"), req("activityType"), req("patch", ARRAY)),
-    "RAW": (req("event", ANY), opt("source")),
-    "CUSTOM": (req("name"), req("value", ANY)),
+    "RAW": (req("event", ANY_VALUE), opt("source")),
+    "CUSTOM": (req("name"), req("value", ANY_VALUE)),
     "REASONING_START": (req("messageId"),),
     "REASONING_MESSAGE_START": (req("messageId"), req("role", values=("reasoning",))),
     "REASONING_MESSAGE_CONTENT": (req("messageId"), req("delta")),
@@ -212,7 +212,7 @@ EVENT_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
         opt("parentToolCallId"),
         opt("parentMessageId"),
     ),
-    "SUBAGENT_FINISHED": (req("subagentRunId"), opt("result", ANY), opt("outcome", OBJECT)),
+    "SUBAGENT_FINISHED": (req("subagentRunId"), opt("result", ANY_VALUE), opt("outcome", OBJECT)),
     "SUBAGENT_ERROR": (req("subagentRunId"), req("message"), opt("code")),
     "THINKING_START": (opt("title"),),
     "THINKING_END": (),
@@ -430,7 +430,7 @@ class AGUIChecker(Checker):
         if kind == START and phase in (_FINISHED, _ERRORED):
             self._new_run()
         self._close_chunk_streams(payload, kind_value)
-        problem = shape_problem(payload, _BASE) or shape_problem(payload, shape)
+        problem = shape_problem(payload, _EVENT_BASE_FIELDS) or shape_problem(payload, shape)
         if problem is None:
             problem = self._outcome_problem(payload, kind_value)
         if problem is not None:

@@ -66,7 +66,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import (
-    ANY,
+    ANY_VALUE,
     ARRAY,
     BOOLEAN,
     OBJECT_OF_OBJECTS,
@@ -141,11 +141,11 @@ _FINISH_REASONS = (
 #: Chunk type -> its shape, from ``uiMessageChunkSchema`` (``ai`` 7.0.173). ``data-*``
 #: chunks have ``DATA_SHAPE``.
 CHUNK_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
-    "start": (opt("messageId"), opt("messageMetadata", ANY)),
-    "finish": (opt("finishReason", values=_FINISH_REASONS), opt("messageMetadata", ANY)),
+    "start": (opt("messageId"), opt("messageMetadata", ANY_VALUE)),
+    "finish": (opt("finishReason", values=_FINISH_REASONS), opt("messageMetadata", ANY_VALUE)),
     "abort": (opt("reason"),),
     "error": (req("errorText"),),
-    "message-metadata": (req("messageMetadata", ANY),),
+    "message-metadata": (req("messageMetadata", ANY_VALUE),),
     "start-step": (),
     "finish-step": (),
     "reset-step": (),
@@ -162,11 +162,16 @@ CHUNK_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
         *_TOOL_CALL,
     ),
     "tool-input-delta": (req("toolCallId"), req("inputTextDelta")),
-    "tool-input-available": (req("toolCallId"), req("toolName"), req("input", ANY), *_TOOL_CALL),
+    "tool-input-available": (
+        req("toolCallId"),
+        req("toolName"),
+        req("input", ANY_VALUE),
+        *_TOOL_CALL,
+    ),
     "tool-input-error": (
         req("toolCallId"),
         req("toolName"),
-        req("input", ANY),
+        req("input", ANY_VALUE),
         req("errorText"),
         *_TOOL_CALL,
     ),
@@ -186,7 +191,7 @@ CHUNK_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
     ),
     "tool-output-available": (
         req("toolCallId"),
-        req("output", ANY),
+        req("output", ANY_VALUE),
         opt("providerExecuted", BOOLEAN),
         _PROVIDER_METADATA,
         opt("toolMetadata", "object"),
@@ -211,7 +216,7 @@ CHUNK_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
 #: Every chunk type the SDK defines (``data-*`` aside): what a message may quote.
 CHUNK_TYPES: Final = frozenset(CHUNK_SHAPES)
 #: The shape of a ``data-<name>`` chunk.
-DATA_SHAPE: Final = (opt("id"), req("data", ANY), opt("transient", BOOLEAN))
+DATA_SHAPE: Final = (opt("id"), req("data", ANY_VALUE), opt("transient", BOOLEAN))
 _DATA_PREFIX = "data-"
 
 # -- the lifecycle ---------------------------------------------------------------------
@@ -284,7 +289,7 @@ LIFECYCLE: Final = Lifecycle(
 )
 
 #: Phases in which parts still open at finish or [DONE] are a finding.
-_JUDGED = frozenset({_STREAMING})
+_PARTS_JUDGED_IN = frozenset({_STREAMING})
 _KINDS = {"finish": FINISH, "abort": ABORT, "error": ERROR}
 
 
@@ -323,7 +328,7 @@ class AISDKUIChecker(Checker):
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         found = Found(self, event, index)
         if event.data == DONE:
-            if self.phase in _JUDGED:
+            if self.phase in _PARTS_JUDGED_IN:
                 self._check_closed(found, "[DONE]")
             found.step(TERMINAL, DONE)
             return found.items
@@ -429,7 +434,7 @@ class AISDKUIChecker(Checker):
         self._step_open = False
 
     def _finish(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
-        if phase not in _JUDGED:
+        if phase not in _PARTS_JUDGED_IN:
             return
         self._check_closed(found, "finish")
         if self._step_open:

@@ -43,7 +43,7 @@ server does not hide its ordering mistakes behind its shape mistakes.
 JSON is parsed with ``pydantic_core.from_json`` and the shapes are checked by hand: the
 common event, a text delta, costs one parse, a few dict look-ups and type checks, and no
 lifecycle step (an event whose step does nothing goes straight to its handler,
-``_STRAIGHT``).
+``_NO_STEP_KINDS``).
 
 What a message may show
 -----------------------
@@ -185,8 +185,8 @@ def _missing_start(then: str) -> Step:
     )
 
 
-_BASE = terminated_lifecycle(terminal="message_stop")
-((_ENDED,), (_ERRORED,)) = (_BASE.ended, _BASE.errored)
+_TERMINATED = terminated_lifecycle(terminal="message_stop")
+((_ENDED,), (_ERRORED,)) = (_TERMINATED.ended, _TERMINATED.errored)
 # ``{start}`` is the first message_start's index (``AnthropicChecker.message_fields``).
 _DUPLICATE_START = broken(
     rules.DUPLICATE_MESSAGE_START,
@@ -194,14 +194,14 @@ _DUPLICATE_START = broken(
     checked=False,
 )
 #: The steps every phase before the end takes alike.
-_ANYWHERE = {ERROR: go(_ERRORED), OTHER: STAY, END: _BASE.table["streaming", END]}
+_ANYWHERE = {ERROR: go(_ERRORED), OTHER: STAY, END: _TERMINATED.table["streaming", END]}
 
 _LIFECYCLE = Lifecycle(
     phases={
         _AWAITING: "no message_start yet",
         _IN_BLOCKS: "message_start came (or was reported missing): content blocks open and close",
         _DELTA_SENT: "message_delta came: only message_delta and message_stop belong",
-        **{phase: what for phase, what in _BASE.phases.items() if phase != "streaming"},
+        **{phase: what for phase, what in _TERMINATED.phases.items() if phase != "streaming"},
     },
     kinds={
         _START: "the first message_start",
@@ -232,16 +232,16 @@ _LIFECYCLE = Lifecycle(
         (_DELTA_SENT, _BLOCK): STAY,
         (_DELTA_SENT, _DELTA): STAY,
         (_DELTA_SENT, TERMINAL): go(_ENDED),
-        **{key: step for key, step in _BASE.table.items() if key[0] != "streaming"},
+        **{key: step for key, step in _TERMINATED.table.items() if key[0] != "streaming"},
     },
-    ended=_BASE.ended,
-    errored=_BASE.errored,
-    sealed=_BASE.sealed,
+    ended=_TERMINATED.ended,
+    errored=_TERMINATED.errored,
+    sealed=_TERMINATED.sealed,
 )
 #: Per phase, the kinds whose events go straight to their handler: their step does nothing
 #: and no other rule looks at the phase (the events of most of a stream). A message_start
 #: may be a second one, and a content block after message_delta is reported.
-_STRAIGHT = {
+_NO_STEP_KINDS = {
     phase: frozenset(
         kind
         for kind in (_BLOCK, _DELTA, TERMINAL, ERROR, OTHER)
@@ -394,7 +394,7 @@ class AnthropicChecker(Checker):
         if kind != name:
             kind = self._disagreeing(kind, found)
         step, handler = _HANDLERS.get(kind, _UNKNOWN)
-        if step in _STRAIGHT[self.phase] or self._step(step, kind, found):
+        if step in _NO_STEP_KINDS[self.phase] or self._step(step, kind, found):
             handler(self, payload, found)
         return found.items
 

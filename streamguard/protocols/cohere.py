@@ -132,9 +132,9 @@ _WITH_DELTA: Final = frozenset(
 #: ``[DONE]`` from a gateway, or empty data: the client stops at the one, skips the other.
 SKIPPED: Final = "skipped"
 
-_BASE = terminated_lifecycle(terminal="message-end")
+_TERMINATED = terminated_lifecycle(terminal="message-end")
 _STREAMING = "streaming"
-((_ENDED,), (_ERRORED,)) = (_BASE.ended, _BASE.errored)
+((_ENDED,), (_ERRORED,)) = (_TERMINATED.ended, _TERMINATED.errored)
 LIFECYCLE: Final = Lifecycle(
     phases={
         _STREAMING: "events arrive",
@@ -144,14 +144,14 @@ LIFECYCLE: Final = Lifecycle(
     kinds={SKIPPED: "[DONE] (a gateway's) or empty data: the client stops or skips"},
     initial=_STREAMING,
     table={
-        **_BASE.table,
+        **_TERMINATED.table,
         (_STREAMING, SKIPPED): STAY,
         (_ENDED, SKIPPED): STAY,
         (_ERRORED, SKIPPED): STAY,
     },
-    ended=_BASE.ended,
-    errored=_BASE.errored,
-    sealed=_BASE.sealed,
+    ended=_TERMINATED.ended,
+    errored=_TERMINATED.errored,
+    sealed=_TERMINATED.sealed,
 )
 
 
