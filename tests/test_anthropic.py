@@ -294,6 +294,29 @@ def test_error_event_with_the_wrong_field_types_is_a_schema_mismatch() -> None:
     assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
 
 
+def test_a_start_lists_every_field_of_the_wrong_shape_by_its_path() -> None:
+    """Every field of the wrong kind in message_start is named, in one schema_mismatch."""
+    start = json.loads(ANTHROPIC_START[1])
+    start["message"]["model"] = 7
+    start["message"]["usage"]["input_tokens"] = "3"
+    events = (("message_start", json.dumps(start)), ANTHROPIC_DELTA, ANTHROPIC_STOP)
+    report = check_stream(anthropic_stream(*events), protocol="anthropic")
+    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 0)]
+    message = report.findings[0].message
+    assert "field `message.model` is an int, not a string" in message
+    assert "field `message.usage.input_tokens` is a str, not an integer" in message
+
+
+@pytest.mark.parametrize(("tokens", "rules"), [("1.0", []), ("1.5", ["schema_mismatch"])])
+def test_a_token_count_is_an_integer_as_the_sdk_reads_it(tokens: str, rules: list[str]) -> None:
+    """``1.0`` is an integer to the SDK's models (pydantic, lax) and to JavaScript; ``1.5``
+    is not."""
+    delta = ANTHROPIC_DELTA[1].replace('"output_tokens":2', f'"output_tokens":{tokens}')
+    events = (ANTHROPIC_START, ("message_delta", delta), ANTHROPIC_STOP)
+    report = check_stream(anthropic_stream(*events), protocol="anthropic")
+    assert [f.rule for f in report.findings] == rules
+
+
 # -- a tool block's input, within the stream's kept-text budget ------------------------------
 
 

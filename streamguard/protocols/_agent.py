@@ -1,12 +1,5 @@
-"""What the agent protocols (AG-UI, the AI SDK UI message stream) share: their payloads are
-JSON objects typed by ``type``, checked against a small declared shape, and their parts are
-keyed by ids that a start opens and an end closes.
-
-Both official clients validate every payload with a schema (zod) and throw on a mismatch,
-so the shapes here are what those schemas require, written as data: a field's name, what
-it must hold, and whether it may be left out. An optional field is left out, never
-``null``: zod's ``optional()`` refuses ``null``, the mistake a Python server makes when it
-serialises ``None`` (``model_dump()`` without ``exclude_none``).
+"""What the agent protocols (AG-UI, the AI SDK UI message stream, A2A) share besides their
+payload shapes (``_fields``): parts keyed by ids that a start opens and an end closes.
 
 Ids come from the wire, so they are kept by a bounded key (long ones by a digest) in sets
 of bounded size; a set that overflows stops answering "not open" (``IdSet.known``), so a
@@ -17,128 +10,15 @@ an id names, and is the one place the id rules are decided: ``id_already_open``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Mapping
 
 from streamguard import _wire, rules
-from streamguard.protocols._base import Found, type_name
+from streamguard.protocols._base import Found
 
-__all__ = [
-    "ANY_VALUE",
-    "ARRAY",
-    "BOOLEAN",
-    "INTEGER",
-    "OBJECT",
-    "OBJECT_OF_OBJECTS",
-    "STRING",
-    "STRING_OR_ARRAY",
-    "Field",
-    "IdSet",
-    "OpenIds",
-    "id_key",
-    "opt",
-    "req",
-    "shape_problem",
-    "shown",
-]
-
-#: Kinds of field value.
-STRING: Final = "string"
-BOOLEAN: Final = "boolean"
-INTEGER: Final = "integer"
-OBJECT: Final = "object"
-ARRAY: Final = "array"
-#: Any JSON value, ``null`` included; the key itself must be there when required.
-ANY_VALUE: Final = "any"
-#: An object of objects (the AI SDK's ``providerMetadata``: provider -> its fields).
-OBJECT_OF_OBJECTS: Final = "object of objects"
-#: A string or an array (AG-UI's ``TOOL_CALL_RESULT.content``: text or content parts).
-STRING_OR_ARRAY: Final = "string or array"
+__all__ = ["IdSet", "OpenIds", "id_key", "shown"]
 
 #: The longest id kept as it is; longer ones are kept as a 16-byte digest.
 _MAX_KEPT_ID = 64
-
-
-def _is_object_of_objects(value: object) -> bool:
-    return type(value) is dict and all(type(v) is dict for v in value.values())
-
-
-def _is_integer(value: object) -> bool:
-    # JSON has one number type: ``1.0`` is an integer to JavaScript (zod's ``z.int()``).
-    return type(value) is int or (type(value) is float and value.is_integer())
-
-
-_ACCEPTS: dict[str, Callable[[object], bool]] = {
-    STRING: lambda v: type(v) is str,
-    BOOLEAN: lambda v: type(v) is bool,
-    INTEGER: _is_integer,
-    OBJECT: lambda v: type(v) is dict,
-    ARRAY: lambda v: type(v) is list,
-    ANY_VALUE: lambda v: True,
-    OBJECT_OF_OBJECTS: _is_object_of_objects,
-    STRING_OR_ARRAY: lambda v: type(v) is str or type(v) is list,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    """One field of a payload's shape."""
-
-    name: str
-    kind: str
-    required: bool = True
-    #: The strings the field may hold (an enum), or None for any value of its kind.
-    values: frozenset[str] | None = None
-    #: Whether ``null`` is tolerated where the field is optional (the client's
-    #: compatibility layer turns it into an absent field).
-    nullable: bool = False
-
-
-def req(name: str, kind: str = STRING, values: Collection[str] | None = None) -> Field:
-    """A field the payload must carry."""
-    return Field(name, kind, True, None if values is None else frozenset(values))
-
-
-def opt(
-    name: str, kind: str = STRING, values: Collection[str] | None = None, *, nullable: bool = False
-) -> Field:
-    """A field the payload may leave out (and, unless ``nullable``, never sends as null)."""
-    return Field(name, kind, False, None if values is None else frozenset(values), nullable)
-
-
-def shape_problem(payload: Mapping[str, Any], fields: tuple[Field, ...]) -> str | None:
-    """What is wrong with ``payload`` for ``fields`` (the first problem), or None.
-
-    The text names schema fields only; a wrong value is named by its type, an enum value
-    outside its set by size and hash.
-    """
-    for field in fields:
-        if field.name not in payload:
-            if field.required:
-                return f"field `{field.name}` is missing"
-            continue
-        value = payload[field.name]
-        if value is None and field.kind != ANY_VALUE:
-            if field.required:
-                return f"field `{field.name}` is null, not {_a(field.kind)}"
-            if field.nullable:
-                continue
-            return f"field `{field.name}` is null; an optional field is left out, never null"
-        if not _ACCEPTS[field.kind](value):
-            return f"field `{field.name}` is {_a(type_name(value))}, not {_a(field.kind)}"
-        if field.values is not None and value not in field.values:
-            shown_value = _wire.token(value, ())
-            return f"field `{field.name}` is {shown_value}, not one of {_listed(field.values)}"
-    return None
-
-
-def _a(noun: str) -> str:
-    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
-
-
-def _listed(values: frozenset[str]) -> str:
-    return ", ".join(sorted(values))
 
 
 def id_key(value: str) -> str | bytes:

@@ -62,19 +62,17 @@ from itertools import islice
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._agent import (
+from streamguard.protocols._agent import IdSet, id_key, shown
+from streamguard.protocols._base import Checker, Found, terminated_lifecycle, type_name
+from streamguard.protocols._fields import (
     ARRAY,
     BOOLEAN,
     OBJECT,
     Field,
-    IdSet,
-    id_key,
     opt,
     req,
     shape_problem,
-    shown,
 )
-from streamguard.protocols._base import Checker, Found, terminated_lifecycle, type_name
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,

@@ -82,7 +82,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._agent import (
+from streamguard.protocols._agent import OpenIds, id_key, shown
+from streamguard.protocols._base import Checker, Found
+from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
     BOOLEAN,
@@ -90,14 +92,10 @@ from streamguard.protocols._agent import (
     OBJECT,
     STRING_OR_ARRAY,
     Field,
-    OpenIds,
-    id_key,
     opt,
     req,
     shape_problem,
-    shown,
 )
-from streamguard.protocols._base import Checker, Found
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,

@@ -81,6 +81,7 @@ from streamguard.protocols._base import (
     terminated_lifecycle,
     type_name,
 )
+from streamguard.protocols._fields import ARRAY, INTEGER, OBJECT, Field, req, shape_problems
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -118,16 +119,15 @@ _LIMIT_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 #: For each documented delta type: the block types it may appear in, and the field it
 #: must carry with that field's type.
-_DELTA_RULES: dict[str, tuple[frozenset[str], str, type]] = {
-    "text_delta": (frozenset({"text"}), "text", str),
-    "citations_delta": (frozenset({"text"}), "citation", dict),
+_DELTA_RULES: dict[str, tuple[frozenset[str], tuple[Field, ...]]] = {
+    "text_delta": (frozenset({"text"}), (req("text"),)),
+    "citations_delta": (frozenset({"text"}), (req("citation", OBJECT),)),
     "input_json_delta": (
         frozenset({"tool_use", "server_tool_use", "mcp_tool_use"}),
-        "partial_json",
-        str,
+        (req("partial_json"),),
     ),
-    "thinking_delta": (frozenset({"thinking"}), "thinking", str),
-    "signature_delta": (frozenset({"thinking"}), "signature", str),
+    "thinking_delta": (frozenset({"thinking"}), (req("thinking"),)),
+    "signature_delta": (frozenset({"thinking"}), (req("signature"),)),
 }
 #: Block types that arrive complete in ``content_block_start`` and take no delta at all.
 _NO_DELTA_BLOCKS = frozenset({"redacted_thinking", "container_upload", "fallback"})
@@ -140,13 +140,27 @@ _TOOL_BLOCKS = _DELTA_RULES["input_json_delta"][0]
 #: all take no delta, so one kind stands for them.
 _ANY_TOOL_RESULT = "*_tool_result"
 #: Fields ``content_block_start`` must carry, per documented block type.
-_BLOCK_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
-    "text": (("text", str),),
-    "thinking": (("thinking", str),),
-    "tool_use": (("id", str), ("name", str)),
-    "server_tool_use": (("id", str), ("name", str)),
-    "redacted_thinking": (("data", str),),
+_BLOCK_FIELDS: dict[str, tuple[Field, ...]] = {
+    "text": (req("text"),),
+    "thinking": (req("thinking"),),
+    "tool_use": (req("id"), req("name")),
+    "server_tool_use": (req("id"), req("name")),
+    "redacted_thinking": (req("data"),),
 }
+#: The fields of the payloads and objects the handlers check, beside the blocks'.
+_MESSAGE_FIELDS = (
+    req("id"),
+    req("role"),
+    req("model"),
+    req("content", ARRAY),
+    req("usage", OBJECT),
+)
+_START_USAGE_FIELDS = (req("input_tokens", INTEGER), req("output_tokens", INTEGER))
+_MESSAGE_DELTA_FIELDS = (req("delta", OBJECT), req("usage", OBJECT))
+_DELTA_USAGE_FIELDS = (req("output_tokens", INTEGER),)
+#: The documented error event: ``{"type": "error", "error": {"type": str, "message": str}}``
+#: (the SDK's ``ErrorResponse``).
+_ERROR_FIELDS = (req("type"), req("message"))
 
 # The closed sets of tokens a finding message may quote (protocols.md §3.2), besides the
 # event names (``event_name``); any other value from the wire is shown by ``_wire.describe``.
@@ -453,15 +467,10 @@ class AnthropicChecker(Checker):
         if type(message) is not dict:
             self._schema(found, f"message is {type_name(message)}, not an object")
             return
-        problems = _problems(
-            message,
-            "message",
-            (("id", str), ("role", str), ("model", str), ("content", list), ("usage", dict)),
-        )
+        problems = shape_problems(message, _MESSAGE_FIELDS, "message")
         usage = message.get("usage")
         if type(usage) is dict:
-            fields = (("input_tokens", int), ("output_tokens", int))
-            problems += _problems(usage, "message.usage", fields)
+            problems += shape_problems(usage, _START_USAGE_FIELDS, "message.usage")
             if type(usage.get("output_tokens")) is int:
                 self._output_tokens = usage["output_tokens"]
         stop_reason = message.get("stop_reason")
@@ -497,7 +506,7 @@ class AnthropicChecker(Checker):
             )
         else:
             block_type = block["type"]
-            problems += _problems(block, "content_block", _BLOCK_FIELDS.get(block_type, ()))
+            problems += shape_problems(block, _BLOCK_FIELDS.get(block_type, ()), "content_block")
         self._schema(found, "; ".join(problems))
         blocks = self._blocks
         if type(block_index) is not int:
@@ -542,12 +551,8 @@ class AnthropicChecker(Checker):
             delta_type = delta["type"]
             delta_rule = _DELTA_RULES.get(delta_type)
             if delta_rule is not None:
-                _, field, field_type = delta_rule
-                if type(delta.get(field)) is not field_type:
-                    problems.append(
-                        f"delta.{field} is {type_name(delta.get(field))}, expected "
-                        f"{field_type.__name__} in a {delta_type}"
-                    )
+                wrong = shape_problems(delta, delta_rule[1], "delta")
+                problems += [f"{problem} in a {delta_type}" for problem in wrong]
         self._schema(found, "; ".join(problems))
         if type(block_index) is not int:
             return  # which block it belongs to cannot be told
@@ -592,9 +597,9 @@ class AnthropicChecker(Checker):
     def _on_message_delta(self, payload: _Payload, found: Found) -> None:
         delta = payload.get("delta")
         usage = payload.get("usage")
-        problems = _problems(payload, "message_delta", (("delta", dict), ("usage", dict)))
+        problems = shape_problems(payload, _MESSAGE_DELTA_FIELDS)
         if type(usage) is dict:
-            problems += _problems(usage, "usage", (("output_tokens", int),))
+            problems += shape_problems(usage, _DELTA_USAGE_FIELDS, "usage")
         stop_reason = delta.get("stop_reason") if type(delta) is dict else None
         if stop_reason is not None and not isinstance(stop_reason, str):
             problems.append(f"delta.stop_reason is a {type_name(stop_reason)}")
@@ -636,7 +641,7 @@ class AnthropicChecker(Checker):
         if type(error) is not dict:
             self._schema(found, f"error is {type_name(error)}, not an object")
         else:
-            problems = _problems(error, "error", (("type", str), ("message", str)))
+            problems = shape_problems(error, _ERROR_FIELDS, "error")
             self._schema(found, "; ".join(problems))
 
     def _on_unknown(self, payload: _Payload, found: Found) -> None:
@@ -709,18 +714,6 @@ class AnthropicChecker(Checker):
         for block in open_now.values():
             self._forget(block)
         open_now.clear()
-
-
-def _problems(obj: dict[str, Any], where: str, fields: Sequence[tuple[str, type]]) -> list[str]:
-    """What is missing or of the wrong JSON type among ``fields`` of ``obj``."""
-    problems = []
-    for field, expected in fields:
-        value = obj.get(field)
-        if value is None:
-            problems.append(f"{where}.{field} is missing or null")
-        elif type(value) is not expected:
-            problems.append(f"{where}.{field} is {type_name(value)}, expected {expected.__name__}")
-    return problems
 
 
 #: Shared by every stream that has reported no unknown event type (most of them).
