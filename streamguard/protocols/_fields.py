@@ -32,7 +32,9 @@ __all__ = [
     "OBJECT_OF_OBJECTS",
     "STRING",
     "STRING_OR_ARRAY",
+    "STRING_OR_NUMBER",
     "Field",
+    "is_number",
     "opt",
     "req",
     "shape_problem",
@@ -51,10 +53,17 @@ ANY_VALUE: Final = "any"
 OBJECT_OF_OBJECTS: Final = "object of objects"
 #: A string or an array (AG-UI's ``TOOL_CALL_RESULT.content``: text or content parts).
 STRING_OR_ARRAY: Final = "string or array"
+#: A string or a number, not NaN (a JSON-RPC id).
+STRING_OR_NUMBER: Final = "string or number"
 
 
 def _is_object_of_objects(value: object) -> bool:
     return type(value) is dict and all(type(v) is dict for v in value.values())
+
+
+def is_number(value: object) -> bool:
+    """A JSON number (a bool is not one), NaN excluded."""
+    return (type(value) is int or type(value) is float) and value == value
 
 
 def _is_integer(value: object) -> bool:
@@ -71,6 +80,7 @@ _ACCEPTS: dict[str, Callable[[object], bool]] = {
     ANY_VALUE: lambda v: True,
     OBJECT_OF_OBJECTS: _is_object_of_objects,
     STRING_OR_ARRAY: lambda v: type(v) is str or type(v) is list,
+    STRING_OR_NUMBER: lambda v: type(v) is str or is_number(v),
 }
 
 

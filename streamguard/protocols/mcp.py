@@ -88,6 +88,15 @@ from typing import Any, Final
 from streamguard import _wire, rules
 from streamguard.protocols._agent import id_key
 from streamguard.protocols._base import NO_FINDINGS, Checker, Found, type_name
+from streamguard.protocols._fields import (
+    INTEGER,
+    OBJECT,
+    STRING_OR_NUMBER,
+    opt,
+    req,
+    shape_problem,
+    shape_problems,
+)
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -227,22 +236,14 @@ LIFECYCLE = Lifecycle(
 # -- messages --------------------------------------------------------------------------------
 
 
-def _is_number(value: object) -> bool:
-    return (type(value) is int or type(value) is float) and value == value  # not NaN
-
-
-def _is_integer(value: object) -> bool:
-    # JSON has one number type: ``-32601.0`` is an integer to JavaScript and to pydantic.
-    return type(value) is int or (type(value) is float and value.is_integer())
-
-
-def _is_id(value: object) -> bool:
-    return type(value) is str or _is_number(value)
-
-
-def _field_type(name: str, value: object, wanted: str) -> str:
-    article = "an" if type_name(value)[0] in "aeiou" else "a"
-    return f"field `{name}` is {article} {type_name(value)}, not {wanted}"
+#: A request's or a notification's fields (a notification has no id; a request's id is never
+#: null), a result response's, an error response's (its id null when the request's could not
+#: be read) and its error object's.
+_REQUEST_FIELDS = (req("method"), opt("params", OBJECT), opt("id", STRING_OR_NUMBER))
+_RESULT_FIELDS = (req("id", STRING_OR_NUMBER), req("result", OBJECT))
+_ERROR_RESPONSE_FIELDS = (req("error", OBJECT),)
+_ERROR_FIELDS = (req("code", INTEGER), req("message"))
+_ERROR_ID_FIELDS = (opt("id", STRING_OR_NUMBER, nullable=True),)
 
 
 def jsonrpc_problem(message: Mapping[str, Any]) -> str | None:
@@ -255,44 +256,22 @@ def jsonrpc_problem(message: Mapping[str, Any]) -> str | None:
             return 'field `jsonrpc` is missing; every message carries "jsonrpc": "2.0"'
         return 'field `jsonrpc` is not the string "2.0"'
     if "method" in message:
-        if type(message["method"]) is not str:
-            return _field_type("method", message["method"], "a string")
         if "result" in message or "error" in message:
-            return "a request or notification carries `result` or `error`"
-        if "params" in message and type(message["params"]) is not dict:
-            return _field_type("params", message["params"], "an object")
-        if "id" in message and not _is_id(message["id"]):
-            return _field_type("id", message["id"], "a string or a number")
-        return None
+            problem = shape_problem(message, _REQUEST_FIELDS[:1])
+            return problem or "a request or notification carries `result` or `error`"
+        return shape_problem(message, _REQUEST_FIELDS)
     has_result, has_error = "result" in message, "error" in message
     if has_result and has_error:
         return "a response carries both `result` and `error`"
     if not has_result and not has_error:
         return "neither `method` (a request or notification) nor `result` or `error` (a response)"
     if has_result:
-        if "id" not in message:
-            return "a result response has no `id`"
-        if not _is_id(message["id"]):
-            return _field_type("id", message["id"], "a string or a number")
-        if type(message["result"]) is not dict:
-            return _field_type("result", message["result"], "an object")
-        return None
-    error = message["error"]
-    if type(error) is not dict:
-        return _field_type("error", error, "an object")
-    if "code" not in error:
-        return "field `error.code` is missing"
-    if not _is_integer(error["code"]):
-        return _field_type("error.code", error["code"], "an integer")
-    if type(error.get("message")) is not str:
-        return (
-            "field `error.message` is missing"
-            if "message" not in error
-            else _field_type("error.message", error["message"], "a string")
-        )
-    if message.get("id") is not None and not _is_id(message["id"]):
-        return _field_type("id", message["id"], "a string, a number or null")
-    return None
+        return shape_problem(message, _RESULT_FIELDS)
+    problem = shape_problem(message, _ERROR_RESPONSE_FIELDS)
+    if problem is None:
+        problems = shape_problems(message["error"], _ERROR_FIELDS, "error", first=True)
+        problem = problems[0] if problems else shape_problem(message, _ERROR_ID_FIELDS)
+    return problem
 
 
 def _shown_id(value: object) -> str:
