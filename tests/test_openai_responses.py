@@ -230,14 +230,23 @@ MESSAGE = "The server had an error."
 @pytest.mark.parametrize(
     ("fields", "problem"),
     [
-        ({"code": 500, "message": MESSAGE, "param": None}, "code: expected a string or null"),
-        ({"code": "server_error", "param": None}, "message: missing"),
-        ({"code": None, "message": 7}, "message: expected a string"),
-        ({"code": None, "message": MESSAGE, "param": ["x"]}, "param: expected a string or null"),
-        ({"error": "quota exceeded"}, "error: expected an object"),
-        ({"error": {"type": "insufficient_quota", "code": 429}}, "error.message: missing"),
-        ({"error": {"code": 429, "message": MESSAGE}}, "error.code: expected a string or null"),
-        ({"error": {"type": 1, "message": MESSAGE}}, "error.type: expected a string or null"),
+        ({"code": 500, "message": MESSAGE, "param": None}, "field `code` is an int, not a string"),
+        ({"code": "server_error", "param": None}, "field `message` is missing"),
+        ({"code": None, "message": 7}, "field `message` is an int, not a string"),
+        (
+            {"code": None, "message": MESSAGE, "param": ["x"]},
+            "field `param` is a list, not a string",
+        ),
+        ({"error": "quota exceeded"}, "field `error` is a str, not an object"),
+        (
+            {"error": {"type": "insufficient_quota", "code": 429}},
+            "field `error.message` is missing",
+        ),
+        (
+            {"error": {"code": 429, "message": MESSAGE}},
+            "field `error.code` is an int, not a string",
+        ),
+        ({"error": {"type": 1, "message": MESSAGE}}, "field `error.type` is an int, not a string"),
     ],
 )
 def test_error_event_of_the_wrong_shape(fields: dict[str, object], problem: str) -> None:
@@ -245,7 +254,7 @@ def test_error_event_of_the_wrong_shape(fields: dict[str, object], problem: str)
     report = check_stream(CREATED + event("error", 1, **fields), protocol=PROTOCOL)
     assert report.outcome is Outcome.ERROR_EVENT
     assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
-    assert report.findings[0].message == f"event 1: field {problem}"
+    assert report.findings[0].message == f"event 1: {problem}"
 
 
 @pytest.mark.parametrize(

@@ -127,9 +127,11 @@ def shape_problems(
     return problems
 
 
-def shape_problem(payload: Mapping[str, Any], fields: tuple[Field, ...]) -> str | None:
+def shape_problem(
+    payload: Mapping[str, Any], fields: tuple[Field, ...], where: str = ""
+) -> str | None:
     """The first thing wrong with ``payload`` for ``fields``, or None."""
-    problems = shape_problems(payload, fields, first=True)
+    problems = shape_problems(payload, fields, where, first=True)
     return problems[0] if problems else None
 
 

@@ -95,7 +95,6 @@ from streamguard.protocols._fields import (
     opt,
     req,
     shape_problem,
-    shape_problems,
 )
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
@@ -269,8 +268,8 @@ def jsonrpc_problem(message: Mapping[str, Any]) -> str | None:
         return shape_problem(message, _RESULT_FIELDS)
     problem = shape_problem(message, _ERROR_RESPONSE_FIELDS)
     if problem is None:
-        problems = shape_problems(message["error"], _ERROR_FIELDS, "error", first=True)
-        problem = problems[0] if problems else shape_problem(message, _ERROR_ID_FIELDS)
+        problem = shape_problem(message["error"], _ERROR_FIELDS, "error")
+        problem = problem or shape_problem(message, _ERROR_ID_FIELDS)
     return problem
 
 

@@ -69,6 +69,7 @@ from streamguard.protocols._base import (
     listing,
     terminated_lifecycle,
 )
+from streamguard.protocols._fields import OBJECT, opt, req, shape_problem
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -461,7 +462,7 @@ class OpenAIResponsesChecker(Checker):
         self._release()  # only response.failed or [DONE] may follow: no item is checked
         problem = _error_event_problem(payload)
         if problem is not None and not self._event_malformed:
-            found.add(rules.SCHEMA_MISMATCH, f": field {problem}")
+            found.add(rules.SCHEMA_MISMATCH, f": {problem}")
 
     def _on_terminal(self, payload: ResponsesEvent, found: Found) -> None:
         self._check_response(payload, found)
@@ -499,7 +500,7 @@ class OpenAIResponsesChecker(Checker):
         if kind == "response.failed" and not self._event_malformed:
             shape = _response_error_problem(response.get("error"))
             if shape is not None:
-                found.add(rules.SCHEMA_MISMATCH, f": field {shape}")
+                found.add(rules.SCHEMA_MISMATCH, f": {shape}")
         response_id = response.get("id")
         if response_id is not None:
             key = _id_key(response_id)
@@ -842,45 +843,40 @@ def _salvage(data: str) -> ResponsesEvent | None:
     return cast(ResponsesEvent, lenient(ResponsesEvent, raw))
 
 
+#: An ``error`` event's fields, flat (documented) or in a nested ``error`` object (observed),
+#: and ``response.failed``'s ``response.error``: what openai-python reads (``message`` a
+#: string; ``code``, ``param`` and ``type`` a string or null).
+_ERROR_EVENT_FIELDS = (req("message"), opt("code", nullable=True), opt("param", nullable=True))
+_NESTED_ERROR_FIELDS = (*_ERROR_EVENT_FIELDS, opt("type", nullable=True))
+_RESPONSE_ERROR_FIELDS = (req("message"), opt("code", nullable=True))
+_AN_OBJECT = (req("error", OBJECT),)
+
+
 def _error_event_problem(payload: ResponsesEvent) -> str | None:
-    """Where an ``error`` event differs from what openai-python reads, as
-    ``<field path>: <problem>``; None when it fits.
+    """Where an ``error`` event differs from what openai-python reads; None when it fits.
 
     Two shapes are real (reference §2.6): the documented flat one (``message``, ``code``,
     ``param`` on the event) and the observed nested one (an ``error`` object). The SDK
     raises with ``error.message`` when ``error`` is truthy, else builds a
-    ``ResponseErrorEvent`` (``message: str``, ``code``/``param``: string or null).
+    ``ResponseErrorEvent``.
     """
-    nested = payload.get("error")
+    fields = cast(Mapping[str, Any], payload)
+    nested = fields.get("error")
     if nested:
         if not isinstance(nested, dict):
-            return "error: expected an object"
-        return _fields_problem(nested, "error.", ("code", "param", "type"))
-    return _fields_problem(cast(Mapping[str, Any], payload), "", ("code", "param"))
+            return shape_problem(fields, _AN_OBJECT)
+        return shape_problem(nested, _NESTED_ERROR_FIELDS, "error")
+    return shape_problem(fields, _ERROR_EVENT_FIELDS)
 
 
 def _response_error_problem(error: object) -> str | None:
     """Where ``response.failed``'s ``response.error`` differs from the SDK's
-    ``ResponseError`` (``message: str``, ``code``: a string; null is tolerated); a
-    missing or null error is status_mismatch's."""
+    ``ResponseError``; a missing or null error is status_mismatch's."""
     if not error:
         return None
     if not isinstance(error, dict):
-        return "response.error: expected an object"
-    return _fields_problem(error, "response.error.", ("code",))
-
-
-def _fields_problem(
-    fields: Mapping[str, Any], prefix: str, optional_strings: tuple[str, ...]
-) -> str | None:
-    if type(fields.get("message")) is not str:
-        problem = "missing" if "message" not in fields else "expected a string"
-        return f"{prefix}message: {problem}"
-    for field in optional_strings:
-        value = fields.get(field)
-        if value is not None and type(value) is not str:
-            return f"{prefix}{field}: expected a string or null"
-    return None
+        return shape_problem({"error": error}, _AN_OBJECT, "response")
+    return shape_problem(error, _RESPONSE_ERROR_FIELDS, "response.error")
 
 
 def _reason(response: ResponsesResponse) -> object:
