@@ -111,28 +111,34 @@ def opt(
 
 
 def shape_problems(
-    payload: Mapping[str, Any], fields: tuple[Field, ...], where: str = "", *, first: bool = False
+    payload: Mapping[str, Any], fields: tuple[Field, ...], where: str = ""
 ) -> list[str]:
-    """What is wrong with ``payload`` for ``fields``: every problem, or with ``first`` the
-    first one only. ``where`` is the payload's place in the event, named before each field
-    (``message.usage``, say)."""
-    problems: list[str] = []
+    """Everything wrong with ``payload`` for ``fields``. ``where`` is the payload's place
+    in the event, named before each field (``message.usage``, say)."""
     prefix = f"{where}." if where else ""
-    for field in fields:
-        problem = _field_problem(payload, field)
-        if problem is not None:
-            problems.append(f"field `{prefix}{field.name}` {problem}")
-            if first:
-                break
-    return problems
+    return [
+        f"field `{prefix}{field.name}` {problem}"
+        for field in fields
+        if (problem := _field_problem(payload, field)) is not None
+    ]
 
 
 def shape_problem(
     payload: Mapping[str, Any], fields: tuple[Field, ...], where: str = ""
 ) -> str | None:
-    """The first thing wrong with ``payload`` for ``fields``, or None."""
-    problems = shape_problems(payload, fields, where, first=True)
-    return problems[0] if problems else None
+    """The first thing wrong with ``payload`` for ``fields``, or None (on every event of
+    the agent protocols: no list is built for a payload that fits)."""
+    for field in fields:
+        if not field.required and field.name not in payload:
+            continue  # the common case of an optional field, without a call
+        problem = _field_problem(payload, field)
+        if problem is not None:
+            return (
+                f"field `{where}.{field.name}` {problem}"
+                if where
+                else f"field `{field.name}` {problem}"
+            )
+    return None
 
 
 def _field_problem(payload: Mapping[str, Any], field: Field) -> str | None:
