@@ -82,14 +82,19 @@ def test_check_replays_a_capture_as_it_arrived(
 
 
 def test_check_html_on_a_plain_body(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A plain captured body has no times: every mark is drawn at 0, the findings still shown."""
+    """A plain captured body has no arrival times: its events are laid out by index, one
+    step apart and in order (not piled at 0), the page says so, the findings still shown."""
     body = tmp_path / "body.sse"
     body.write_bytes((CHUNK % '"stop"').encode() + b"data: [DONE]\n\ndata: [DONE]\n\n")
     page = tmp_path / "body.html"
     code, _, _ = _run(capsys, "check", str(body), "--html", str(page), "--protocol", "openai_chat")
     html = page.read_text()
     assert code == 1
-    assert len(re.findall(r'<circle id="event-\d+"[^>]* cx="40.0"', html)) == 3
+    xs = [float(x) for x in re.findall(r'<circle id="event-\d+"[^>]* cx="([\d.]+)"', html)]
+    assert len(xs) == 3
+    assert sorted(xs) == xs and len(set(xs)) == 3
+    assert xs[1] - xs[0] == pytest.approx(xs[2] - xs[1], abs=0.2)
+    assert 'id="layout-note-0"' in html and "laid out by index" in html
     assert "duplicate_terminal" in html
 
 
