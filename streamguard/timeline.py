@@ -264,6 +264,8 @@ _LAST_LANES: Final = (DATA, OTHER_KIND, COMMENT, NO_DATA, UNFINISHED)
 MAX_OWN_LANES: Final = 8
 #: The longest own kind kept, in characters (longer ones are cut and marked with ``…``).
 _KIND_CHARS: Final = 32
+#: Event names or types that are a keep-alive: drawn in the lane of SSE comments.
+_PING_NAMES: Final = frozenset(("ping", "heartbeat", "keepalive", "keep-alive", "keep_alive"))
 #: An event's data is parsed as JSON for its kind only up to this size; a larger one is
 #: named by its SSE event name.
 _KIND_PARSE_BYTES: Final = 64 * 1024
@@ -368,6 +370,8 @@ class _Kinds:
             if shared is not None:
                 return shared
         own = _own_kind(event, payload)
+        if own.lower() in _PING_NAMES:
+            return COMMENT
         if own in self._own or own == DATA:
             return own
         if len(self._own) == MAX_OWN_LANES:
@@ -435,9 +439,8 @@ def timeline_of(arrivals: Iterable[Arrival], protocol: str | None = None) -> Tim
         data = arrival.data
         if data and (not chunk_times or chunk_times[-1] != arrival.at):
             if len(chunk_times) == MAX_TIMELINE_CHUNKS:
-                stopped_at = timed[-1][2] if timed else 0
-                del timed[-1:]
-                del body[stopped_at:]
+                # Every event so far is whole; what follows the last one is left out.
+                stopped_at = len(body)
                 break
             chunk_ends.append(0)
             chunk_times.append(arrival.at)
@@ -697,7 +700,7 @@ class _Band:
         yield f'<line class="axis-line" x1="{_LEFT}" y1="{y}" x2="{_WIDTH - _RIGHT}" y2="{y}"/>'
         if self.timed:
             step = _tick_step(self.span)
-            milliseconds = self.span < 2
+            milliseconds = self.span < 1
             ticks = [i * step for i in range(int(self.span / step + 1e-9) + 1)]
             places = [(self.x_at(t), _tick_label(t, milliseconds)) for t in ticks]
             caption = "time since the request"
