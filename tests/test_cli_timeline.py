@@ -242,7 +242,7 @@ def test_check_upstream_without_times_says_so(
     ("extra", "error"),
     [
         ([], "--upstream is drawn on the --html page: give --html"),
-        (["--html", "x.html"], "--upstream"),
+        (["--html", "x.html"], "streamguard check: error: --upstream "),
     ],
 )
 def test_check_upstream_usage_errors(
