@@ -855,6 +855,17 @@ class _Band:
             )
         return "".join(rows) or '<tr><td colspan="4">no findings</td></tr>'
 
+    def layout_note(self) -> str:
+        """Under the drawing: a band without arrival times says how it is laid out."""
+        if self.timed:
+            return ""
+        return (
+            f'<p class="note layout-note" id="layout-note-{self.number}">'
+            f"{html.escape(self.stream.label)}: this capture has no arrival times, so its "
+            "events are laid out by index (in the order they were sent, evenly spaced), "
+            "not by time.</p>"
+        )
+
     def section(self) -> str:
         stream, report = self.stream, self.stream.report
         marks = stream.marks
@@ -874,13 +885,6 @@ class _Band:
             + f"{len(report.findings)} findings"
         )
         notes = []
-        if not self.timed:
-            notes.append(
-                f'<p class="note layout-note" id="layout-note-{self.number}">'
-                f"{html.escape(stream.label)}: this capture has no arrival times, so its "
-                "events are laid out by index (in the order they were sent, evenly spaced), "
-                "not by time.</p>"
-            )
         left_out = len(marks) - len(self.drawn)
         if left_out:
             notes.append(f"<p class=note>{left_out} events without findings not drawn.</p>")
@@ -932,6 +936,7 @@ def render_streams(streams: Sequence[Stream], *, title: str) -> str:
         width=_WIDTH,
         height=max(top, 1),
         shapes=svg,
+        layout="".join(band.layout_note() for band in bands),
         sections="".join(band.section() for band in bands),
         data=data,
     )
