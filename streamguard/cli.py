@@ -515,7 +515,7 @@ def _check_file(
     name: str, label: str, protocol: str, request: RequestFacts | None, html: bool
 ) -> _Checked:
     """Check the file ``name`` in passes over its chunks, never holding it whole: the
-    report, then the frames of its findings, then the page when ``html``."""
+    report, then the frames of its findings, then its band of the page when ``html``."""
     with _reading(name, "a captured stream"), _rereadable(name) as source:
         capture = _is_capture(source)
         try:

@@ -1,17 +1,24 @@
-"""One stream as a self-contained HTML page: its events on a timeline, its findings on them.
+"""Streams as one self-contained HTML page: their events on a timeline, findings on them.
 
 ``streamguard probe URL --html out.html`` and ``streamguard check capture --html out.html``
-write it. The page needs nothing from the network (no CDN, no font, no script from
-elsewhere): one file to attach to a bug report. Each event is a mark at its arrival time,
-so gaps, the time to the first event and a burst at the end are visible at a glance; each
-finding is marked on the event it is about; selecting a mark (or opening the page with
-``#event-N``) shows that event's frame as it was sent.
+write it (``check --upstream`` adds the other side of a gateway). The page needs nothing
+from the network (no CDN, no font, no script from elsewhere): one file to attach to a bug
+report. Each stream is a band: one lane per kind of event (``_Kinds``: the checker names
+the terminal and the in-band error, the JSON the shared kinds, the protocol's own names
+the rest), under a time axis with ticks and units, each event a mark at its arrival time
+(a stream without arrival times is laid out by index, and the page says so), sized by
+its frame, the first event and the terminal ringed, marks too close to tell apart drawn
+as one group with its count. The bands of a page share one time scale. Each finding is
+marked on its event and listed in a table whose rows link to it; selecting a mark (or
+opening the page with ``#event-N``, ``#bK-event-N`` in band K) says what the event is and
+shows its frame as it was sent: its own lines, up to the empty line that dispatched it.
 
 Unlike a log line, the page shows the stream's content, since showing it is the point:
 it is written only when asked for, from a stream the user captured. Everything from the
 stream is escaped for HTML, embedded as data (never as markup) and bounded: at most
-``MAX_MARKS`` events are drawn (every event with a finding among them), and each frame is
-cut at ``MAX_FRAME_BYTES``.
+``MAX_MARKS`` marks are drawn per stream (every event with a finding among them), each
+frame is cut at ``MAX_FRAME_BYTES``, and the kinds a stream can add as lanes are at most
+``MAX_OWN_LANES``, each name cut short.
 
 A capture keeps arrival times (``probe --save capture.jsonl``): one JSON header line, then
 one line per received chunk, ``{"at": <seconds since the request>, "b64": <bytes>}``.
