@@ -556,15 +556,17 @@ def _key(mark: Mark) -> str:
 
 
 def _drawn(marks: Sequence[Mark], findings: Sequence[Finding]) -> list[Mark]:
-    """At most ``MAX_MARKS`` marks: every flagged event (a report keeps a bounded number
-    of findings) and the body's unfinished end, then an even sample of the rest."""
+    """At most ``MAX_MARKS`` marks: the first event, every flagged event (a report keeps
+    a bounded number of findings), the terminal and the body's unfinished end, then an even
+    sample of the rest."""
     if len(marks) <= MAX_MARKS:
         return list(marks)
     flagged_events = {f.event_index for f in findings if f.event_index is not None}
     kept = [
         position
         for position, m in enumerate(marks)
-        if m.event and (m.index in flagged_events or m.kind == UNFINISHED)
+        if m.event
+        and (m.index in flagged_events or m.index == 0 or m.kind in (UNFINISHED, TERMINAL_KIND))
     ][:MAX_MARKS]
     room = MAX_MARKS - len(kept)
     step = len(marks) / room if room else 0

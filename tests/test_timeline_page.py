@@ -385,3 +385,19 @@ def test_chunk_times_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not t.complete
     assert [m.index for m in t.marks] == [0, 1, 2, 3, 4]
     assert t.covered_bytes == sum(len(a.data) for a in arrivals[:5])
+
+
+def test_a_sampled_page_keeps_the_first_event_and_the_terminal() -> None:
+    """Past MAX_MARKS marks an even sample is drawn, but never without the first event
+    and the terminal (here a comment comes first and the terminal last, where an even
+    sample skips them)."""
+    chunk = _chunk('{"content":"t"}')
+    arrivals = [
+        Arrival(0.01, b": hello\n\n"),
+        *(Arrival(0.02 + i / 10_000, chunk) for i in range(timeline.MAX_MARKS * 2)),
+        Arrival(5.0, b"data: [DONE]\n\n"),
+    ]
+    page = _page(_band(arrivals))
+    assert re.search(r'<circle id="event-0" class="mark-event first-event"', page)
+    last = timeline.MAX_MARKS * 2
+    assert re.search(rf'<circle id="event-{last}" class="mark-event[a-z ]* terminal"', page)
