@@ -331,9 +331,12 @@ def _shared_kind(payload: dict[str, Any]) -> str | None:
 
 
 def _own_kind(event: Event, payload: object) -> str:
-    """A protocol's own kind of event: its SSE event name, else its JSON ``type``
-    (``object``, ``kind``, ``event``, ``method``), else ``data``."""
-    name = event.event if event.event != "message" else None
+    """A protocol's own kind of event: its SSE event name (without a LangGraph subgraph's
+    ``|namespace``, which would make a lane per subgraph), else its JSON ``type``
+    (``object``, ``kind``, ``event``, ``method``; a JSON-RPC result's own), else ``data``."""
+    name = event.event.partition("|")[0] if event.event != "message" else None
+    if isinstance(payload, dict) and isinstance(payload.get("result"), dict):
+        payload = payload["result"]  # a JSON-RPC response (A2A): what its result is
     if name is None and isinstance(payload, dict):
         for field in ("type", "object", "kind", "event", "method"):
             name = _text(payload.get(field))

@@ -401,3 +401,37 @@ def test_a_sampled_page_keeps_the_first_event_and_the_terminal() -> None:
     assert re.search(r'<circle id="event-0" class="mark-event first-event"', page)
     last = timeline.MAX_MARKS * 2
     assert re.search(rf'<circle id="event-{last}" class="mark-event[a-z ]* terminal"', page)
+
+
+def _fixture_bodies() -> list[tuple[str, Path]]:
+    return [
+        (path.parent.name, path)
+        for path in sorted(FIXTURES.glob("*/*.sse"))
+        if path.parent.name != "realworld"
+    ]
+
+
+@pytest.mark.parametrize(("protocol", "path"), _fixture_bodies(), ids=lambda v: str(v)[-40:])
+def test_every_fixture_is_drawn_one_mark_per_event(protocol: str, path: Path) -> None:
+    """Every protocol fixture renders: each event the report counts is one mark, in a
+    lane of its kind, with at most MAX_OWN_LANES lanes of the protocol's own."""
+    body = path.read_bytes()
+    band = _band([Arrival(0.0, body)], protocol=protocol)
+    events = [m for m in band.marks if m.event and m.kind != timeline.UNFINISHED]
+    assert [m.index for m in events] == list(range(band.report.events))
+    shared = {*timeline._SHARED_LANES, *timeline._LAST_LANES}
+    assert len({m.kind for m in band.marks} - shared) <= timeline.MAX_OWN_LANES
+    page = _page(band)
+    assert page.count('class="lane"') == len({m.kind for m in band.marks})
+
+
+def test_kinds_of_jsonrpc_results_and_langgraph_namespaces() -> None:
+    """An A2A result is named by its own kind; LangGraph's subgraph namespaces share
+    their stream mode's lane."""
+    a2a = b'data: {"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"t"}}\n\n'
+    graph = b"event: values|tools:1234\ndata: {}\n\nevent: values|tools:5678\ndata: {}\n\n"
+    assert [m.kind for m in timeline_of([Arrival(0.0, a2a)], "sse").marks] == ["artifact-update"]
+    assert [m.kind for m in timeline_of([Arrival(0.0, graph)], "langgraph").marks] == [
+        "values",
+        "values",
+    ]
