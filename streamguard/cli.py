@@ -30,7 +30,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.machinery import EXTENSION_SUFFIXES
 from importlib.metadata import PackageNotFoundError, metadata, requires, version
 from pathlib import Path
@@ -64,9 +64,10 @@ from streamguard.timeline import (
     capture_lines,
     capture_record,
     read_capture_header,
-    render_html,
+    render_streams,
     timeline_of,
 )
+from streamguard.timeline import Stream as TimelineStream
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -334,6 +335,20 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.html is not None and len(args.files) != 1:
         print("streamguard check: error: --html draws one stream: give one FILE", file=err)
         return EXIT_USAGE
+    upstream: TimelineStream | None = None
+    if args.upstream is not None:
+        if args.html is None:
+            print(
+                "streamguard check: error: --upstream is drawn on the --html page: give --html",
+                file=err,
+            )
+            return EXIT_USAGE
+        try:
+            upstream = _upstream_band(args.upstream, args.upstream_protocol)
+        except InputError as exc:
+            print(f"streamguard check: error: --upstream {exc}", file=err)
+            return EXIT_USAGE
+    wrote: str | None = None
     progress = _Progress(err, len(args.files))
     rows = [["file", "protocol", "outcome", "events", "bytes", "findings"]]
     details: list[str] = []
@@ -362,8 +377,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 print(json.dumps({"file": label, "error": message}), file=out)
             rows.append([label, "", "(empty)", "0", "0", ""])
             continue
-        if result.page is not None and not _write_page(args.html, result.page, err, "check"):
-            input_errors += 1
+        if result.band is not None:
+            if upstream is None:
+                page = render_streams([result.band], title=label)
+            else:
+                downstream = replace(result.band, label=f"downstream: {label}")
+                page = render_streams(
+                    [downstream, upstream], title=f"{label} and its upstream {upstream.label}"
+                )
+            if _write_page(args.html, page, err, "check"):
+                wrote = args.html
+            else:
+                input_errors += 1
         fails = _fails(report, threshold)
         failed += fails
         bad_end = report.outcome in args.fail_on_outcome
@@ -404,6 +429,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if input_errors:
             summary += f"; {input_errors} could not be read"
         print(summary, file=out)
+    if wrote is not None:
+        _say_page(wrote, "check", out if args.format == "table" else err)
     if input_errors or empty:
         return EXIT_USAGE
     return EXIT_FINDINGS if failed or ended_badly else EXIT_OK
@@ -476,18 +503,19 @@ def _pieces(arrivals: Iterable[Arrival]) -> Iterator[bytes]:
 
 @dataclass(frozen=True, slots=True)
 class _Checked:
-    """One file checked: its report, the frames of its findings, its page if asked for."""
+    """One file checked: its report, the frames of its findings, its timeline band if
+    asked for."""
 
     report: StreamReport
     frames: dict[int, str]
-    page: str | None
+    band: TimelineStream | None
 
 
 def _check_file(
     name: str, label: str, protocol: str, request: RequestFacts | None, html: bool
 ) -> _Checked:
     """Check the file ``name`` in passes over its chunks, never holding it whole: the
-    report, then the frames of its findings, then the page when ``html``."""
+    report, then the frames of its findings, then its band of the page when ``html``."""
     with _reading(name, "a captured stream"), _rereadable(name) as source:
         capture = _is_capture(source)
         try:
@@ -498,8 +526,19 @@ def _check_file(
             raise InputError(f"{label}: {exc}") from None
         # A capture read whole once reads again: the passes below raise nothing new.
         frames = _frames(_arrivals(source, capture), report.findings) if report.findings else {}
-        page = _page(report, _arrivals(source, capture), label) if html else None
-    return _Checked(report, frames, page)
+        band = _band(report, _arrivals(source, capture), label, capture) if html else None
+    return _Checked(report, frames, band)
+
+
+def _upstream_band(name: str, protocol: str) -> TimelineStream:
+    """``check --upstream``: the upstream capture checked as its own stream (with its own
+    protocol, no request), as a band of the page; it changes neither the output nor the
+    exit code."""
+    checked = _check_file(name, name, protocol, None, True)
+    if checked.report.bytes == 0:
+        raise InputError(f"{name}: empty: no body bytes to draw")
+    assert checked.band is not None
+    return replace(checked.band, label=f"upstream: {name}")
 
 
 def _shown_url(url: str) -> str:
@@ -512,17 +551,28 @@ def _shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
-def _page(report: StreamReport, arrivals: Iterable[Arrival], title: str) -> str:
-    """The timeline page of a stream, from its chunks (read no further than the page's
-    bounds: ``timeline_of``)."""
-    timeline = timeline_of(arrivals)
-    return render_html(
+def _band(
+    report: StreamReport, arrivals: Iterable[Arrival], label: str, timed: bool
+) -> TimelineStream:
+    """A stream's band of the timeline page, from its chunks (read no further than the
+    page's bounds: ``timeline_of``). A plain body has no arrival times (``timed`` False):
+    the page lays it out by index."""
+    timeline = timeline_of(arrivals, report.protocol)
+    return TimelineStream(
+        label,
         report,
         timeline.marks,
-        title=title,
-        ended_at=report.duration,
+        timed=timed,
+        ended_at=report.duration if timed else None,
         cut_at=None if timeline.complete else timeline.covered_bytes,
+        blocks_left_out=timeline.blocks_left_out,
     )
+
+
+def _say_page(path: str, command: str, stream: TextIO) -> None:
+    """Say where the page went (after the report: on stdout with the table, on stderr
+    when stdout holds JSON)."""
+    print(f"streamguard {command}: timeline page written to {Path(path).resolve()}", file=stream)
 
 
 def _write_page(path: str, page: str, err: TextIO, command: str) -> bool:
@@ -886,10 +936,14 @@ def _cmd_probe(args: argparse.Namespace) -> int:
                 print(f"streamguard probe: error: --save {args.save}: {exc.strerror}", file=err)
                 return EXIT_USAGE
         if args.html is not None:
-            page = _page(report, _recorded(recording), _shown_url(args.url))
-            if not _write_page(args.html, page, err, "probe"):
+            title = _shown_url(args.url)
+            band = _band(report, _recorded(recording), title, True)
+            if not _write_page(args.html, render_streams([band], title=title), err, "probe"):
                 return EXIT_USAGE
-    return _print_probe(args, probed, frames, out)
+    code = _print_probe(args, probed, frames, out)
+    if args.html is not None:
+        _say_page(args.html, "probe", out if args.format == "table" else err)
+    return code
 
 
 def _print_probe(
@@ -1241,6 +1295,18 @@ def _parser() -> argparse.ArgumentParser:
         metavar="OUT_HTML",
         help="write the stream as a timeline page (one FILE; a probe --save capture keeps "
         "arrival times)",
+    )
+    check.add_argument(
+        "--upstream",
+        metavar="UPSTREAM_FILE",
+        help="with --html: the capture of the same stream upstream of a gateway, checked "
+        "on its own and drawn as a second band on the same time axis",
+    )
+    check.add_argument(
+        "--upstream-protocol",
+        choices=[AUTO, *CHECKERS],
+        default=AUTO,
+        help="the upstream capture's wire protocol (default: auto)",
     )
     common(check, NO_OUTCOME)
     check.set_defaults(run=_cmd_check)

@@ -1,0 +1,129 @@
+"""Screenshots of the timeline page for docs/cli.md, drawn from tests/fixtures.
+
+    python docs/screenshots.py            # writes docs/img/timeline-*.png
+
+Each demo is a fixture body rendered as `streamguard check --html` renders it, opened in
+headless Chromium (``chromium``, or ``--chromium PATH``) and saved as a PNG. The fixtures
+are plain bodies without arrival times; the timed demos give each chunk an arrival time
+``--spacing`` seconds after the last (and a pause where the demo says), so that the time
+axis has something to show: those times are made up for the picture, the bytes are not.
+Run it again when the page changes, and commit the PNGs (each well under 150 KB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from streamguard.monitor import check_stream
+from streamguard.sse import EventParser
+from streamguard.timeline import Arrival, Stream, render_streams, timeline_of
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+OUT = ROOT / "docs" / "img"
+
+
+def _events(body: bytes) -> list[bytes]:
+    """The body cut after each event's frame (one chunk per event, as servers send)."""
+    parser, cuts, start = EventParser(), [], 0
+    for event in parser.feed(body):
+        if event.offset > start:
+            cuts.append(body[start : event.offset])
+            start = event.offset
+    cuts.append(body[start:])
+    return [cut for cut in cuts if cut]
+
+
+def _timed(body: bytes, spacing: float, pause_after: int | None = None) -> list[Arrival]:
+    arrivals, at = [], 0.25
+    for number, chunk in enumerate(_events(body)):
+        arrivals.append(Arrival(round(at, 3), chunk))
+        at += spacing + (1.2 if number == pause_after else 0.0)
+    return arrivals
+
+
+def _band(label: str, arrivals: list[Arrival], protocol: str, timed: bool) -> Stream:
+    report = check_stream(b"".join(a.data for a in arrivals), protocol=protocol)
+    marks = timeline_of(arrivals, report.protocol)
+    return Stream(label, report, marks.marks, timed=timed)
+
+
+def _demos(spacing: float) -> dict[str, tuple[list[Stream], str]]:
+    chat = (FIXTURES / "openai_chat/duplicate_terminal.sse").read_bytes()
+    tools = (FIXTURES / "openai_chat/clean-parallel-tool-calls.sse").read_bytes()
+    anthropic = (FIXTURES / "realworld/anthropic/sdk_basic_text_with_ping.sse").read_bytes()
+    return {
+        # A timed stream with a pause and a finding on its second terminal.
+        "timeline-chat": (
+            [_band("duplicate_terminal.sse", _timed(chat, spacing, 1), "openai_chat", True)],
+            "event-1",
+        ),
+        # A plain body: no arrival times, laid out by index.
+        "timeline-by-index": (
+            [_band("clean-parallel-tool-calls.sse", [Arrival(0.0, tools)], "openai_chat", False)],
+            "event-2",
+        ),
+        # A gateway's two sides: Anthropic upstream, OpenAI chat downstream.
+        "timeline-gateway": (
+            [
+                _band(
+                    "downstream: clean-parallel-tool-calls.sse",
+                    _timed(tools, spacing),
+                    "openai_chat",
+                    True,
+                ),
+                _band(
+                    "upstream: sdk_basic_text_with_ping.sse",
+                    [Arrival(max(a.at - 0.1, 0.0), a.data) for a in _timed(anthropic, spacing)],
+                    "anthropic",
+                    True,
+                ),
+            ],
+            "b1-event-2",
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
+    parser.add_argument("--spacing", type=float, default=0.08, help="seconds between chunks")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, (bands, fragment) in _demos(args.spacing).items():
+            page = Path(scratch) / f"{name}.html"
+            page.write_text(render_streams(bands, title=name), encoding="utf-8")
+            shot = args.out / f"{name}.png"
+            height = 420 + 300 * len(bands)
+            subprocess.run(
+                [
+                    args.chromium,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--hide-scrollbars",
+                    f"--user-data-dir={Path(scratch) / 'profile'}",
+                    f"--screenshot={shot}",
+                    f"--window-size=1100,{height}",
+                    f"{page.as_uri()}#{fragment}",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            print(f"{shot.relative_to(ROOT)}: {shot.stat().st_size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
