@@ -45,6 +45,7 @@ from pydantic_core import PydanticCustomError, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamguard._session import (
+    DOWNSTREAM,
     Seam,
     Side,
     StreamSession,
@@ -146,11 +147,17 @@ class StreamGuardMiddleware:
             await self.app(scope, receive, send)
             return
         exchange = _Exchange(self._seam, scope, receive, send)
+        # The app's code, and the tasks it starts, see this request's exchange: a
+        # streamguard transport its HTTP client reads through links the upstream streams
+        # to it (``streamguard._session.link_upstream``; ``docs/attribution.md``).
+        token = DOWNSTREAM.set(exchange)
         try:
             await self.app(scope, exchange.receive, exchange)  # the exchange is the app's send
         except BaseException as exc:
             exchange.app_ended(exc)
             raise
+        finally:
+            DOWNSTREAM.reset(token)
         exchange.app_ended()
 
     @property
@@ -338,7 +345,12 @@ class _Exchange(StreamSession):
     __call__ = send
 
     def app_ended(self, error: BaseException | None = None) -> None:
-        """The app returned, or raised ``error``: end the stream if it is still open."""
+        """The app returned, or raised ``error``: end the stream if it is still open.
+
+        The request is over: a report held for upstream streams still open goes now, with
+        the ``upstream_left_open`` finding (``streamguard._session.Relay``)."""
+        if self.relay is not None:
+            self.relay.app_returned()
         monitor = self.monitor
         if monitor is None or monitor.report is not None:
             return

@@ -1,0 +1,395 @@
+"""Attribution in a gateway: whose bug is it, the gateway's or its upstream's?
+
+End to end: a relay app (``tests/relay_app.py``) under the middleware and uvicorn reads
+canned upstream streams (``tests/fixtures``, served by another uvicorn) through
+``streamguard.httpx``'s transport and re-streams them; the official openai SDK reads the
+relay. The downstream report names its upstream streams and attributes each finding
+(``streamguard.attribution``); an upstream left open is ``upstream_left_open``. The table
+itself is tested pure, and ``docs/attribution.md`` shows it as generated
+(``python -m tests.test_attribution`` rewrites it).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
+
+from streamguard import StreamGuardMiddleware
+from streamguard.attribution import (
+    ATTRIBUTIONS,
+    CLASSES,
+    GATEWAY,
+    UNKNOWN,
+    UPSTREAM,
+    UpstreamState,
+    attribute,
+    markdown_table,
+    rule_class,
+)
+from streamguard.report import Outcome, StreamReport
+from streamguard.rules import RULES
+from tests.asgi_driver import ScriptedApp, body, http_scope, run, sse_start
+from tests.relay_app import relay_app, upstream_app
+from tests.servers import serve, wait_until
+
+openai = pytest.importorskip("openai", reason="the openai SDK is a dev dependency")
+
+DOCS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "attribution.md"
+TABLE_START = "<!-- Generated from streamguard/attribution.py by `python -m tests.test_attribution`; do not edit. -->\n"
+TABLE_END = "<!-- end of the generated table -->\n"
+ROUTE = "/{lane}/v1/chat/completions"
+
+
+# -- the table, pure ------------------------------------------------------------------------
+
+
+def test_every_built_in_rule_has_exactly_one_class() -> None:
+    """The table holds each rule of the built-in catalog once, and no rule it does not know."""
+    from streamguard import rules as catalog
+
+    built_in = {
+        rule.name for rule in vars(catalog).values() if isinstance(rule, catalog.Rule)
+    }
+    listed = [rule for each in CLASSES for rule in each.rules]
+    assert len(listed) == len(set(listed)), "a rule is in two classes"
+    assert set(listed) == built_in
+    assert set(listed) <= set(RULES)
+
+
+def test_no_upstream_means_unknown() -> None:
+    assert attribute(["missing_terminal", "role_repeated"], []) == (UNKNOWN, UNKNOWN)
+
+
+def test_clean_upstream_means_gateway_and_the_same_break_means_upstream() -> None:
+    clean = UpstreamState((), Outcome.COMPLETED, True)
+    repeated = UpstreamState(("role_repeated",), Outcome.COMPLETED, True)
+    assert attribute(["role_repeated"], [clean]) == (GATEWAY,)
+    assert attribute(["role_repeated"], [repeated]) == (UPSTREAM,)
+    # Any one of several upstream streams explains it.
+    assert attribute(["role_repeated"], [clean, repeated]) == (UPSTREAM,)
+
+
+def test_a_cut_upstream_explains_a_missing_terminal_and_finish_across_protocols() -> None:
+    """An Anthropic upstream cut before ``message_stop`` (a ``missing_terminal`` finding, or
+    only its ``connection_lost`` end) explains a Chat downstream without ``[DONE]`` or
+    ``finish_reason``; a cut downstream does not explain a usage bug."""
+    cut_by_finding = UpstreamState(("missing_terminal",), Outcome.UNCLOSED, True)
+    cut_by_end = UpstreamState((), Outcome.CONNECTION_LOST, True)
+    downstream = ["missing_terminal", "missing_finish_reason", "usage_missing"]
+    assert attribute(downstream, [cut_by_finding]) == (UPSTREAM, UPSTREAM, GATEWAY)
+    assert attribute(downstream, [cut_by_end]) == (UPSTREAM, UPSTREAM, GATEWAY)
+    # An Anthropic upstream without message_delta explains a missing finish_reason only.
+    no_delta = UpstreamState(("missing_message_delta",), Outcome.COMPLETED, True)
+    assert attribute(downstream, [no_delta]) == (GATEWAY, UPSTREAM, GATEWAY)
+
+
+def test_gateway_only_rules_are_never_the_upstreams() -> None:
+    broken = UpstreamState(("response_not_finished", "upstream_left_open"), None, True)
+    assert attribute(["upstream_left_open", "body_after_end"], [broken]) == (GATEWAY, GATEWAY)
+
+
+def test_an_unchecked_upstream_cannot_clear_the_gateway() -> None:
+    """A compressed or unsampled upstream has no findings to compare: unknown, not gateway."""
+    unchecked = UpstreamState((), Outcome.COMPLETED, False)
+    assert attribute(["role_repeated"], [unchecked]) == (UNKNOWN,)
+
+
+def test_a_rule_outside_the_table_is_its_own_class() -> None:
+    assert rule_class("a_plugin_rule") == "a_plugin_rule"
+    same = UpstreamState(("a_plugin_rule",), Outcome.COMPLETED, True)
+    assert attribute(["a_plugin_rule"], [same]) == (UPSTREAM,)
+
+
+def test_the_docs_page_shows_the_table_as_generated() -> None:
+    page = DOCS_PAGE.read_text()
+    assert _with_table(page) == page, "regenerate with `.venv/bin/python -m tests.test_attribution`"
+
+
+def _with_table(page: str) -> str:
+    head, start, rest = page.partition(TABLE_START)
+    _old, end, tail = rest.partition(TABLE_END)
+    assert start and end, "docs/attribution.md lost its generated-table markers"
+    return f"{head}{start}\n{markdown_table()}\n{end}{tail}"
+
+
+# -- a stream with no upstream does not grow --------------------------------------------------
+
+
+def test_a_stream_without_upstream_has_no_link_and_an_unchanged_report() -> None:
+    """The link is made only when a transport registers: a plain stream holds ``None`` and
+    its report names no upstream (every finding is ``unknown`` by omission)."""
+    seen: list[StreamReport] = []
+    guard = StreamGuardMiddleware(
+        ScriptedApp([sse_start(), body(b"data: a\n\n", more=False)]),
+        metrics=False,
+        protocol="openai_chat",
+        logs={"enabled": False},
+        on_report=seen.append,
+    )
+    run(guard, http_scope(path="/v1/chat/completions"))
+    [report] = seen
+    assert report.findings and report.upstreams == () and report.attribution == ()
+
+
+# -- end to end: a relay under uvicorn, read by the openai SDK --------------------------------
+
+
+class Gateway:
+    """The relay and its upstream, served; the reports of both sides as they arrive."""
+
+    def __init__(self, relay_url: str, registry: CollectorRegistry) -> None:
+        self.url = relay_url
+        self.registry = registry
+        self.downstream: list[StreamReport] = []
+        self.upstream: list[StreamReport] = []
+        self.lock = threading.Lock()
+
+    def call(self, lane: str, relay: str, *upstream: str, gate: str | None = None) -> str:
+        """The openai SDK's text of one relayed answer on ``lane``."""
+        client = openai.OpenAI(base_url=f"{self.url}/{lane}/v1", api_key="sk-test", max_retries=0)
+        headers = {"x-relay": relay, "x-upstream": ",".join(upstream)}
+        if gate is not None:
+            headers["x-gate"] = gate
+        stream = client.chat.completions.create(
+            model="relay",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            extra_headers=headers,
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        client.close()
+        return text
+
+    def report(self, lane: str) -> StreamReport:
+        """The downstream report of ``lane``, once it arrived (it may be held for upstreams)."""
+        path = f"/{lane}/v1/chat/completions"
+        wait_until(lambda: any(r.path == path for r in self.downstream), what=path)
+        [report] = [r for r in self.downstream if r.path == path]
+        return report
+
+    def sample(self, name: str, **labels: str) -> float:
+        value = self.registry.get_sample_value(
+            name, {"route": ROUTE, "protocol": "openai_chat", **labels}
+        )
+        return 0.0 if value is None else value
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[Gateway]:
+    registry = CollectorRegistry()
+    gateway: Gateway | None = None
+
+    def on_downstream(report: StreamReport) -> None:
+        assert gateway is not None
+        with gateway.lock:
+            gateway.downstream.append(report)
+
+    def on_upstream(report: StreamReport) -> None:
+        assert gateway is not None
+        with gateway.lock:
+            gateway.upstream.append(report)
+
+    options: dict[str, Any] = {"timers": {"enabled": False}, "logs": {"enabled": False}}
+    with serve(upstream_app()) as upstream_url:
+        relay = relay_app(upstream_url, metrics=False, on_report=on_upstream, **options)
+        guard = StreamGuardMiddleware(
+            relay,
+            protocol="openai_chat",
+            metrics=registry,
+            on_report=on_downstream,
+            **options,
+        )
+        with serve(guard) as relay_url:
+            gateway = Gateway(relay_url, registry)
+            yield gateway
+
+
+def named(report: StreamReport) -> list[tuple[str, Outcome | None, dict[str, int]]]:
+    """Each upstream a downstream report names: protocol, outcome, findings by rule."""
+    return [(u.protocol, u.outcome, dict(u.findings)) for u in report.upstreams]
+
+
+def by_rule(report: StreamReport) -> dict[str, str]:
+    return {
+        finding.rule: attribution
+        for finding, attribution in zip(report.findings, report.attribution, strict=True)
+    }
+
+
+def test_a_clean_upstream_relayed_with_a_bug_is_the_gateways(gateway: Gateway) -> None:
+    """A clean Anthropic upstream translated into Chat without ``[DONE]``: the missing
+    terminal is the gateway's, and counted so."""
+    before = gateway.sample("streamguard_attributed_violations_total", attribution=GATEWAY)
+    text = gateway.call("bug", "translate_drop_done", "anthropic/ok_text_end_turn")
+    assert text  # the SDK read the answer
+    report = gateway.report("bug")
+    assert named(report) == [("anthropic", Outcome.COMPLETED, {})]
+    assert by_rule(report) == {"missing_terminal": GATEWAY}
+    after = gateway.sample("streamguard_attributed_violations_total", attribution=GATEWAY)
+    assert after == before + 1
+
+
+def test_a_broken_upstream_relayed_faithfully_is_the_upstreams(gateway: Gateway) -> None:
+    """A Chat upstream that repeats the role, relayed as it came: the upstream's."""
+    before = gateway.sample("streamguard_attributed_violations_total", attribution=UPSTREAM)
+    gateway.call("faithful", "faithful", "openai_chat/role_repeated")
+    report = gateway.report("faithful")
+    [(protocol, outcome, findings)] = named(report)
+    assert (protocol, outcome) == ("openai_chat", Outcome.COMPLETED)
+    assert set(findings) == {"role_repeated"}
+    assert set(by_rule(report)) == {"role_repeated"}
+    assert set(report.attribution) == {UPSTREAM}
+    after = gateway.sample("streamguard_attributed_violations_total", attribution=UPSTREAM)
+    assert after == before + len(report.findings)
+
+
+def test_a_cut_anthropic_upstream_explains_a_chat_stream_without_done(gateway: Gateway) -> None:
+    """The issue's example across protocols: an Anthropic upstream without
+    ``message_stop``, translated faithfully, gives a Chat stream without ``[DONE]``."""
+    gateway.call("cut", "translate", "anthropic/missing_terminal_truncated_mid_block")
+    report = gateway.report("cut")
+    assert named(report) == [("anthropic", Outcome.UNCLOSED, {"missing_terminal": 1})]
+    assert "missing_terminal" in by_rule(report)
+    assert set(report.attribution) == {UPSTREAM}
+
+
+def test_a_broken_upstream_repaired_by_the_relay(gateway: Gateway) -> None:
+    """The relay adds the ``[DONE]`` its upstream forgot: the downstream stream is clean,
+    and its report still names the upstream's finding."""
+    gateway.call("repair", "repair", "openai_chat/missing_terminal")
+    report = gateway.report("repair")
+    assert report.findings == () and report.outcome is Outcome.COMPLETED
+    assert named(report) == [("openai_chat", Outcome.UNCLOSED, {"missing_terminal": 1})]
+
+
+def test_two_upstream_calls_for_one_downstream_stream(gateway: Gateway) -> None:
+    """A draft call read and dropped, then the answer relayed: both are named, in order,
+    and the finding is the one upstream's that broke that way."""
+    gateway.call(
+        "twice",
+        "draft_then_faithful",
+        "openai_chat/clean-2024-no-usage-field",
+        "openai_chat/role_repeated",
+    )
+    report = gateway.report("twice")
+    assert [(p, o, set(f)) for p, o, f in named(report)] == [
+        ("openai_chat", Outcome.COMPLETED, set()),
+        ("openai_chat", Outcome.COMPLETED, {"role_repeated"}),
+    ]
+    assert report.upstreams[0].ended_at is not None
+    assert report.upstreams[0].ended_at <= report.upstreams[1].started_at
+    assert set(report.attribution) == {UPSTREAM}
+
+
+def test_a_relay_that_leaves_its_upstream_open(gateway: Gateway) -> None:
+    """The relay stops at ``[DONE]`` and never closes its upstream response: the downstream
+    report has ``upstream_left_open`` (the gateway's, counted), names the upstream as still
+    open, and the upstream's own report says ``abandoned`` once it is closed."""
+    before = gateway.sample("streamguard_violations_total", rule="upstream_left_open")
+    assert gateway.call("leak", "leak", "openai_chat/clean-2024-no-usage-field")
+    report = gateway.report("leak")
+    assert by_rule(report) == {"upstream_left_open": GATEWAY}
+    assert named(report) == [("openai_chat", None, {})]
+    after = gateway.sample("streamguard_violations_total", rule="upstream_left_open")
+    assert after == before + 1
+    httpx.post(f"{gateway.url}/close-leaked").raise_for_status()
+    wait_until(lambda: any(r.abandoned for r in gateway.upstream), what="the abandoned report")
+    [abandoned] = [r for r in gateway.upstream if r.abandoned]
+    # [DONE] had come: a late close, the end already seen wins.
+    assert abandoned.outcome is Outcome.COMPLETED and abandoned.findings == ()
+
+
+def test_an_upstream_closed_by_a_background_task_is_no_leak(gateway: Gateway) -> None:
+    """The look-alike: the close is handed to a ``BackgroundTask``, which runs after the
+    downstream body ended but before the app returns. The report waits for it."""
+    abandoned_before = sum(r.abandoned for r in gateway.upstream)
+    gateway.call("background", "background_close", "openai_chat/clean-2024-no-usage-field")
+    report = gateway.report("background")
+    assert report.findings == ()
+    assert named(report) == [("openai_chat", Outcome.COMPLETED, {})]  # closed after [DONE]
+    assert sum(r.abandoned for r in gateway.upstream) == abandoned_before
+
+
+def test_concurrent_requests_are_never_linked_to_each_other(gateway: Gateway) -> None:
+    """Pairs of requests in flight at once (their upstream answers only once every one of
+    them has asked): each downstream report names its own upstream and no other."""
+    gate = f"{uuid.uuid4()}/4"
+    lanes = {
+        "conc-cut-1": "openai_chat/missing_terminal",
+        "conc-clean-1": "openai_chat/clean-2024-no-usage-field",
+        "conc-cut-2": "openai_chat/missing_terminal",
+        "conc-clean-2": "openai_chat/clean-2024-no-usage-field",
+    }
+    errors: list[BaseException] = []
+
+    def call(lane: str, fixture: str) -> None:
+        try:
+            gateway.call(lane, "faithful", fixture, gate=gate)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call, args=item) for item in lanes.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors
+    for lane, fixture in lanes.items():
+        report = gateway.report(lane)
+        if "missing_terminal" in fixture:
+            assert named(report) == [("openai_chat", Outcome.UNCLOSED, {"missing_terminal": 1})]
+            assert by_rule(report) == {"missing_terminal": UPSTREAM}
+        else:
+            assert named(report) == [("openai_chat", Outcome.COMPLETED, {})]
+            assert report.findings == ()
+
+
+def test_the_summary_log_line_names_the_upstreams_and_the_attribution() -> None:
+    """The ``stream_<outcome>`` line of a linked stream: ``attribution`` (rules by whose
+    they are) and ``upstreams`` (protocol, route, outcome, rules): labels only."""
+    captured: list[StreamReport] = []
+    with serve(upstream_app()) as upstream_url:
+        relay = relay_app(
+            upstream_url, metrics=False, logs={"enabled": False}, timers={"enabled": False}
+        )
+        guard = StreamGuardMiddleware(
+            relay, protocol="openai_chat", metrics=False, on_report=captured.append
+        )
+        with serve(guard) as relay_url, capture_logs() as logs:
+            Gateway(relay_url, CollectorRegistry()).call(
+                "logs", "drop_done", "openai_chat/role_repeated"
+            )
+            wait_until(lambda: captured, what="the report")
+    [summary] = [entry for entry in logs if entry["event"].startswith("stream_")
+                 and entry["event"] != "stream_violation"]
+    assert summary["attribution"] == {"gateway": ["missing_terminal"], "upstream": ["role_repeated"]}
+    assert summary["upstreams"] == [
+        {
+            "protocol": "openai_chat",
+            "route": "/v1/chat/completions",
+            "outcome": "completed",
+            "rules": ["role_repeated"],
+        }
+    ]
+
+
+def test_the_attribution_label_is_a_closed_set() -> None:
+    assert ATTRIBUTIONS == (UPSTREAM, GATEWAY, UNKNOWN)
+
+
+def main() -> None:
+    """Rewrite the generated table of ``docs/attribution.md``."""
+    DOCS_PAGE.write_text(_with_table(DOCS_PAGE.read_text()))
+    print("wrote docs/attribution.md")
+
+
+if __name__ == "__main__":
+    main()
