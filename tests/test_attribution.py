@@ -43,7 +43,10 @@ from tests.servers import serve, wait_until
 openai = pytest.importorskip("openai", reason="the openai SDK is a dev dependency")
 
 DOCS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "attribution.md"
-TABLE_START = "<!-- Generated from streamguard/attribution.py by `python -m tests.test_attribution`; do not edit. -->\n"
+TABLE_START = (
+    "<!-- Generated from streamguard/attribution.py by `python -m tests.test_attribution`; "
+    "do not edit. -->\n"
+)
 TABLE_END = "<!-- end of the generated table -->\n"
 ROUTE = "/{lane}/v1/chat/completions"
 
@@ -55,9 +58,7 @@ def test_every_built_in_rule_has_exactly_one_class() -> None:
     """The table holds each rule of the built-in catalog once, and no rule it does not know."""
     from streamguard import rules as catalog
 
-    built_in = {
-        rule.name for rule in vars(catalog).values() if isinstance(rule, catalog.Rule)
-    }
+    built_in = {rule.name for rule in vars(catalog).values() if isinstance(rule, catalog.Rule)}
     listed = [rule for each in CLASSES for rule in each.rules]
     assert len(listed) == len(set(listed)), "a rule is in two classes"
     assert set(listed) == built_in
@@ -116,7 +117,8 @@ def test_the_docs_page_shows_the_table_as_generated() -> None:
 def _with_table(page: str) -> str:
     head, start, rest = page.partition(TABLE_START)
     _old, end, tail = rest.partition(TABLE_END)
-    assert start and end, "docs/attribution.md lost its generated-table markers"
+    assert start, "docs/attribution.md lost its generated-table start marker"
+    assert end, "docs/attribution.md lost its generated-table end marker"
     return f"{head}{start}\n{markdown_table()}\n{end}{tail}"
 
 
@@ -136,7 +138,9 @@ def test_a_stream_without_upstream_has_no_link_and_an_unchanged_report() -> None
     )
     run(guard, http_scope(path="/v1/chat/completions"))
     [report] = seen
-    assert report.findings and report.upstreams == () and report.attribution == ()
+    assert report.findings
+    assert report.upstreams == ()
+    assert report.attribution == ()
 
 
 # -- end to end: a relay under uvicorn, read by the openai SDK --------------------------------
@@ -266,7 +270,8 @@ def test_a_broken_upstream_repaired_by_the_relay(gateway: Gateway) -> None:
     and its report still names the upstream's finding."""
     gateway.call("repair", "repair", "openai_chat/missing_terminal")
     report = gateway.report("repair")
-    assert report.findings == () and report.outcome is Outcome.COMPLETED
+    assert report.findings == ()
+    assert report.outcome is Outcome.COMPLETED
     assert named(report) == [("openai_chat", Outcome.UNCLOSED, {"missing_terminal": 1})]
 
 
@@ -304,7 +309,8 @@ def test_a_relay_that_leaves_its_upstream_open(gateway: Gateway) -> None:
     wait_until(lambda: any(r.abandoned for r in gateway.upstream), what="the abandoned report")
     [abandoned] = [r for r in gateway.upstream if r.abandoned]
     # [DONE] had come: a late close, the end already seen wins.
-    assert abandoned.outcome is Outcome.COMPLETED and abandoned.findings == ()
+    assert abandoned.outcome is Outcome.COMPLETED
+    assert abandoned.findings == ()
 
 
 def test_an_upstream_closed_by_a_background_task_is_no_leak(gateway: Gateway) -> None:
@@ -368,9 +374,15 @@ def test_the_summary_log_line_names_the_upstreams_and_the_attribution() -> None:
                 "logs", "drop_done", "openai_chat/role_repeated"
             )
             wait_until(lambda: captured, what="the report")
-    [summary] = [entry for entry in logs if entry["event"].startswith("stream_")
-                 and entry["event"] != "stream_violation"]
-    assert summary["attribution"] == {"gateway": ["missing_terminal"], "upstream": ["role_repeated"]}
+    [summary] = [
+        entry
+        for entry in logs
+        if entry["event"].startswith("stream_") and entry["event"] != "stream_violation"
+    ]
+    assert summary["attribution"] == {
+        "gateway": ["missing_terminal"],
+        "upstream": ["role_repeated"],
+    }
     assert summary["upstreams"] == [
         {
             "protocol": "openai_chat",
