@@ -93,6 +93,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DOWNSTREAM",
+    "LINKING",
     "ENDS",
     "EVENT_STREAM",
     "InternalErrors",
@@ -637,6 +638,19 @@ class StreamSession:
 #: HTTP client; a transport links the upstream streams it watches to it (``link_upstream``).
 #: A context variable: concurrent requests each see their own, never another's.
 DOWNSTREAM: ContextVar[StreamSession | None] = ContextVar("streamguard_downstream", default=None)
+
+
+class _Linking:
+    """Whether the middleware sets ``DOWNSTREAM``: once a transport was built in this
+    process (a transport built while a request is being served links from the next one)."""
+
+    __slots__ = ("enabled",)
+
+    def __init__(self) -> None:
+        self.enabled = False
+
+
+LINKING = _Linking()
 
 
 def link_upstream(upstream: StreamSession) -> None:

@@ -51,6 +51,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from prometheus_client import CollectorRegistry
 
 from streamguard._session import (
+    LINKING,
     Seam,
     Side,
     StreamSession,
@@ -138,6 +139,7 @@ class UpstreamSeam(Seam):
             log_side=SIDE,
         )
         self.library = library
+        LINKING.enabled = True  # the middleware links its requests' streams from now on
 
     def route_for(self, host: str, port: int | None, path: str) -> tuple[str, RouteConfig | None]:
         """The route label and configuration of a request URL; never a raw path.
