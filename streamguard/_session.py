@@ -93,9 +93,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DOWNSTREAM",
-    "LINKING",
     "ENDS",
     "EVENT_STREAM",
+    "LINKING",
     "InternalErrors",
     "MonitorSettings",
     "Relay",
