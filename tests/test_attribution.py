@@ -11,15 +11,18 @@ itself is tested pure, and ``docs/attribution.md`` shows it as generated
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from starlette.concurrency import run_in_threadpool
 from structlog.testing import capture_logs
 
 from streamguard import StreamGuardMiddleware
@@ -27,6 +30,7 @@ from streamguard.attribution import (
     ATTRIBUTIONS,
     CLASSES,
     GATEWAY,
+    MAX_LINKED_UPSTREAMS,
     UNKNOWN,
     UPSTREAM,
     UpstreamState,
@@ -34,10 +38,11 @@ from streamguard.attribution import (
     markdown_table,
     rule_class,
 )
+from streamguard.httpx import AsyncStreamGuardTransport, StreamGuardTransport
 from streamguard.report import Outcome, StreamReport
 from streamguard.rules import RULES
-from tests.asgi_driver import ScriptedApp, body, http_scope, run, sse_start
-from tests.relay_app import relay_app, upstream_app
+from tests.asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+from tests.relay_app import FIXTURES, relay_app, upstream_app
 from tests.servers import serve, wait_until
 
 openai = pytest.importorskip("openai", reason="the openai SDK is a dev dependency")
@@ -141,6 +146,133 @@ def test_a_stream_without_upstream_has_no_link_and_an_unchanged_report() -> None
     assert report.findings
     assert report.upstreams == ()
     assert report.attribution == ()
+
+
+# -- the link, driven directly: httpx's MockTransport upstream, the scripted server ----------
+
+_UPSTREAM_BODY = (FIXTURES / "openai_chat" / "missing_terminal.sse").read_bytes()
+_DOWNSTREAM_BODY = (FIXTURES / "openai_chat" / "clean-2024-no-usage-field.sse").read_bytes()
+
+
+def _upstream_response(request: httpx.Request) -> httpx.Response:
+    """A Chat stream without ``[DONE]``, in pieces and with no Content-Length."""
+    pieces = [_UPSTREAM_BODY[start : start + 97] for start in range(0, len(_UPSTREAM_BODY), 97)]
+    if request.extensions.get("sync"):
+        return httpx.Response(200, headers=_SSE, content=iter(pieces))
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+
+    return httpx.Response(200, headers=_SSE, content=chunks())
+
+
+_SSE = {"content-type": "text/event-stream"}
+
+
+def _guard(app: Any, reports: list[StreamReport]) -> StreamGuardMiddleware:
+    return StreamGuardMiddleware(
+        app,
+        protocol="openai_chat",
+        metrics=False,
+        logs={"enabled": False},
+        timers={"enabled": False},
+        on_report=reports.append,
+    )
+
+
+def _transport(**options: Any) -> dict[str, Any]:
+    return {"metrics": False, "logs": {"enabled": False}, "timers": {"enabled": False}, **options}
+
+
+def test_a_sync_client_in_the_threadpool_links_too() -> None:
+    """A sync endpoint's client runs on a worker thread, which copies the request's context."""
+    transport = StreamGuardTransport(
+        transport=httpx.MockTransport(_upstream_response), **_transport(protocol="openai_chat")
+    )
+
+    def read_upstream() -> None:
+        with (
+            httpx.Client(transport=transport) as client,
+            client.stream(
+                "POST", "http://up/v1/chat/completions", json={}, extensions={"sync": True}
+            ) as response,
+        ):
+            for _chunk in response.iter_bytes():
+                pass
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await run_in_threadpool(read_upstream)
+        await send(sse_start())
+        await send(body(_DOWNSTREAM_BODY, more=False))
+
+    reports: list[StreamReport] = []
+    run(_guard(app, reports), http_scope(method="POST", path="/v1/chat/completions"))
+    [report] = reports
+    assert named(report) == [("openai_chat", Outcome.UNCLOSED, {"missing_terminal": 1})]
+    assert report.findings == ()  # the app relayed a clean stream: repaired
+
+
+def test_a_report_held_for_an_open_upstream_goes_at_server_shutdown() -> None:
+    """The downstream body ended, the app has not returned, its upstream is still open: the
+    report waits (the stream counts in ``in_flight``) until the server stops, then goes as
+    it is, with no leak finding (the app never returned) and a note saying why."""
+    transport = AsyncStreamGuardTransport(
+        transport=httpx.MockTransport(_upstream_response), **_transport(protocol="openai_chat")
+    )
+    reports: list[StreamReport] = []
+    client = httpx.AsyncClient(transport=transport)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        request = client.build_request("POST", "http://up/v1/chat/completions", json={})
+        await client.send(request, stream=True)  # never read, never closed
+        await send(sse_start())
+        await send(body(_DOWNSTREAM_BODY, more=False))
+        await asyncio.sleep(3600)  # the app's cleanup, still running
+
+    guard = _guard(app, reports)
+
+    async def main() -> None:
+        recorder = Recorder(incoming=[{"type": "http.request", "body": b""}])
+        scope = http_scope(method="POST", path="/v1/chat/completions")
+        task = asyncio.ensure_future(guard(scope, recorder.receive, recorder.send))
+        while len(recorder.sent) < 2:
+            await asyncio.sleep(0)
+        assert reports == []
+        assert guard.in_flight == 1
+        guard.report_open_streams()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    [report] = reports
+    assert report.outcome is Outcome.COMPLETED
+    assert named(report) == [("openai_chat", None, {})]
+    assert "upstream_left_open" not in report.rules()
+    assert any("shutdown" in note for note in report.notes)
+
+
+def test_upstreams_past_the_bound_are_counted_not_named() -> None:
+    transport = AsyncStreamGuardTransport(
+        transport=httpx.MockTransport(_upstream_response), **_transport(protocol="openai_chat")
+    )
+    client = httpx.AsyncClient(transport=transport)
+    calls = MAX_LINKED_UPSTREAMS + 3
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        for _ in range(calls):
+            async with client.stream("POST", "http://up/v1/chat/completions", json={}) as up:
+                async for _chunk in up.aiter_bytes():
+                    pass
+        await send(sse_start())
+        await send(body(_DOWNSTREAM_BODY, more=False))
+
+    reports: list[StreamReport] = []
+    run(_guard(app, reports), http_scope(method="POST", path="/v1/chat/completions"))
+    [report] = reports
+    assert len(report.upstreams) == MAX_LINKED_UPSTREAMS
+    assert report.upstreams_dropped == calls - MAX_LINKED_UPSTREAMS
 
 
 # -- end to end: a relay under uvicorn, read by the openai SDK --------------------------------
