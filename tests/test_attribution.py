@@ -16,6 +16,7 @@ import contextlib
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -537,3 +538,58 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
+    """A linked stream's span: ``streamguard.upstreams`` and each finding event's
+    ``streamguard.attribution``; an abandoned upstream's: ``streamguard.abandoned``."""
+    pytest.importorskip("opentelemetry.sdk", reason="the OTel SDK is a dev dependency")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from streamguard.otel import FINDING_EVENT, OpenTelemetrySink
+    from streamguard.report import Finding, Severity, UpstreamSummary
+
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    sink = OpenTelemetrySink(tracer_provider=provider, metrics=False)
+    upstream = UpstreamSummary("anthropic", "/v1/messages", Outcome.UNCLOSED, (), True, 0.0, 1.0)
+    linked = StreamReport(
+        protocol="openai_chat",
+        outcome=Outcome.COMPLETED,
+        findings=(
+            Finding("missing_terminal", Severity.ERROR, "m", 3),
+            Finding("role_repeated", Severity.WARNING, "m", 1),
+        ),
+        events=4,
+        bytes=10,
+        body_messages=4,
+        started_at=0.0,
+        first_byte_at=None,
+        first_event_at=None,
+        ended_at=1.0,
+        upstreams=(upstream,),
+        attribution=(UPSTREAM, GATEWAY),
+    )
+    with provider.get_tracer("test").start_as_current_span("request"):
+        sink.stream_started("/v1/chat/completions", "openai_chat", None).stream_ended(linked)
+    abandoned = replace(linked, upstreams=(), attribution=(), abandoned=True)
+    with provider.get_tracer("test").start_as_current_span("upstream request"):
+        sink.stream_started("/v1/messages", "anthropic", None).stream_ended(abandoned)
+    request, upstream_request = exported.get_finished_spans()
+    assert request.attributes is not None
+    assert request.attributes["streamguard.upstreams"] == 1
+    assert "streamguard.abandoned" not in request.attributes
+    events = [event for event in request.events if event.name == FINDING_EVENT]
+    assert [(e.attributes or {}).get("streamguard.attribution") for e in events] == [
+        UPSTREAM,
+        GATEWAY,
+    ]
+    assert upstream_request.attributes is not None
+    assert upstream_request.attributes["streamguard.abandoned"] is True
+    assert "streamguard.upstreams" not in upstream_request.attributes
+    assert all(
+        "streamguard.attribution" not in (e.attributes or {}) for e in upstream_request.events
+    )
