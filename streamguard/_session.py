@@ -51,6 +51,14 @@ in one place:
 * **Which outcomes are failures?** ``streamguard.report.FAILED_OUTCOMES``, beside the
   outcomes themselves, read by the log sink for its levels.
 
+A gateway's two sides: the middleware publishes each request's session in a context
+variable (``DOWNSTREAM``) while the app runs, once a transport exists in the process
+(``LINKING``), and a transport that starts watching an upstream stream in that context
+links it to the request's session (``link_upstream``). The link (``Relay``) is made by the
+first upstream stream, so a stream with none holds ``None`` in one slot; the downstream
+report is completed through it (its upstream streams, each finding's attribution, the
+``upstream_left_open`` leak) and may wait for the request to be over (``Relay``).
+
 Why a base class and not a helper object: the middleware's per-request object *is* the
 stream's session (``middleware._Exchange`` subclasses ``StreamSession``), so its per-frame
 path reaches the monitor with no call layer in between, and an idle open stream costs one
@@ -71,6 +79,7 @@ import asyncio
 import contextlib
 import dataclasses
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, MutableSet, Sequence
 from contextvars import ContextVar
@@ -686,7 +695,15 @@ class Relay:
     Upstream streams past ``MAX_LINKED_UPSTREAMS`` are counted, not linked.
     """
 
-    __slots__ = ("_app_returned", "_completed", "_pending", "downstream", "dropped", "upstreams")
+    __slots__ = (
+        "_app_returned",
+        "_completed",
+        "_lock",
+        "_pending",
+        "downstream",
+        "dropped",
+        "upstreams",
+    )
 
     def __init__(self, downstream: StreamSession) -> None:
         self.downstream = downstream
@@ -699,6 +716,9 @@ class Relay:
         #: The downstream report was completed: later upstream streams are not linked, and
         #: the ones still open were left running.
         self._completed = False
+        #: A sync client's upstream stream ends on a worker thread: the held report is
+        #: taken under this lock, so it is delivered once.
+        self._lock = threading.Lock()
 
     def add(self, upstream: StreamSession) -> None:
         if self._completed:
@@ -733,10 +753,11 @@ class Relay:
 
     def release(self, note: str | None) -> None:
         """Deliver the held downstream report, if any (``note``: why now)."""
-        report = self._pending
+        with self._lock:
+            report = self._pending
+            self._pending = None
         if report is None:
             return
-        self._pending = None
         if note is not None:
             report = dataclasses.replace(report, notes=(*report.notes, note))
         self._deliver(report)
