@@ -482,7 +482,16 @@ class StreamSession:
         if poll and seam.limits_for(spec) is not None:
             sweeper = self.sweeper = seam.sweepers.current()
             if sweeper is not None:
-                sweeper.add(self)
+                if DOWNSTREAM.get() is None:
+                    sweeper.add(self)
+                else:
+                    # The sweeper's task, started here, copies this context: without the
+                    # request in it, it does not hold this request's objects for its life.
+                    token = DOWNSTREAM.set(None)
+                    try:
+                        sweeper.add(self)
+                    finally:
+                        DOWNSTREAM.reset(token)
         unchecked = None
         found: Sequence[Finding] = ()
         failure = None

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import threading
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -593,3 +595,50 @@ def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
     assert all(
         "streamguard.attribution" not in (e.attributes or {}) for e in upstream_request.events
     )
+
+
+def test_the_sweeper_does_not_keep_the_request_that_started_it() -> None:
+    """The sweeper's task is started by a stream and copies its context: the request's
+    session must not be in it, or the sweeper would hold that request (its scope, its
+    upstream streams) for as long as any stream stays open."""
+    AsyncStreamGuardTransport(metrics=False)  # a transport exists: requests are published
+
+    class Marker:
+        pass
+
+    first_done = asyncio.Event()
+    release = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(sse_start())
+        await send(body(b"data: a\n\n"))
+        await (first_done if scope["path"] == "/first" else release).wait()
+        await send(body(b"", more=False))
+
+    guard = StreamGuardMiddleware(app, protocol="sse", metrics=False, logs={"enabled": False})
+
+    async def serve_first() -> weakref.ref[Marker]:
+        marker = Marker()
+        recorder = Recorder()
+        await guard(http_scope(path="/first", marker=marker), recorder.receive, recorder.send)
+        return weakref.ref(marker)
+
+    async def main() -> bool:
+        first = asyncio.ensure_future(serve_first())
+        recorder = Recorder()
+        second = asyncio.ensure_future(
+            guard(http_scope(path="/second"), recorder.receive, recorder.send)
+        )
+        while guard.in_flight < 2:
+            await asyncio.sleep(0)
+        first_done.set()
+        marker = await first
+        del first
+        gc.collect()
+        assert guard.in_flight == 1  # the second stream keeps the sweeper running
+        held = marker() is not None
+        release.set()
+        await second
+        return held
+
+    assert not asyncio.run(main())
