@@ -570,7 +570,9 @@ class StreamSession:
         return ``None``) and hand its report to the sinks; return it.
 
         ``cause`` is the exception that ended a client's read; ``note`` says on the report
-        why it ended now; ``server_stopping`` as ``StreamMonitor.finish``.
+        why it ended now; ``server_stopping`` as ``StreamMonitor.finish``. A gateway's
+        downstream report may be held for its upstream streams (``Relay``): ``None`` is
+        returned then, and a later ``end`` delivers it as it is (at server shutdown).
         """
         monitor = self.monitor
         if monitor is None:
@@ -772,7 +774,11 @@ class Relay:
         self._deliver(report)
 
     def _deliver(self, report: StreamReport) -> StreamReport:
-        report = self._complete(report)
+        try:
+            report = self._complete(report)
+        except Exception as exc:  # the report goes as it is; nothing reaches the app
+            self._completed = True
+            self.downstream.fail("attribute", exc)
         self.downstream.deliver(report)
         return report
 

@@ -642,3 +642,34 @@ def test_the_sweeper_does_not_keep_the_request_that_started_it() -> None:
         return held
 
     assert not asyncio.run(main())
+
+
+def test_a_failure_while_attributing_is_contained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """streamguard failing to complete a linked report: the report goes as it is, the
+    failure is counted, and the app never sees it."""
+    import streamguard._session
+
+    def broken(*args: object) -> tuple[str, ...]:
+        raise RuntimeError("attribution broke")
+
+    monkeypatch.setattr(streamguard._session, "attribute", broken)
+    transport = AsyncStreamGuardTransport(
+        transport=httpx.MockTransport(_upstream_response), **_transport(protocol="openai_chat")
+    )
+    client = httpx.AsyncClient(transport=transport)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        async with client.stream("POST", "http://up/v1/chat/completions", json={}) as up:
+            async for _chunk in up.aiter_bytes():
+                pass
+        await send(sse_start())
+        await send(body(_DOWNSTREAM_BODY, more=False))
+
+    reports: list[StreamReport] = []
+    guard = _guard(app, reports)
+    recorder, raised = run(guard, http_scope(method="POST", path="/v1/chat/completions"))
+    assert raised is None
+    [report] = reports
+    assert report.upstreams == ()
+    assert guard.internal_errors == 1
+    assert recorder.sent[-1]["more_body"] is False
