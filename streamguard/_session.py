@@ -51,6 +51,14 @@ in one place:
 * **Which outcomes are failures?** ``streamguard.report.FAILED_OUTCOMES``, beside the
   outcomes themselves, read by the log sink for its levels.
 
+A gateway's two sides: the middleware publishes each request's session in a context
+variable (``DOWNSTREAM``) while the app runs, once a transport exists in the process
+(``LINKING``), and a transport that starts watching an upstream stream in that context
+links it to the request's session (``link_upstream``). The link (``Relay``) is made by the
+first upstream stream, so a stream with none holds ``None`` in one slot; the downstream
+report is completed through it (its upstream streams, each finding's attribution, the
+``upstream_left_open`` leak) and may wait for the request to be over (``Relay``).
+
 Why a base class and not a helper object: the middleware's per-request object *is* the
 stream's session (``middleware._Exchange`` subclasses ``StreamSession``), so its per-frame
 path reaches the monitor with no call layer in between, and an idle open stream costs one
@@ -69,18 +77,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, MutableSet, Sequence
+from contextvars import ContextVar
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
+from streamguard import rules
+from streamguard.attribution import MAX_LINKED_UPSTREAMS, UpstreamState, attribute
 from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
 from streamguard.liveness import LivenessLimits
 from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, error_name
 from streamguard.protocols import AUTO, CHECKERS
 from streamguard.protocols.auto import protocol_for_path
-from streamguard.report import Finding, StreamReport
+from streamguard.report import Finding, StreamReport, UpstreamSummary
 from streamguard.sinks import COMPRESSED, NOT_SAMPLED, ReportCallback, ReportSink, Sink, StreamSink
 from streamguard.sweeper import Sweeper, Sweepers
 
@@ -88,10 +101,13 @@ if TYPE_CHECKING:
     from streamguard.metrics import StreamGuardMetrics
 
 __all__ = [
+    "DOWNSTREAM",
     "ENDS",
     "EVENT_STREAM",
+    "LINKING",
     "InternalErrors",
     "MonitorSettings",
+    "Relay",
     "ResponseHead",
     "Seam",
     "Side",
@@ -100,6 +116,7 @@ __all__ = [
     "configure",
     "initial_labels",
     "is_cancellation",
+    "link_upstream",
     "not_an_event_stream",
     "read_head",
 ]
@@ -408,7 +425,16 @@ class StreamSession:
     contains no failure, which propagates to the caller.
     """
 
-    __slots__ = ("_failed", "_handles", "_seam", "monitor", "protocol_label", "route", "sweeper")
+    __slots__ = (
+        "_failed",
+        "_handles",
+        "_seam",
+        "monitor",
+        "protocol_label",
+        "relay",
+        "route",
+        "sweeper",
+    )
 
     def __init__(self, seam: Seam | None) -> None:
         self._seam = seam
@@ -423,6 +449,10 @@ class StreamSession:
         self._handles: tuple[StreamSink | None, ...] = ()
         #: The poller of this stream's event loop while it is open (``None`` without one).
         self.sweeper: Sweeper | None = None
+        #: The link between a gateway's downstream stream and the upstream streams it read
+        #: for the same request (``Relay``): made by the first upstream stream that links,
+        #: so a stream with none holds ``None`` and nothing more.
+        self.relay: Relay | None = None
         self._failed = False
 
     def start(
@@ -452,7 +482,16 @@ class StreamSession:
         if poll and seam.limits_for(spec) is not None:
             sweeper = self.sweeper = seam.sweepers.current()
             if sweeper is not None:
-                sweeper.add(self)
+                if DOWNSTREAM.get() is None:
+                    sweeper.add(self)
+                else:
+                    # The sweeper's task, started here, copies this context: without the
+                    # request in it, it does not hold this request's objects for its life.
+                    token = DOWNSTREAM.set(None)
+                    try:
+                        sweeper.add(self)
+                    finally:
+                        DOWNSTREAM.reset(token)
         unchecked = None
         found: Sequence[Finding] = ()
         failure = None
@@ -531,10 +570,17 @@ class StreamSession:
         return ``None``) and hand its report to the sinks; return it.
 
         ``cause`` is the exception that ended a client's read; ``note`` says on the report
-        why it ended now; ``server_stopping`` as ``StreamMonitor.finish``.
+        why it ended now; ``server_stopping`` as ``StreamMonitor.finish``. A gateway's
+        downstream report may be held for its upstream streams (``Relay``): ``None`` is
+        returned then, and a later ``end`` delivers it as it is (at server shutdown).
         """
         monitor = self.monitor
-        if monitor is None or monitor.report is not None:
+        if monitor is None:
+            return None
+        relay = self.relay
+        if monitor.report is not None:
+            if relay is not None and relay.downstream is self:
+                relay.release(note)  # its report, held for its upstreams, goes now
             return None
         if note is not None:
             monitor.add_note(note)
@@ -548,6 +594,20 @@ class StreamSession:
         except Exception as exc:
             self.fail("finish", exc)
             report = monitor.fallback_report(end)
+        if relay is None:
+            self.deliver(report)
+            return report
+        if relay.downstream is self:
+            return relay.downstream_ended(report)
+        self.deliver(relay.upstream_ended(self, report))
+        relay.upstream_settled()
+        return monitor.report
+
+    def deliver(self, report: StreamReport) -> None:
+        """Hand the ended stream's final ``report`` to the sinks (once)."""
+        monitor = self.monitor
+        if monitor is not None:
+            monitor.report = report  # what a relay added to it
         try:
             if self._handles:
                 self._tell(self._handles, lambda handle: handle.stream_ended(report))
@@ -556,7 +616,6 @@ class StreamSession:
             # means every report has reached the sinks.
             if self._seam is not None:
                 self._seam.open_streams.discard(self)
-        return report
 
     def fail(self, where: str, error: BaseException) -> None:
         """streamguard failed on this stream (in ``where``): stop checking it; its first
@@ -590,3 +649,195 @@ class StreamSession:
                     self.fail(named[index].name, exc)
             answers.append(answer)
         return tuple(answers)
+
+
+# -- a gateway's two sides --------------------------------------------------------------------
+
+#: The downstream session of the request being served in this context: set by the middleware
+#: around the app, so the app's code (and the tasks it starts) sees it where it calls its
+#: HTTP client; a transport links the upstream streams it watches to it (``link_upstream``).
+#: A context variable: concurrent requests each see their own, never another's.
+DOWNSTREAM: ContextVar[StreamSession | None] = ContextVar("streamguard_downstream", default=None)
+
+
+class _Linking:
+    """Whether the middleware sets ``DOWNSTREAM``: once a transport was built in this
+    process (a transport built while a request is being served links from the next one)."""
+
+    __slots__ = ("enabled",)
+
+    def __init__(self) -> None:
+        self.enabled = False
+
+
+LINKING = _Linking()
+
+
+def link_upstream(upstream: StreamSession) -> None:
+    """Link a started upstream stream to the downstream stream of the request being served
+    in this context, if any (``DOWNSTREAM``), unless its report was already made."""
+    downstream = DOWNSTREAM.get()
+    if downstream is None or downstream is upstream:
+        return
+    relay = downstream.relay
+    if relay is None:
+        relay = downstream.relay = Relay(downstream)
+    relay.add(upstream)
+
+
+class Relay:
+    """A downstream stream and the upstream streams read for the same request.
+
+    Theory of operation: the middleware's session for a request (``DOWNSTREAM``) gets a
+    relay when the first upstream stream links to it (``link_upstream``); each linked
+    upstream session points to the same relay. When the downstream stream ends, its report
+    is completed here: the upstream streams it names (``UpstreamSummary``: their findings
+    so far, and their end if they ended first), each finding's attribution
+    (``streamguard.attribution.attribute``) and, when the request is over and an upstream
+    stream is still open, the ``upstream_left_open`` finding.
+
+    When is the request over? An upstream stream may be closed after the downstream body
+    ended and before the app returns (``BackgroundTask(response.aclose)``, the pattern the
+    httpx docs give for relays): that is no leak. So a downstream report is held while an
+    upstream stream is still open, until the last one ends (no leak) or the app returns
+    (``app_returned``: the ones still open leaked), or the server stops (``release``). The
+    stream counts as open (``in_flight``) until then.
+
+    Upstream streams past ``MAX_LINKED_UPSTREAMS`` are counted, not linked.
+    """
+
+    __slots__ = (
+        "_app_returned",
+        "_completed",
+        "_lock",
+        "_pending",
+        "downstream",
+        "dropped",
+        "upstreams",
+    )
+
+    def __init__(self, downstream: StreamSession) -> None:
+        self.downstream = downstream
+        self.upstreams: list[StreamSession] = []
+        #: Upstream streams of the request past ``MAX_LINKED_UPSTREAMS``.
+        self.dropped = 0
+        #: The downstream report, held until the request is over.
+        self._pending: StreamReport | None = None
+        self._app_returned = False
+        #: The downstream report was completed: later upstream streams are not linked, and
+        #: the ones still open were left running.
+        self._completed = False
+        #: A sync client's upstream stream ends on a worker thread: the held report is
+        #: taken under this lock, so it is delivered once.
+        self._lock = threading.Lock()
+
+    def add(self, upstream: StreamSession) -> None:
+        if self._completed:
+            return
+        if len(self.upstreams) >= MAX_LINKED_UPSTREAMS:
+            self.dropped += 1
+            return
+        upstream.relay = self
+        self.upstreams.append(upstream)
+
+    def _open_upstreams(self) -> list[StreamSession]:
+        return [
+            upstream
+            for upstream in self.upstreams
+            if upstream.monitor is not None and upstream.monitor.report is None
+        ]
+
+    # -- the downstream side ---------------------------------------------------------------
+
+    def downstream_ended(self, report: StreamReport) -> StreamReport | None:
+        """The downstream stream ended with ``report``: complete and deliver it now if the
+        request is over or no upstream is open, else hold it; return it if delivered."""
+        if self._app_returned or not self._open_upstreams():
+            return self._deliver(report)
+        self._pending = report
+        return None
+
+    def app_returned(self) -> None:
+        """The app returned (or raised): the request is over; a held report goes now."""
+        self._app_returned = True
+        self.release(None)
+
+    def release(self, note: str | None) -> None:
+        """Deliver the held downstream report, if any (``note``: why now)."""
+        with self._lock:
+            report = self._pending
+            self._pending = None
+        if report is None:
+            return
+        if note is not None:
+            report = dataclasses.replace(report, notes=(*report.notes, note))
+        self._deliver(report)
+
+    def _deliver(self, report: StreamReport) -> StreamReport:
+        try:
+            report = self._complete(report)
+        except Exception as exc:  # the report goes as it is; nothing reaches the app
+            self._completed = True
+            self.downstream.fail("attribute", exc)
+        self.downstream.deliver(report)
+        return report
+
+    def _complete(self, report: StreamReport) -> StreamReport:
+        """``report`` with its upstream streams, its findings' attribution and the leak."""
+        self._completed = True
+        findings = report.findings
+        left_open = self._open_upstreams() if self._app_returned else []
+        if left_open:
+            leak = rules.UPSTREAM_LEFT_OPEN.finding(
+                f"{len(left_open)} upstream stream(s) still open when the request ended",
+                event_index=report.events,
+                byte_offset=report.bytes,
+            )
+            self.downstream.emit((leak,))
+            findings = (*findings, leak)
+        states = []
+        summaries = []
+        for upstream in self.upstreams:
+            monitor = upstream.monitor
+            assert monitor is not None  # linked once started
+            ended = monitor.report
+            found = monitor.findings if ended is None else ended.findings
+            counts: dict[str, int] = {}
+            for finding in found:
+                counts[finding.rule] = counts.get(finding.rule, 0) + 1
+            outcome = None if ended is None else ended.outcome
+            inspected = monitor.inspecting if ended is None else ended.inspected
+            states.append(UpstreamState(counts, outcome, inspected))
+            summaries.append(
+                UpstreamSummary(
+                    protocol=monitor.protocol if ended is None else ended.protocol,
+                    route=upstream.route,
+                    outcome=outcome,
+                    findings=tuple(counts.items()),
+                    inspected=inspected,
+                    started_at=monitor.started_at,
+                    ended_at=None if ended is None else ended.ended_at,
+                )
+            )
+        return dataclasses.replace(
+            report,
+            findings=findings,
+            upstreams=tuple(summaries),
+            upstreams_dropped=self.dropped,
+            attribution=attribute([finding.rule for finding in findings], states),
+        )
+
+    # -- the upstream side -----------------------------------------------------------------
+
+    def upstream_ended(self, upstream: StreamSession, report: StreamReport) -> StreamReport:
+        """An upstream stream ended with ``report``: abandoned if the downstream stream it
+        fed ended first."""
+        if self._completed:
+            return dataclasses.replace(report, abandoned=True)
+        return report
+
+    def upstream_settled(self) -> None:
+        """An upstream stream's report was delivered: a held downstream report goes once no
+        upstream stream is open any more."""
+        if self._pending is not None and not self._open_upstreams():
+            self.release(None)

@@ -50,7 +50,16 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from prometheus_client import CollectorRegistry
 
-from streamguard._session import Seam, Side, StreamSession, classify_end, configure, read_head
+from streamguard._session import (
+    LINKING,
+    Seam,
+    Side,
+    StreamSession,
+    classify_end,
+    configure,
+    link_upstream,
+    read_head,
+)
 from streamguard.config import (
     UNKNOWN_ROUTE,
     LogConfig,
@@ -130,6 +139,7 @@ class UpstreamSeam(Seam):
             log_side=SIDE,
         )
         self.library = library
+        LINKING.enabled = True  # the middleware links its requests' streams from now on
 
     def route_for(self, host: str, port: int | None, path: str) -> tuple[str, RouteConfig | None]:
         """The route label and configuration of a request URL; never a raw path.
@@ -199,6 +209,12 @@ class UpstreamSeam(Seam):
         session = _UpstreamSession(self)
         # A sync client is read on its caller's thread: no loop's sweeper polls it.
         session.start(monitor, label or UNKNOWN_ROUTE, protocol, head, spec=spec, poll=not sync)
+        try:
+            # Read for a request the middleware serves (a gateway): the two sides are linked
+            # (``docs/attribution.md``).
+            link_upstream(session)
+        except Exception as exc:
+            session.fail("link", exc)
         return session
 
     def _request_facts(self, request: Any) -> tuple[RequestFacts | None, str | None]:

@@ -87,11 +87,13 @@ def get_logger() -> Any:
 
 def summary_level(report: StreamReport) -> str:
     """``error`` for broken streams (``FAILED_OUTCOMES``, or malformed), ``warning`` for
-    doubtful ones (``NOTABLE_OUTCOMES``, a failure inside streamguard, a warning finding),
-    else ``info``."""
+    doubtful ones (``NOTABLE_OUTCOMES``, a failure inside streamguard, an upstream stream
+    ``abandoned`` by its gateway, a warning finding), else ``info``."""
     if report.outcome in FAILED_OUTCOMES or report.malformed:
         return "error"
     if report.outcome in NOTABLE_OUTCOMES or report.internal_error is not None:
+        return "warning"
+    if report.abandoned:  # an upstream stream its gateway left running
         return "warning"
     if any(finding.severity is Severity.WARNING for finding in report.findings):
         return "warning"
@@ -266,4 +268,25 @@ class StreamLog:
         if report.protocol_source != "configured":
             fields["detected_protocol"] = report.protocol
             fields["protocol_source"] = report.protocol_source
+        if report.attribution:  # a gateway's stream: whose each broken rule is
+            by_attribution: dict[str, set[str]] = {}
+            for finding, attribution in zip(report.findings, report.attribution, strict=False):
+                by_attribution.setdefault(attribution, set()).add(finding.rule)
+            fields["attribution"] = {
+                attribution: sorted(rules) for attribution, rules in by_attribution.items()
+            }
+        if report.upstreams:  # bounded: MAX_LINKED_UPSTREAMS, labels and rule names only
+            fields["upstreams"] = [
+                {
+                    "protocol": upstream.protocol,
+                    "route": upstream.route,
+                    "outcome": "open" if upstream.outcome is None else upstream.outcome.value,
+                    "rules": sorted(rule for rule, _count in upstream.findings),
+                }
+                for upstream in report.upstreams
+            ]
+        if report.upstreams_dropped:
+            fields["upstreams_dropped"] = report.upstreams_dropped
+        if report.abandoned:
+            fields["abandoned"] = True
         getattr(self._logger, summary_level(report))(f"stream_{report.outcome.value}", **fields)

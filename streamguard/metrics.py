@@ -35,6 +35,7 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from streamguard.attribution import ATTRIBUTIONS
 from streamguard.report import SKIP_REASONS, Finding, Outcome, Severity, StreamReport
 from streamguard.rules import rules_for, skip_reasons_for
 from streamguard.sinks import COMPRESSED, NOT_SAMPLED
@@ -96,6 +97,12 @@ class StreamGuardMetrics:
             "malformed_streams", "Checked streams that ended with an error-severity finding."
         )
         self.violations = counter("violations", "Rule violations found, by rule.", "rule")
+        self.attributed_violations = counter(
+            "attributed_violations",
+            "Rule violations of streams linked to upstream streams (a gateway's), by whose "
+            "they are: upstream, gateway or unknown.",
+            "attribution",
+        )
         self.checks_skipped = counter(
             "checks_skipped",
             "Checked streams on which some checks were skipped, by reason (each reason once "
@@ -180,6 +187,7 @@ class StreamMetrics:
     """The label children of one (route, protocol): what a stream touches, resolved once."""
 
     __slots__ = (
+        "_attributed",
         "_outcomes",
         "_parent",
         "_protocol",
@@ -226,6 +234,9 @@ class StreamMetrics:
             reason: parent.checks_skipped.labels(*labels, reason)
             for reason in skip_reasons_for(protocol)
         }
+        #: Made (every attribution at 0) by the first stream of the pair linked to an
+        #: upstream: a route that is no gateway's has no such series.
+        self._attributed: dict[str, Counter] | None = None
 
     def unchecked(self, reason: str) -> UncheckedStreamMetrics:
         """The handle of a stream of this pair whose frames are not checked, for ``reason``."""
@@ -271,6 +282,23 @@ class StreamMetrics:
             )
         child.inc()
 
+    def attributed(self, attribution: Sequence[str]) -> None:
+        """Count a linked stream's findings by attribution (``report.attribution``)."""
+        children = self._attributed
+        if children is None:
+            parent = self._parent
+            children = self._attributed = {
+                kind: parent.attributed_violations.labels(self._route, self._protocol, kind)
+                for kind in ATTRIBUTIONS
+            }
+        counts: dict[str, int] = {}
+        for kind in attribution:
+            counts[kind] = counts.get(kind, 0) + 1
+        for kind, count in counts.items():
+            child = children.get(kind)
+            if child is not None:  # a closed set: nothing else is a label
+                child.inc(count)
+
     def stream_ended(self, report: StreamReport, checked: bool = True) -> None:
         self.in_progress.dec()
         self._outcomes[report.outcome].inc()
@@ -281,6 +309,8 @@ class StreamMetrics:
         if checked:
             for reason in report.skipped_checks:
                 self.skipped(reason)
+        if report.attribution:
+            self.attributed(report.attribution)
         if report.events:
             self.frames.inc(report.events)
         if report.bytes:

@@ -44,7 +44,9 @@ from prometheus_client import CollectorRegistry
 from pydantic_core import PydanticCustomError, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from streamguard import _session
 from streamguard._session import (
+    DOWNSTREAM,
     Seam,
     Side,
     StreamSession,
@@ -146,11 +148,25 @@ class StreamGuardMiddleware:
             await self.app(scope, receive, send)
             return
         exchange = _Exchange(self._seam, scope, receive, send)
+        # The app's code, and the tasks it starts, see this request's exchange: a
+        # streamguard transport its HTTP client reads through links the upstream streams
+        # to it (``streamguard._session.link_upstream``; ``docs/attribution.md``).
+        # Only once a transport exists in the process (``_session.LINKING``): setting a
+        # context variable costs every request's context about 120 bytes for its whole
+        # life (an idle stream's budget is 2 KiB), which an app with no transport to link
+        # never pays. No ``Token`` is kept (it would cost as much again): the app's context
+        # is the request's own (a server runs each request in a task of its own), and the
+        # variable is cleared when the app is done.
+        if _session.LINKING.enabled:  # (no local: the coroutine frame lives as long)
+            DOWNSTREAM.set(exchange)
         try:
             await self.app(scope, exchange.receive, exchange)  # the exchange is the app's send
         except BaseException as exc:
             exchange.app_ended(exc)
             raise
+        finally:
+            if _session.LINKING.enabled:
+                DOWNSTREAM.set(None)
         exchange.app_ended()
 
     @property
@@ -338,7 +354,12 @@ class _Exchange(StreamSession):
     __call__ = send
 
     def app_ended(self, error: BaseException | None = None) -> None:
-        """The app returned, or raised ``error``: end the stream if it is still open."""
+        """The app returned, or raised ``error``: end the stream if it is still open.
+
+        The request is over: a report held for upstream streams still open goes now, with
+        the ``upstream_left_open`` finding (``streamguard._session.Relay``)."""
+        if self.relay is not None:
+            self.relay.app_returned()
         monitor = self.monitor
         if monitor is None or monitor.report is not None:
             return

@@ -111,6 +111,9 @@ ATTRIBUTES: Mapping[str, str] = {
     "streamguard.rules": "the distinct rules broken, sorted",
     "streamguard.duration": "seconds from the request to the end of the stream",
     "streamguard.time_to_first_event": "seconds from the request to the first SSE event",
+    "streamguard.upstreams": "a gateway's stream: the upstream streams linked to it "
+    "(docs/attribution.md), named and not",
+    "streamguard.abandoned": "an upstream stream still open when its downstream stream ended",
 }
 
 #: Each instrument's name (the middleware's; a transport's has ``streamguard.upstream.``
@@ -241,8 +244,12 @@ class _StreamHandle:
             )
         try:
             span.set_attributes(self._attributes(report))
-            for finding in report.findings:
-                span.add_event(FINDING_EVENT, _finding_attributes(finding))
+            attribution = report.attribution
+            for index, finding in enumerate(report.findings):
+                event = _finding_attributes(finding)
+                if attribution:  # a gateway's stream: whose the finding is
+                    event["streamguard.attribution"] = attribution[index]
+                span.add_event(FINDING_EVENT, event)
             if sink.error_status and (report.outcome in FAILED_OUTCOMES or report.malformed):
                 span.set_status(Status(StatusCode.ERROR, _status_description(report)))
         finally:
@@ -271,6 +278,10 @@ class _StreamHandle:
         first_event = report.time_to_first_event
         if first_event is not None:
             attributes["streamguard.time_to_first_event"] = max(first_event, 0.0)
+        if report.upstreams or report.upstreams_dropped:
+            attributes["streamguard.upstreams"] = len(report.upstreams) + report.upstreams_dropped
+        if report.abandoned:
+            attributes["streamguard.abandoned"] = True
         return attributes
 
 

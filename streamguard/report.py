@@ -21,6 +21,7 @@ __all__ = [
     "Outcome",
     "Severity",
     "StreamReport",
+    "UpstreamSummary",
 ]
 
 #: Why a check was skipped on a stream whose frames were checked: the closed set of
@@ -90,6 +91,29 @@ class Finding:
 
 
 @dataclass(frozen=True, slots=True)
+class UpstreamSummary:
+    """An upstream stream read for the same request as a downstream one (a gateway reading
+    its provider), as the downstream report names it (``StreamReport.upstreams``).
+
+    Made when the downstream report is: an upstream still open then has no ``outcome``
+    and the findings it had so far.
+    """
+
+    protocol: str
+    #: The upstream's ``route`` label (a configured name or an endpoint template).
+    route: str | None
+    #: How it ended, or ``None``: still open when the downstream report was made.
+    outcome: Outcome | None
+    #: Its findings by rule, as ``(rule, count)`` pairs in the order first found.
+    findings: tuple[tuple[str, int], ...]
+    #: Whether its frames were checked (a compressed or unsampled stream's were not).
+    inspected: bool
+    started_at: float
+    #: ``None`` while it is open.
+    ended_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class StreamReport:
     """Everything streamguard learned about one stream, built once when it ended.
 
@@ -128,6 +152,19 @@ class StreamReport:
     #: Why checks were skipped on this stream, each once, from ``SKIP_REASONS``: what the
     #: notes say in words, for a sink to count (``streamguard_checks_skipped_total``).
     skipped_checks: tuple[str, ...] = ()
+    #: A downstream stream's upstream streams: those read through a watched transport for
+    #: the same request, in the order they started, at most
+    #: ``streamguard.attribution.MAX_LINKED_UPSTREAMS``; empty when none was.
+    upstreams: tuple[UpstreamSummary, ...] = ()
+    #: Upstream streams of the same request past that bound: counted, not named.
+    upstreams_dropped: int = 0
+    #: Whose each finding is, in the order of ``findings`` (``upstream``, ``gateway`` or
+    #: ``unknown``, ``streamguard.attribution``); empty when no upstream stream was linked,
+    #: which means every finding is ``unknown``.
+    attribution: tuple[str, ...] = ()
+    #: An upstream stream still open when the downstream stream it fed had ended (the
+    #: gateway left it running): its own report says so when it finally ends.
+    abandoned: bool = False
 
     @property
     def malformed(self) -> bool:

@@ -231,6 +231,14 @@ BUFFERED_FLUSH = _rule(
     "The whole stream reached the client in one burst instead of incrementally.",
     scope=STREAM,
 )
+UPSTREAM_LEFT_OPEN = _rule(
+    "upstream_left_open",
+    W,
+    "An upstream stream read for this request was still open when the request ended; "
+    "under load, leaked connections.",
+    scope=STREAM,
+    once_per_stream=True,
+)
 INVALID_JSON = _rule("invalid_json", E, "An event's data is not the JSON the protocol requires.")
 SCHEMA_MISMATCH = _rule(
     "schema_mismatch", E, "An event's JSON does not have the protocol's documented shape."

@@ -23,6 +23,7 @@ EXPECTED_NAMES = {
     "streamguard_unchecked_streams",
     "streamguard_malformed_streams",
     "streamguard_violations",
+    "streamguard_attributed_violations",
     "streamguard_checks_skipped",
     "streamguard_streams_in_progress",
     "streamguard_stream_duration_seconds",

@@ -576,7 +576,8 @@ def test_upstream_metrics_have_their_own_names(client: Client) -> None:
     )
     assert sample("streamguard_upstream_streams_in_progress", labels) == 0
     names = {family.name for family in registry.collect()}
-    assert len(names) == 12  # the middleware's families, checks_skipped included
+    # the middleware's families, checks_skipped and attributed_violations included
+    assert len(names) == 13
     assert all(name.startswith("streamguard_upstream_") for name in names)
 
 

@@ -341,6 +341,38 @@ DOCS: tuple[RuleDoc, ...] = (
             also set `X-Accel-Buffering: no` or `proxy_buffering off` for the route.""",
     ),
     rule_doc(
+        "upstream_left_open",
+        meaning="""
+            A gateway's stream: the app read an upstream stream through a streamguard
+            transport for this request, and that upstream stream was still open (its
+            response neither read to the end nor closed) when the request was over: the
+            downstream body had ended and the app had returned. Only a downstream stream
+            with linked upstream streams can have it (the middleware on the app's routes,
+            the transport on its HTTP client; see [Attribution](attribution.md)); reported
+            once per downstream stream, and the upstream stream's own report says
+            `abandoned` when it finally ends. An upstream closed by a background task
+            (Starlette's `BackgroundTask(response.aclose)`) is closed before the app returns,
+            and is no leak.""",
+        clients="""
+            The gateway's client gets its whole answer: nothing breaks for it. The upstream
+            connection does: it stays checked out of the HTTP client's pool (httpx's default
+            pool holds 100 connections) and the provider keeps generating, and billing,
+            tokens nobody reads. Under load the pool runs dry and new requests wait for
+            `PoolTimeout`, long after the streams that leaked them ended.""",
+        example="""
+            upstream = await client.send(request, stream=True)
+            async for line in upstream.aiter_lines():
+                yield line + "\\n"
+                if line == "data: [DONE]":
+                    break  # the upstream response is never closed
+            """,
+        note="Python, not wire text: the relay's generator stops reading and never closes the response.",
+        fix="""
+            Read an upstream stream inside `async with client.stream(...)`, or close it in a
+            `finally` (`await response.aclose()`), or hand the close to the response
+            (`StreamingResponse(..., background=BackgroundTask(response.aclose))`).""",
+    ),
+    rule_doc(
         "invalid_json",
         meaning="""
             An event's data is not the JSON the protocol requires: not JSON at all, JSON that is

@@ -1,0 +1,289 @@
+"""Whose bug is it: a gateway's, or its upstream's? The one table that decides.
+
+A gateway (an LLM proxy, a FastAPI relay) reads an upstream stream with an HTTP client and
+writes its own stream to its client. With the middleware on its routes and a streamguard
+transport on its client, both streams of one request are watched and linked
+(``streamguard._session.Relay``), and each finding of the downstream stream is attributed:
+
+* ``upstream``: a linked upstream stream already broke the same way: it has a finding of
+  the same *rule class*, or of a class that explains it (a cut upstream explains a missing
+  finish downstream), or it ended in a way that is that class (``unclosed``,
+  ``connection_lost``: the stream was cut);
+* ``gateway``: every linked upstream stream was checked and none broke that way, or the
+  rule is one only a gateway can break (``GATEWAY_ONLY``);
+* ``unknown``: no upstream stream was linked, or the only ones that could explain it were
+  not checked (compressed, left out by the sample).
+
+Rule classes are how the mapping crosses protocols: a gateway that translates an
+Anthropic upstream into an OpenAI Chat stream turns a missing ``message_stop`` into a
+missing ``[DONE]`` (both ``missing_terminal``), and a missing ``message_delta`` (which
+carries ``stop_reason``) into a missing ``finish_reason``. A rule not in the table (a
+plugin protocol's) is a class of its own: only the same rule upstream explains it.
+
+This module is pure (no I/O, no state): ``CLASSES`` is the table, ``attribute`` applies
+it, and ``markdown_table`` renders it for ``docs/attribution.md`` (a test keeps the page
+in step: ``python -m tests.test_attribution`` rewrites it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Final, NamedTuple
+
+from streamguard.report import Outcome
+
+__all__ = [
+    "ATTRIBUTIONS",
+    "CLASSES",
+    "GATEWAY",
+    "GATEWAY_ONLY",
+    "MAX_LINKED_UPSTREAMS",
+    "UNKNOWN",
+    "UPSTREAM",
+    "RuleClass",
+    "UpstreamState",
+    "attribute",
+    "markdown_table",
+    "rule_class",
+    "upstream_classes",
+]
+
+#: The finding was already in an upstream stream of the same request.
+UPSTREAM: Final = "upstream"
+#: The upstream streams were checked and clean of it: the gateway introduced it.
+GATEWAY: Final = "gateway"
+#: No upstream stream was watched (or none that could tell was checked).
+UNKNOWN: Final = "unknown"
+#: The closed set of attributions: the ``attribution`` metric label's values.
+ATTRIBUTIONS: Final[tuple[str, ...]] = (UPSTREAM, GATEWAY, UNKNOWN)
+
+#: How many upstream streams one downstream report names; more are counted
+#: (``StreamReport.upstreams_dropped``) and neither compared nor watched for leaks. A
+#: gateway that fans a request out wider than this is rare, and the report stays bounded.
+MAX_LINKED_UPSTREAMS: Final = 8
+
+#: The class of the rules only a gateway's own code can break: the ASGI calls of the app,
+#: and the gateway leaving an upstream stream open.
+GATEWAY_ONLY: Final = "gateway_only"
+
+
+class RuleClass(NamedTuple):
+    """A way a stream breaks, whatever its protocol."""
+
+    name: str
+    #: What breaking this way means, for the docs.
+    meaning: str
+    #: The rules of every protocol that break this way.
+    rules: tuple[str, ...]
+    #: The outcomes of an upstream stream that are this class (a cut is an outcome too).
+    outcomes: tuple[Outcome, ...] = ()
+    #: The other classes whose upstream break explains a downstream finding of this one.
+    explained_by: tuple[str, ...] = ()
+
+
+#: The table: every rule of the built-in protocols, by class. A downstream finding of a
+#: class is the upstream's when a linked upstream broke in that class or in one of its
+#: ``explained_by`` classes.
+CLASSES: Final[tuple[RuleClass, ...]] = (
+    RuleClass(
+        "cut",
+        "the stream stopped before its end: no terminal signal, a last event never finished",
+        ("missing_terminal", "unterminated_frame"),
+        outcomes=(Outcome.UNCLOSED, Outcome.CONNECTION_LOST),
+    ),
+    RuleClass(
+        "finish",
+        "how the answer ended is missing, unknown, repeated or out of place",
+        (
+            "missing_finish_reason",
+            "missing_message_delta",
+            "multiple_finish_reason",
+            "unknown_finish_reason",
+            "unknown_stop_reason",
+            "finish_reason_not_last",
+            "content_after_finish",
+            "chunk_after_finish",
+            "done_text_mismatch",
+            "status_mismatch",
+        ),
+        explained_by=("cut",),
+    ),
+    RuleClass(
+        "after_end",
+        "events after the terminal signal, or the terminal signal twice",
+        ("duplicate_terminal", "event_after_terminal"),
+    ),
+    RuleClass(
+        "start",
+        "the stream's opening event is missing, repeated or wrong",
+        (
+            "missing_message_start",
+            "duplicate_message_start",
+            "prepopulated_message_start",
+            "missing_response_created",
+            "duplicate_response_created",
+            "missing_run_started",
+            "duplicate_run_started",
+            "role_not_first",
+            "role_repeated",
+        ),
+    ),
+    RuleClass(
+        "framing",
+        "the SSE framing or the bytes themselves",
+        (
+            "invalid_utf8",
+            "event_too_large",
+            "unknown_field",
+            "crlf_framing",
+            "sdk_incompatible_framing",
+            "duplicate_event_id",
+        ),
+    ),
+    RuleClass(
+        "payload",
+        "an event's JSON, its shape or its type",
+        (
+            "invalid_json",
+            "schema_mismatch",
+            "unexpected_event_field",
+            "unknown_event_type",
+            "unknown_chunk_type",
+            "event_type_mismatch",
+            "event_name_mismatch",
+            "invalid_jsonrpc",
+            "invalid_state_patch",
+            "state_delta_before_snapshot",
+        ),
+    ),
+    RuleClass(
+        "identity",
+        "the ids that tie the events of one answer together",
+        ("inconsistent_id", "response_id_changed", "sequence_gap"),
+    ),
+    RuleClass(
+        "structure",
+        "the parts of the answer (choices, items, blocks, tool calls) and their order",
+        (
+            "choice_index_invalid",
+            "choice_out_of_order",
+            "tool_call_index_invalid",
+            "tool_call_header_missing",
+            "tool_call_header_repeated",
+            "tool_call_arguments_invalid",
+            "function_call_mixed",
+            "tool_input_invalid",
+            "item_out_of_order",
+            "item_overlap",
+            "item_not_open",
+            "item_not_closed",
+            "item_status_unexpected",
+            "block_index_out_of_order",
+            "block_not_started",
+            "block_overlap",
+            "block_not_stopped",
+            "block_open_at_limit",
+            "block_after_message_delta",
+            "delta_type_mismatch",
+            "signature_not_last",
+            "id_not_open",
+            "id_already_open",
+            "id_not_closed",
+            "step_not_balanced",
+            "duplicate_response",
+            "unrequested_response",
+            "response_on_standalone_stream",
+        ),
+    ),
+    RuleClass(
+        "usage",
+        "the token usage: where it comes, how often, whether it adds up",
+        (
+            "usage_not_last",
+            "usage_repeated",
+            "usage_missing",
+            "usage_unrequested",
+            "usage_nonstandard",
+            "usage_total_mismatch",
+            "usage_decreased",
+        ),
+    ),
+    RuleClass(
+        "timing",
+        "the pace: a stall, a burst, a body left open after its end",
+        ("stalled", "buffered_flush", "body_not_ended"),
+    ),
+    RuleClass(
+        "head",
+        "the response head (a relay may copy its upstream's headers)",
+        ("content_length_on_stream", "bad_content_type_charset", "compressed_stream"),
+    ),
+    RuleClass(
+        GATEWAY_ONLY,
+        "the app's own ASGI calls, and upstream streams it left open: never an upstream's",
+        ("response_not_finished", "body_after_end", "upstream_left_open"),
+    ),
+)
+
+_CLASS_OF: Final[dict[str, str]] = {rule: each.name for each in CLASSES for rule in each.rules}
+_OUTCOME_CLASSES: Final[dict[Outcome, str]] = {
+    outcome: each.name for each in CLASSES for outcome in each.outcomes
+}
+_EXPLAINED_BY: Final[dict[str, frozenset[str]]] = {
+    each.name: frozenset((each.name, *each.explained_by)) for each in CLASSES
+}
+
+
+def rule_class(rule: str) -> str:
+    """The class of ``rule``; a rule the table does not hold is a class of its own."""
+    return _CLASS_OF.get(rule, rule)
+
+
+class UpstreamState(NamedTuple):
+    """What attribution compares of one upstream stream: its findings' rules so far, how it
+    ended (``None``: still open) and whether its frames were checked."""
+
+    rules: Iterable[str]
+    outcome: Outcome | None
+    inspected: bool
+
+
+def upstream_classes(upstream: UpstreamState) -> frozenset[str]:
+    """The classes an upstream stream broke in: its findings', and its end's."""
+    classes = {rule_class(rule) for rule in upstream.rules}
+    if upstream.outcome is not None and upstream.outcome in _OUTCOME_CLASSES:
+        classes.add(_OUTCOME_CLASSES[upstream.outcome])
+    return frozenset(classes)
+
+
+def attribute(rules: Sequence[str], upstreams: Sequence[UpstreamState]) -> tuple[str, ...]:
+    """The attribution of each downstream finding (by its rule, in order), given the
+    upstream streams linked to it."""
+    if not upstreams:
+        return (UNKNOWN,) * len(rules)
+    broken = frozenset().union(*(upstream_classes(upstream) for upstream in upstreams))
+    all_checked = all(upstream.inspected for upstream in upstreams)
+    attributed = []
+    for rule in rules:
+        kind = rule_class(rule)
+        if kind == GATEWAY_ONLY:
+            attributed.append(GATEWAY)
+        elif broken & _EXPLAINED_BY.get(kind, frozenset((kind,))):
+            attributed.append(UPSTREAM)
+        else:
+            attributed.append(GATEWAY if all_checked else UNKNOWN)
+    return tuple(attributed)
+
+
+def markdown_table() -> str:
+    """``CLASSES`` as the Markdown table of ``docs/attribution.md``."""
+    lines = [
+        "| class | what broke | rules | upstream outcomes | also the upstream's when it broke as |",
+        "|---|---|---|---|---|",
+    ]
+    for each in CLASSES:
+        rules = ", ".join(f"`{rule}`" for rule in each.rules)
+        outcomes = ", ".join(f"`{outcome.value}`" for outcome in each.outcomes)
+        explained = ", ".join(f"`{name}`" for name in each.explained_by)
+        lines.append(f"| `{each.name}` | {each.meaning} | {rules} | {outcomes} | {explained} |")
+    return "\n".join(lines) + "\n"
