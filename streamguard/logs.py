@@ -182,6 +182,14 @@ class StreamLog:
         self._bound: Any = None
         self._logged = 0
         self._not_logged = 0
+        # Made in the request's context: what it bound (a request id, say) is bound to the
+        # stream's logger now, so that an event the sweeper logs from its own task (a
+        # ``stalled`` finding) carries this stream's values, not those of the stream that
+        # started the sweeper (a bound value wins over ``merge_contextvars``'). Nothing
+        # bound, nothing kept: the logger is still made at its first use.
+        bound_in_request = structlog.contextvars.get_contextvars()
+        if bound_in_request:
+            self._bound = self._logger.bind(**bound_in_request)
 
     @property
     def _config(self) -> LogConfig:

@@ -68,11 +68,6 @@ def test_request_id_reaches_every_frame_and_summary_event() -> None:
     assert not structlog.contextvars.get_contextvars()  # the middleware left nothing bound
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the sweeper task inherits the context of the stream that started it "
-    "(streamguard/sweeper.py); needs each stream's poll run in that stream's context",
-)
 def test_request_id_of_a_live_stalled_finding_is_its_own_streams() -> None:
     """A stalled finding made by the poller while its stream is open carries that stream's id."""
     logs = _serve_concurrently(["first", "second"], idle_limit_s=0.1)
