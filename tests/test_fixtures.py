@@ -135,7 +135,7 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
     "ai_sdk_ui": {
         "invalid_json": ("invalid_json", "ok_crlf_keepalive_comments"),
         "schema_mismatch": ("schema_mismatch_null_optional", "ok_tools_reasoning_sources_data"),
-        "unknown_chunk_type": ("warn_unknown_chunk_type", "ok_tools_reasoning_sources_data"),
+        "unknown_chunk_type": ("unknown_chunk_type", "ok_tools_reasoning_sources_data"),
         "id_not_open": ("id_not_open", "ok_continuation_without_start_or_finish"),
         "id_already_open": ("id_already_open", "ok_reset_step_retry"),
         "id_not_closed": ("id_not_closed", "ok_abort"),
