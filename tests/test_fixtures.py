@@ -48,6 +48,8 @@ _OPENAI_CHAT = {
     "usage_missing": "clean-forced-tool-choice-stop",
     "usage_unrequested": "clean-2024-no-usage-field",
     "usage_nonstandard": "clean-text-include-usage",
+    "usage_without_choices": "clean-text-include-usage",
+    "tool_call_function_missing": "clean-parallel-tool-calls",
     "usage_total_mismatch": "clean-text-include-usage",
     "unexpected_event_field": "clean-text-include-usage",
 }

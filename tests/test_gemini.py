@@ -14,9 +14,11 @@ from streamguard.sse import Event
 from tests.helpers import gemini_chunk, gemini_text
 
 
-def test_sdk_framing_and_usage_are_warnings() -> None:
-    """SDK-hostile framing and decreasing usage are warnings; a missing finish is an error."""
-    assert RULES["sdk_incompatible_framing"].severity is Severity.WARNING
+def test_severities_follow_the_official_client() -> None:
+    """Framing google-genai cannot read makes it raise (UnknownApiResponseError, measured
+    by tests/test_oracle.py), so it is an error, as a missing finish is; decreasing usage,
+    which the SDK reads, is a warning."""
+    assert RULES["sdk_incompatible_framing"].severity is Severity.ERROR
     assert RULES["usage_decreased"].severity is Severity.WARNING
     assert RULES["missing_finish_reason"].severity is Severity.ERROR
 
@@ -73,7 +75,7 @@ def test_finish_reason_not_last_is_reported_once_per_candidate() -> None:
 
 def test_a_repeated_finish_without_content_is_not_judged() -> None:
     """A finish with content, then a contentless chunk finishing again, stays clean."""
-    signature = {"content": {"parts": [{"text": "", "thoughtSignature": "Eq"}]}}
+    signature = {"content": {"parts": [{"text": "", "thoughtSignature": "Eg=="}]}}
     body = gemini_chunk(gemini_text("Hello.", finishReason="STOP")) + gemini_chunk(
         {**signature, "finishReason": "STOP", "index": 0}
     )

@@ -275,25 +275,6 @@ DOCS: tuple[RuleDoc, ...] = (
             before any argument fragments.""",
     ),
     rule_doc(
-        "tool_call_function_missing",
-        meaning="""
-            A `tool_calls` entry of a delta has no `function` object (the key is absent or
-            null). The API sends `function` on every delta of a function call: the name on the
-            first, the argument fragments (possibly `""`) on every later one.""",
-        clients="""
-            openai-python's stream helper (`client.chat.completions.stream()`) asserts
-            `tool_call_delta.function is not None` for every delta of a function tool call, so
-            it fails with `AssertionError` on the first such delta (measured with openai 3.57);
-            plain iteration of `create(stream=True)` reads on.""",
-        example=f"""
-            data: {{"id":"chatcmpl-9x",{_CHUNK},"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0}}]}},"finish_reason":null}}]}}
-
-            """,
-        fix="""
-            Send `function` on every tool-call delta, with `arguments: ""` when a delta carries
-            no fragment.""",
-    ),
-    rule_doc(
         "tool_call_header_repeated",
         meaning="""
             A later delta of a tool call sends its `id` or `function.name` again. Some
@@ -312,6 +293,25 @@ DOCS: tuple[RuleDoc, ...] = (
         fix="""
             Send the header (`id`, `function.name`) on a call's first delta only; later deltas
             carry `index` and `function.arguments`.""",
+    ),
+    rule_doc(
+        "tool_call_function_missing",
+        meaning="""
+            A `tool_calls` entry of a delta has no `function` object (the key is absent or
+            null). The API sends `function` on every delta of a function call: the name on the
+            first, the argument fragments (possibly `""`) on every later one.""",
+        clients="""
+            openai-python's stream helper (`client.chat.completions.stream()`) asserts
+            `tool_call_delta.function is not None` for every delta of a function tool call, so
+            it fails with `AssertionError` on the first such delta (measured with openai 3.57);
+            plain iteration of `create(stream=True)` reads on.""",
+        example=f"""
+            data: {{"id":"chatcmpl-9x",{_CHUNK},"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0}}]}},"finish_reason":null}}]}}
+
+            """,
+        fix="""
+            Send `function` on every tool-call delta, with `arguments: ""` when a delta carries
+            no fragment.""",
     ),
     rule_doc(
         "tool_call_arguments_invalid",
