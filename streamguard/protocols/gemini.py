@@ -202,7 +202,8 @@ class _Problems:
 # (``"7"`` for an integer, ``1`` for a boolean); only what the SDK rejects is a problem.
 # A schema maps a camelCase field to a leaf kind (below), to a nested schema (an object
 # whose fields are checked in turn; ``{}``: any object), or to a one-entry tuple holding the
-# schema of each entry of a list of objects.
+# schema of each entry of a list of objects (and ``_EMPTY_OBJECT_READS`` where the SDK's
+# converter reads ``{}`` as an empty list).
 
 _STRING: Final = "string"
 _NUMBER: Final = "number"
@@ -210,8 +211,12 @@ _INTEGER: Final = "integer"
 _BOOLEAN: Final = "boolean"
 _BASE64: Final = "base64"
 _ANY_OBJECT: dict[str, object] = {}
+#: In a list's one-entry tuple, a second entry: an empty object there reads as [].
+_EMPTY_OBJECT_READS: Final = "empty object reads"
 #: The strings pydantic's lax mode reads as a boolean.
-_BOOLEAN_WORDS = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})
+_BOOLEAN_WORDS = frozenset(
+    {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"}
+)
 
 _SAFETY_RATING: dict[str, object] = {
     "category": _STRING,
@@ -233,13 +238,13 @@ _PART: dict[str, object] = {
     "codeExecutionResult": {"outcome": _STRING, "output": _STRING},
 }
 #: A candidate's fields beyond those ``_on_candidates`` reads itself (index, finishReason,
-#: content's own type).
+#: content's own type). Not ``finishMessage`` (the Gemini API converter drops it) nor
+#: ``citationMetadata`` (converted leniently: a string or a list reads as empty).
 _CANDIDATE: dict[str, object] = {
-    "finishMessage": _STRING,
     "avgLogprobs": _NUMBER,
     "tokenCount": _INTEGER,
-    "safetyRatings": (_SAFETY_RATING,),
-    "citationMetadata": _ANY_OBJECT,
+    # The Gemini API converter iterates it, so an empty object reads as an empty list.
+    "safetyRatings": (_SAFETY_RATING, _EMPTY_OBJECT_READS),
     "groundingMetadata": _ANY_OBJECT,
     "urlContextMetadata": _ANY_OBJECT,
     "logprobsResult": _ANY_OBJECT,
@@ -333,6 +338,8 @@ def _check_fields(
             elif kind:
                 _check_fields(item, kind, path, problems)
         elif isinstance(kind, tuple):
+            if len(kind) > 1 and item == {}:
+                continue  # converted by iterating it: an empty object reads as []
             if type(item) is not list:
                 problems.add(f"{path} is {type_name(item)}, expected a list")
                 continue

@@ -114,9 +114,7 @@ def _chat_helper(request: Mapping[str, Any] | None) -> None:
 def _chat_iteration(request: Mapping[str, Any] | None) -> None:
     client = _openai()
     options = _chat_options(request)
-    for _ in client.chat.completions.create(
-        model="m", messages=_MESSAGES, stream=True, **options
-    ):
+    for _ in client.chat.completions.create(model="m", messages=_MESSAGES, stream=True, **options):
         pass
 
 
@@ -203,9 +201,7 @@ def available(protocol: str) -> bool:
     return True
 
 
-def python_verdicts(
-    protocol: str, body: bytes, request: Mapping[str, Any] | None
-) -> list[Verdict]:
+def python_verdicts(protocol: str, body: bytes, request: Mapping[str, Any] | None) -> list[Verdict]:
     """Each Python client of ``protocol`` on ``body``."""
     verdicts = []
     _BODY.bytes = body
@@ -250,6 +246,8 @@ def node_verdicts(cases: Sequence[tuple[str, str, bytes]]) -> dict[str, Verdict]
     assert len(by_id) == len(cases), done.stdout[-2000:]
     protocols = {case_id: protocol for case_id, protocol, _ in cases}
     return {
-        case_id: Verdict(NODE_CLIENTS[protocols[case_id]], None if result["ok"] else result["error"])
+        case_id: Verdict(
+            NODE_CLIENTS[protocols[case_id]], None if result["ok"] else result["error"]
+        )
         for case_id, result in by_id.items()
     }

@@ -54,9 +54,11 @@ def frames(body: bytes) -> tuple[list[bytes], bytes, bytes]:
 
 def _data_frames(framed: list[bytes], eol: bytes) -> list[int]:
     """The positions of frames that carry a data line (comments and keep-alives do not)."""
-    return [i for i, frame in enumerate(framed) if any(
-        line.startswith(b"data:") for line in frame.split(eol)
-    )]
+    return [
+        i
+        for i, frame in enumerate(framed)
+        if any(line.startswith(b"data:") for line in frame.split(eol))
+    ]
 
 
 def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -145,9 +147,7 @@ def mutants(fixture_id: str, body: bytes, *, per_kind: int = 2, retypes: int = 8
         frame = framed[i]
         at = cuts.randrange(1, len(frame) - len(eol))  # inside the frame, before its blank line
         add("cut", f"event{i}@{at}", framed[:i], frame[:at])
-    retyped = [
-        (i, detail, new) for i in data for detail, new in _retypings(framed[i], eol)
-    ]
+    retyped = [(i, detail, new) for i in data for detail, new in _retypings(framed[i], eol)]
     for i, detail, new in rng("retype").sample(retyped, min(retypes, len(retyped))):
         add("retype", f"event{i}.{detail}", [*framed[:i], new, *framed[i + 1 :]])
     return found
