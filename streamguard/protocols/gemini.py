@@ -36,6 +36,20 @@ Finding messages never quote the stream: indices and counts appear as digits whe
 are sane integers, other values as their size and a short hash (``streamguard._wire``);
 lists show a few entries and a count.
 
+Field types the official Python SDK refuses
+-------------------------------------------
+
+google-genai validates every chunk into its pydantic ``GenerateContentResponse`` (lax
+mode), so one field of the wrong type (``content.role`` a number, a ``parts`` entry that is
+not an object, ``modelVersion`` a list, ``functionCall.args`` a list, a ``thoughtSignature``
+that is not base64, ...) fails the whole stream. The fields it types are declared once as
+nested schemas (``_RESPONSE``, ``_CANDIDATE``, ``_CONTENT``, ``_PART``, ``_USAGE``,
+``_FEEDBACK``) and walked by ``_check_fields``: each refused value is a ``schema_mismatch``
+naming its path, never its value. Null, unknown keys, unknown enum strings and what lax
+mode converts (``"3"`` for a count, ``1`` for a boolean) stay clean, as the SDK reads them;
+``tests/test_oracle.py`` checks every declared field against the SDK itself. Lists are
+walked on their first ``_CHECKED_ENTRIES`` entries only.
+
 Framing the official Python SDK cannot read
 -------------------------------------------
 
@@ -44,7 +58,8 @@ starting with exactly ``data: ``, brace-counts every other non-empty line as raw
 raises ``UnknownApiResponseError`` on it. So SSE comments (keep-alives), ``event:``,
 ``id:`` and ``retry:`` lines, ``data:`` without the space and multi-line data, all fine for
 a browser, break that client; they are reported once per stream as
-``sdk_incompatible_framing`` (a warning: the stream is valid SSE). The check reads every
+``sdk_incompatible_framing`` (an error although the stream is valid SSE: severity follows
+the official client, which fails; ``docs/rules.md``). The check reads every
 event, those after a blocked prompt included (the SDK yields it and reads on), until an
 error chunk (the SDK raises there).
 

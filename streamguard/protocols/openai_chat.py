@@ -31,6 +31,13 @@ the strict shape check is reported (``schema_mismatch``) and then read leniently
 valid chunk, so a server that, say, omits ``created`` is still checked for repeated roles,
 late usage and missing finish reasons.
 
+A lone choice without ``index`` in a stream of one choice is read as choice 0 (after its
+``schema_mismatch``), so its roles and finish are still checked. Two things the SDK's
+stream helper (``client.chat.completions.stream()``) fails on have rules of their own, as
+errors: a usage chunk whose ``choices`` is null or absent (``usage_without_choices``; on a
+chunk that carries choices it is the warning ``usage_nonstandard``), and a tool-call delta
+without a ``function`` object (``tool_call_function_missing``).
+
 What the request says (``stream_options.include_usage``, ``n``) sharpens the usage and
 finish checks; without a request (``request=None``) the checks that need it are skipped
 rather than guessed.
