@@ -108,7 +108,7 @@ __all__ = ["SPEC", "GeminiChecker"]
 _DATA_PREFIX = len("data: ")
 #: List entries whose fields are type-checked per list (``parts``, ``safetyRatings``, ...):
 #: a chunk with more is checked on its first ones only, so no list sizes the work.
-_CHECKED_ENTRIES = 64
+_CHECKED_ENTRIES: Final = 64
 #: ``data: {...}`` then LF LF, or CRLF CRLF: the only gaps between events the SDK reads.
 _CLEAN_GAPS = (2, 4)
 #: The counters of ``usageMetadata`` that are cumulative over the stream.
@@ -229,7 +229,7 @@ _ANY_OBJECT: dict[str, object] = {}
 #: In a list's one-entry tuple, a second entry: an empty object there reads as [].
 _EMPTY_OBJECT_READS: Final = "empty object reads"
 #: The strings pydantic's lax mode reads as a boolean.
-_BOOLEAN_WORDS = frozenset(
+_BOOLEAN_WORDS: Final = frozenset(
     {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"}
 )
 
