@@ -291,8 +291,9 @@ CHOICE_INDEX_INVALID = _rule(
 )
 CHOICE_OUT_OF_ORDER = _rule(
     "choice_out_of_order",
-    W,
-    "A choice index first appeared before a lower one; the SDK helper mis-associates it.",
+    E,
+    "A choice index first appeared before a lower one; the SDK stream helper raises "
+    "IndexError or mis-associates the choices.",
 )
 ROLE_NOT_FIRST = _rule(
     "role_not_first",
@@ -331,6 +332,12 @@ TOOL_CALL_HEADER_REPEATED = _rule(
     "A later delta of a tool call sends its id or function.name again; the SDK helper "
     "concatenates them.",
 )
+TOOL_CALL_FUNCTION_MISSING = _rule(
+    "tool_call_function_missing",
+    E,
+    "A tool_calls delta entry has no function object; the SDK stream helper fails an "
+    "assertion on it.",
+)
 TOOL_CALL_ARGUMENTS_INVALID = _rule(
     "tool_call_arguments_invalid",
     W,
@@ -364,8 +371,15 @@ USAGE_UNREQUESTED = _rule(
 USAGE_NONSTANDARD = _rule(
     "usage_nonstandard",
     W,
-    "Usage placed the way compatible providers do (on a choice chunk, or with choices null "
-    "or absent) instead of a chunk of its own with empty choices.",
+    "Usage placed the way compatible providers do, on a chunk that also carries choices, "
+    "instead of a chunk of its own with empty choices.",
+    once_per_stream=True,
+)
+USAGE_WITHOUT_CHOICES = _rule(
+    "usage_without_choices",
+    E,
+    "The usage chunk has choices null or absent (vLLM and other compatible servers) instead "
+    "of choices []; the SDK stream helper raises TypeError on it.",
     once_per_stream=True,
 )
 USAGE_TOTAL_MISMATCH = _rule(
@@ -438,8 +452,8 @@ STATUS_MISMATCH = _rule(
 )
 RESPONSE_ID_CHANGED = _rule(
     "response_id_changed",
-    W,
-    "response.id differs between lifecycle events.",
+    E,
+    "response.id differs between lifecycle events; the SDK stream helper raises.",
 )
 EVENT_TYPE_MISMATCH = _rule(
     "event_type_mismatch",
@@ -541,7 +555,7 @@ USAGE_DECREASED = _rule(
 # -- Gemini streamGenerateContent (protocols/gemini.py) --------------------------------
 SDK_INCOMPATIBLE_FRAMING = _rule(
     "sdk_incompatible_framing",
-    W,
+    E,
     "Framing other than one `data: ` line per event (an SSE comment, event:, id: or retry: "
     "line, `data:` without the space, a multi-line data); the official Python SDK "
     "(google-genai) reads only `data: ` lines and fails on these.",
@@ -607,7 +621,7 @@ CRLF_FRAMING = _rule(
 # -- AI SDK UI message stream (protocols/ai_sdk_ui.py) ---------------------------------
 UNKNOWN_CHUNK_TYPE = _rule(
     "unknown_chunk_type",
-    W,
+    E,
     "A chunk type the AI SDK does not define (and not data-*); the official client's schema "
     "rejects it and the chat ends in an error.",
 )

@@ -48,6 +48,8 @@ _OPENAI_CHAT = {
     "usage_missing": "clean-forced-tool-choice-stop",
     "usage_unrequested": "clean-2024-no-usage-field",
     "usage_nonstandard": "clean-text-include-usage",
+    "usage_without_choices": "clean-text-include-usage",
+    "tool_call_function_missing": "clean-parallel-tool-calls",
     "usage_total_mismatch": "clean-text-include-usage",
     "unexpected_event_field": "clean-text-include-usage",
 }
@@ -135,7 +137,7 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
     "ai_sdk_ui": {
         "invalid_json": ("invalid_json", "ok_crlf_keepalive_comments"),
         "schema_mismatch": ("schema_mismatch_null_optional", "ok_tools_reasoning_sources_data"),
-        "unknown_chunk_type": ("warn_unknown_chunk_type", "ok_tools_reasoning_sources_data"),
+        "unknown_chunk_type": ("unknown_chunk_type", "ok_tools_reasoning_sources_data"),
         "id_not_open": ("id_not_open", "ok_continuation_without_start_or_finish"),
         "id_already_open": ("id_already_open", "ok_reset_step_retry"),
         "id_not_closed": ("id_not_closed", "ok_abort"),

@@ -14,9 +14,11 @@ from streamguard.sse import Event
 from tests.helpers import gemini_chunk, gemini_text
 
 
-def test_sdk_framing_and_usage_are_warnings() -> None:
-    """SDK-hostile framing and decreasing usage are warnings; a missing finish is an error."""
-    assert RULES["sdk_incompatible_framing"].severity is Severity.WARNING
+def test_severities_follow_the_official_client() -> None:
+    """Framing google-genai cannot read makes it raise (UnknownApiResponseError, measured
+    by tests/test_oracle.py), so it is an error, as a missing finish is; decreasing usage,
+    which the SDK reads, is a warning."""
+    assert RULES["sdk_incompatible_framing"].severity is Severity.ERROR
     assert RULES["usage_decreased"].severity is Severity.WARNING
     assert RULES["missing_finish_reason"].severity is Severity.ERROR
 
@@ -73,7 +75,7 @@ def test_finish_reason_not_last_is_reported_once_per_candidate() -> None:
 
 def test_a_repeated_finish_without_content_is_not_judged() -> None:
     """A finish with content, then a contentless chunk finishing again, stays clean."""
-    signature = {"content": {"parts": [{"text": "", "thoughtSignature": "Eq"}]}}
+    signature = {"content": {"parts": [{"text": "", "thoughtSignature": "Eg=="}]}}
     body = gemini_chunk(gemini_text("Hello.", finishReason="STOP")) + gemini_chunk(
         {**signature, "finishReason": "STOP", "index": 0}
     )
@@ -219,3 +221,97 @@ def test_the_terminal_is_the_chunk_that_finished_the_last_candidate() -> None:
         offset += len(data) + 8
     assert list(checker.on_end(len(chunks), offset)) == []
     assert (checker.terminal_index, checker.error_index) == (2, None)
+
+
+# -- Field types as google-genai's models enforce them (found by tests/test_oracle.py) -----
+
+_FINAL = gemini_chunk({"finishReason": "STOP", "index": 0})
+
+
+def _part(**part: object) -> dict[str, object]:
+    return {"content": {"parts": [part], "role": "model"}, "index": 0}
+
+
+#: A chunk google-genai refuses (ValidationError or AttributeError) -> its name.
+MISTYPED: dict[str, bytes] = {
+    "content.role": gemini_chunk({"content": {"parts": [{"text": "x"}], "role": 7}}),
+    "parts entry a list": gemini_chunk({"content": {"parts": [[{"text": "x"}]]}}),
+    "parts entry null": gemini_chunk({"content": {"parts": [None]}}),
+    "parts text": gemini_chunk(_part(text=["x"])),
+    "thought": gemini_chunk(_part(text="x", thought=7)),
+    "thoughtSignature not base64": gemini_chunk(_part(text="", thoughtSignature="CiQB0e2Kb")),
+    "thoughtSignature not a string": gemini_chunk(_part(text="", thoughtSignature=7)),
+    "functionCall args a list": gemini_chunk(_part(functionCall={"name": "f", "args": []})),
+    "functionCall name": gemini_chunk(_part(functionCall={"name": 7, "args": {}})),
+    "modelVersion": gemini_chunk(gemini_text("x"), modelVersion=7),
+    "responseId": gemini_chunk(gemini_text("x"), responseId=[]),
+    "safetyRatings blocked": gemini_chunk(gemini_text("x", safetyRatings=[{"blocked": 7}])),
+    "safetyRatings probability": gemini_chunk(
+        gemini_text("x", safetyRatings=[{"probability": ["HIGH"]}])
+    ),
+    "promptFeedback.blockReason": gemini_chunk(promptFeedback={"blockReason": 7}),
+    "usageMetadata details an object": gemini_chunk(
+        gemini_text("x"), usageMetadata={"promptTokensDetails": {}}
+    ),
+    "usageMetadata details modality": gemini_chunk(
+        gemini_text("x"), usageMetadata={"promptTokensDetails": [{"modality": 7}]}
+    ),
+}
+
+#: The look-alikes google-genai reads: lax-mode conversions, null, unknown enum values.
+WELL_TYPED: dict[str, bytes] = {
+    "role null": gemini_chunk({"content": {"parts": [{"text": "x"}], "role": None}}),
+    "unknown part keys": gemini_chunk(_part(text="x", somethingNew={"a": 1})),
+    "thought 1 and 'true'": gemini_chunk(_part(text="x", thought=1))
+    + gemini_chunk(_part(text="y", thought="true")),
+    "thoughtSignature base64 unpadded": gemini_chunk(_part(text="", thoughtSignature="abc")),
+    "thoughtSignature base64 padded": gemini_chunk(_part(text="", thoughtSignature="CiQB0e2Kbw==")),
+    "functionCall args an object": gemini_chunk(
+        _part(functionCall={"name": "f", "args": {"city": "Paris"}})
+    ),
+    "numbers as strings": gemini_chunk(gemini_text("x", tokenCount="3", avgLogprobs="-0.5")),
+    "blocked 1": gemini_chunk(gemini_text("x", safetyRatings=[{"blocked": 1}])),
+    "unknown blockReason": gemini_chunk(promptFeedback={"blockReason": "NEW_REASON"}),
+    "usage details": gemini_chunk(
+        gemini_text("x"),
+        usageMetadata={"promptTokensDetails": [{"modality": "TEXT", "tokenCount": 4}]},
+    ),
+}
+
+
+def _genai_reads(body: bytes) -> bool | None:
+    """Whether google-genai reads ``body`` without raising; None when it is not installed."""
+    try:
+        from tests.oracle.clients import available, python_verdicts
+    except ImportError:  # pragma: no cover
+        return None
+    if not available("gemini"):
+        return None
+    return python_verdicts("gemini", body, None)[0].ok
+
+
+@pytest.mark.parametrize("name", sorted(MISTYPED))
+def test_a_field_google_genai_refuses_is_a_schema_mismatch(name: str) -> None:
+    """Each such chunk is a schema_mismatch (an error); the SDK fails on it."""
+    body = MISTYPED[name] + _FINAL
+    report = check_stream(body, protocol="gemini")
+    assert [f.rule for f in report.findings if f.event_index == 0] == ["schema_mismatch"], name
+    assert report.malformed
+    assert _genai_reads(body) in (False, None)
+
+
+@pytest.mark.parametrize("name", sorted(WELL_TYPED))
+def test_what_google_genai_reads_stays_clean(name: str) -> None:
+    body = WELL_TYPED[name] + _FINAL
+    if name == "unknown blockReason":
+        body = WELL_TYPED[name]  # a blocked prompt is the whole stream
+    report = check_stream(body, protocol="gemini")
+    assert report.rules() == [], name
+    assert _genai_reads(body) in (True, None)
+
+
+def test_the_mismatch_names_the_field_path_not_the_value() -> None:
+    body = gemini_chunk(_part(text="", thoughtSignature="secret_value_1")) + _FINAL
+    (finding,) = check_stream(body, protocol="gemini").findings
+    assert "candidates[0].content.parts[0].thoughtSignature is not valid base64" in finding.message
+    assert "secret_value" not in finding.message

@@ -92,13 +92,13 @@ def test_usage_checks_need_the_request() -> None:
 
 
 def test_severities_follow_the_reference_tags() -> None:
-    """SHOULD-level chat rules are warnings; MUST-level ones are errors."""
+    """SHOULD-level chat rules are warnings; MUST-level ones, and those on which the SDK's
+    stream helper raises (measured by tests/test_oracle.py), are errors."""
     warnings = {name for name, rule in rules.RULES.items() if rule.severity is Severity.WARNING}
     assert {
         "role_not_first",
         "role_repeated",
         "unknown_finish_reason",
-        "choice_out_of_order",
         "tool_call_header_missing",
         "tool_call_header_repeated",
         "tool_call_arguments_invalid",
@@ -108,7 +108,15 @@ def test_severities_follow_the_reference_tags() -> None:
         "usage_total_mismatch",
         "unexpected_event_field",
     } <= warnings
-    for name in ("inconsistent_id", "multiple_finish_reason", "usage_missing", "usage_repeated"):
+    for name in (
+        "inconsistent_id",
+        "multiple_finish_reason",
+        "usage_missing",
+        "usage_repeated",
+        "choice_out_of_order",
+        "usage_without_choices",
+        "tool_call_function_missing",
+    ):
         assert rules.RULES[name].severity is Severity.ERROR
 
 
@@ -422,3 +430,109 @@ def test_error_payloads_the_sdk_reads_are_clean(error: str) -> None:
         chat_chunk() + b'data: {"error": ' + error.encode() + b"}\n\n", protocol=PROTOCOL
     )
     assert (report.outcome, report.findings) == (Outcome.ERROR_EVENT, ())
+
+
+# -- What the oracle (tests/test_oracle.py) found the SDK's stream helper fails on ----------
+
+USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+_ROLE = chat_chunk(choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}}])
+
+
+@pytest.mark.parametrize("choices", [{"choices": None}, {}], ids=["null", "absent"])
+def test_usage_without_choices_is_an_error(choices: dict[str, object]) -> None:
+    """vLLM's usage chunk with choices null or absent: the stream helper raises TypeError."""
+    usage = frame(
+        {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        | choices
+        | {"usage": USAGE}
+    )
+    request = {"stream_options": {"include_usage": True}}
+    report = check_stream(_ROLE + FINISH + usage + DONE, protocol=PROTOCOL, request=request)
+    assert [(f.rule, f.severity, f.event_index) for f in report.findings] == [
+        ("usage_without_choices", Severity.ERROR, 2)
+    ]
+
+
+def test_usage_on_a_choice_chunk_stays_a_warning_and_choices_empty_is_clean() -> None:
+    """The look-alikes: usage on the finish chunk (the helper reads it) is the warning
+    usage_nonstandard; OpenAI's own usage chunk (choices []) is clean."""
+    request = {"stream_options": {"include_usage": True}}
+    on_finish = chat_chunk(
+        choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}], usage=USAGE
+    )
+    report = check_stream(_ROLE + on_finish + DONE, protocol=PROTOCOL, request=request)
+    assert [(f.rule, f.severity) for f in report.findings] == [
+        ("usage_nonstandard", Severity.WARNING)
+    ]
+    standard = chat_chunk(choices=[], usage=USAGE)
+    assert check(_ROLE + FINISH + standard + DONE, request) == []
+
+
+def _tool_delta(call: dict[str, object]) -> bytes:
+    return chat_chunk(choices=[{"index": 0, "delta": {"tool_calls": [call]}}])
+
+
+_CALL_HEADER = _tool_delta(
+    {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+)
+_TOOL_FINISH = chat_chunk(choices=[{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])
+
+
+@pytest.mark.parametrize(
+    "later", [{"index": 0}, {"index": 0, "function": None}], ids=["absent", "null"]
+)
+def test_a_tool_call_delta_without_function_is_an_error(later: dict[str, object]) -> None:
+    """The stream helper asserts each delta of a function call carries ``function``."""
+    body = _CALL_HEADER + _tool_delta(later) + _TOOL_FINISH + DONE
+    report = check_stream(body, protocol=PROTOCOL)
+    assert [(f.rule, f.severity, f.event_index) for f in report.findings] == [
+        ("tool_call_function_missing", Severity.ERROR, 1)
+    ]
+
+
+def test_a_tool_call_delta_with_an_empty_fragment_is_clean() -> None:
+    """The look-alike: a later delta whose function carries an empty fragment."""
+    empty = _tool_delta({"index": 0, "function": {"arguments": ""}})
+    assert check(_CALL_HEADER + empty + _TOOL_FINISH + DONE) == []
+
+
+def _no_index(delta: dict[str, object], finish: str | None = None) -> bytes:
+    return chat_chunk(choices=[{"delta": delta, "finish_reason": finish}])
+
+
+def test_a_single_choice_without_index_is_read_as_choice_0() -> None:
+    """A lone choice without index (the helper raises TypeError): each chunk is a
+    schema_mismatch, and the choice is still checked as choice 0, so a repeated role and a
+    missing finish are reported instead of silenced."""
+    body = (
+        _no_index({"role": "assistant", "content": ""})
+        + _no_index({"role": "assistant", "content": "Hi"})
+        + DONE
+    )
+    assert check(body) == [
+        ("schema_mismatch", 0),
+        ("schema_mismatch", 1),
+        ("role_repeated", 1),
+        ("missing_finish_reason", 2),
+    ]
+    finished = _no_index({"role": "assistant", "content": "Hi"}) + _no_index({}, "stop") + DONE
+    assert check(finished) == [("schema_mismatch", 0), ("schema_mismatch", 1)]
+
+
+def test_choices_without_index_are_not_guessed_with_several_choices() -> None:
+    """The look-alike: with n=2 (or a second choice seen) a missing index is not choice 0."""
+    body = _no_index({"role": "assistant", "content": ""}) + _no_index({"role": "assistant"})
+    assert check(body + DONE, {"n": 2}) == [
+        ("schema_mismatch", 0),
+        ("schema_mismatch", 1),
+        ("missing_finish_reason", 2),
+    ]
+
+
+def test_moderation_must_be_an_object() -> None:
+    """``moderation`` is an object or null (the helper merges it as one); a string on a
+    mid-stream text chunk is not let through by the fast path."""
+    body = _ROLE + chat_chunk(moderation="flagged") + FINISH + DONE
+    assert check(body) == [("schema_mismatch", 1)]
+    for clean in ({"moderation": None}, {"moderation": {"input": None, "output": None}}):
+        assert check(_ROLE + chat_chunk(**clean) + FINISH + DONE) == []

@@ -104,6 +104,8 @@ class ChatChunk(TypedDict):
     system_fingerprint: NotRequired[str | None]
     service_tier: NotRequired[str | None]
     obfuscation: NotRequired[str | None]
+    # The SDK merges it chunk to chunk as an object (a string breaks its stream helper).
+    moderation: NotRequired[dict[str, Any] | None]
     prompt_filter_results: NotRequired[Any]
     prompt_annotations: NotRequired[Any]
     error: NotRequired[Any]  # OpenRouter: a truthy error on an otherwise normal chunk

@@ -31,6 +31,13 @@ the strict shape check is reported (``schema_mismatch``) and then read leniently
 valid chunk, so a server that, say, omits ``created`` is still checked for repeated roles,
 late usage and missing finish reasons.
 
+A lone choice without ``index`` in a stream of one choice is read as choice 0 (after its
+``schema_mismatch``), so its roles and finish are still checked. Two things the SDK's
+stream helper (``client.chat.completions.stream()``) fails on have rules of their own, as
+errors: a usage chunk whose ``choices`` is null or absent (``usage_without_choices``; on a
+chunk that carries choices it is the warning ``usage_nonstandard``), and a tool-call delta
+without a ``function`` object (``tool_call_function_missing``).
+
 What the request says (``stream_options.include_usage``, ``n``) sharpens the usage and
 finish checks; without a request (``request=None``) the checks that need it are skipped
 rather than guessed.
@@ -110,6 +117,7 @@ MAX_TRACKED_TOOL_CALLS = 512
 _MAX_LISTED = 5
 
 _STR_OR_NONE = frozenset({str, type(None)})
+_DICT_OR_NONE = frozenset({dict, type(None)})
 _NO_CHOICES = ": field choices: missing or null on a chunk without usage"
 
 
@@ -287,6 +295,7 @@ class OpenAIChatChecker(Checker):
             rules.ROLE_REPEATED,
             rules.SCHEMA_MISMATCH,
             rules.TOOL_CALL_ARGUMENTS_INVALID,
+            rules.TOOL_CALL_FUNCTION_MISSING,
             rules.TOOL_CALL_HEADER_MISSING,
             rules.TOOL_CALL_HEADER_REPEATED,
             rules.TOOL_CALL_INDEX_INVALID,
@@ -298,6 +307,7 @@ class OpenAIChatChecker(Checker):
             rules.USAGE_REPEATED,
             rules.USAGE_TOTAL_MISMATCH,
             rules.USAGE_UNREQUESTED,
+            rules.USAGE_WITHOUT_CHOICES,
         }
     )
 
@@ -423,13 +433,31 @@ class OpenAIChatChecker(Checker):
         except ValidationError as invalid:
             # Report the shape, then check what the chunk does carry (no blind spot).
             found.append(validation_finding(invalid, event, index))
-            chunk, strict = _lenient_chunk(parsed), False
+            chunk, strict = _lenient_chunk(self._choice_zero(parsed)), False
         choices, usage = chunk.get("choices"), chunk.get("usage")
         kind = _USAGE if usage is not None and choices == [] else OTHER
         self._take(kind, chunk, event, index, found)
         if strict and choices is None and usage is None:  # (if not strict, it was reported)
             self.report(found, rules.SCHEMA_MISMATCH, event, index, _NO_CHOICES)
         return found
+
+    def _choice_zero(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """``raw`` with a lone choice that has no index read as choice 0, in a stream of one
+        choice (n is 1 or unknown, and no other index was seen): its missing index is a
+        ``schema_mismatch`` already, and dropping the choice would silence every rule about
+        it (roles, finish reasons, content after the finish)."""
+        choices = raw.get("choices")
+        if (
+            type(choices) is not list
+            or len(choices) != 1
+            or self._n not in (None, 1)
+            or self._choices is not None
+        ):
+            return raw
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("index") is not None:
+            return raw
+        return {**raw, "choices": [{**choice, "index": 0}]}
 
     def _fast_path(self, chunk: dict[str, Any]) -> bool:
         """Handle the common chunk by hand; False sends it down the general path.
@@ -469,6 +497,7 @@ class OpenAIChatChecker(Checker):
             and type(get("system_fingerprint")) in _STR_OR_NONE
             and type(get("service_tier")) in _STR_OR_NONE
             and type(get("obfuscation")) in _STR_OR_NONE
+            and type(get("moderation")) in _DICT_OR_NONE
         ):
             return False
         state.deltas += 1
@@ -624,7 +653,12 @@ class OpenAIChatChecker(Checker):
             detail = f"{where}: tool_calls entry has {shown}; an integer >= 0 is required"
             found.add(rules.TOOL_CALL_INDEX_INVALID, detail)
             return
-        function = call.get("function") or {}
+        function = call.get("function")
+        if function is None:
+            # The SDK stream helper asserts every delta of a function tool call carries one.
+            detail = f"{where}: tool call {_wire.number(position)} has a delta without a "
+            found.add(rules.TOOL_CALL_FUNCTION_MISSING, detail + "function object")
+            function = {}
         has_id, has_name = bool(call.get("id")), bool(function.get("name"))
         tools = state.tools
         if tools is None:
@@ -746,11 +780,18 @@ class OpenAIChatChecker(Checker):
             )
             found.add(rules.USAGE_TOTAL_MISMATCH, detail)
         self._usage_seen = True
-        if choices or choices is None:
-            # Compat placements (vLLM, continuous usage, usage on the finish chunk).
-            where = "a chunk with choices" if choices else "a chunk with choices null or absent"
-            detail = f" carries usage on {where}; OpenAI sends it on a chunk of its own with "
-            found.add(rules.USAGE_NONSTANDARD, detail + "choices: []")
+        if choices is None:
+            # vLLM and other compatible servers; the SDK stream helper iterates choices.
+            detail = (
+                " carries usage with choices null or absent; OpenAI sends choices: [] (the "
+                "SDK stream helper raises TypeError on this chunk)"
+            )
+            found.add(rules.USAGE_WITHOUT_CHOICES, detail)
+            return
+        if choices:
+            # Compat placements (vLLM's continuous usage, usage on the finish chunk).
+            detail = " carries usage on a chunk with choices; OpenAI sends it on a chunk of "
+            found.add(rules.USAGE_NONSTANDARD, detail + "its own with choices: []")
             return
         if self._usage_at is not None:
             detail = f" is a second usage chunk (the first was event {self._usage_at})"

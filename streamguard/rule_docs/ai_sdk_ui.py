@@ -19,8 +19,9 @@ DOCS: tuple[RuleDoc, ...] = (
             A chunk's `type` is not one the AI SDK defines (`start`, `text-delta`,
             `tool-input-available`, `finish`, ... as of `ai` 7.0.173) and does not start with
             `data-`, the protocol's extension point for custom parts. Each unknown type is
-            reported once per stream. A warning rather than an error: a newer AI SDK may
-            define the type, and a client of that version reads it.""",
+            reported once per stream. An error: the official reader of the AI SDK version
+            streamguard knows fails on it (a newer AI SDK may define the type; until
+            streamguard learns it, such a stream breaks every older client).""",
         clients="""
             The official reader validates every chunk against `uiMessageChunkSchema`, a union
             of the known chunk shapes; a chunk that matches none fails, and

@@ -15,8 +15,9 @@ DOCS: tuple[RuleDoc, ...] = (
             A Gemini stream uses framing other than one `data: <json>` line and a blank line
             per event: an SSE comment (a keepalive), an `event:`, `id:` or `retry:` line,
             `data:` without the space, data split over several `data:` lines, or bytes such as
-            a comment or a BOM before the first event. All of this is valid SSE, so it is a
-            warning. Reported once per stream.""",
+            a comment or a BOM before the first event. All of this is valid SSE, but the
+            official Python SDK fails on it, so it is an error (docs/rules.md, "How severe a
+            rule is"). Reported once per stream.""",
         clients="""
             google-genai's SSE reader (`_iter_response_stream`) is not a WHATWG parser: it
             recognises only lines that start with exactly `data: `, and brace-counts every

@@ -21,11 +21,35 @@ def rules_markdown() -> str:
         "# Rules",
         "",
         "Every finding names one of these rules. Names are stable: dashboards and alerts "
-        "select on them, and a published name is never renamed. Severities: `error` "
-        "(the stream is *malformed*: a client following the protocol can fail or lose data), "
-        "`warning` (legal or tolerated by the official clients, but fragile or known to break "
-        "some client) and `info` (worth knowing, harmless by itself). `protocols` says which "
-        "checkers can report the rule; `all` means any stream, plain SSE included.",
+        "select on them, and a published name is never renamed. Each rule has one severity, "
+        "set by the rule below; `protocols` says which checkers can report the rule; `all` "
+        "means any stream, plain SSE included.",
+        "",
+        '<a id="severity"></a>',
+        "",
+        "## How severe a rule is",
+        "",
+        "Severity follows the official clients of the protocol (openai, anthropic, "
+        "google-genai, the MCP SDK, the `ai` package, `@ag-ui/client`, ...):",
+        "",
+        "- **error**: an official client of the protocol raises, rejects the stream, or "
+        "silently loses or misattributes data on it. A stream with an error finding is "
+        "*malformed*.",
+        "- **warning**: the official clients cope, but the protocol's docs are broken, or a "
+        "common relay or client trips on it.",
+        "- **info**: worth knowing, harmless by itself.",
+        "",
+        "The oracle suite (`tests/test_oracle.py`) holds this: the official clients read every "
+        "fixture and seeded mutants of the healthy ones (an event dropped, duplicated or "
+        "swapped, the body cut mid-frame, a value retyped), and the suite fails when a client "
+        "fails on a body that streamguard reports with no error finding and no failing "
+        "outcome, or when a healthy fixture gets an error. The few known, argued "
+        "disagreements (a client stricter than the spec, a protocol-version difference, an "
+        "SDK that raises by design on a complete stream, such as the openai stream helper on "
+        "a `length` finish) are listed with their reason in one table, "
+        "`tests/oracle/exceptions.py`.",
+        "",
+        "## Catalog",
         "",
         "`streamguard rules` prints this catalog as a table. In tests, "
         "`assert_stream_ok(..., allow=[...])`, the `streamguard_allow` marker and the "

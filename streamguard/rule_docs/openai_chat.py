@@ -135,7 +135,8 @@ DOCS: tuple[RuleDoc, ...] = (
             openai-python's stream helper (`ChatCompletionStream`) looks a choice up by its
             index in the list it has built and appends a new one when it is missing, so when
             choice 1 comes first it is stored at position 0, and the deltas of the two choices
-            are then mixed up.""",
+            are then mixed up; when the lower index never comes first (choice 1 alone, or 2
+            after 0) it raises `IndexError` (measured with openai 3.57). An error.""",
         example=f"""
             data: {{"id":"chatcmpl-9x",{_CHUNK},"choices":[{{"index":1,"delta":{{"role":"assistant","content":""}},"finish_reason":null}}]}}
 
@@ -294,6 +295,25 @@ DOCS: tuple[RuleDoc, ...] = (
             carry `index` and `function.arguments`.""",
     ),
     rule_doc(
+        "tool_call_function_missing",
+        meaning="""
+            A `tool_calls` entry of a delta has no `function` object (the key is absent or
+            null). The API sends `function` on every delta of a function call: the name on the
+            first, the argument fragments (possibly `""`) on every later one.""",
+        clients="""
+            openai-python's stream helper (`client.chat.completions.stream()`) asserts
+            `tool_call_delta.function is not None` for every delta of a function tool call, so
+            it fails with `AssertionError` on the first such delta (measured with openai 3.57);
+            plain iteration of `create(stream=True)` reads on.""",
+        example=f"""
+            data: {{"id":"chatcmpl-9x",{_CHUNK},"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0}}]}},"finish_reason":null}}]}}
+
+            """,
+        fix="""
+            Send `function` on every tool-call delta, with `arguments: ""` when a delta carries
+            no fragment.""",
+    ),
+    rule_doc(
         "tool_call_arguments_invalid",
         meaning="""
             When a choice finished, the concatenated `function.arguments` of one of its tool
@@ -410,16 +430,36 @@ DOCS: tuple[RuleDoc, ...] = (
         meaning="""
             Usage placed the way some compatible providers do instead of on a chunk of its own
             with `choices: []`: on a chunk that also carries choices (vLLM's continuous usage,
-            usage on the finish chunk), or on a chunk whose `choices` is null or absent.
-            Reported once per stream.""",
+            usage on the finish chunk). Reported once per stream. A usage chunk whose
+            `choices` is null or absent is `usage_without_choices`, an error, since the
+            official stream helper fails on it.""",
         clients="""
             Clients that read usage from the empty-choices chunk, as OpenAI sends it, miss it;
-            clients that iterate `chunk.choices` fail on a null `choices`.""",
+            the official SDK reads it either way.""",
         example=f"""
             data: {{"id":"chatcmpl-9x",{_CHUNK},"choices":[{{"index":0,"delta":{{}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":79,"completion_tokens":12,"total_tokens":91}}}}
 
             """,
         fix="Send usage on a separate chunk with `choices: []`, right before `[DONE]`.",
+    ),
+    rule_doc(
+        "usage_without_choices",
+        meaning="""
+            The usage chunk has `choices: null` or no `choices` at all, as vLLM and some other
+            compatible servers send it, instead of `choices: []`. Split from
+            `usage_nonstandard` (which stays a warning for usage on a chunk that carries
+            choices) because the official client fails here. Reported once per stream.""",
+        clients="""
+            openai-python's stream helper (`client.chat.completions.stream()`) iterates
+            `chunk.choices` of every chunk and raises `TypeError: 'NoneType' object is not
+            iterable` on this one (measured with openai 3.57); plain iteration of
+            `create(stream=True)` reads on, but any code that loops over `choices` fails
+            the same way.""",
+        example=f"""
+            data: {{"id":"chatcmpl-9x",{_CHUNK},"choices":null,"usage":{{"prompt_tokens":79,"completion_tokens":12,"total_tokens":91}}}}
+
+            """,
+        fix="Send the usage chunk with `choices: []`.",
     ),
     rule_doc(
         "usage_total_mismatch",

@@ -227,8 +227,12 @@ DOCS: tuple[RuleDoc, ...] = (
     ),
     rule_doc(
         "response_id_changed",
-        meaning="`response.id` differs between lifecycle events of one stream.",
+        meaning="""
+            `response.id` differs between lifecycle events of one stream
+            (`response.created`, `response.in_progress`, `response.completed`, ...).""",
         clients="""
+            openai-python's stream helper (`client.responses.stream()`) raises
+            `RuntimeError: Lifecycle response identity changed.` (measured with openai 3.57).
             Clients keep the id to resume (`GET /v1/responses/{id}?stream=true`), to chain the
             next turn (`previous_response_id`) or to cancel; with a changing id they use the
             wrong one. It usually means two responses were spliced into one stream.""",

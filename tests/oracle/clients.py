@@ -1,0 +1,253 @@
+"""The official Python clients, each fed a body's bytes and asked for its verdict.
+
+Every client reads the body through an ``httpx.MockTransport`` (the bytes as one response
+body: for the oracle only the client's verdict matters, not how the body is cut) and
+consumes the stream the way an application does: iterate it and ask for the assembled
+result. A client that raises has *failed* the body; the exception's class and the start of
+its message are the verdict's ``error``.
+
+- ``openai_chat``: ``client.chat.completions.stream()`` (the helper, to
+  ``get_final_completion()``) and plain iteration of ``create(stream=True)``;
+- ``openai_responses``: ``client.responses.stream()`` to ``get_final_response()``;
+- ``anthropic``: ``client.messages.stream()`` to ``get_final_message()``;
+- ``gemini``: google-genai's ``client.models.generate_content_stream()``, reading each
+  chunk's ``text`` as applications do (skipped when google-genai is not installed);
+- ``ai_sdk_ui``, ``ag_ui``: the ``ai`` package's chat reader and ``@ag-ui/client``'s
+  ``HttpAgent`` under Node (``node_clients.mjs``), one Node process for a batch of bodies;
+- ``mcp``: each ``message`` event's data through the MCP SDK's ``jsonrpc_message_adapter``, as
+  its Streamable HTTP client transport reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "NODE",
+    "NODE_CLIENTS",
+    "PYTHON_CLIENTS",
+    "Verdict",
+    "available",
+    "node_verdicts",
+    "python_verdicts",
+]
+
+_HEADERS = {"content-type": "text/event-stream"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One client's reading of one body: ``error`` is None when it read it without raising."""
+
+    client: str
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class _Body:
+    """The body the mock transport answers with (one per client, replaced per case)."""
+
+    def __init__(self) -> None:
+        self.bytes = b""
+
+    def http_client(self, package: Any = httpx) -> Any:
+        """A client of ``package`` (httpx, or httpx2 for the SDKs built on it) whose every
+        request is answered with the current body."""
+
+        def handler(request: Any) -> Any:
+            return package.Response(200, headers=_HEADERS, content=self.bytes)
+
+        return package.Client(transport=package.MockTransport(handler))
+
+
+_BODY = _Body()
+_CACHE: dict[str, Any] = {}
+
+
+def _described(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error)[:300]}"
+
+
+def _openai() -> Any:
+    if "openai" not in _CACHE:
+        import openai
+
+        _CACHE["openai"] = openai.OpenAI(
+            api_key="oracle",
+            base_url="http://oracle.invalid/v1",
+            http_client=_BODY.http_client(),
+            max_retries=0,
+        )
+    return _CACHE["openai"]
+
+
+_MESSAGES = [{"role": "user", "content": "Hello"}]
+
+
+def _chat_options(request: Mapping[str, Any] | None) -> dict[str, Any]:
+    request = request or {}
+    return {key: request[key] for key in ("n", "stream_options") if key in request}
+
+
+def _chat_helper(request: Mapping[str, Any] | None) -> None:
+    client = _openai()
+    options = _chat_options(request)
+    with client.chat.completions.stream(model="m", messages=_MESSAGES, **options) as stream:
+        for _ in stream:
+            pass
+        stream.get_final_completion()
+
+
+def _chat_iteration(request: Mapping[str, Any] | None) -> None:
+    client = _openai()
+    options = _chat_options(request)
+    for _ in client.chat.completions.create(model="m", messages=_MESSAGES, stream=True, **options):
+        pass
+
+
+def _responses_helper(request: Mapping[str, Any] | None) -> None:
+    client = _openai()
+    with client.responses.stream(model="m", input="Hello") as stream:
+        for _ in stream:
+            pass
+        stream.get_final_response()
+
+
+def _anthropic_helper(request: Mapping[str, Any] | None) -> None:
+    if "anthropic" not in _CACHE:
+        import anthropic
+        import httpx2
+
+        _CACHE["anthropic"] = anthropic.Anthropic(
+            api_key="oracle",
+            base_url="http://oracle.invalid",
+            http_client=_BODY.http_client(httpx2),
+            max_retries=0,
+        )
+    client = _CACHE["anthropic"]
+    with client.messages.stream(model="m", max_tokens=1024, messages=_MESSAGES) as stream:
+        for _ in stream:
+            pass
+        stream.get_final_message()
+
+
+def _gemini_stream(request: Mapping[str, Any] | None) -> None:
+    if "genai" not in _CACHE:
+        from google import genai
+        from google.genai import types
+
+        _CACHE["genai"] = genai.Client(
+            api_key="oracle",
+            http_options=types.HttpOptions(
+                base_url="http://oracle.invalid/", httpx_client=_BODY.http_client()
+            ),
+        )
+    client = _CACHE["genai"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # .text warns about non-text parts: not a failure
+        for chunk in client.models.generate_content_stream(model="m", contents="Hello"):
+            _ = chunk.text
+
+
+def _mcp_messages(request: Mapping[str, Any] | None) -> None:
+    from httpx_sse import EventSource
+    from mcp.types import jsonrpc_message_adapter
+
+    with _BODY.http_client() as client:
+        response = client.post("http://oracle.invalid/mcp")
+        for sse in EventSource(response).iter_sse():
+            # The transport reads message events; an empty data is a priming event.
+            if sse.event == "message" and sse.data:
+                jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
+
+
+_Client = Callable[[Mapping[str, Any] | None], None]
+#: Protocol -> its official Python clients, by name.
+PYTHON_CLIENTS: dict[str, dict[str, _Client]] = {
+    "openai_chat": {"openai.chat.stream": _chat_helper, "openai.chat.iterate": _chat_iteration},
+    "openai_responses": {"openai.responses.stream": _responses_helper},
+    "anthropic": {"anthropic.messages.stream": _anthropic_helper},
+    "gemini": {"google-genai.generate_content_stream": _gemini_stream},
+    "mcp": {"mcp.jsonrpc_message_adapter": _mcp_messages},
+}
+
+
+def available(protocol: str) -> bool:
+    """Whether the clients of ``protocol`` are installed."""
+    module = {
+        "openai_chat": "openai",
+        "openai_responses": "openai",
+        "anthropic": "anthropic",
+        "gemini": "google.genai",
+        "mcp": "mcp",
+    }[protocol]
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def python_verdicts(protocol: str, body: bytes, request: Mapping[str, Any] | None) -> list[Verdict]:
+    """Each Python client of ``protocol`` on ``body``."""
+    verdicts = []
+    _BODY.bytes = body
+    for name, read in PYTHON_CLIENTS[protocol].items():
+        try:
+            read(request)
+        except Exception as error:  # the verdict: whatever the client raised
+            verdicts.append(Verdict(name, _described(error)))
+        else:
+            verdicts.append(Verdict(name, None))
+    return verdicts
+
+
+NODE = shutil.which("node")
+_NODE_SCRIPT = Path(__file__).with_name("node_clients.mjs")
+_NODE_MODULES = Path(__file__).parent.parent / "node" / "node_modules"
+#: Protocol -> the name of its JavaScript client.
+NODE_CLIENTS = {"ai_sdk_ui": "ai.readUIMessageStream", "ag_ui": "@ag-ui/client.HttpAgent"}
+
+
+def node_verdicts(cases: Sequence[tuple[str, str, bytes]]) -> dict[str, Verdict]:
+    """The JavaScript client's verdict on each ``(id, protocol, body)``, by id."""
+    assert NODE is not None, "node is not installed"
+    assert _NODE_MODULES.is_dir(), "run `npm ci --prefix tests/node` first"
+    with tempfile.TemporaryDirectory() as directory:
+        listed = []
+        for number, (case_id, protocol, body) in enumerate(cases):
+            path = Path(directory) / f"{number}.sse"
+            path.write_bytes(body)
+            listed.append({"id": case_id, "protocol": protocol, "path": str(path)})
+        done = subprocess.run(
+            [NODE, str(_NODE_SCRIPT)],
+            input=json.dumps(listed),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    by_id = {result["id"]: result for result in results}
+    assert len(by_id) == len(cases), done.stdout[-2000:]
+    protocols = {case_id: protocol for case_id, protocol, _ in cases}
+    return {
+        case_id: Verdict(
+            NODE_CLIENTS[protocols[case_id]], None if result["ok"] else result["error"]
+        )
+        for case_id, result in by_id.items()
+    }

@@ -1,0 +1,255 @@
+"""The oracle: the official clients read the fixtures and seeded mutants; streamguard must agree.
+
+Severity follows the official clients (``docs/rules.md``, "How severe a rule is"): a body
+that an official client of its protocol fails on (it raises, or rejects the stream) must give
+streamguard an error-severity finding or a failing outcome (``unclosed``, ``app_error``,
+``connection_lost``; or ``error_event``, the in-band error the protocol defines and the
+client raises on by design). And a healthy fixture (``ok_*`` / ``clean-*``) must give no
+error finding.
+
+The clients (``tests/oracle/clients.py``): openai's ``chat.completions.stream()`` and plain
+iteration, ``responses.stream()``, anthropic's ``messages.stream()``, google-genai's
+``generate_content_stream()``, the MCP SDK's JSON-RPC message models, and under Node the
+``ai`` package's ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent`` (with
+``verifyEvents``). Each reads every fixture of its protocol and the mutants of the healthy
+ones (``tests/oracle/mutants.py``: drop the terminal or the start, duplicate or swap events,
+cut mid-frame, retype a value), made with fixed seeds. Known, argued disagreements live in
+one table, ``tests/oracle/exceptions.py``.
+
+The quick tier runs the Python clients on the fixtures and a few mutants of each; the full
+run (``slow``: every client, every healthy fixture's mutants) is bounded to stay well
+under three minutes on one core.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from streamguard import StreamReport, check_stream
+from streamguard.report import FAILED_OUTCOMES, Outcome
+
+from .oracle.clients import (
+    NODE,
+    NODE_CLIENTS,
+    PYTHON_CLIENTS,
+    Verdict,
+    available,
+    node_verdicts,
+    python_verdicts,
+)
+from .oracle.exceptions import EXCEPTIONS, Exception_, matching
+from .oracle.mutants import KINDS, mutants
+from .sse_fixtures import Fixture, fixtures
+
+#: The SDKs warn while serialising mutated payloads; the verdict is whether they raise.
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+#: Outcomes that tell the client's failure as it is: the stream broke, or ended with the
+#: in-band error the protocol defines (on which the official clients raise, by design).
+_FLAGGED_OUTCOMES = FAILED_OUTCOMES | {Outcome.ERROR_EVENT}
+#: Mutants per healthy fixture: of each positional kind, and retyped values (the slow run).
+PER_KIND, RETYPES = 2, 24
+#: The quick tier: every fixture, and a few mutants of the first healthy fixture of each
+#: protocol.
+QUICK_PER_KIND, QUICK_RETYPES, QUICK_MUTATED = 1, 2, 1
+
+
+@dataclass(frozen=True)
+class Case:
+    """One body for the clients of ``protocol``: a fixture, or a mutant of a healthy one."""
+
+    id: str
+    protocol: str
+    body: bytes
+    fixture: Fixture
+    mutant: bool
+
+    @property
+    def healthy(self) -> bool:
+        return not self.mutant and self.fixture.name.startswith(("ok_", "clean-"))
+
+    def check(self) -> StreamReport:
+        return self.fixture.check(self.body)
+
+
+def _healthy(fixture: Fixture) -> bool:
+    return fixture.name.startswith(("ok_", "clean-"))
+
+
+def cases(
+    protocols: Iterable[str], per_kind: int, retypes: int, mutated: int | None = None
+) -> Iterator[Case]:
+    """Every fixture of ``protocols``, and the mutants of their healthy fixtures (of the
+    first ``mutated`` of them per protocol, when given)."""
+    for protocol in protocols:
+        left = mutated
+        for fixture in fixtures(protocol):
+            yield Case(fixture.id, protocol, fixture.body, fixture, mutant=False)
+            if _healthy(fixture) and (left is None or left > 0):
+                left = None if left is None else left - 1
+                for mutant in mutants(fixture.id, fixture.body, per_kind=per_kind, retypes=retypes):
+                    yield Case(mutant.name, protocol, mutant.body, fixture, mutant=True)
+
+
+def _flagged(report: StreamReport) -> bool:
+    return report.malformed or report.outcome in _FLAGGED_OUTCOMES
+
+
+def _summary(report: StreamReport) -> str:
+    found = ", ".join(f"{f.rule}({f.severity.value})" for f in report.findings[:4])
+    return f"outcome {report.outcome.value}, findings [{found}]"
+
+
+def disagreements(judged: Iterable[tuple[Case, list[Verdict]]], used: set[Exception_]) -> list[str]:
+    """What the oracle objects to: a client failing a body streamguard passes (unless a row
+    of the exceptions table excuses it, which is then noted in ``used``), and a healthy
+    fixture with an error finding."""
+    problems = []
+    for case, verdicts in judged:
+        report = case.check()
+        if case.healthy and report.malformed:
+            problems.append(f"{case.id}: healthy fixture with an error finding: {_summary(report)}")
+        if _flagged(report):
+            continue
+        for verdict in verdicts:
+            if verdict.error is None:
+                continue
+            row = matching(verdict.client, case.id, verdict.error)
+            if row is not None:
+                used.add(row)
+                continue
+            problems.append(
+                f"{case.id}: {verdict.client} fails ({verdict.error[:200]!r}) but streamguard "
+                f"reports {_summary(report)}"
+            )
+    return problems
+
+
+def _python_judged(selected: list[Case]) -> Iterator[tuple[Case, list[Verdict]]]:
+    for case in selected:
+        yield case, python_verdicts(case.protocol, case.body, case.fixture.request)
+
+
+def _python_protocols() -> list[str]:
+    return [protocol for protocol in PYTHON_CLIENTS if available(protocol)]
+
+
+def _report(problems: list[str]) -> str:
+    shown = "\n".join(problems[:40])
+    more = f"\n... and {len(problems) - 40} more" if len(problems) > 40 else ""
+    return f"{len(problems)} disagreement(s) with the official clients:\n{shown}{more}"
+
+
+@pytest.mark.parametrize("protocol", sorted(PYTHON_CLIENTS))
+def test_python_clients_agree_on_fixtures_and_a_few_mutants(protocol: str) -> None:
+    """The quick tier: every fixture, and a few mutants of one healthy fixture."""
+    if not available(protocol):
+        pytest.skip(f"the official client of {protocol} is not installed")
+    selected = list(cases([protocol], QUICK_PER_KIND, QUICK_RETYPES, QUICK_MUTATED))
+    problems = disagreements(_python_judged(selected), set())
+    assert not problems, _report(problems)
+
+
+def test_the_mutants_are_seeded_and_of_every_kind() -> None:
+    """The same bytes on every run, and each kind is made (a kind that made nothing would
+    leave the oracle blind to its breakage)."""
+    fixture = next(f for f in fixtures("openai_chat") if f.name == "clean-text-include-usage")
+    first = mutants(fixture.id, fixture.body, per_kind=PER_KIND, retypes=RETYPES)
+    again = mutants(fixture.id, fixture.body, per_kind=PER_KIND, retypes=RETYPES)
+    assert [(m.name, m.body) for m in first] == [(m.name, m.body) for m in again]
+    assert {m.kind for m in first} == set(KINDS)
+    assert all(m.body != fixture.body for m in first)
+
+
+def test_the_oracle_fails_when_streamguard_misses_a_client_failure() -> None:
+    """The oracle itself can fail: a body the client raises on, judged clean, is reported."""
+    fixture = next(f for f in fixtures("openai_chat") if f.name == "clean-text-include-usage")
+    case = Case("made-up", "openai_chat", fixture.body, fixture, mutant=True)
+    problems = disagreements([(case, [Verdict("openai.chat.stream", "IndexError: boom")])], set())
+    assert len(problems) == 1
+    assert "IndexError: boom" in problems[0]
+
+
+@pytest.mark.slow
+def test_every_client_agrees_on_every_fixture_and_mutant() -> None:
+    """The full run: every client, every fixture, the seeded mutants of every healthy one;
+    and every row of the exceptions table still matches some case (no stale excuse)."""
+    used: set[Exception_] = set()
+    selected = list(cases(_python_protocols(), PER_KIND, RETYPES))
+    problems = disagreements(_python_judged(selected), used)
+    assert NODE is not None or not os.environ.get("STREAMGUARD_REQUIRE_NODE"), (
+        "STREAMGUARD_REQUIRE_NODE is set but node is not installed"
+    )
+    if NODE is not None:
+        node_cases = list(cases(sorted(NODE_CLIENTS), PER_KIND, RETYPES))
+        verdicts = node_verdicts([(case.id, case.protocol, case.body) for case in node_cases])
+        judged = [(case, [verdicts[case.id]]) for case in node_cases]
+        problems += disagreements(judged, used)
+    checked = {*(_python_protocols()), *(NODE_CLIENTS if NODE is not None else ())}
+    stale = [
+        row
+        for row in EXCEPTIONS
+        if row not in used and any(row.case.startswith(f"{p}/") for p in checked)
+    ]
+    problems += [f"stale exception (matches no case): {row}" for row in stale]
+    assert not problems, _report(problems)
+
+
+def _gemini_probes() -> Iterator[tuple[str, dict[str, Any]]]:
+    """One chunk per field the Gemini checker types, that field given a value of a type
+    the schema does not allow (and each object or list given a string, or a list entry)."""
+    from streamguard.protocols import gemini
+
+    wrong = {"string": 7, "number": [], "integer": {}, "boolean": 7, "base64": "ab"}
+
+    def walk(schema: dict[str, object], build: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+        for field, kind in schema.items():
+            if isinstance(kind, dict):
+                yield f"{prefix}{field}=str", build({field: "x"})
+                if kind:
+                    yield from walk(kind, lambda d, f=field: build({f: d}), f"{prefix}{field}.")
+            elif isinstance(kind, tuple):
+                yield f"{prefix}{field}[0]=str", build({field: ["x"]})
+                entry = kind[0]
+                yield from walk(entry, lambda d, f=field: build({f: [d]}), f"{prefix}{field}[0].")
+            else:
+                yield f"{prefix}{field}={kind}", build({field: wrong[str(kind)]})
+
+    def candidate(fields: dict[str, Any]) -> dict[str, Any]:
+        return {"candidates": [{"index": 0, **fields}]}
+
+    def content(fields: dict[str, Any]) -> dict[str, Any]:
+        return candidate({"content": {"parts": [{"text": "x"}], **fields}})
+
+    def part(fields: dict[str, Any]) -> dict[str, Any]:
+        return candidate({"content": {"parts": [fields]}})
+
+    yield from walk(gemini._RESPONSE, lambda d: d, "")
+    yield from walk(gemini._CANDIDATE, candidate, "candidates[0].")
+    yield from walk({"role": "string"}, content, "content.")
+    yield from walk(gemini._PART, part, "parts[0].")
+    yield from walk(gemini._USAGE, lambda d: {"usageMetadata": d}, "usageMetadata.")
+    yield from walk(gemini._FEEDBACK, lambda d: {"promptFeedback": d}, "promptFeedback.")
+
+
+def test_the_gemini_field_types_are_those_google_genai_refuses() -> None:
+    """Each field type the Gemini checker enforces, retyped: google-genai fails exactly when
+    streamguard reports a schema_mismatch (never stricter than the client, never blinder)."""
+    if not available("gemini"):
+        pytest.skip("google-genai is not installed")
+    import json
+
+    final = b'data: {"candidates":[{"finishReason":"STOP","index":0}]}\n\n'
+    problems = []
+    for name, chunk in _gemini_probes():
+        body = b"data: " + json.dumps(chunk).encode() + b"\n\n" + final
+        (verdict,) = python_verdicts("gemini", body, None)
+        flagged = "schema_mismatch" in check_stream(body, protocol="gemini").rules()
+        if verdict.ok == flagged:
+            problems.append(f"{name}: google-genai ok={verdict.ok}, schema_mismatch={flagged}")
+    assert not problems, problems
