@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 import structlog
 from structlog.testing import capture_logs
 
