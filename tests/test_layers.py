@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from streamguard.protocols import BUILT_IN, ProtocolSpec
+from streamguard.protocols._base import Checker
+
 PACKAGE = Path(__file__).resolve().parent.parent / "streamguard"
 
 
@@ -112,3 +115,11 @@ def test_a_low_layer_imported_alone_loads_no_protocol(module: str) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout.split()
     assert loaded == []
+
+
+@pytest.mark.parametrize("spec", BUILT_IN, ids=lambda spec: spec.name)
+def test_the_engine_owns_each_event_and_the_end(spec: ProtocolSpec) -> None:
+    """No built-in checker overrides ``on_event`` or ``on_end``: it has hooks instead."""
+    for cls in spec.checker.__mro__[: spec.checker.__mro__.index(Checker)]:
+        assert "on_event" not in vars(cls)
+        assert "on_end" not in vars(cls)

@@ -16,9 +16,11 @@ makes the lifecycle finding when the event breaks one, and records the terminal 
 error. Events in a sealed phase (after the terminal, say) never reach the protocol's
 code: ``on_event`` asks ``sealed_kind`` for their kind and name, and advances. At the
 body's end, ``on_end`` runs the protocol's own end-of-stream rules (``check_end``) and
-advances with ``END``, whose finding (a missing terminal) comes first. Gemini overrides
-``on_event`` and ``on_end`` (its framing check reads every event, and its terminal is
-known only at the end); moving both into the engine is issue 25's next step.
+advances with ``END``, whose finding (a missing terminal) comes first. No protocol
+overrides ``on_event`` or ``on_end``; they have hooks instead: ``end_step`` names the END
+step's event (Gemini's terminal is known only at the end), and a protocol that sets
+``READS_FRAMING`` gets ``framing_finding`` on every event, sealed ones included, and
+``framing_at_end`` at the body's end, each finding placed first.
 
 The rest is shared so that protocols read the same: ``Found`` holds the findings on the
 event being checked, so a handler adds one with ``found.add(rule, detail)``; ``report``
@@ -190,6 +192,9 @@ class Checker:
     #: The reasons (``report.SKIP_REASONS``) ``checks_skipped`` can give: what the metrics
     #: initialise for the protocol and the docs list.
     SKIPS: ClassVar[frozenset[str]] = frozenset()
+    #: Whether ``framing_finding`` and ``framing_at_end`` are asked (for a protocol whose
+    #: clients read less of SSE than the spec allows).
+    READS_FRAMING: ClassVar[bool] = False
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         self.request = request
@@ -213,11 +218,15 @@ class Checker:
     # -- the engine ------------------------------------------------------------------------
 
     def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        """Check one event: in a sealed phase only the lifecycle, else the protocol."""
+        """Check one event: its framing when the protocol reads it, then in a sealed phase
+        only the lifecycle, else the protocol."""
+        framing = self.framing_finding(event, index) if self.READS_FRAMING else None
         if self.phase in self.LIFECYCLE.sealed:
             kind, name = self.sealed_kind(event)
-            return self.step_only(kind, event, index, name)
-        return self.check_event(event, index)
+            found = self.step_only(kind, event, index, name)
+        else:
+            found = self.check_event(event, index)
+        return found if framing is None else (framing, *found)
 
     def step_only(
         self, kind: str, event: Event, index: int, name: str | None = None
@@ -233,11 +242,16 @@ class Checker:
         The monitor does not call this when the client left, the app failed or the task
         was cancelled: the missing end is then explained by the outcome.
         """
-        found = list(self.check_end(events, offset))
+        end = Event("", "", offset=offset)  # the body's end, where the END step is taken
+        framing = self.framing_at_end(end, events) if self.READS_FRAMING else None
+        own = self.check_end(events, offset)
         # The END step goes through advance() like any other, at the body's end.
-        finding = self.advance(END, Event("", "", offset=offset), events, "")
+        index, name = self.end_step(events)
+        finding = self.advance(END, end, index, name)
+        found = [] if framing is None else [framing]
         if finding is not None:
-            found.insert(0, finding)
+            found.append(finding)
+        found.extend(own)
         return found
 
     def advance(
@@ -386,6 +400,22 @@ class Checker:
     def check_end(self, events: int, offset: int) -> Sequence[Finding]:
         """The protocol's own rules at the body's end (after the lifecycle's)."""
         return NO_FINDINGS
+
+    def end_step(self, events: int) -> tuple[int, str]:
+        """The event index and the name the END step's message gives (by default the
+        number of events, and no name); a protocol whose terminal is known only at the end
+        (Gemini's last finish) names it here."""
+        return events, ""
+
+    def framing_finding(self, event: Event, index: int) -> Finding | None:
+        """With ``READS_FRAMING``: a finding on how the event was framed, made before the
+        event is checked (every event, sealed phases included)."""
+        return None
+
+    def framing_at_end(self, end: Event, events: int) -> Finding | None:
+        """With ``READS_FRAMING``: a finding on how the body's last event was framed,
+        ``end`` standing for the body's end."""
+        return None
 
 
 #: ``parse_value``'s answer for data that is not JSON.

@@ -142,7 +142,7 @@ _LIFECYCLE = Lifecycle(
         (_GENERATING, TERMINAL): go(_BLOCKED),
         (_GENERATING, ERROR): go(_ERRORED),
         (_GENERATING, OTHER): STAY,
-        # ``name`` says which candidates lack a finishReason (GeminiChecker.on_end).
+        # ``name`` says which candidates lack a finishReason (GeminiChecker.end_step).
         (_GENERATING, END): broken(
             rules.MISSING_FINISH_REASON,
             "the body ended after {index} event(s) and {offset} byte(s); {name} a "
@@ -400,6 +400,8 @@ class GeminiChecker(Checker):
     # ``completed`` records it), so a truncated stream is unclosed, a finished one completed.
     has_terminal = True
     LIFECYCLE = _LIFECYCLE
+    # google-genai reads only ``data: `` lines (the module docstring's second part).
+    READS_FRAMING = True
     RAISES = frozenset(
         {
             rules.CONTENT_AFTER_FINISH,
@@ -421,34 +423,25 @@ class GeminiChecker(Checker):
 
     # -- the engine's entry points ----------------------------------------------------------
 
-    def on_event(self, event: Event, index: int) -> Sequence[Finding]:
-        # Overridden for the framing check alone: it reads every event, those after a blocked
-        # prompt included (a sealed phase, where the engine runs the lifecycle alone).
+    def framing_finding(self, event: Event, index: int) -> Finding | None:
+        # Every event, those after a blocked prompt included (a sealed phase): the SDK
+        # yields a blocked prompt's chunk and reads on.
         if self.error_index is not None or self.reported(rules.SDK_INCOMPATIBLE_FRAMING):
-            return super().on_event(event, index)  # nothing more to find, nor to track
+            return None  # nothing more to find, nor to track
         problem = self._framing_problem(event, index)
-        found = super().on_event(event, index)
-        if problem is None:
-            return found
-        framing: list[Finding] = []
-        self._report_framing(framing, event, index, problem)
-        return (*framing, *found)
+        return None if problem is None else self._framing(event, index, problem)
 
-    def on_end(self, events: int, offset: int) -> Sequence[Finding]:
-        """The last data line's framing, then the lifecycle's END step.
-
-        ENGINE-CANDIDATE: the engine's ``on_end`` takes the END step with nothing from the
-        protocol. Here the step into ``completed`` records the chunk that finished the last
-        candidate as the terminal (decided only now), and the ``missing_finish_reason``
-        message names the unfinished candidates: an ``on_end`` that asks the protocol for
-        the END step's index and name would do both.
-        """
-        end = Event("", "", offset=offset)  # the body's end, where the END step is taken
-        found: list[Finding] = []
+    def framing_at_end(self, end: Event, events: int) -> Finding | None:
         if events and end.offset - self._data_end < (self._gap or min(_CLEAN_GAPS)):
             # Fewer bytes than a blank line after the last data line: it lacked the space
             # (more is an unfinished frame, which the parser reports itself).
-            self._report_framing(found, end, events, "ends with a data: line without the space")
+            return self._framing(end, events, "ends with a data: line without the space")
+        return None
+
+    def end_step(self, events: int) -> tuple[int, str]:
+        """The step into ``completed`` records the chunk that finished the last candidate as
+        the terminal (decided only now); ``missing_finish_reason`` names the unfinished
+        candidates."""
         index, shown = events, ""
         states = (self._candidates or {}).items()
         if self.phase == _FINISHED:  # the terminal: the chunk that finished the last one
@@ -459,8 +452,7 @@ class GeminiChecker(Checker):
             if unfinished:
                 listed = listing(map(number, unfinished), len(unfinished))
                 shown = f"candidate(s) {listed} never received"
-        finding = self.advance(END, end, index, shown)
-        return found if finding is None else [*found, finding]
+        return index, shown
 
     # -- one chunk --------------------------------------------------------------------------
 
@@ -670,11 +662,14 @@ class GeminiChecker(Checker):
             self._gap = gap  # the first gap fixes the framing: LF or CRLF
         return None if gap == self._gap else "follows a comment, or a data: line without the space"
 
-    def _report_framing(self, found: list[Finding], event: Event, index: int, problem: str) -> None:
+    def _framing(self, event: Event, index: int, problem: str) -> Finding | None:
+        """The stream's one ``sdk_incompatible_framing`` (None once it was reported)."""
+        found: list[Finding] = []
         detail = f" (byte {event.offset}) {problem}; the google-genai SDK reads only 'data: ' lines"
         self.report(
             found, rules.SDK_INCOMPATIBLE_FRAMING, event, index, f"{detail} and fails on it"
         )
+        return found[0] if found else None
 
 
 _Handler = Callable[[GeminiChecker, Any, Found, _Problems], str | None]
