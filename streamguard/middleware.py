@@ -331,14 +331,14 @@ class _Exchange(StreamSession):
             # exception, means the message never reached the client: the app sees it
             # raised, and the outcome follows from how the app ends.
             if body_ended and monitor is not None and self.disconnected and is_cancellation(exc):
-                monitor.handed_over()
+                monitor.delivered()
                 self.end(classify_end(Side.SERVER, body_ended=True))
             raise
         if monitor is not None:
             # A server may drop sends after a disconnect without raising (uvicorn does):
             # what was sent after the client left did not reach it.
             if not self.disconnected:
-                monitor.handed_over()
+                monitor.delivered()
             if body_ended:
                 self._late_body_is_a_bug = True
                 self.end(
@@ -391,7 +391,7 @@ class _Exchange(StreamSession):
             headers=headers,
             route=label or UNKNOWN_ROUTE,
             started_at=self.started_at,
-            handover=True,  # a terminal counts once its message reached the server
+            confirms_delivery=True,  # a terminal counts once its message reached the server
             **seam.monitor_settings(spec),
         )
         if note is not None:

@@ -86,15 +86,15 @@ class StreamEnd(Enum):
     READ_TIMEOUT = "read_timeout"
 
 
-#: What the stream had handed to the server when it ended (the columns of ``OUTCOMES``):
+#: What the stream had delivered to the server when it ended (the columns of ``OUTCOMES``):
 #: its in-band error, its terminal signal, neither, or nothing to judge (the protocol has
 #: no terminal signal, or the stream was not inspected).
-HANDED_OVER = ("error", "terminal", "neither", "unjudged")
-_ERROR, _TERMINAL, _NEITHER, _UNJUDGED = HANDED_OVER
-_COLUMN = {handed: column for column, handed in enumerate(HANDED_OVER)}
+DELIVERED = ("error", "terminal", "neither", "unjudged")
+_ERROR, _TERMINAL, _NEITHER, _UNJUDGED = DELIVERED
+_COLUMN = {state: column for column, state in enumerate(DELIVERED)}
 
 _C, _E, _U = Outcome.COMPLETED, Outcome.ERROR_EVENT, Outcome.UNCLOSED
-#: The outcome of every (end, what was handed over) pair: the one place an end becomes an
+#: The outcome of every (end, what was delivered) pair: the one place an end becomes an
 #: outcome. The end already seen wins over a client that leaves later: a client that
 #: closes after the terminal or the in-band error got the whole answer, and its close is a
 #: fact on the report (``client_closed_after_end``), not the outcome. Failures on the
@@ -136,7 +136,7 @@ _CLIENT_CLOSED = frozenset({StreamEnd.CLIENT_DISCONNECT, StreamEnd.READ_TIMEOUT}
 class StreamMonitor:
     """Checks one stream as its body arrives and builds its ``StreamReport``.
 
-    With ``handover=True`` the caller confirms, with ``handed_over()``, each fed body
+    With ``confirms_delivery=True`` the caller confirms, with ``delivered()``, each fed body
     message that reached the server; a terminal signal or in-band error counts for the
     outcome only once it did. Offline, everything fed counts as delivered.
 
@@ -152,13 +152,13 @@ class StreamMonitor:
         "_bytes",
         "_checker",
         "_clock",
+        "_confirms_delivery",
+        "_delivered",
         "_detector",
         "_dropped",
         "_events",
         "_excerpt_chars",
         "_findings",
-        "_handed",
-        "_handover",
         "_inspecting",
         "_kept_rules",
         "_liveness",
@@ -190,7 +190,7 @@ class StreamMonitor:
         route: str | None = None,
         excerpt_chars: int = 0,
         liveness: LivenessLimits | None = None,
-        handover: bool = False,
+        confirms_delivery: bool = False,
         json_data: bool = False,
         on_event: EventCallback | None = None,
     ) -> None:
@@ -222,8 +222,8 @@ class StreamMonitor:
         self._kept_rules: set[str] | None = None  # built when the cap is first reached
         self._dropped: dict[str, int] | None = None
         self._inspecting = True
-        self._handover = handover
-        self._handed = _NEITHER
+        self._confirms_delivery = confirms_delivery
+        self._delivered = _NEITHER
         self.path = path
         opened_at = clock()
         self.started_at = opened_at if started_at is None else started_at
@@ -376,7 +376,7 @@ class StreamMonitor:
             self.last_byte_at = now
             if liveness is not None:
                 liveness.on_bytes(now)
-                if self._handover:
+                if self._confirms_delivery:
                     liveness.sending()
         if not self._inspecting:
             return ()
@@ -447,11 +447,11 @@ class StreamMonitor:
                 # The decision replayed the held events after earlier chunks' framing
                 # findings were kept: in event order, as if the bytes had come in one chunk.
                 kept.sort(key=_event_order)
-        if not self._handover:
-            self._handed_over(now)
+        if not self._confirms_delivery:
+            self._record_delivered(now)
         return new
 
-    def handed_over(self) -> None:
+    def delivered(self) -> None:
         """The last body message fed reached the server: its terminal or error counts, and
         the grace for ending the body starts then (``body_not_ended``)."""
         liveness = self._liveness
@@ -459,19 +459,19 @@ class StreamMonitor:
         if liveness is not None and liveness.sent():
             now = self._clock()  # the server held the message past a poll: when it took it
             liveness.resume(now)
-        if self._handed == _NEITHER:
-            self._handed_over(now)
+        if self._delivered == _NEITHER:
+            self._record_delivered(now)
 
-    def _handed_over(self, now: float | None = None) -> None:
+    def _record_delivered(self, now: float | None = None) -> None:
         """Record a terminal or error the server now has; ``now`` is when it took it, or
         ``None`` for the last feed's time (the send took less than a poll)."""
         checker = self._checker
         if checker is None:
             return
         if checker.error_index is not None:
-            self._handed = _ERROR
+            self._delivered = _ERROR
         elif checker.terminal_index is not None:
-            self._handed = _TERMINAL
+            self._delivered = _TERMINAL
         else:
             return
         liveness = self._liveness
@@ -569,8 +569,8 @@ class StreamMonitor:
         if end is StreamEnd.BODY_ENDED:
             # The body's end reached the server, so all that was fed did, including a
             # terminal only the end reveals (Gemini's "every candidate finished").
-            self._handed_over()
-        handed = self._handed
+            self._record_delivered()
+        delivered = self._delivered
         checker = self._checker
         gave_up = end is StreamEnd.READ_TIMEOUT and (
             checker is None or (checker.terminal_index is None and checker.error_index is None)
@@ -600,9 +600,9 @@ class StreamMonitor:
                 )
             )
         has_terminal = checker is not None and checker.has_terminal
-        if handed == _NEITHER and not (has_terminal and self._inspecting):
-            handed = _UNJUDGED
-        outcome = OUTCOMES[end][_COLUMN[handed]]
+        if delivered == _NEITHER and not (has_terminal and self._inspecting):
+            delivered = _UNJUDGED
+        outcome = OUTCOMES[end][_COLUMN[delivered]]
         self._record(found)
         kept = self._findings
         if undecided and self._detector is None and kept is not None:
@@ -639,7 +639,7 @@ class StreamMonitor:
             notes=self.notes,
             max_event_gap=self._liveness.max_event_gap if self._liveness is not None else None,
             findings_dropped=tuple(sorted(dropped.items())) if dropped else (),
-            client_closed_after_end=end in _CLIENT_CLOSED and handed in (_ERROR, _TERMINAL),
+            client_closed_after_end=end in _CLIENT_CLOSED and delivered in (_ERROR, _TERMINAL),
             skipped_checks=skipped,
         )
         return self.report
@@ -671,7 +671,7 @@ class StreamMonitor:
 
     def fallback_report(self, end: StreamEnd) -> StreamReport:
         """The report when building the real one failed: the outcome from the end alone."""
-        column = _COLUMN[_UNJUDGED if self._handed == _NEITHER else self._handed]
+        column = _COLUMN[_UNJUDGED if self._delivered == _NEITHER else self._delivered]
         self.report = StreamReport(
             protocol=self.protocol,
             outcome=OUTCOMES[end][column],

@@ -14,7 +14,7 @@ from typing_extensions import TypedDict
 from streamguard import rules
 from streamguard.monitor import check_stream
 from streamguard.protocols import CHECKERS, Checker
-from streamguard.protocols._base import Found, listing, terminated_lifecycle
+from streamguard.protocols._base import EventFindings, listing, terminated_lifecycle
 from streamguard.protocols._lifecycle import ANY, END, ERROR, OTHER, STAY, TERMINAL, Lifecycle
 from streamguard.protocols._payload import lenient
 from streamguard.sse import Event
@@ -211,11 +211,11 @@ def test_a_sealed_phase_takes_the_kind_and_name_the_checker_gives() -> None:
     ]
 
 
-def test_found_adds_findings_on_its_event_and_takes_its_step() -> None:
-    """Found.add() reports on the event it holds; Found.step() adds the lifecycle finding."""
+def test_event_findings_add_on_their_event_and_take_its_step() -> None:
+    """``add()`` reports on the event it holds; ``step()`` adds the lifecycle finding."""
     checker = DoneChecker()
     checker.on_event(Event("message", "END"), 0)
-    found = Found(checker, Event("message", "x", offset=7), 3)
+    found = EventFindings(checker, Event("message", "x", offset=7), 3)
     found.add(rules.SCHEMA_MISMATCH, ": odd")
     found.step(OTHER)
     assert [(f.rule, f.message, f.byte_offset) for f in found.items] == [

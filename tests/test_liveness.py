@@ -58,11 +58,11 @@ def test_the_grace_starts_when_the_server_takes_the_terminal(done_protocol: str)
     """A terminal whose message the server holds (a slow reader) is not yet sent: the grace
     for ending the body starts when the server takes the message."""
     clock = FakeClock()
-    monitor = StreamMonitor(done_protocol, clock=clock, liveness=LIMITS, handover=True)
+    monitor = StreamMonitor(done_protocol, clock=clock, liveness=LIMITS, confirms_delivery=True)
     feed_at(monitor, clock, 0.1, b"data: a\n\ndata: END\n\n")
     assert monitor.poll(30.0) == []  # the send is still pending
     clock.now = 30.0
-    monitor.handed_over()
+    monitor.delivered()
     assert monitor.poll(34.9) == []
     [finding] = monitor.poll(35.1)
     assert finding.rule == "body_not_ended"
@@ -72,17 +72,17 @@ def test_a_send_held_by_the_server_is_no_stall() -> None:
     """While the server holds a message the app is waiting, not silent; the silence that
     counts starts when the server takes it."""
     clock = FakeClock()
-    monitor = StreamMonitor("sse", clock=clock, liveness=LIMITS, handover=True)
+    monitor = StreamMonitor("sse", clock=clock, liveness=LIMITS, confirms_delivery=True)
     feed_at(monitor, clock, 0.1, b"data: a\n\n")
     assert monitor.poll(100.0) == []
     clock.now = 100.0
-    monitor.handed_over()
+    monitor.delivered()
     assert monitor.poll(159.0) == []
     [finding] = monitor.poll(161.0)
     assert finding.rule == "stalled"
     clock.now = 162.0
     monitor.feed(b"data: b\n\n")
-    monitor.handed_over()
+    monitor.delivered()
     report = monitor.finish(StreamEnd.BODY_ENDED)
     assert report.rules() == ["stalled"]  # the held send is no gap at the end either
 

@@ -104,10 +104,10 @@ def test_the_body_must_end_after_the_last_answer() -> None:
         request=request(),
         clock=lambda: now[0],
         liveness=LivenessLimits(body_end_grace_s=1.0),
-        handover=True,
+        confirms_delivery=True,
     )
     monitor.feed(sse(PROGRESS, result()))
-    monitor.handed_over()
+    monitor.delivered()
     now[0] = 5.0
     assert [f.rule for f in monitor.poll()] == ["body_not_ended"]
     assert monitor.finish(StreamEnd.BODY_ENDED).outcome.value == "completed"

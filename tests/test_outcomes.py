@@ -10,7 +10,7 @@ from starlette.types import Receive, Scope, Send
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 from streamguard.logs import StreamLog
-from streamguard.monitor import HANDED_OVER, OUTCOMES, StreamEnd, StreamMonitor
+from streamguard.monitor import DELIVERED, OUTCOMES, StreamEnd, StreamMonitor
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 
@@ -39,26 +39,26 @@ C, E, U, D = (
 EXPECTED = {
     StreamEnd.BODY_ENDED: {"error": E, "terminal": C, "neither": U, "unjudged": C},
     StreamEnd.CLIENT_DISCONNECT: {"error": E, "terminal": C, "neither": D, "unjudged": D},
-    StreamEnd.APP_RETURNED: dict.fromkeys(HANDED_OVER, U),
-    StreamEnd.APP_ERROR: dict.fromkeys(HANDED_OVER, Outcome.APP_ERROR),
-    StreamEnd.CANCELLED: dict.fromkeys(HANDED_OVER, Outcome.CANCELLED),
-    StreamEnd.CONNECTION_LOST: dict.fromkeys(HANDED_OVER, Outcome.CONNECTION_LOST),
+    StreamEnd.APP_RETURNED: dict.fromkeys(DELIVERED, U),
+    StreamEnd.APP_ERROR: dict.fromkeys(DELIVERED, Outcome.APP_ERROR),
+    StreamEnd.CANCELLED: dict.fromkeys(DELIVERED, Outcome.CANCELLED),
+    StreamEnd.CONNECTION_LOST: dict.fromkeys(DELIVERED, Outcome.CONNECTION_LOST),
     StreamEnd.READ_TIMEOUT: {"error": E, "terminal": C, "neither": D, "unjudged": D},
 }
 #: The ends at which the client closed the connection.
 CLIENT_CLOSES = (StreamEnd.CLIENT_DISCONNECT, StreamEnd.READ_TIMEOUT)
-CELLS = [(end, column) for end in StreamEnd for column in HANDED_OVER]
+CELLS = [(end, column) for end in StreamEnd for column in DELIVERED]
 
 
 def test_the_table_covers_every_end() -> None:
     """Every end has a row, and every row a cell per column."""
     assert set(OUTCOMES) == set(StreamEnd)
-    assert all(len(row) == len(HANDED_OVER) for row in OUTCOMES.values())
+    assert all(len(row) == len(DELIVERED) for row in OUTCOMES.values())
 
 
 @pytest.mark.parametrize(("end", "column"), CELLS, ids=[f"{e.value}-{c}" for e, c in CELLS])
 def test_every_cell(end: StreamEnd, column: str) -> None:
-    """The monitor gives each (end, what was handed over) pair its documented outcome."""
+    """The monitor gives each (end, what was delivered) pair its documented outcome."""
     protocol, chunks = STREAMS[column]
     monitor = StreamMonitor(protocol)
     for chunk in chunks:
@@ -69,21 +69,21 @@ def test_every_cell(end: StreamEnd, column: str) -> None:
     assert report.client_closed_after_end is late_close
 
 
-def test_a_terminal_not_handed_over_does_not_count() -> None:
+def test_a_terminal_not_delivered_does_not_count() -> None:
     """With hand-over tracking, a [DONE] fed but never confirmed leaves the stream cut."""
-    monitor = StreamMonitor("openai_chat", handover=True)
+    monitor = StreamMonitor("openai_chat", confirms_delivery=True)
     monitor.feed(CHUNK)
-    monitor.handed_over()
-    monitor.feed(DONE)  # the send carrying it failed: no handed_over()
+    monitor.delivered()
+    monitor.feed(DONE)  # the send carrying it failed: no delivered()
     report = monitor.finish(StreamEnd.CLIENT_DISCONNECT)
     assert (report.outcome, report.client_closed_after_end) == (D, False)
 
 
-def test_a_terminal_handed_over_counts() -> None:
+def test_a_terminal_delivered_counts() -> None:
     """The same stream with the [DONE] confirmed is completed, the close a fact."""
-    monitor = StreamMonitor("openai_chat", handover=True)
+    monitor = StreamMonitor("openai_chat", confirms_delivery=True)
     monitor.feed(CHUNK + DONE)
-    monitor.handed_over()
+    monitor.delivered()
     report = monitor.finish(StreamEnd.CLIENT_DISCONNECT)
     assert (report.outcome, report.client_closed_after_end) == (C, True)
 
@@ -120,7 +120,7 @@ def test_client_closing_after_the_end_keeps_the_end(last: bytes, outcome: Outcom
 
 
 def test_client_closing_before_the_end_is_a_disconnect() -> None:
-    """Without a terminal handed over, the client leaving is ``client_disconnect``."""
+    """Without a terminal delivered, the client leaving is ``client_disconnect``."""
     steps = ["receive", sse_start(), body(CHUNK), "receive", body(DONE)]
     recorder = Recorder(
         incoming=[{"type": "http.request", "body": b""}, {"type": "http.disconnect"}],

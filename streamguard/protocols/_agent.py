@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from streamguard import _wire, rules
-from streamguard.protocols._base import Found
+from streamguard.protocols._base import EventFindings
 
 __all__ = ["IdSet", "OpenIds", "id_key", "shown"]
 
@@ -93,7 +93,9 @@ class OpenIds:
         self._on_reopen = on_reopen
         self._sets: dict[str, IdSet] = {}
 
-    def open(self, found: Found, kind: str, value: str, key: str | bytes, where: str) -> None:
+    def open(
+        self, found: EventFindings, kind: str, value: str, key: str | bytes, where: str
+    ) -> None:
         """A start of the ``kind`` thing with id ``value`` (kept by ``key``)."""
         ids = self._sets.get(kind)
         if ids is None:
@@ -103,7 +105,13 @@ class OpenIds:
             found.add(rules.ID_ALREADY_OPEN, detail + self._on_reopen)
 
     def need_open(
-        self, found: Found, kind: str, value: str, key: str | bytes, where: str, closes: bool
+        self,
+        found: EventFindings,
+        kind: str,
+        value: str,
+        key: str | bytes,
+        where: str,
+        closes: bool,
     ) -> None:
         """An event that continues the ``kind`` thing with id ``value`` (and ends it when
         ``closes``)."""
@@ -124,7 +132,7 @@ class OpenIds:
 
     def check_closed(
         self,
-        found: Found,
+        found: EventFindings,
         where: str,
         ended: str,
         consequence: str,

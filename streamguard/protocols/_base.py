@@ -22,11 +22,11 @@ step's event (Gemini's terminal is known only at the end), and a protocol that s
 ``READS_FRAMING`` gets ``framing_finding`` on every event, sealed ones included, and
 ``framing_at_end`` at the body's end, each finding placed first.
 
-The rest is shared so that protocols read the same: ``Found`` holds the findings on the
+The rest is shared so that protocols read the same: ``EventFindings`` holds the findings on the
 event being checked, so a handler adds one with ``found.add(rule, detail)``; ``report``
 builds a finding for an event (the ``event N`` prefix and the byte offset), honouring
 ``Rule.once_per_stream``; ``parse_object`` parses a payload or makes the ``invalid_json``
-finding; ``KeptText`` holds text for a later check within the stream's budget; ``Slots``
+finding; ``KeptText`` holds text for a later check within the stream's budget; ``OpenByNumber``
 tracks numbered things that open and close; ``listing`` shows a few entries and a count.
 """
 
@@ -68,9 +68,9 @@ __all__ = [
     "MAX_KEPT_TEXT_CHARS",
     "NO_FINDINGS",
     "Checker",
-    "Found",
+    "EventFindings",
     "KeptText",
-    "Slots",
+    "OpenByNumber",
     "Transcript",
     "event_name",
     "json_object",
@@ -424,7 +424,7 @@ _NOT_JSON = object()
 _NOTHING_REPORTED: frozenset[str] = frozenset()
 
 
-class Found:
+class EventFindings:
     """The findings on the event being checked: a handler adds one with ``add`` without
     passing the event and its index along."""
 
@@ -498,7 +498,7 @@ class KeptText:
         self._chars = 0
 
 
-class Slots(Generic[T]):
+class OpenByNumber(Generic[T]):
     """Numbered things that open in order and close: Anthropic content blocks, Responses
     output items and content parts, chat tool calls.
 

@@ -63,7 +63,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import IdSet, id_key, shown
-from streamguard.protocols._base import Checker, Found, terminated_lifecycle, type_name
+from streamguard.protocols._base import Checker, EventFindings, terminated_lifecycle, type_name
 from streamguard.protocols._fields import (
     ARRAY,
     BOOLEAN,
@@ -309,20 +309,20 @@ class A2AChecker(Checker):
     # -- one event ------------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = Found(self, event, index)
+        found = EventFindings(self, event, index)
         kind, name, _state_value = self._check(found, True)
         found.step(kind, name)
         return found.items
 
     def sealed_kind(self, event: Event) -> tuple[str, str | None]:
         """After the end: what the event is, judged without reporting anything."""
-        found = Found(self, event, 0)
+        found = EventFindings(self, event, 0)
         kind, name, state = self._check(found, False)
         if self.phase == _SETTLED and state is not None and kind != SETTLE:
             return REOPEN, name
         return kind, name
 
-    def _check(self, found: Found, report: bool) -> tuple[str, str, object]:
+    def _check(self, found: EventFindings, report: bool) -> tuple[str, str, object]:
         """Check the event's response (``report``: keep its findings); its lifecycle kind,
         how a message names it, and the task state it carries (None: none)."""
         data = found.event.data
@@ -381,7 +381,7 @@ class A2AChecker(Checker):
             return TERMINAL, name + " marked final", state
         return OTHER, name, state
 
-    def _check_id(self, found: Found, message: Mapping[str, Any]) -> None:
+    def _check_id(self, found: EventFindings, message: Mapping[str, Any]) -> None:
         if "id" not in message or message["id"] is None:
             return  # no id: an error that answers nothing (or the shape check says so)
         key = jsonrpc_id_key(message["id"])
@@ -397,7 +397,7 @@ class A2AChecker(Checker):
                 "event's when the request is unknown); every event answers the one request",
             )
 
-    def _check_result(self, found: Found, result: dict[str, Any]) -> None:
+    def _check_result(self, found: EventFindings, result: dict[str, Any]) -> None:
         known = _result_kind(result)
         if known is None:
             found.add(
@@ -437,7 +437,7 @@ class A2AChecker(Checker):
             return None
         return f"field `status.state` is {_wire.token(state, ())}, not a state of its version"
 
-    def _check_task(self, found: Found, body: Mapping[str, Any], kind: str) -> None:
+    def _check_task(self, found: EventFindings, body: Mapping[str, Any], kind: str) -> None:
         task_id = body.get("id" if kind == _TASK else "taskId")
         context_id = body.get("contextId")
         changed: list[str] = []
@@ -468,7 +468,7 @@ class A2AChecker(Checker):
             if type(artifact_id) is str:
                 self._artifacts.add(id_key(artifact_id))
 
-    def _check_artifact(self, found: Found, body: Mapping[str, Any]) -> None:
+    def _check_artifact(self, found: EventFindings, body: Mapping[str, Any]) -> None:
         artifact = body.get("artifact")
         artifact_id = artifact.get("artifactId") if type(artifact) is dict else None
         if type(artifact_id) is not str:

@@ -83,7 +83,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import OpenIds, id_key, shown
-from streamguard.protocols._base import Checker, Found
+from streamguard.protocols._base import Checker, EventFindings
 from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
@@ -398,7 +398,7 @@ class AGUIChecker(Checker):
     # -- one event ------------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = Found(self, event, index)
+        found = EventFindings(self, event, index)
         if not self._framing_decided:
             self._check_framing(found)
         payload = self.parse_object(event, index, found.items)
@@ -448,7 +448,7 @@ class AGUIChecker(Checker):
             self._check_patch(found, payload.get("patch"), kind_value)
         return found.items
 
-    def _unknown_type(self, found: Found, kind: str) -> None:
+    def _unknown_type(self, found: EventFindings, kind: str) -> None:
         key = id_key(kind)
         if key in self._unknown_types or len(self._unknown_types) >= MAX_UNKNOWN_TYPES:
             return
@@ -481,7 +481,7 @@ class AGUIChecker(Checker):
 
     # -- ids --------------------------------------------------------------------------------
 
-    def _check_ids(self, found: Found, payload: dict[str, Any], kind: str) -> None:
+    def _check_ids(self, found: EventFindings, payload: dict[str, Any], kind: str) -> None:
         if kind in _CHUNKS:
             self._chunk(found, payload, kind)
         elif kind in _OPENS:
@@ -537,7 +537,7 @@ class AGUIChecker(Checker):
             if pending is not None:
                 self._ids.discard(pending[0], pending[1])
 
-    def _chunk(self, found: Found, payload: dict[str, Any], kind: str) -> None:
+    def _chunk(self, found: EventFindings, payload: dict[str, Any], kind: str) -> None:
         what, field = _CHUNKS[kind]
         value = payload.get(field)
         if value is not None and type(value) is not str:
@@ -573,7 +573,7 @@ class AGUIChecker(Checker):
 
     # -- state patches --------------------------------------------------------------------
 
-    def _check_patch(self, found: Found, patch: object, kind: str) -> None:
+    def _check_patch(self, found: EventFindings, patch: object, kind: str) -> None:
         if type(patch) is not list:
             return  # a schema_mismatch already
         for number, operation in enumerate(patch):
@@ -585,7 +585,7 @@ class AGUIChecker(Checker):
 
     # -- framing ----------------------------------------------------------------------------
 
-    def _check_framing(self, found: Found) -> None:
+    def _check_framing(self, found: EventFindings) -> None:
         """CR LF or LF, measured from where events start (see the module docstring)."""
         event = found.event
         expected = self._end_of_simple

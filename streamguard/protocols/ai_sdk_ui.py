@@ -66,7 +66,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import OpenIds, id_key, shown
-from streamguard.protocols._base import Checker, Found
+from streamguard.protocols._base import Checker, EventFindings
 from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
@@ -324,7 +324,7 @@ class AISDKUIChecker(Checker):
     # -- one event ------------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = Found(self, event, index)
+        found = EventFindings(self, event, index)
         if event.data == DONE:
             if self.phase in _PARTS_JUDGED_IN:
                 self._check_closed(found, "[DONE]")
@@ -353,7 +353,7 @@ class AISDKUIChecker(Checker):
         return found.items
 
     def _check_chunk(
-        self, found: Found, chunk: dict[str, Any], kind: str, name: str, phase: str
+        self, found: EventFindings, chunk: dict[str, Any], kind: str, name: str, phase: str
     ) -> None:
         shape = CHUNK_SHAPES.get(kind)
         if shape is None:
@@ -372,7 +372,7 @@ class AISDKUIChecker(Checker):
         if handler is not None:
             handler(self, chunk, name, phase, found)
 
-    def _unknown_type(self, found: Found, kind: str) -> None:
+    def _unknown_type(self, found: EventFindings, kind: str) -> None:
         key = id_key(kind)
         if key in self._unknown_types or len(self._unknown_types) >= MAX_UNKNOWN_TYPES:
             return
@@ -385,21 +385,25 @@ class AISDKUIChecker(Checker):
 
     # -- parts keyed by id ------------------------------------------------------------------
 
-    def _start(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
+    def _start(self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings) -> None:
         part_id: str = chunk["id"]
         self._parts.open(found, _part_kind(chunk), part_id, id_key(part_id), name)
 
-    def _continue(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
+    def _continue(self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings) -> None:
         part_id: str = chunk["id"]
         closes = chunk["type"].endswith("-end")
         self._parts.need_open(found, _part_kind(chunk), part_id, id_key(part_id), name, closes)
 
-    def _tool_input_start(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
+    def _tool_input_start(
+        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
+    ) -> None:
         key = id_key(chunk["toolCallId"])
         if key in self._tools or len(self._tools) < MAX_OPEN_IDS:
             self._tools[key] = True
 
-    def _tool_input_delta(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
+    def _tool_input_delta(
+        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
+    ) -> None:
         call_id = chunk["toolCallId"]
         if id_key(call_id) not in self._tools and len(self._tools) < MAX_OPEN_IDS:
             found.add(
@@ -408,17 +412,23 @@ class AISDKUIChecker(Checker):
                 "stream; the client throws",
             )
 
-    def _tool_input_done(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
+    def _tool_input_done(
+        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
+    ) -> None:
         key = id_key(chunk["toolCallId"])
         if key in self._tools:
             self._tools[key] = False
 
-    def _reset_step(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
+    def _reset_step(
+        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
+    ) -> None:
         # The client forgets the step's open parts and partial tool calls.
         self._parts.clear()
         self._tools.clear()
 
-    def _start_step(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
+    def _start_step(
+        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
+    ) -> None:
         if self._step_open:
             found.add(
                 rules.STEP_NOT_BALANCED,
@@ -426,12 +436,14 @@ class AISDKUIChecker(Checker):
             )
         self._step_open = True
 
-    def _finish_step(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
+    def _finish_step(
+        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
+    ) -> None:
         if not self._step_open:
             found.add(rules.STEP_NOT_BALANCED, f" ({name}): no step is open")
         self._step_open = False
 
-    def _finish(self, chunk: dict[str, Any], name: str, phase: str, found: Found) -> None:
+    def _finish(self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings) -> None:
         if phase not in _PARTS_JUDGED_IN:
             return
         self._check_closed(found, "finish")
@@ -439,7 +451,7 @@ class AISDKUIChecker(Checker):
             found.add(rules.STEP_NOT_BALANCED, f" ({name}): a step is still open (no finish-step)")
             self._step_open = False
 
-    def _check_closed(self, found: Found, what: str) -> None:
+    def _check_closed(self, found: EventFindings, what: str) -> None:
         """The parts still open when the message ends: each kind counted, none quoted."""
         streaming = ((sum(self._tools.values()), "tool input"),)
         consequence = "the client leaves them in their streaming state"

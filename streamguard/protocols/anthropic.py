@@ -53,7 +53,7 @@ block or delta type and a stop reason appear only when they are one of the docum
 tokens below, anything else as its size and a short hash (``streamguard._wire``); block
 indices and token counts as digits when they are sane integers. Lists (open blocks) show
 a few entries and a count. What the checker keeps per stream is bounded the same way: at
-most ``_MAX_OPEN_BLOCKS`` open blocks (``Slots``), each with a documented type or none,
+most ``_MAX_OPEN_BLOCKS`` open blocks (``OpenByNumber``), each with a documented type or none,
 and short digests rather than names the stream chose. The one text it keeps, a tool
 block's ``partial_json`` fragments until its ``content_block_stop``
 (``tool_input_invalid``), is a ``KeptText`` within the stream's kept-text budget: past it
@@ -71,9 +71,9 @@ from streamguard._wire import describe, number, token
 from streamguard.protocols._base import (
     NO_FINDINGS,
     Checker,
-    Found,
+    EventFindings,
     KeptText,
-    Slots,
+    OpenByNumber,
     Transcript,
     event_name,
     json_object,
@@ -331,7 +331,7 @@ EVENT_NAMES = ANTHROPIC_EVENT_NAMES | {"message", "error", "ping"}
 _WHERE = {name: f" ({name!r})" for name in EVENT_NAMES}
 
 _Payload = dict[str, Any]
-Handler = Callable[["AnthropicChecker", _Payload, Found], None]
+Handler = Callable[["AnthropicChecker", _Payload, EventFindings], None]
 
 
 class AnthropicChecker(Checker):
@@ -367,7 +367,7 @@ class AnthropicChecker(Checker):
         super().__init__(request, path)
         #: The first message_start's index, once one came.
         self._start_index: int | None = None
-        self._blocks: Slots[_Block] = Slots(_MAX_OPEN_BLOCKS)
+        self._blocks: OpenByNumber[_Block] = OpenByNumber(_MAX_OPEN_BLOCKS)
         #: The first non-null stop reason (from message_delta, or a prepopulated start),
         #: as ``_kept_reason`` keeps it.
         self._stop_reason: str | None = None
@@ -399,7 +399,7 @@ class AnthropicChecker(Checker):
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         name = event.event
-        found = Found(self, event, index)
+        found = EventFindings(self, event, index)
         where = _WHERE.get(name) or f" ({event_name(name)})"
         payload = self.parse_object(event, index, found.items, where)
         if payload is None:
@@ -412,7 +412,7 @@ class AnthropicChecker(Checker):
             handler(self, payload, found)
         return found.items
 
-    def _step(self, step: str, kind: str, found: Found) -> bool:
+    def _step(self, step: str, kind: str, found: EventFindings) -> bool:
         """Take the lifecycle step of an event of kind ``step``; whether its payload is still
         checked."""
         if step == _START and self._start_index is not None:
@@ -425,7 +425,7 @@ class AnthropicChecker(Checker):
             return False
         return checked
 
-    def _unparsable(self, found: Found) -> Sequence[Finding]:
+    def _unparsable(self, found: EventFindings) -> Sequence[Finding]:
         """Data that is not a JSON object, ``found`` holding its ``invalid_json``."""
         # Parsed again to tell "not JSON" from "not an object": rare, and only for a ping.
         event = found.event
@@ -439,7 +439,7 @@ class AnthropicChecker(Checker):
             self._step(ERROR, "error", found)
         return found.items
 
-    def _disagreeing(self, kind: object, found: Found) -> str:
+    def _disagreeing(self, kind: object, found: EventFindings) -> str:
         """The event name and the JSON ``type`` differ: say so; the kind to follow is the
         JSON's (or the name's, for ``error``, on which the SDK raises whatever the JSON
         says)."""
@@ -461,7 +461,7 @@ class AnthropicChecker(Checker):
 
     # -- the payload handlers, one per documented event type ------------------------------
 
-    def _on_message_start(self, payload: _Payload, found: Found) -> None:
+    def _on_message_start(self, payload: _Payload, found: EventFindings) -> None:
         self._start_index = found.index
         message = payload.get("message")
         if type(message) is not dict:
@@ -491,7 +491,7 @@ class AnthropicChecker(Checker):
             detail += f"{_shown_reason(kept)}; the docs promise [] and null"
             found.add(rules.PREPOPULATED_MESSAGE_START, detail)
 
-    def _on_block_start(self, payload: _Payload, found: Found) -> None:
+    def _on_block_start(self, payload: _Payload, found: EventFindings) -> None:
         block_index = payload.get("index")
         block = payload.get("content_block")
         problems: list[str] = []
@@ -527,7 +527,7 @@ class AnthropicChecker(Checker):
                 self._forget(blocks.open.pop(next(iter(blocks.open))))
         blocks.add(block_index, _Block(block_type))
 
-    def _on_block_delta(self, payload: _Payload, found: Found) -> None:
+    def _on_block_delta(self, payload: _Payload, found: EventFindings) -> None:
         block_index = payload.get("index")
         delta = payload.get("delta")
         if type(block_index) is int and type(delta) is dict:
@@ -578,7 +578,7 @@ class AnthropicChecker(Checker):
             if block.input is not None and type(fragment) is str:
                 block.input.add(self, fragment)
 
-    def _on_block_stop(self, payload: _Payload, found: Found) -> None:
+    def _on_block_stop(self, payload: _Payload, found: EventFindings) -> None:
         block_index = payload.get("index")
         if type(block_index) is not int:
             problem = f"index is {type_name(block_index)}, expected an integer"
@@ -594,7 +594,7 @@ class AnthropicChecker(Checker):
             if text:  # None: past the budget, not checked; "": no deltas, the start's {}
                 self._check_input(found, text, block, block_index)
 
-    def _on_message_delta(self, payload: _Payload, found: Found) -> None:
+    def _on_message_delta(self, payload: _Payload, found: EventFindings) -> None:
         delta = payload.get("delta")
         usage = payload.get("usage")
         problems = shape_problems(payload, _MESSAGE_DELTA_FIELDS)
@@ -622,17 +622,17 @@ class AnthropicChecker(Checker):
                 found.add(rules.USAGE_DECREASED, detail)
             self._output_tokens = output_tokens
 
-    def _on_message_stop(self, payload: _Payload, found: Found) -> None:
+    def _on_message_stop(self, payload: _Payload, found: EventFindings) -> None:
         self._unstopped_blocks(found, None, "message_stop")
         if self._stop_reason is None:
             detail = " (message_stop) ends the message, but no message_delta carried a "
             detail += "non-null stop_reason"
             found.add(rules.MISSING_MESSAGE_DELTA, detail)
 
-    def _on_ping(self, payload: _Payload, found: Found) -> None:
+    def _on_ping(self, payload: _Payload, found: EventFindings) -> None:
         pass
 
-    def _on_error(self, payload: _Payload, found: Found) -> None:
+    def _on_error(self, payload: _Payload, found: EventFindings) -> None:
         # The documented shape is ErrorResponse: {"type": "error", "error": {"type": str,
         # "message": str}} (anthropic-sdk-python types/shared/error_response.py); the SDK
         # raises APIStatusError on the event either way, and code that reads
@@ -644,7 +644,7 @@ class AnthropicChecker(Checker):
             problems = shape_problems(error, _ERROR_FIELDS, "error")
             self._schema(found, "; ".join(problems))
 
-    def _on_unknown(self, payload: _Payload, found: Found) -> None:
+    def _on_unknown(self, payload: _Payload, found: EventFindings) -> None:
         # Reported once per distinct type, a few per stream; the type is the stream's (the
         # JSON's, or the name's when the JSON has none), of any length, so it is kept and
         # shown as a digest.
@@ -660,7 +660,9 @@ class AnthropicChecker(Checker):
 
     # -- a tool block's input -------------------------------------------------------------
 
-    def _check_input(self, found: Found, text: str, block: _Block, block_index: int) -> None:
+    def _check_input(
+        self, found: EventFindings, text: str, block: _Block, block_index: int
+    ) -> None:
         try:
             value = parse_json(text)
         except ValueError as exc:
@@ -680,24 +682,24 @@ class AnthropicChecker(Checker):
 
     # -- findings shared by several handlers ----------------------------------------------
 
-    def _schema(self, found: Found, problem: str) -> None:
+    def _schema(self, found: EventFindings, problem: str) -> None:
         """A ``schema_mismatch`` for ``problem``, if there is one."""
         if problem:
             detail = f" ({event_name(found.event.event)}): {problem}"
             found.add(rules.SCHEMA_MISMATCH, detail)
 
-    def _not_open(self, found: Found, block_index: int, what: str) -> None:
+    def _not_open(self, found: EventFindings, block_index: int, what: str) -> None:
         why = "was already stopped" if self._blocks.was_opened(block_index) else "was never started"
         detail = f" is {what} content block {number(block_index)}, which {why}"
         found.add(rules.BLOCK_NOT_STARTED, detail)
 
-    def _overlap(self, found: Found, what: str) -> None:
+    def _overlap(self, found: EventFindings, what: str) -> None:
         open_now = self._blocks.open
         listed = listing((number(i) for i in open_now), len(open_now))
         detail = f" starts {what} while block(s) {listed} are still open"
         found.add(rules.BLOCK_OVERLAP, detail)
 
-    def _unstopped_blocks(self, found: Found, stop_reason: str | None, kind: str) -> None:
+    def _unstopped_blocks(self, found: EventFindings, stop_reason: str | None, kind: str) -> None:
         """Blocks still open at ``message_delta`` or ``message_stop``: say so, forget them."""
         open_now = self._blocks.open
         if not open_now:

@@ -29,7 +29,7 @@ client stops at the one and skips the other). After ``message-end`` another one 
 ``message-end`` whose ``finish_reason`` is ``ERROR``.
 
 Content blocks, tool calls and citations are three kinds of numbered things, each opened by
-its start, continued by its deltas and closed by its end, tracked apart (``Slots``): a delta
+its start, continued by its deltas and closed by its end, tracked apart (``OpenByNumber``): a delta
 or an end for an index that is not open is ``block_not_started``, a start for an index that
 was already started ``block_index_out_of_order``, and anything still open at
 ``message-end`` ``block_not_stopped``. ``message-end`` must carry ``delta.finish_reason``
@@ -40,7 +40,7 @@ is sent; a ``type`` the SDK does not list is ``unknown_event_type`` (info, each 
 The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
 from the table, so the page cannot drift from the machine).
 
-Bounded state: at most ``MAX_OPEN`` open entries of each kind (``Slots``), at most
+Bounded state: at most ``MAX_OPEN`` open entries of each kind (``OpenByNumber``), at most
 ``MAX_UNKNOWN_TYPES`` digests of unknown types; once a kind had more open entries than
 that, a delta or end for an index it does not hold is not judged. Messages show documented
 types, finish reasons and indices that are sane integers; any other value by size and hash.
@@ -58,8 +58,8 @@ from typing import Any, Final
 from streamguard import _wire, rules
 from streamguard.protocols._base import (
     Checker,
-    Found,
-    Slots,
+    EventFindings,
+    OpenByNumber,
     Transcript,
     json_object,
     listing,
@@ -182,10 +182,10 @@ class CohereChecker(Checker):
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
-        self._open: dict[str, Slots[bool]] = {
-            _CONTENT: Slots(MAX_OPEN),
-            _TOOL: Slots(MAX_OPEN),
-            _CITATION: Slots(MAX_OPEN),
+        self._open: dict[str, OpenByNumber[bool]] = {
+            _CONTENT: OpenByNumber(MAX_OPEN),
+            _TOOL: OpenByNumber(MAX_OPEN),
+            _CITATION: OpenByNumber(MAX_OPEN),
         }
         #: The kinds whose open entries hit ``MAX_OPEN``: an index not held may be open.
         self._overflowed: frozenset[str] = frozenset()
@@ -220,7 +220,7 @@ class CohereChecker(Checker):
     # -- one event ------------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = Found(self, event, index)
+        found = EventFindings(self, event, index)
         data = event.data
         if not data or data == "[DONE]":
             found.step(SKIPPED, "[DONE]" if data else "empty data")
@@ -258,7 +258,7 @@ class CohereChecker(Checker):
             self._message_end(found, payload)
         return found.items
 
-    def _unknown(self, found: Found, kind: str) -> None:
+    def _unknown(self, found: EventFindings, kind: str) -> None:
         shown = _wire.describe(kind)
         reported = self._unknown_types
         if shown in reported or len(reported) >= MAX_UNKNOWN_TYPES:
@@ -271,7 +271,7 @@ class CohereChecker(Checker):
         )
 
     def _indexed(
-        self, found: Found, payload: Mapping[str, Any], kind: str, what: str, does: str
+        self, found: EventFindings, payload: Mapping[str, Any], kind: str, what: str, does: str
     ) -> None:
         number = payload.get("index")
         if type(number) is not int or number < 0:
@@ -293,7 +293,7 @@ class CohereChecker(Checker):
         if does == "end":
             slots.close(number)
 
-    def _message_end(self, found: Found, payload: Mapping[str, Any]) -> None:
+    def _message_end(self, found: EventFindings, payload: Mapping[str, Any]) -> None:
         still: list[str] = []
         for what, slots in self._open.items():
             if slots.open:

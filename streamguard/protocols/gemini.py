@@ -80,7 +80,7 @@ from streamguard import rules
 from streamguard._wire import number, token
 from streamguard.protocols._base import (
     Checker,
-    Found,
+    EventFindings,
     Transcript,
     json_object,
     listing,
@@ -165,7 +165,7 @@ _LIFECYCLE = Lifecycle(
 )
 
 #: ENGINE-CANDIDATE: the steps that change nothing, which check_event skips (speed).
-_STAYS = frozenset(key for key, step in _LIFECYCLE.table.items() if step == STAY)
+_NO_STEP_KEYS = frozenset(key for key, step in _LIFECYCLE.table.items() if step == STAY)
 
 
 class _Candidate:
@@ -476,7 +476,7 @@ class GeminiChecker(Checker):
         return carried
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = Found(self, event, index)
+        found = EventFindings(self, event, index)
         chunk = self.parse_object(event, index, found.items)
         if chunk is None:
             return found.items  # nothing it says is known: no step
@@ -497,11 +497,11 @@ class GeminiChecker(Checker):
                 found.items.insert(0, shape)
             if kind is None:
                 kind = _ALL_FINISHED if self._candidates and not self._unfinished else OTHER
-        if (self.phase, kind) not in _STAYS:  # the common step skips the engine's call
+        if (self.phase, kind) not in _NO_STEP_KEYS:  # the common step skips the engine's call
             found.step(kind)
         return found.items
 
-    def _on_candidates(self, value: object, found: Found, problems: _Problems) -> None:
+    def _on_candidates(self, value: object, found: EventFindings, problems: _Problems) -> None:
         if type(value) is not list:
             problems.add(f"candidates is {type_name(value)}, expected a list")
             return
@@ -577,7 +577,7 @@ class GeminiChecker(Checker):
                 state.finish_reason = finish
                 state.finish_had_content = has_content
 
-    def _on_usage(self, value: object, found: Found, problems: _Problems) -> None:
+    def _on_usage(self, value: object, found: EventFindings, problems: _Problems) -> None:
         if type(value) is not dict:
             problems.add(f"usageMetadata is {type_name(value)}, expected an object")
             return
@@ -602,7 +602,7 @@ class GeminiChecker(Checker):
                 found.add(rules.USAGE_DECREASED, detail)
             seen[counter] = count
 
-    def _on_feedback(self, value: object, found: Found, problems: _Problems) -> str | None:
+    def _on_feedback(self, value: object, found: EventFindings, problems: _Problems) -> str | None:
         if type(value) is not dict:
             problems.add(f"promptFeedback is {type_name(value)}, expected an object")
             return None
@@ -611,7 +611,7 @@ class GeminiChecker(Checker):
             return TERMINAL  # a blocked prompt is the whole stream: nothing may follow it
         return None
 
-    def _on_error(self, error: object, found: Found) -> None:
+    def _on_error(self, error: object, found: EventFindings) -> None:
         """An in-band error ends the stream; its shape is checked as google-genai reads it.
 
         ``request_streamed`` raises ``APIError.raise_error(error["code"], ...)``, which
@@ -672,7 +672,7 @@ class GeminiChecker(Checker):
         return found[0] if found else None
 
 
-_Handler = Callable[[GeminiChecker, Any, Found, _Problems], str | None]
+_Handler = Callable[[GeminiChecker, Any, EventFindings, _Problems], str | None]
 #: A chunk's fields and their handlers, in the order of their findings (a tuple walks faster
 #: than a dict); a handler returns the kind its field makes the chunk (blocked: TERMINAL).
 _FIELDS: tuple[tuple[str, _Handler], ...] = (

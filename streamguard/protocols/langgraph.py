@@ -56,7 +56,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._base import Checker, Found, type_name
+from streamguard.protocols._base import Checker, EventFindings, type_name
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -212,7 +212,7 @@ class LangGraphChecker(Checker):
         return _KINDS.get(_mode(event.event), OTHER), None
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = Found(self, event, index)
+        found = EventFindings(self, event, index)
         name = event.event
         mode = _mode(name)
         found.step(_KINDS.get(mode, OTHER))
@@ -240,7 +240,7 @@ class LangGraphChecker(Checker):
             )
         return found.items
 
-    def _unknown(self, found: Found, name: str) -> None:
+    def _unknown(self, found: EventFindings, name: str) -> None:
         shown = _wire.describe(name)
         reported = self._unknown_names
         if shown in reported or len(reported) >= MAX_UNKNOWN_NAMES:

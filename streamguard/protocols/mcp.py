@@ -87,7 +87,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import id_key
-from streamguard.protocols._base import NO_FINDINGS, Checker, Found, type_name
+from streamguard.protocols._base import NO_FINDINGS, Checker, EventFindings, type_name
 from streamguard.protocols._fields import (
     INTEGER,
     OBJECT,
@@ -399,9 +399,9 @@ class MCPChecker(Checker):
     # -- one event ------------------------------------------------------------------------
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = Found(self, event, index)
+        found = EventFindings(self, event, index)
         kind, name = self._check_data(found)
-        steps = Found(self, event, index)  # the lifecycle first, as the engine's end does
+        steps = EventFindings(self, event, index)  # the lifecycle first, as the engine's end does
         if self._invalid_ids:
             steps.items.append(self._invalid_request_ids())
         if event.id:
@@ -432,7 +432,7 @@ class MCPChecker(Checker):
             "stream, and no response can be matched to it"
         )
 
-    def _check_data(self, found: Found) -> tuple[str, str]:
+    def _check_data(self, found: EventFindings) -> tuple[str, str]:
         """Check the event's messages; its lifecycle kind and how a message names it."""
         event = found.event
         if event.event != _MESSAGE:
@@ -456,14 +456,14 @@ class MCPChecker(Checker):
         found.add(rules.INVALID_JSONRPC, f": {problem}")
         return OTHER, "not JSON-RPC"
 
-    def _batch(self, found: Found, batch: list[Any]) -> str:
+    def _batch(self, found: EventFindings, batch: list[Any]) -> str:
         """A 2025-03-26 batch: each message checked (the first ``MAX_BATCH_ITEMS``); each
         rule reported once, with a count."""
         if not batch:
             found.add(rules.INVALID_JSONRPC, ": an empty batch array")
             return OTHER
         kinds: set[str] = set()
-        items = Found(self, found.event, found.index)
+        items = EventFindings(self, found.event, found.index)
         for number, message in enumerate(islice(batch, MAX_BATCH_ITEMS)):
             where = f" (batch item {number})"
             if type(message) is not dict:
@@ -478,7 +478,9 @@ class MCPChecker(Checker):
                 return kind
         return OTHER
 
-    def _check_message(self, found: Found, message: dict[str, Any], where: str) -> tuple[str, str]:
+    def _check_message(
+        self, found: EventFindings, message: dict[str, Any], where: str
+    ) -> tuple[str, str]:
         """Check one message; its lifecycle kind and how a step's message names it. ``where``
         places an item of a batch (empty for a message alone)."""
         problem = jsonrpc_problem(message)
@@ -498,7 +500,9 @@ class MCPChecker(Checker):
             return kind, f"a second response to the request with {_shown_id(raw_id)}"
         return kind, "a response"
 
-    def _answer(self, found: Found, key: IdKey, raw_id: object, is_error: bool, where: str) -> str:
+    def _answer(
+        self, found: EventFindings, key: IdKey, raw_id: object, is_error: bool, where: str
+    ) -> str:
         """Match a response to what the request owed; its lifecycle kind."""
         if self._standalone:
             found.add(
@@ -551,7 +555,7 @@ class MCPChecker(Checker):
         if len(answered) < MAX_REQUEST_IDS:
             answered.add(key)
 
-    def _check_event_id(self, found: Found, value: str) -> None:
+    def _check_event_id(self, found: EventFindings, value: str) -> None:
         """An event id in effect that returns to a value it had before another one."""
         key = id_key(value)
         if key == self._last_event_key:

@@ -67,7 +67,7 @@ from streamguard import _wire, rules
 from streamguard.protocols._base import (
     NO_FINDINGS,
     Checker,
-    Found,
+    EventFindings,
     KeptText,
     Transcript,
     json_object,
@@ -378,11 +378,11 @@ class OpenAIChatChecker(Checker):
     def message_fields(self) -> Mapping[str, object]:
         return {"usage": self._usage_at}  # usage_not_last names the usage chunk
 
-    def _take(
+    def _step_and_handle(
         self, kind: str, payload: Any, event: Event, index: int, found: list[Finding]
     ) -> list[Finding]:
         """The lifecycle step for an event of ``kind``, then its payload handler."""
-        on_event = Found(self, event, index, found)
+        on_event = EventFindings(self, event, index, found)
         on_event.step(kind)
         _HANDLERS[kind](self, payload, on_event)
         return found
@@ -392,7 +392,7 @@ class OpenAIChatChecker(Checker):
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         data = event.data
         if data.startswith("[DONE]"):
-            return self._take(TERMINAL, None, event, index, [])
+            return self._step_and_handle(TERMINAL, None, event, index, [])
         try:
             parsed = parse_json(data)
         except ValueError:  # syntax, recursion limit, number out of range
@@ -421,7 +421,7 @@ class OpenAIChatChecker(Checker):
             self.advance(_UNREADABLE, event, index)  # it stays: no rule, no handler
             return found
         if parsed.get("error"):  # as the SDK: any truthy top-level error is an error
-            return self._take(ERROR, parsed["error"], event, index, found)
+            return self._step_and_handle(ERROR, parsed["error"], event, index, found)
         choices = parsed.get("choices")
         if type(choices) is list and len(choices) > MAX_TRACKED_CHOICES:
             # Choices past the tracked bound go unchecked anyway; validating (and, when
@@ -436,7 +436,7 @@ class OpenAIChatChecker(Checker):
             chunk, strict = _lenient_chunk(self._choice_zero(parsed)), False
         choices, usage = chunk.get("choices"), chunk.get("usage")
         kind = _USAGE if usage is not None and choices == [] else OTHER
-        self._take(kind, chunk, event, index, found)
+        self._step_and_handle(kind, chunk, event, index, found)
         if strict and choices is None and usage is None:  # (if not strict, it was reported)
             self.report(found, rules.SCHEMA_MISMATCH, event, index, _NO_CHOICES)
         return found
@@ -505,7 +505,7 @@ class OpenAIChatChecker(Checker):
 
     # -- payload handlers, one per kind (``_HANDLERS``) --------------------------------------
 
-    def _on_done(self, _: None, found: Found) -> None:
+    def _on_done(self, _: None, found: EventFindings) -> None:
         index, offset = found.index, found.event.offset
         found.items += self._unfinished_choices(index, offset, f"[DONE] (event {index})")
         if self._include_usage and not self._usage_seen:
@@ -515,14 +515,14 @@ class OpenAIChatChecker(Checker):
             )
             found.items.append(rules.USAGE_MISSING.finding(detail, index, offset))
 
-    def _on_error(self, error: object, found: Found) -> None:
+    def _on_error(self, error: object, found: EventFindings) -> None:
         """An in-band error payload (truthy top-level ``error``) ends the stream; its shape
         is checked against what the SDK reads from it."""
         problems = _error_problems(error)
         if problems:
             found.add(rules.SCHEMA_MISMATCH, f": in-band error payload: {'; '.join(problems)}")
 
-    def _on_chunk(self, chunk: ChatChunk, found: Found) -> None:
+    def _on_chunk(self, chunk: ChatChunk, found: EventFindings) -> None:
         choices, usage = chunk.get("choices"), chunk.get("usage")
         if choices is None and usage is None:
             return  # nothing the rules read (the shape finding follows in _general)
@@ -548,7 +548,7 @@ class OpenAIChatChecker(Checker):
 
     # -- the parts of a chunk ----------------------------------------------------------
 
-    def _check_identity(self, chunk: ChatChunk, found: Found) -> None:
+    def _check_identity(self, chunk: ChatChunk, found: EventFindings) -> None:
         # Untyped .get throughout: a chunk read leniently may lack any of these (already
         # reported), whatever ChatChunk says (and the compiled build enforces what it says).
         fields: Mapping[str, Any] = chunk
@@ -574,7 +574,7 @@ class OpenAIChatChecker(Checker):
             )
             found.add(rules.INCONSISTENT_ID, detail)
 
-    def _on_choice(self, choice: ChatChoice, found: Found) -> None:
+    def _on_choice(self, choice: ChatChoice, found: EventFindings) -> None:
         number = choice["index"]
         state = self._choice(number)
         if state is None:
@@ -592,7 +592,7 @@ class OpenAIChatChecker(Checker):
         if reason is not None:
             self._on_finish(state, reason, found)
 
-    def _new_choice(self, number: int, found: Found) -> _ChoiceState:
+    def _new_choice(self, number: int, found: EventFindings) -> _ChoiceState:
         highest = self._max_choice
         shown = _wire.number(number)
         if number < 0 or (self._n is not None and number >= self._n):
@@ -625,7 +625,7 @@ class OpenAIChatChecker(Checker):
             choices.update(self._choices)
         return choices
 
-    def _on_delta(self, state: _ChoiceState, delta: ChatDelta, found: Found) -> None:
+    def _on_delta(self, state: _ChoiceState, delta: ChatDelta, found: EventFindings) -> None:
         state.deltas += 1
         if delta.get("role") is not None:
             where = f": choice {_wire.number(state.number)} sends delta.role"
@@ -645,7 +645,9 @@ class OpenAIChatChecker(Checker):
         if function_call is not None:
             self._on_function_call(state, function_call, found)
 
-    def _on_tool_call(self, state: _ChoiceState, call: ChatToolCallDelta, found: Found) -> None:
+    def _on_tool_call(
+        self, state: _ChoiceState, call: ChatToolCallDelta, found: EventFindings
+    ) -> None:
         where = f": choice {_wire.number(state.number)}"
         position = call.get("index")
         if type(position) is not int or position < 0:
@@ -695,7 +697,9 @@ class OpenAIChatChecker(Checker):
         if state.legacy_function is not None:
             self._mixed(state, found)
 
-    def _on_function_call(self, state: _ChoiceState, call: ChatFunction, found: Found) -> None:
+    def _on_function_call(
+        self, state: _ChoiceState, call: ChatFunction, found: EventFindings
+    ) -> None:
         if state.legacy_function is None:
             state.legacy_function = _ToolCall(0)
             if state.tools:
@@ -704,11 +708,13 @@ class OpenAIChatChecker(Checker):
         if arguments and state.finished_at is None:
             state.legacy_function.arguments.add(self, arguments)
 
-    def _mixed(self, state: _ChoiceState, found: Found) -> None:
+    def _mixed(self, state: _ChoiceState, found: EventFindings) -> None:
         detail = f": choice {_wire.number(state.number)} mixes function_call and tool_calls deltas"
         found.add(rules.FUNCTION_CALL_MIXED, detail)
 
-    def _content_after_finish(self, state: _ChoiceState, delta: ChatDelta, found: Found) -> None:
+    def _content_after_finish(
+        self, state: _ChoiceState, delta: ChatDelta, found: EventFindings
+    ) -> None:
         # Empty strings and empty lists carry nothing: only real content counts.
         kinds = [
             kind
@@ -723,7 +729,7 @@ class OpenAIChatChecker(Checker):
             )
             found.add(rules.CONTENT_AFTER_FINISH, detail)
 
-    def _on_finish(self, state: _ChoiceState, reason: str, found: Found) -> None:
+    def _on_finish(self, state: _ChoiceState, reason: str, found: EventFindings) -> None:
         where = f": choice {_wire.number(state.number)}"
         if state.finished_at is not None:
             detail = (
@@ -758,7 +764,7 @@ class OpenAIChatChecker(Checker):
                 detail = f"{where} finished but the arguments of {what} are not JSON ({error}): "
                 found.add(rules.TOOL_CALL_ARGUMENTS_INVALID, detail + preview(text))
 
-    def _on_usage(self, chunk: ChatChunk, usage: ChatUsage, found: Found) -> None:
+    def _on_usage(self, chunk: ChatChunk, usage: ChatUsage, found: EventFindings) -> None:
         choices = chunk.get("choices")
         if self._include_usage is False:
             detail = " carries usage but stream_options.include_usage was not requested"
@@ -826,7 +832,7 @@ class OpenAIChatChecker(Checker):
 
 
 #: What each kind of event's payload goes through after its lifecycle step.
-_Handler = Callable[[OpenAIChatChecker, Any, Found], None]
+_Handler = Callable[[OpenAIChatChecker, Any, EventFindings], None]
 _HANDLERS: dict[str, _Handler] = {
     TERMINAL: OpenAIChatChecker._on_done,
     ERROR: OpenAIChatChecker._on_error,

@@ -41,7 +41,7 @@ Bounded state
 -------------
 
 Whatever a stream sends, a checker holds at most ``MAX_OPEN_ITEMS`` open items, each with
-at most ``MAX_OPEN_PARTS`` open parts (``Slots``); items and parts past those bounds are
+at most ``MAX_OPEN_PARTS`` open parts (``OpenByNumber``); items and parts past those bounds are
 counted, not followed, and the events that name them are not checked. Deltas kept for the
 ``.done`` comparison count against the stream's kept-text budget (``KeptText``): a part
 whose deltas do not fit is not compared. Ids longer than ``_MAX_ID_CHARS`` are kept as a
@@ -61,9 +61,9 @@ from streamguard import rules
 from streamguard._wire import describe, kept_key, number, token
 from streamguard.protocols._base import (
     Checker,
-    Found,
+    EventFindings,
     KeptText,
-    Slots,
+    OpenByNumber,
     Transcript,
     json_object,
     listing,
@@ -297,13 +297,15 @@ class _OpenItem:
         # Opened before a resumed stream's first event: its parts are taken on trust and
         # its text is not compared (the earlier deltas were never seen).
         self.adopted = adopted
-        self.parts: Slots[_Text] = Slots(MAX_OPEN_PARTS)  # content and summary, by _part_key
+        self.parts: OpenByNumber[_Text] = OpenByNumber(
+            MAX_OPEN_PARTS
+        )  # content and summary, by _part_key
         self.text: _Text | None = None  # a tool call's input, which has no part
         self.untracked_parts = 0  # open parts past MAX_OPEN_PARTS, counted, not followed
 
 
-_Handler = Callable[["OpenAIResponsesChecker", ResponsesEvent, Found], None]
-_ItemHandler = Callable[["OpenAIResponsesChecker", ResponsesEvent, _OpenItem, Found], None]
+_Handler = Callable[["OpenAIResponsesChecker", ResponsesEvent, EventFindings], None]
+_ItemHandler = Callable[["OpenAIResponsesChecker", ResponsesEvent, _OpenItem, EventFindings], None]
 
 
 class OpenAIResponsesChecker(Checker):
@@ -350,7 +352,9 @@ class OpenAIResponsesChecker(Checker):
         self._gaps = 0  # bits: sequence_gap reported ahead (1), back (2)
         self._created_index: int | None = None
         self._response_id: str | bytes | None = None
-        self._items: Slots[_OpenItem] = Slots(MAX_OPEN_ITEMS)  # .opened: the next output_index
+        self._items: OpenByNumber[_OpenItem] = OpenByNumber(
+            MAX_OPEN_ITEMS
+        )  # .opened: the next output_index
         # Every item so far came at the next index, so every index below _items.opened was
         # used: a message may say "already done" or "already used".
         self._indices_in_order = True
@@ -400,11 +404,11 @@ class OpenAIResponsesChecker(Checker):
                 self._next_sequence += 1  # it presumably took its slot: no follow-on gap
                 return [shape]
             self._event_malformed = True
-            return self._check(salvaged, Found(self, event, index, [shape]))
+            return self._check(salvaged, EventFindings(self, event, index, [shape]))
         self._event_malformed = False
-        return self._check(payload, Found(self, event, index))
+        return self._check(payload, EventFindings(self, event, index))
 
-    def _check(self, payload: ResponsesEvent, found: Found) -> list[Finding]:
+    def _check(self, payload: ResponsesEvent, found: EventFindings) -> list[Finding]:
         """The rules of every event, its lifecycle step, then its type's handler."""
         kind = payload["type"]
         fields: Mapping[str, Any] = payload  # salvaged, it may lack a required field
@@ -435,7 +439,7 @@ class OpenAIResponsesChecker(Checker):
                 self._on_item_event(payload, found)
         return found.items
 
-    def _check_sequence(self, sequence: int, found: Found) -> None:
+    def _check_sequence(self, sequence: int, found: EventFindings) -> None:
         expected, self._next_sequence = self._next_sequence, sequence + 1
         if sequence == expected:
             return
@@ -453,18 +457,18 @@ class OpenAIResponsesChecker(Checker):
 
     # -- the response's lifecycle events --------------------------------------------------
 
-    def _on_opening(self, payload: ResponsesEvent, found: Found) -> None:
+    def _on_opening(self, payload: ResponsesEvent, found: EventFindings) -> None:
         if payload["type"] == "response.created" and self._created_index is None:
             self._created_index = found.index
         self._check_response(payload, found)
 
-    def _on_error(self, payload: ResponsesEvent, found: Found) -> None:
+    def _on_error(self, payload: ResponsesEvent, found: EventFindings) -> None:
         self._release()  # only response.failed or [DONE] may follow: no item is checked
         problem = _error_event_problem(payload)
         if problem is not None and not self._event_malformed:
             found.add(rules.SCHEMA_MISMATCH, f": {problem}")
 
-    def _on_terminal(self, payload: ResponsesEvent, found: Found) -> None:
+    def _on_terminal(self, payload: ResponsesEvent, found: EventFindings) -> None:
         self._check_response(payload, found)
         kind = payload["type"]
         still_open = len(self._items.open) + self._untracked_items
@@ -476,7 +480,7 @@ class OpenAIResponsesChecker(Checker):
             found.add(rules.ITEM_NOT_CLOSED, detail)
         self._release()
 
-    def _check_response(self, payload: ResponsesEvent, found: Found) -> None:
+    def _check_response(self, payload: ResponsesEvent, found: EventFindings) -> None:
         response = payload.get("response")
         if response is None:  # missing or not an object: schema_mismatch said so
             return
@@ -515,7 +519,7 @@ class OpenAIResponsesChecker(Checker):
 
     # -- output items ------------------------------------------------------------------
 
-    def _on_item_added(self, payload: ResponsesEvent, found: Found) -> None:
+    def _on_item_added(self, payload: ResponsesEvent, found: EventFindings) -> None:
         output_index = payload.get("output_index")
         if output_index is None:  # the item cannot be placed: schema_mismatch said so
             return
@@ -561,7 +565,7 @@ class OpenAIResponsesChecker(Checker):
         if not items.add(output_index, item):
             self._untracked_items += 1
 
-    def _on_item_event(self, payload: ResponsesEvent, found: Found) -> None:
+    def _on_item_event(self, payload: ResponsesEvent, found: EventFindings) -> None:
         """An event inside an item (parts, deltas, hosted-tool progress, its done): find
         the open item it names, then hand it to its type's item handler."""
         kind = payload["type"]
@@ -630,7 +634,7 @@ class OpenAIResponsesChecker(Checker):
         self._items.add(output_index, item)
         return item
 
-    def _on_item_done(self, payload: ResponsesEvent, item: _OpenItem, found: Found) -> None:
+    def _on_item_done(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
         self._items.close(item.number)
         where = f"{_named(payload['type'])}: item {number(item.number)}"
         open_parts = len(item.parts.open) + item.untracked_parts
@@ -650,7 +654,7 @@ class OpenAIResponsesChecker(Checker):
 
     # -- parts and texts ---------------------------------------------------------------
 
-    def _on_part(self, payload: ResponsesEvent, item: _OpenItem, found: Found) -> None:
+    def _on_part(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
         content, opens = _PART_EVENTS[payload["type"]]
         part = payload.get("content_index") if content else payload.get("summary_index")
         if part is None:  # missing: schema_mismatch said so, and no part can be named
@@ -677,7 +681,9 @@ class OpenAIResponsesChecker(Checker):
             return None
         return text
 
-    def _on_annotation(self, payload: ResponsesEvent, item: _OpenItem, found: Found) -> None:
+    def _on_annotation(
+        self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings
+    ) -> None:
         part = payload.get("content_index")
         if (
             part is not None
@@ -687,7 +693,7 @@ class OpenAIResponsesChecker(Checker):
         ):
             _part_not_open(payload, found, True, part)
 
-    def _on_text(self, payload: ResponsesEvent, item: _OpenItem, found: Found) -> None:
+    def _on_text(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
         kind = payload["type"]
         field, final, is_delta = _TEXT_EVENTS[kind]
         part = None
@@ -781,7 +787,7 @@ _ITEM_HANDLERS: dict[str, _ItemHandler] = {
 # -- helpers -----------------------------------------------------------------------------
 
 
-def _part_not_open(payload: ResponsesEvent, found: Found, content: bool, part: int) -> None:
+def _part_not_open(payload: ResponsesEvent, found: EventFindings, content: bool, part: int) -> None:
     """``item_not_open`` for an event naming a content or summary part that is not open."""
     label = "content part" if content else "summary part"
     found.add(rules.ITEM_NOT_OPEN, f"{_named(payload['type'])}: {label} {number(part)} is not open")
