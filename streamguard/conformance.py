@@ -975,7 +975,7 @@ def _refused(variant: Variant, request: Mapping[str, Any], read: _Read) -> Varia
         reason = f"unsupported: HTTP {read.status} before the stream (the error {said} "
         reason += f"{variant.feature})"
         return VariantResult(variant.name, VariantOutcome.SKIPPED, reason, request, (), 1)
-    if read.status == 429 or read.status >= 500 or read.status >= 400:
+    if read.status >= 400:  # 429, 5xx, or a 4xx to a request that exercises no option
         reason = f"HTTP {read.status} before the stream"
         return VariantResult(variant.name, VariantOutcome.ERROR, reason, request, (), 1)
     finding = _error("not_an_event_stream", f"HTTP {read.status}, not text/event-stream")
@@ -1055,12 +1055,16 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
         try:
             read = endpoint.stream(request if abort else health, abort_after_content=abort)
         except httpx.TimeoutException:
-            after = "the abort" if number == 1 else f"{ABORT_CYCLES} open/close cycles"
+            if step == "cycle":
+                what = f"open/close cycle {number - 1} of {ABORT_CYCLES}"
+            elif number == 1:
+                what = "the health request after the abort"
+            else:
+                what = f"the health request after {ABORT_CYCLES} open/close cycles"
             findings.append(
                 _error(
                     "hang_after_abort",
-                    f"the health request after {after} got no answer within "
-                    f"--timeout {settings.timeout:g} s",
+                    f"{what} got no answer within --timeout {settings.timeout:g} s",
                 )
             )
             break

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,7 +230,7 @@ async def _stream(
     width = int(body.get("top_logprobs") or 1)
     logprobs = body.get("logprobs") is True and "logprobs" not in state.ignore
     base = {
-        "id": f"chatcmpl-{state.requests}",
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion.chunk",
         "created": 1700000000,
         "model": body.get("model", "fake"),
