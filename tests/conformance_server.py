@@ -76,6 +76,10 @@ class FakeState:
     ignore: frozenset[str] = frozenset()
     #: Stream without end (no finish, no [DONE]): what ``--max-bytes`` is for.
     endless: bool = False
+    #: Concurrent streams mixed up: every stream the same chunk id, and an echo of the
+    #: previous request's prompt instead of its own.
+    mixed_up: bool = False
+    previous_prompt: str = ""
     requests: int = 0
     #: The Authorization header of the last request (None: none sent).
     authorization: str | None = None
@@ -131,7 +135,9 @@ def _answer(body: dict[str, Any], state: FakeState) -> _Answer:
     if format_type in ("json_object", "json_schema"):
         tokens = ['{"', "city", '":', ' "', "Paris", '"}']
     elif "Repeat exactly:" in prompt:
-        tokens = [f"{word} " for word in prompt.split("Repeat exactly:", 1)[1].split()]
+        echoed = state.previous_prompt if state.mixed_up and state.previous_prompt else prompt
+        state.previous_prompt = prompt
+        tokens = [f"{word} " for word in echoed.split("Repeat exactly:", 1)[1].split()]
     else:
         count = 200 if "long" in prompt else len(_WORDS)
         tokens = [f"{_WORDS[i % len(_WORDS)]} " for i in range(count)]
@@ -230,7 +236,7 @@ async def _stream(
     width = int(body.get("top_logprobs") or 1)
     logprobs = body.get("logprobs") is True and "logprobs" not in state.ignore
     base = {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "id": "chatcmpl-1" if state.mixed_up else f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion.chunk",
         "created": 1700000000,
         "model": body.get("model", "fake"),

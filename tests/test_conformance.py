@@ -156,6 +156,24 @@ def test_a_focus_warning_fails_only_its_variant(capsys: pytest.CaptureFixture[st
     assert code == 1
 
 
+def test_a_repeated_tool_name_is_lost_data(capsys: pytest.CaptureFixture[str]) -> None:
+    """The name sent on every delta joins, as the openai SDK joins it, to no declared tool:
+    an error of the conformance check, beside the engine's warning."""
+    state = FakeState(bugs=frozenset({"tool_header_repeated"}))
+    _, report = run(capsys, state, "--variants", "tool_required")
+    [variant] = report["variants"]
+    assert ("tool_call_name_unknown", "error") in {
+        (f["rule"], f["severity"]) for f in variant["findings"]
+    }
+
+
+def test_mixed_up_concurrent_streams_fail(capsys: pytest.CaptureFixture[str]) -> None:
+    """Streams that share an id and carry each other's markers: both named."""
+    code, report = run(capsys, FakeState(mixed_up=True), "--variants", "concurrent")
+    assert failing(report) == {"concurrent": {"stream_id_shared", "cross_talk"}}
+    assert code == 1
+
+
 # -- unsupported, ignored, not exercised ---------------------------------------------------
 
 
@@ -424,3 +442,224 @@ def test_a_shape_field_of_any_json_type_is_read_without_failing(key: str, value:
     assert note is None
     assert facts is not None
     dict(facts)  # every fact reads
+
+
+# -- each variant check, on chunks: a broken stream and its healthy look-alike ------------------
+
+
+def _chunk(index: int = 0, finish: str | None = None, **delta: Any) -> dict[str, Any]:
+    return {
+        "id": "c",
+        "model": "m",
+        "created": 1,
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _usage(completion: int) -> dict[str, Any]:
+    usage = {"prompt_tokens": 1, "completion_tokens": completion, "total_tokens": completion + 1}
+    return {"id": "c", "model": "m", "created": 1, "choices": [], "usage": usage}
+
+
+def _logprobs(content: str, token: str, width: int) -> dict[str, Any]:
+    chunk = _chunk(content=content)
+    top = [{"token": token, "logprob": -1.0}] * width
+    chunk["choices"][0]["logprobs"] = {
+        "content": [{"token": token, "logprob": -1.0, "top_logprobs": top}]
+    }
+    return chunk
+
+
+def _call(position: int, call_id: str | None, name: str | None, arguments: str) -> dict[str, Any]:
+    function: dict[str, Any] = {"arguments": arguments}
+    delta: dict[str, Any] = {"index": position, "function": function}
+    if call_id is not None:
+        delta.update(id=call_id, type="function")
+    if name is not None:
+        function["name"] = name
+    return _chunk(tool_calls=[delta])
+
+
+_TOOLS = {"tools": [{"type": "function", "function": {"name": "get_weather"}}]}
+_NAMED = {**_TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+_REQUIRED = {**_TOOLS, "tool_choice": "required"}
+_SCHEMA = {"response_format": {"type": "json_schema"}}
+_LOGPROBS = {"logprobs": True, "top_logprobs": 2}
+_ONE_CALL = [_call(0, "a", "get_weather", '{"city": "Paris"}'), _chunk(finish="tool_calls")]
+_TWO_CALLS = [*_ONE_CALL[:1], _call(1, "b", "get_weather", "{}"), _chunk(finish="tool_calls")]
+
+#: (check, request, healthy chunks, broken chunks, the rule the broken ones raise)
+CHECK_CASES: list[tuple[str, dict[str, Any], list[Any], list[Any], str]] = [
+    (
+        "check_common",
+        {},
+        [_chunk(content="a"), _chunk(finish="stop")],
+        [_chunk(content="a"), {**_chunk(finish="stop"), "model": "other"}],
+        "chunk_field_changed",
+    ),
+    (
+        "check_common",
+        {},
+        [_chunk(content="a"), _chunk(finish="stop")],
+        [_chunk(finish="", content="a"), _chunk(finish="stop")],
+        "finish_reason_empty",
+    ),
+    (
+        "check_usage",
+        {"max_tokens": 5},
+        [_chunk(finish="length", content="a"), _usage(5)],
+        [_chunk(finish="length", content="a"), _usage(6)],
+        "usage_over_max_tokens",
+    ),
+    (
+        "check_choices",
+        {"n": 3},
+        [_chunk(0, "stop"), _chunk(1, "stop"), _chunk(2, "stop")],
+        [_chunk(0, "stop"), _chunk(1, "stop")],
+        "choice_missing",
+    ),
+    (
+        "check_stop",
+        {"stop": [" five"]},
+        [_chunk(content="one two three four"), _chunk(finish="stop")],
+        [_chunk(content="one two three four five"), _chunk(finish="stop")],
+        "stop_sequence_in_content",
+    ),
+    (
+        "check_length",
+        {"max_tokens": 5},
+        [_chunk(finish="length", content="a"), _usage(5)],
+        [_chunk(finish="length", content="a"), _usage(4)],
+        "length_token_count",
+    ),
+    (
+        "check_length",
+        {"max_tokens": 5},
+        [_chunk(finish="length", content="a"), _usage(5)],
+        [_chunk(finish="stop", content="a"), _usage(5)],
+        "length_not_reported",
+    ),
+    (
+        "check_tools",
+        _REQUIRED,
+        _ONE_CALL,
+        [
+            _chunk(tool_calls=[{"index": 0, "id": "a", "function": {"name": "get_weather"}}]),
+            _chunk(finish="tool_calls"),
+        ],
+        "tool_call_type_missing",
+    ),
+    (
+        "check_tools",
+        _REQUIRED,
+        _TWO_CALLS,
+        [*_ONE_CALL[:1], _call(1, "a", "get_weather", "{}"), _chunk(finish="tool_calls")],
+        "tool_call_id_duplicate",
+    ),
+    (
+        "check_tools",
+        _REQUIRED,
+        _ONE_CALL,
+        [*_ONE_CALL[:1], _chunk(finish="stop")],
+        "tool_calls_finish_mismatch",
+    ),
+    (
+        "check_tools",
+        {**_NAMED, "tools": [*_TOOLS["tools"], {"function": {"name": "other"}}]},
+        _ONE_CALL,
+        [_call(0, "a", "other", "{}"), _chunk(finish="tool_calls")],
+        "tool_choice_not_followed",
+    ),
+    (
+        "check_tools",
+        _REQUIRED,
+        _ONE_CALL,
+        [*_ONE_CALL[:1], _call(0, None, "get_weather", ""), _chunk(finish="tool_calls")],
+        "tool_call_name_unknown",
+    ),
+    (
+        "check_logprobs",
+        _LOGPROBS,
+        [_logprobs("a", "a", 2), _logprobs("b", "b", 2)],
+        [_logprobs("a", "a", 2), _logprobs("b", "b", 1)],
+        "logprobs_width",
+    ),
+    (
+        "check_logprobs",
+        _LOGPROBS,
+        [_logprobs("a", "a", 2), _logprobs("b", "b", 2)],
+        [_logprobs("a", "a", 2), _chunk(content="b")],
+        "logprobs_missing",
+    ),
+    (
+        "check_logprobs",
+        _LOGPROBS,
+        [_logprobs("a", "a", 2), _logprobs("b", "b", 2)],
+        [_logprobs("a", "a", 2), _logprobs("b", "c", 2)],
+        "logprobs_token_mismatch",
+    ),
+    (
+        "check_json",
+        _SCHEMA,
+        [_chunk(content='{"city": '), _chunk(content='"Paris"}'), _chunk(finish="stop")],
+        [_chunk(content='{"city": '), _chunk(finish="stop")],
+        "json_content_invalid",
+    ),
+    (
+        "check_json",
+        _SCHEMA,
+        [_chunk(content='{"city": "Paris"}'), _chunk(finish="stop")],
+        [_chunk(content='{"town": "Paris"}'), _chunk(finish="stop")],
+        "json_schema_mismatch",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "request_body", "healthy", "broken", "rule"),
+    CHECK_CASES,
+    ids=[case[4] for case in CHECK_CASES],
+)
+def test_a_variant_check_names_its_rule_and_spares_the_look_alike(
+    check: str, request_body: dict[str, Any], healthy: list[Any], broken: list[Any], rule: str
+) -> None:
+    from streamguard import conformance
+
+    def rules(chunks: list[Any]) -> list[str]:
+        exchange = conformance.Exchange(request_body, RequestFacts(request_body), tuple(chunks))
+        return [finding.rule for finding in getattr(conformance, check)(exchange)]
+
+    assert rules(healthy) == []
+    assert rule in rules(broken)
+    assert rule in CONFORMANCE_RULES
+
+
+def test_every_conformance_rule_is_tested() -> None:
+    """Each rule of the variant checks has a case above or a test against the fake."""
+    tested = {case[4] for case in CHECK_CASES}
+    tested |= {rule for expected in EXPECTED.values() for rule in expected.values()}
+    tested |= {
+        "not_an_event_stream",  # below
+        "stream_incomplete",  # test_an_endless_stream_is_cut_at_max_bytes
+        "feature_ignored",  # test_an_ignored_option_is_a_warning
+        "stream_id_shared",  # test_mixed_up_concurrent_streams_fail
+        "cross_talk",
+    }
+    assert set(CONFORMANCE_RULES) <= tested
+
+
+def test_an_answer_that_is_no_event_stream_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that answers a streaming request with one JSON body ignores ``stream``."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def unstreamed(request: Any) -> JSONResponse:
+        return JSONResponse({"choices": []})
+
+    app = Starlette(routes=[Route("/v1/chat/completions", unstreamed, methods=["POST"])])
+    with serve(app) as url:
+        code = main(["conformance", f"{url}/v1", "--model", "m", "--json", "--variants", "plain"])
+    report = json.loads(capsys.readouterr()[0])
+    assert failing(report) == {"plain": {"not_an_event_stream"}}
+    assert code == 1
