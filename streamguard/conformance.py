@@ -73,6 +73,7 @@ __all__ = [
     "base_request",
     "chat_url",
     "plan",
+    "reference_markdown",
     "run_conformance",
     "select",
     "summary_json",
@@ -108,34 +109,84 @@ class VariantOutcome(StrEnum):
 #: The outcomes that make the command exit 1.
 FAILED: frozenset[VariantOutcome] = frozenset({VariantOutcome.FAIL, VariantOutcome.ERROR})
 
-#: The rules the variant checks add (the engine's own are in the rule catalog), with what
-#: each means. Local to this command; a finding's ``source`` says ``variant``.
-CONFORMANCE_RULES: dict[str, str] = {
-    "not_an_event_stream": "a 2xx answer to a streaming request that is not text/event-stream",
-    "stream_incomplete": "the stream did not complete (connection lost, stalled, cut short)",
-    "finish_reason_empty": 'a finish_reason of "" (clients that map it to an enum fail)',
-    "chunk_field_changed": "model or created differs between the chunks of one stream",
-    "usage_over_max_tokens": "completion_tokens above the request's max_tokens",
-    "choice_missing": "a choice index below n that never streamed",
-    "stop_sequence_in_content": "the content holds a requested stop sequence",
-    "length_not_reported": "the answer hit max_tokens but did not finish with length",
-    "length_token_count": "finish_reason length, but completion_tokens is not max_tokens",
-    "tool_call_type_missing": 'a tool call\'s first delta without type "function"',
-    "tool_call_id_duplicate": "two tool calls of one choice share an id",
-    "tool_calls_finish_mismatch": "tool calls streamed, but the finish_reason does not say so",
-    "tool_choice_not_followed": "a forced function was not the one called",
-    "tool_call_name_unknown": "a tool call's name, assembled as clients assemble it, is no "
-    "tool of the request (the name sent again on later deltas)",
-    "logprobs_missing": "a content chunk without logprobs when others carry them",
-    "logprobs_width": "a logprobs entry without top_logprobs entries as requested",
-    "logprobs_token_mismatch": "a chunk's logprob tokens do not join to its content",
-    "json_content_invalid": "JSON mode finished stop, but the content is no JSON object",
-    "json_schema_mismatch": "structured output without a property the schema requires",
-    "feature_ignored": "the request's option left no trace in a clean stream",
-    "stream_differs_from_response": "the assembled stream differs from the non-streamed answer",
-    "hang_after_abort": "after a client left mid-stream, the next request did not complete",
-    "stream_id_shared": "two concurrent streams share a chunk id",
-    "cross_talk": "a concurrent stream carried another stream's marker",
+#: The rules the variant checks add (the engine's own are in the rule catalog): each one's
+#: severity and what it means. Local to this command; a finding's ``source`` says
+#: ``variant``.
+CONFORMANCE_RULES: dict[str, tuple[Severity, str]] = {
+    "not_an_event_stream": (
+        Severity.ERROR,
+        "a 2xx answer to a streaming request that is not text/event-stream",
+    ),
+    "stream_incomplete": (
+        Severity.ERROR,
+        "the stream did not complete (connection lost, stalled, cut short)",
+    ),
+    "finish_reason_empty": (
+        Severity.ERROR,
+        'a finish_reason of "" (clients that map it to an enum fail)',
+    ),
+    "chunk_field_changed": (
+        Severity.WARNING,
+        "model or created differs between the chunks of one stream",
+    ),
+    "usage_over_max_tokens": (Severity.ERROR, "completion_tokens above the request's max_tokens"),
+    "choice_missing": (Severity.ERROR, "a choice index below n that never streamed"),
+    "stop_sequence_in_content": (Severity.ERROR, "the content holds a requested stop sequence"),
+    "length_not_reported": (
+        Severity.ERROR,
+        "the answer hit max_tokens but did not finish with length",
+    ),
+    "length_token_count": (
+        Severity.ERROR,
+        "finish_reason length, but completion_tokens is not max_tokens",
+    ),
+    "tool_call_type_missing": (
+        Severity.WARNING,
+        'a tool call\'s first delta without type "function"',
+    ),
+    "tool_call_id_duplicate": (Severity.ERROR, "two tool calls of one choice share an id"),
+    "tool_calls_finish_mismatch": (
+        Severity.ERROR,
+        "tool calls streamed, but the finish_reason does not say so",
+    ),
+    "tool_choice_not_followed": (Severity.ERROR, "a forced function was not the one called"),
+    "tool_call_name_unknown": (
+        Severity.ERROR,
+        "a tool call's name, assembled as clients assemble it, is no "
+        "tool of the request (the name sent again on later deltas)",
+    ),
+    "logprobs_missing": (Severity.ERROR, "a content chunk without logprobs when others carry them"),
+    "logprobs_width": (
+        Severity.ERROR,
+        "a logprobs entry without top_logprobs entries as requested",
+    ),
+    "logprobs_token_mismatch": (
+        Severity.WARNING,
+        "a chunk's logprob tokens do not join to its content",
+    ),
+    "json_content_invalid": (
+        Severity.ERROR,
+        "JSON mode finished stop, but the content is no JSON object",
+    ),
+    "json_schema_mismatch": (
+        Severity.ERROR,
+        "structured output without a property the schema requires",
+    ),
+    "feature_ignored": (Severity.WARNING, "the request's option left no trace in a clean stream"),
+    "stream_differs_from_response": (
+        Severity.ERROR,
+        "the assembled stream differs from the non-streamed answer",
+    ),
+    "hang_after_abort": (
+        Severity.ERROR,
+        "after a client left mid-stream, the next request did not complete",
+    ),
+    "stream_id_shared": (Severity.ERROR, "two concurrent streams share a chunk id"),
+    "cross_talk": (Severity.ERROR, "a concurrent stream carried another stream's marker"),
+    "twin_unavailable": (
+        Severity.WARNING,
+        "--twin: the non-streamed request got no 200 JSON answer to compare with",
+    ),
 }
 
 
@@ -260,12 +311,9 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _error(rule: str, message: str) -> VariantFinding:
-    return VariantFinding(rule, Severity.ERROR, message)
-
-
-def _warning(rule: str, message: str) -> VariantFinding:
-    return VariantFinding(rule, Severity.WARNING, message)
+def _found(rule: str, message: str) -> VariantFinding:
+    """A finding of one of ``CONFORMANCE_RULES``, at its severity."""
+    return VariantFinding(rule, CONFORMANCE_RULES[rule][0], message)
 
 
 # -- checks every stream gets ------------------------------------------------------------------
@@ -276,7 +324,7 @@ def check_common(exchange: Exchange) -> Iterator[VariantFinding]:
     finish reason; ``model`` and ``created`` the same on every chunk."""
     for _, choice in exchange.choices():
         if choice.get("finish_reason") == "":
-            yield _error(
+            yield _found(
                 "finish_reason_empty",
                 f'choice {choice["index"]}: finish_reason "" (null until the finish)',
             )
@@ -284,7 +332,7 @@ def check_common(exchange: Exchange) -> Iterator[VariantFinding]:
     for key in ("model", "created"):
         values = {json.dumps(chunk.get(key)) for chunk in exchange.chunks if key in chunk}
         if len(values) > 1:
-            yield _warning("chunk_field_changed", f"{key} takes {len(values)} values")
+            yield _found("chunk_field_changed", f"{key} takes {len(values)} values")
 
 
 def check_usage(exchange: Exchange) -> Iterator[VariantFinding]:
@@ -299,7 +347,7 @@ def check_usage(exchange: Exchange) -> Iterator[VariantFinding]:
             continue
         completion = usage.get("completion_tokens")
         if type(max_tokens) is int and type(completion) is int and completion > max_tokens * n:
-            yield _error(
+            yield _found(
                 "usage_over_max_tokens",
                 f"completion_tokens {completion} over max_tokens {max_tokens} x n {n}",
             )
@@ -312,11 +360,11 @@ def check_choices(exchange: Exchange) -> Iterator[VariantFinding]:
         return
     seen = {choice["index"] for _, choice in exchange.choices()}
     if seen <= {0}:
-        yield _warning("feature_ignored", f"n={n} was asked for, one choice streamed")
+        yield _found("feature_ignored", f"n={n} was asked for, one choice streamed")
         return
     missing = [i for i in range(n) if i not in seen]
     if missing:
-        yield _error("choice_missing", f"choice(s) {missing[:5]} never streamed (n={n})")
+        yield _found("choice_missing", f"choice(s) {missing[:5]} never streamed (n={n})")
 
 
 def check_stop(exchange: Exchange) -> Iterator[VariantFinding]:
@@ -325,7 +373,7 @@ def check_stop(exchange: Exchange) -> Iterator[VariantFinding]:
     for index, text in sorted(exchange.texts().items()):
         for stop in stops:
             if stop and stop in text:
-                yield _error(
+                yield _found(
                     "stop_sequence_in_content",
                     f"choice {index}: the content holds a stop sequence ({len(stop)} chars)",
                 )
@@ -345,14 +393,14 @@ def check_length(exchange: Exchange) -> Iterator[VariantFinding]:
         return  # no finish at all: the engine's missing_finish_reason
     if reasons[-1] == "length":
         if type(completion) is int and type(max_tokens) is int and completion != max_tokens:
-            yield _error(
+            yield _found(
                 "length_token_count",
                 f"finish_reason length with completion_tokens {completion}, "
                 f"max_tokens {max_tokens}",
             )
         return
     if type(completion) is int and completion == max_tokens:
-        yield _error(
+        yield _found(
             "length_not_reported",
             f"completion_tokens reached max_tokens {max_tokens}, finish_reason is not length",
         )
@@ -371,7 +419,7 @@ def check_tools(exchange: Exchange) -> Iterator[VariantFinding]:
     if not calls:
         choice = facts.get("tool_choice")
         if choice in ("required", "function"):
-            yield _warning("feature_ignored", f"tool_choice {choice}: no tool call streamed")
+            yield _found("feature_ignored", f"tool_choice {choice}: no tool call streamed")
             return
         raise NotExercised("the model called no tool")
     finishes = exchange.finishes()
@@ -386,32 +434,32 @@ def check_tools(exchange: Exchange) -> Iterator[VariantFinding]:
         for position, deltas in sorted(by_call.items()):
             first = deltas[0]
             if first.get("type") != "function":
-                yield _warning(
+                yield _found(
                     "tool_call_type_missing",
                     f"choice {index} tool call {position}: first delta without type function",
                 )
             ids.append(first.get("id"))
             assembled = _assembled_name(deltas)
             if declared and assembled is not None and assembled not in declared:
-                yield _error(
+                yield _found(
                     "tool_call_name_unknown",
                     f"choice {index} tool call {position}: the name fragments join to "
                     f"{len(assembled)} chars, no tool of the request",
                 )
             name = (first.get("function") or {}).get("name")
             if isinstance(forced, str) and name != forced:
-                yield _error(
+                yield _found(
                     "tool_choice_not_followed",
                     f"choice {index} tool call {position} is not the forced function",
                 )
         if len({json.dumps(i) for i in ids}) < len(ids):
-            yield _error("tool_call_id_duplicate", f"choice {index}: tool-call ids repeat")
+            yield _found("tool_call_id_duplicate", f"choice {index}: tool-call ids repeat")
         reasons = finishes.get(index, [])
         allowed = (
             {"tool_calls", "stop"} if facts.get("tool_choice") == "function" else {"tool_calls"}
         )
         if reasons and reasons[-1] not in allowed:
-            yield _error(
+            yield _found(
                 "tool_calls_finish_mismatch",
                 f"choice {index} streamed {len(by_call)} tool call(s) and finished "
                 f"{_token(reasons[-1])}",
@@ -456,17 +504,17 @@ def check_logprobs(exchange: Exchange) -> Iterator[VariantFinding]:
         narrow = any(len(_list(_dict(e).get("top_logprobs"))) < width for e in entries)
         if narrow and "logprobs_width" not in reported:
             reported.add("logprobs_width")
-            yield _error("logprobs_width", f"fewer top_logprobs than the {width} asked for")
+            yield _found("logprobs_width", f"fewer top_logprobs than the {width} asked for")
         tokens = "".join(str(_dict(e).get("token", "")) for e in entries)
         if tokens != content and "logprobs_token_mismatch" not in reported:
             reported.add("logprobs_token_mismatch")
-            yield _warning(
+            yield _found(
                 "logprobs_token_mismatch", "a chunk's logprob tokens do not join to its content"
             )
     if with_content and not carrying:
-        yield _warning("feature_ignored", "logprobs was asked for, no chunk carries logprobs")
+        yield _found("feature_ignored", "logprobs was asked for, no chunk carries logprobs")
     elif carrying < with_content:
-        yield _error(
+        yield _found(
             "logprobs_missing",
             f"{with_content - carrying} of {with_content} content chunks without logprobs",
         )
@@ -494,12 +542,12 @@ def check_json(exchange: Exchange) -> Iterator[VariantFinding]:
         except ValueError:
             value = None
         if not isinstance(value, dict):
-            yield _error("json_content_invalid", f"choice {index}: content is no JSON object")
+            yield _found("json_content_invalid", f"choice {index}: content is no JSON object")
             continue
         if exchange.facts.get("response_format") == "json_schema":
             missing = [key for key in _CITY_SCHEMA["required"] if key not in value]
             if missing:
-                yield _error("json_schema_mismatch", f"choice {index}: missing {missing}")
+                yield _found("json_schema_mismatch", f"choice {index}: missing {missing}")
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
@@ -978,7 +1026,7 @@ def _refused(variant: Variant, request: Mapping[str, Any], read: _Read) -> Varia
     if read.status >= 400:  # 429, 5xx, or a 4xx to a request that exercises no option
         reason = f"HTTP {read.status} before the stream"
         return VariantResult(variant.name, VariantOutcome.ERROR, reason, request, (), 1)
-    finding = _error("not_an_event_stream", f"HTTP {read.status}, not text/event-stream")
+    finding = _found("not_an_event_stream", f"HTTP {read.status}, not text/event-stream")
     return VariantResult(variant.name, VariantOutcome.FAIL, "", request, (finding,), 1)
 
 
@@ -986,7 +1034,7 @@ def _stream_findings(read: _Read) -> list[VariantFinding]:
     findings = list(read.findings)
     if read.outcome is not Outcome.COMPLETED:
         why = f" ({read.stopped})" if read.stopped else ""
-        findings.append(_error("stream_incomplete", f"the stream ended {read.outcome.value}{why}"))
+        findings.append(_found("stream_incomplete", f"the stream ended {read.outcome.value}{why}"))
     return findings
 
 
@@ -1030,11 +1078,11 @@ def _twin_findings(
 
     answer = endpoint.answer(request)
     if answer is None:
-        return [_warning("stream_differs_from_response", "no non-streamed JSON answer to compare")]
+        return [_found("twin_unavailable", "no 200 JSON answer to the request sent unstreamed")]
     collected = collect_bytes(body, protocol=PROTOCOL, request=request)
     ignore = {"usage", *(variant.twin_ignores or ())}
     return [
-        _error("stream_differs_from_response", str(difference))
+        _found("stream_differs_from_response", str(difference))
         for difference in differences_from_response(collected, answer, ignore=ignore)
     ]
 
@@ -1062,7 +1110,7 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
             else:
                 what = f"the health request after {ABORT_CYCLES} open/close cycles"
             findings.append(
-                _error(
+                _found(
                     "hang_after_abort",
                     f"{what} got no answer within --timeout {settings.timeout:g} s",
                 )
@@ -1072,7 +1120,7 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
             if number == 0:
                 return _refused(variant, request, read)
             findings.append(
-                _error("stream_incomplete", f"{step} request answered HTTP {read.status}")
+                _found("stream_incomplete", f"{step} request answered HTTP {read.status}")
             )
             continue
         if not abort:
@@ -1111,10 +1159,10 @@ def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     for k, read in enumerate(reads):
         if not isinstance(read, _Read):
             what = type(read).__name__
-            findings.append(_error("stream_incomplete", f"stream {k}: {what}"))
+            findings.append(_found("stream_incomplete", f"stream {k}: {what}"))
             continue
         if not read.is_event_stream:
-            findings.append(_error("stream_incomplete", f"stream {k}: HTTP {read.status}"))
+            findings.append(_found("stream_incomplete", f"stream {k}: HTTP {read.status}"))
             continue
         for finding in _stream_findings(read):
             findings.append(
@@ -1126,13 +1174,13 @@ def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
         for stream_id in {c.get("id") for c in chunks if isinstance(c.get("id"), str)}:
             if stream_id in ids:
                 findings.append(
-                    _error("stream_id_shared", f"streams {ids[stream_id]} and {k} share an id")
+                    _found("stream_id_shared", f"streams {ids[stream_id]} and {k} share an id")
                 )
             ids[str(stream_id)] = k
         text = "".join(Exchange(requests[k], RequestFacts(requests[k]), chunks).texts().values())
         for j, marker in enumerate(markers):
             if j != k and marker in text:
-                findings.append(_error("cross_talk", f"stream {k} carried stream {j}'s marker"))
+                findings.append(_found("cross_talk", f"stream {k} carried stream {j}'s marker"))
     return _judge(variant, requests[0], findings, settings, len(requests))
 
 
@@ -1309,3 +1357,20 @@ def api_key_from(env: str | None) -> str | None:
     if env is None:
         return None
     return os.environ.get(env) or None
+
+
+def reference_markdown() -> str:
+    """The variants and the conformance rules as markdown tables: the generated part of
+    ``docs/conformance.md`` (a test keeps the page in step)."""
+    lines = [
+        "| variant | requests | what it checks |",
+        "|---|---|---|",
+    ]
+    for variant in CHAT_VARIANTS:
+        name = f"`{variant.name}`" + (" (opt-in)" if variant.opt_in else "")
+        summary = variant.summary.removeprefix("opt-in: ")
+        lines.append(f"| {name} | {variant.requests(twin=False)} | {summary} |")
+    lines += ["", "| rule | severity | meaning |", "|---|---|---|"]
+    for rule, (severity, meaning) in CONFORMANCE_RULES.items():
+        lines.append(f"| `{rule}` | {severity.value} | {meaning} |")
+    return "\n".join(lines) + "\n"

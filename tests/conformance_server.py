@@ -80,6 +80,8 @@ class FakeState:
     #: previous request's prompt instead of its own.
     mixed_up: bool = False
     previous_prompt: str = ""
+    #: Answer only streaming requests (a non-streamed one gets a 501).
+    stream_only: bool = False
     requests: int = 0
     #: The Authorization header of the last request (None: none sent).
     authorization: str | None = None
@@ -189,6 +191,8 @@ def build_chat_app(state: FakeState) -> Starlette:
         n = 1 if "n" in state.ignore else int(body.get("n", 1))
         answers = [_answer(body, state) for _ in range(n)]
         if not body.get("stream"):
+            if state.stream_only:
+                return JSONResponse({"error": {"message": "stream only"}}, status_code=501)
             return JSONResponse(_completion(body, answers, state))
         return StreamingResponse(_stream(body, answers, state), media_type="text/event-stream")
 

@@ -644,8 +644,36 @@ def test_every_conformance_rule_is_tested() -> None:
         "feature_ignored",  # test_an_ignored_option_is_a_warning
         "stream_id_shared",  # test_mixed_up_concurrent_streams_fail
         "cross_talk",
+        "twin_unavailable",  # test_a_twin_without_answer_is_a_warning
     }
     assert set(CONFORMANCE_RULES) <= tested
+
+
+def test_a_twin_without_answer_is_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    """--twin against an endpoint that only streams: said, and not a failure of streaming."""
+    code, report = run(capsys, FakeState(stream_only=True), "--variants", "plain", "--twin")
+    [variant] = report["variants"]
+    assert [(f["rule"], f["severity"]) for f in variant["findings"]] == [
+        ("twin_unavailable", "warning")
+    ]
+    assert variant["outcome"] == "pass"
+    assert code == 0
+
+
+def test_the_conformance_page_shows_the_variants_and_rules() -> None:
+    """docs/conformance.md holds the generated tables as the code has them; regenerate with
+    ``python -c "from streamguard.conformance import reference_markdown as r; print(r())"``
+    between the page's markers."""
+    from pathlib import Path
+
+    from streamguard.conformance import reference_markdown
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "conformance.md").read_text()
+    start = page.index("<!-- generated: reference_markdown -->\n") + len(
+        "<!-- generated: reference_markdown -->\n"
+    )
+    end = page.index("<!-- end generated -->")
+    assert page[start:end] == reference_markdown()
 
 
 def test_an_answer_that_is_no_event_stream_fails(capsys: pytest.CaptureFixture[str]) -> None:
