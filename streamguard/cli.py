@@ -56,7 +56,7 @@ from streamguard.request import (
 )
 from streamguard.rule_docs.markdown import rules_markdown
 from streamguard.rules import ALL_PROTOCOLS, RULES
-from streamguard.sse import Event
+from streamguard.sse import Event, EventParser
 from streamguard.timeline import (
     CAPTURE_FORMAT,
     MAX_CAPTURE_LINE_BYTES,
@@ -1018,6 +1018,49 @@ def _variant_names(value: str) -> list[str]:
     return names
 
 
+def _conformance_reader(httpx: Any, max_bytes: int, max_time: float) -> Any:
+    """The conformance run's ``StreamReader``: each stream read as ``probe`` reads it
+    (``_ProbeReader``, ``_read_response``: the engine with the request's facts, bounded by
+    ``--max-bytes`` and ``--max-time``), or, for the abort variant, until its first content."""
+    from streamguard import conformance
+
+    def read(
+        client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str], abort: bool
+    ) -> conformance.StreamRead:
+        content = json.dumps(body).encode()
+        with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
+            recording = cast(BinaryIO, spool)
+            started = time.monotonic()
+            with client.stream("POST", url, content=content, headers=dict(headers)) as response:
+                reader = _ProbeReader(
+                    response, conformance.PROTOCOL, RequestFacts(body), started, recording
+                )
+                if abort:
+                    probed = _read_until_content(reader, response)
+                else:
+                    probed = _read_response(httpx, response, reader, max_bytes, max_time)
+            arrivals = list(_recorded(recording))
+        return conformance.stream_read(probed, arrivals, started)
+
+    return read
+
+
+def _read_until_content(reader: _ProbeReader, response: Any) -> _Probed:
+    """Feed ``reader`` until an event carries content, then stop: the client leaves (the
+    connection closes as the response's block exits, the rest unread)."""
+    from streamguard.conformance import has_content
+
+    parser = EventParser()
+    try:
+        for piece in response.iter_raw():
+            reader.feed(piece)
+            if any(has_content(event.data) for event in parser.feed(piece)):
+                return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by="abort")
+    except Exception as exc:  # the read broke before any content: the run judges it
+        return reader.finish(StreamEnd.CONNECTION_LOST, exc)
+    return reader.finish(StreamEnd.BODY_ENDED)
+
+
 def _cmd_conformance(args: argparse.Namespace) -> int:
     from streamguard import conformance
 
@@ -1046,8 +1089,6 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         model=args.model,
         api_key=api_key,
         timeout=args.timeout,
-        max_time=args.max_time,
-        max_bytes=args.max_bytes,
         twin=args.twin,
         fail_on=Severity(args.fail_on),
         max_requests=args.max_requests,
@@ -1075,7 +1116,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
             print(f"\n{row['variant']}: {json.dumps(row['request'])}", file=out)
         return EXIT_OK
     try:
-        import httpx  # noqa: F401  (the run's client)
+        import httpx
     except ImportError:
         print(f"streamguard conformance: error: needs httpx: {_INSTALL_HINT}", file=err)
         return EXIT_USAGE
@@ -1085,8 +1126,10 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         if progress:
             print(f"{result.name}: {result.outcome.value}", file=err)
 
+    read = _conformance_reader(httpx, args.max_bytes, args.max_time)
+    endpoint = _shown_url(conformance.chat_url(args.url))
     try:
-        summary = conformance.run_conformance(settings, variants, shown)
+        summary = conformance.run_conformance(settings, variants, read, endpoint, shown)
     except ValueError as exc:  # httpx.InvalidURL, UnsupportedProtocol's cousins
         print(f"streamguard conformance: error: {_shown_url(args.url)}: {exc}", file=err)
         return EXIT_USAGE

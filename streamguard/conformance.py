@@ -10,8 +10,9 @@ endpoint, one variant at a time, and judges each.
 
 A variant is data (``Variant``): the changes it makes to a small base request, the checks
 it adds, and what kind of exchange it is (one stream, an abort followed by health
-requests, concurrent streams). Every stream is read through the probe's reader
-(``streamguard.cli``: bounded by ``--timeout``, ``--max-time`` and ``--max-bytes``), so its
+requests, concurrent streams). Every stream is read through the probe's reader (the
+command line passes it in, ``StreamReader``: bounded by ``--timeout``, ``--max-time`` and
+``--max-bytes``), so its
 raw bytes go through the same engine the middleware runs, with the request facts the
 variant sets (``streamguard.request.RequestFacts``: ``n``, ``stream_options``,
 ``max_tokens``, ``stop``, ``tool_choice``, ``logprobs``, ``response_format``). The checks
@@ -40,18 +41,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import pairwise
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 from streamguard._format import severity_at_least
-from streamguard.monitor import StreamEnd
 from streamguard.report import Outcome, Severity
 from streamguard.request import RequestFacts
 from streamguard.sse import EventParser
@@ -61,10 +59,13 @@ __all__ = [
     "CONFORMANCE_RULES",
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_TOKEN_CAP",
+    "PROTOCOL",
     "Exchange",
     "NotExercised",
     "RunSettings",
     "RunSummary",
+    "StreamRead",
+    "StreamReader",
     "Variant",
     "VariantFinding",
     "VariantOutcome",
@@ -72,10 +73,12 @@ __all__ = [
     "api_key_from",
     "base_request",
     "chat_url",
+    "has_content",
     "plan",
     "reference_markdown",
     "run_conformance",
     "select",
+    "stream_read",
     "summary_json",
     "summary_text",
     "variant_request",
@@ -785,8 +788,6 @@ class RunSettings:
     model: str
     api_key: str | None = field(default=None, repr=False)
     timeout: float = 30.0
-    max_time: float = 120.0
-    max_bytes: int = 8 * 1024 * 1024
     twin: bool = False
     fail_on: Severity = Severity.ERROR
     max_requests: int | None = None
@@ -838,8 +839,8 @@ class RunSummary:
 
 
 @dataclass(slots=True)
-class _Read:
-    """One streamed request, read through the probe's reader."""
+class StreamRead:
+    """One streamed request as the run's reader read it (``stream_read`` builds it)."""
 
     status: int
     is_event_stream: bool
@@ -853,12 +854,21 @@ class _Read:
     stopped: str | None
 
 
+#: How a run reads one streamed request: ``(client, url, body, headers,
+#: abort_after_content) -> StreamRead``, raising httpx's errors from before the response.
+#: The command line gives the probe's reader (``streamguard.cli``), bounded by
+#: ``--timeout``, ``--max-time`` and ``--max-bytes``; this module never imports it (the
+#: command line is the layer above).
+StreamReader = Callable[[Any, str, Mapping[str, Any], Mapping[str, str], bool], StreamRead]
+
+
 class _Endpoint:
     """The endpoint under test: one httpx client, every request bounded."""
 
-    def __init__(self, httpx: Any, settings: RunSettings) -> None:
+    def __init__(self, httpx: Any, settings: RunSettings, read: StreamReader) -> None:
         self.httpx = httpx
         self.settings = settings
+        self.read = read
         self.url = chat_url(settings.base_url)
         self.client = httpx.Client(timeout=settings.timeout)
 
@@ -867,48 +877,12 @@ class _Endpoint:
 
     def stream(
         self, body: Mapping[str, Any], abort_after_content: bool = False, client: Any = None
-    ) -> _Read:
-        """Send ``body`` and read the stream through the probe's reader (the engine with
-        the request's facts); with ``abort_after_content``, leave after the first event
-        that carries content. Raises httpx's errors from before the response."""
-        from streamguard.cli import SPOOL_MEMORY_BYTES, _ProbeReader, _read_response, _recorded
-
-        settings = self.settings
-        facts = RequestFacts(body)
-        content = json.dumps(body).encode()
-        with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
-            recording = cast(BinaryIO, spool)
-            started = time.monotonic()
-            with (client or self.client).stream(
-                "POST", self.url, content=content, headers=settings.headers()
-            ) as response:
-                reader = _ProbeReader(response, PROTOCOL, facts, started, recording)
-                if abort_after_content:
-                    probed = _read_until_content(reader, response)
-                else:
-                    probed = _read_response(
-                        self.httpx, response, reader, settings.max_bytes, settings.max_time
-                    )
-            arrivals = list(_recorded(recording))
-        body_bytes = b"".join(arrival.data for arrival in arrivals)
-        gaps = [b.at - a.at for a, b in pairwise(arrivals)]
-        report = probed.report
-        findings = tuple(
-            VariantFinding(f.rule, f.severity, f.message, "engine") for f in report.findings
-        )
-        return _Read(
-            status=probed.status_code,
-            is_event_stream=probed.is_event_stream,
-            head=probed.head,
-            body=body_bytes,
-            outcome=report.outcome,
-            findings=findings,
-            time_to_first_byte=(
-                None if report.first_byte_at is None else report.first_byte_at - started
-            ),
-            max_gap=max(gaps) if gaps else None,
-            duration=report.duration,
-            stopped=probed.stopped_by or probed.error,
+    ) -> StreamRead:
+        """Send ``body`` and read the stream through the run's reader (the engine with the
+        request's facts); with ``abort_after_content``, leave after the first event that
+        carries content. Raises httpx's errors from before the response."""
+        return self.read(
+            client or self.client, self.url, body, self.settings.headers(), abort_after_content
         )
 
     def answer(self, body: Mapping[str, Any]) -> Any:
@@ -934,22 +908,32 @@ class _Endpoint:
         return value if isinstance(value, dict) else None
 
 
-def _read_until_content(reader: Any, response: Any) -> Any:
-    """Feed the reader until an event carries content, then stop reading: the client
-    leaves (the connection is closed when the response's block exits)."""
-    parser = EventParser()
-    try:
-        for piece in response.iter_raw():
-            reader.feed(piece)
-            for event in parser.feed(piece):
-                if _has_content(event.data):
-                    return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by="abort")
-    except Exception as exc:  # the read broke before any content: judged by the caller
-        return reader.finish(StreamEnd.CONNECTION_LOST, exc)
-    return reader.finish(StreamEnd.BODY_ENDED)
+def stream_read(probed: Any, arrivals: Sequence[Any], started: float) -> StreamRead:
+    """A ``StreamRead`` from what the probe's reader gave: its ``_Probed`` (duck-typed:
+    ``status_code``, ``is_event_stream``, ``head``, ``report``, ``stopped_by``,
+    ``error``) and the recorded arrivals (``at``, ``data``; at most ``--max-bytes``)."""
+    gaps = [b.at - a.at for a, b in pairwise(arrivals)]
+    report = probed.report
+    return StreamRead(
+        status=probed.status_code,
+        is_event_stream=probed.is_event_stream,
+        head=probed.head,
+        body=b"".join(arrival.data for arrival in arrivals),
+        outcome=report.outcome,
+        findings=tuple(
+            VariantFinding(f.rule, f.severity, f.message, "engine") for f in report.findings
+        ),
+        time_to_first_byte=(
+            None if report.first_byte_at is None else report.first_byte_at - started
+        ),
+        max_gap=max(gaps) if gaps else None,
+        duration=report.duration,
+        stopped=probed.stopped_by or probed.error,
+    )
 
 
-def _has_content(data: str) -> bool:
+def has_content(data: str) -> bool:
+    """Whether an event's data is a chunk with content: where the abort variant leaves."""
     try:
         chunk = json.loads(data)
     except ValueError:
@@ -1015,7 +999,7 @@ def _judge(
     return VariantResult(variant.name, outcome, reason, request, findings, requests, *timing)
 
 
-def _refused(variant: Variant, request: Mapping[str, Any], read: _Read) -> VariantResult:
+def _refused(variant: Variant, request: Mapping[str, Any], read: StreamRead) -> VariantResult:
     """A stream request answered with no event stream: unsupported, an error or a fail."""
     if 400 <= read.status < 500 and read.status != 429 and variant.feature is not None:
         named = variant.feature.encode() in read.head
@@ -1030,7 +1014,7 @@ def _refused(variant: Variant, request: Mapping[str, Any], read: _Read) -> Varia
     return VariantResult(variant.name, VariantOutcome.FAIL, "", request, (finding,), 1)
 
 
-def _stream_findings(read: _Read) -> list[VariantFinding]:
+def _stream_findings(read: StreamRead) -> list[VariantFinding]:
     findings = list(read.findings)
     if read.outcome is not Outcome.COMPLETED:
         why = f" ({read.stopped})" if read.stopped else ""
@@ -1140,7 +1124,7 @@ def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
         }
         for marker in markers
     ]
-    reads: list[_Read | BaseException | None] = [None] * len(requests)
+    reads: list[StreamRead | BaseException | None] = [None] * len(requests)
 
     def one(k: int) -> None:
         with endpoint.httpx.Client(timeout=settings.timeout) as client:
@@ -1157,7 +1141,7 @@ def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     findings: list[VariantFinding] = []
     ids: dict[str, int] = {}
     for k, read in enumerate(reads):
-        if not isinstance(read, _Read):
+        if not isinstance(read, StreamRead):
             what = type(read).__name__
             findings.append(_found("stream_incomplete", f"stream {k}: {what}"))
             continue
@@ -1208,12 +1192,16 @@ def select(names: Sequence[str] | None) -> tuple[Variant, ...]:
 def run_conformance(
     settings: RunSettings,
     variants: Sequence[Variant],
+    read: StreamReader,
+    shown_endpoint: str,
     on_result: Callable[[VariantResult], None] | None = None,
 ) -> RunSummary:
-    """Run ``variants`` one at a time against the endpoint; needs httpx."""
+    """Run ``variants`` one at a time against the endpoint, each stream read by ``read``;
+    ``shown_endpoint`` is the endpoint as the report shows it (no credentials). Needs
+    httpx."""
     import httpx
 
-    endpoint = _Endpoint(httpx, settings)
+    endpoint = _Endpoint(httpx, settings, read)
     results: list[VariantResult] = []
     spent = 0
     try:
@@ -1247,13 +1235,7 @@ def run_conformance(
                 on_result(result)
     finally:
         endpoint.close()
-    return RunSummary(_shown_endpoint(settings.base_url), settings.model, tuple(results))
-
-
-def _shown_endpoint(url: str) -> str:
-    from streamguard.cli import _shown_url
-
-    return _shown_url(chat_url(url))
+    return RunSummary(shown_endpoint, settings.model, tuple(results))
 
 
 # -- the plan and the report -------------------------------------------------------------------
