@@ -61,10 +61,11 @@ MAX_REQUEST_IDS = 64
 _MAX_KEPT_ID_CHARS = 64
 #: Integer ids kept as they are; a larger one (JSON numbers have no bound) by a digest.
 _MAX_KEPT_ID_INT = 2**63
-#: The stop sequences kept (``stop``): OpenAI takes at most 4, vLLM and llama.cpp more; a
-#: list longer than this, or a sequence longer than ``_MAX_STOP_CHARS``, reads as unknown.
-MAX_STOP_SEQUENCES = 16
-_MAX_STOP_CHARS = 256
+#: The stop sequences kept (``stop``): OpenAI takes at most 4 (vLLM and llama.cpp more);
+#: a longer list, or a sequence longer than ``_MAX_STOP_CHARS``, reads as unknown, so the
+#: facts of an open stream stay a few hundred bytes whatever the client sent.
+MAX_STOP_SEQUENCES = 4
+_MAX_STOP_CHARS = 64
 #: The largest ``top_logprobs`` believed (OpenAI takes at most 20).
 _MAX_TOP_LOGPROBS = 64
 #: The longest forced function name kept (``tool_choice``; OpenAI's names are at most 64).

@@ -80,6 +80,8 @@ class FakeState:
     #: previous request's prompt instead of its own.
     mixed_up: bool = False
     previous_prompt: str = ""
+    #: Answer every request with no content at all (a role chunk, then the finish).
+    empty: bool = False
     #: Answer only streaming requests (a non-streamed one gets a 501).
     stream_only: bool = False
     requests: int = 0
@@ -155,6 +157,8 @@ def _answer(body: dict[str, Any], state: FakeState) -> _Answer:
             text += token
     if len(tokens) > max_tokens:
         tokens, finish = tokens[:max_tokens], "length"
+    if state.empty:
+        tokens = []
     return _Answer(tokens, [], finish)
 
 

@@ -242,6 +242,17 @@ def test_a_behaviour_the_model_did_not_show_is_not_exercised(
     assert code == 0
 
 
+def test_an_abort_without_content_is_not_exercised(capsys: pytest.CaptureFixture[str]) -> None:
+    """A stream with no content leaves nothing to abort: the variant cannot judge."""
+    state = FakeState(empty=True)
+    code, report = run(capsys, state, "--variants", "abort")
+    [variant] = report["variants"]
+    assert variant["outcome"] == "skipped"
+    assert variant["reason"] == "not exercised: the stream ended before its first content"
+    assert state.requests == variant["requests"] == 1
+    assert code == 0
+
+
 def test_an_ignored_max_tokens_fails_the_length_variant(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
