@@ -85,6 +85,8 @@ class FakeState:
     #: Answer only streaming requests (a non-streamed one gets a 501).
     stream_only: bool = False
     requests: int = 0
+    #: The output tokens the requests allowed: ``max_tokens`` x ``n``, summed.
+    tokens_allowed: int = 0
     #: The Authorization header of the last request (None: none sent).
     authorization: str | None = None
     #: Generations still running after their client left (``hang_after_disconnect``).
@@ -184,6 +186,7 @@ def build_chat_app(state: FakeState) -> Starlette:
         state.requests += 1
         state.authorization = request.headers.get("authorization")
         body = await request.json()
+        state.tokens_allowed += int(body.get("max_tokens", 0)) * int(body.get("n", 1))
         while state.leaked and not state.release.is_set():  # a leaked generation holds on
             await asyncio.sleep(0.01)
         for name in state.refuse:
