@@ -12,9 +12,8 @@ A variant is data (``Variant``): the changes it makes to a small base request, t
 it adds, and what kind of exchange it is (one stream, an abort followed by health
 requests, concurrent streams). Every stream is read through the probe's reader (the
 command line passes it in, ``StreamReader``: bounded by ``--timeout``, ``--max-time`` and
-``--max-bytes``), so its
-raw bytes go through the same engine the middleware runs, with the request facts the
-variant sets (``streamguard.request.RequestFacts``: ``n``, ``stream_options``,
+``--max-bytes``), so its raw bytes go through the same engine the middleware runs, with
+the request facts the variant sets (``streamguard.request.RequestFacts``: ``n``, ``stream_options``,
 ``max_tokens``, ``stop``, ``tool_choice``, ``logprobs``, ``response_format``). The checks
 a variant adds read the chunks and those facts; their findings carry rule names of their
 own (``CONFORMANCE_RULES``), local to this command: they are not rules of the middleware.
@@ -22,15 +21,18 @@ own (``CONFORMANCE_RULES``), local to this command: they are not rules of the mi
 One outcome per variant (``VariantOutcome``):
 
 * ``pass``: the stream was well formed and did what the variant asked;
-* ``fail``: a finding at or above ``--fail-on`` (by default an error), or a stream that
-  did not complete;
+* ``fail``: a finding at or above ``--fail-on`` (by default an error), an engine finding
+  on the option the variant is about whatever its severity (``Variant.focus``), or a
+  stream that did not complete;
 * ``skipped``: the endpoint refused the option before streaming (an HTTP 4xx: the feature
   is unsupported, not broken), the model did not do what the variant needs (no tool call,
   a natural end before the length cap: "not exercised"), or the run's request budget was
   spent. A feature that was accepted but left no trace in a clean stream (no logprobs,
-  one choice for ``n: 2``, text despite a forced tool call) is ``feature_ignored``, a
-  warning: it fails only under ``--fail-on warning``;
-* ``error``: the endpoint could not be reached or answered 429/5xx before streaming.
+  text despite a forced tool call) is ``feature_ignored``, a warning: it fails only under
+  ``--fail-on warning``. (One choice for ``n: 2`` is ``feature_ignored`` too, and fails
+  all the same: the engine, told ``n``, misses the other choice's finish.)
+* ``error``: the endpoint could not be reached, or answered 429, 5xx, or a 4xx to a
+  request that exercises no option, before streaming.
 
 Every request is small: each variant sets ``max_tokens`` (at most ``DEFAULT_TOKEN_CAP``
 unless it is the opt-in ``long`` variant), and ``--max-requests`` bounds the run. The API
@@ -50,6 +52,7 @@ from itertools import pairwise
 from typing import Any
 
 from streamguard._format import severity_at_least
+from streamguard.protocols.openai_chat import FINISH_REASONS
 from streamguard.report import Outcome, Severity
 from streamguard.request import RequestFacts
 from streamguard.sse import EventParser
@@ -558,9 +561,10 @@ def _dict(value: Any) -> Mapping[str, Any]:
 
 
 def _token(value: Any) -> str:
-    """A finish reason as a message shows it: a known one by name, else its type."""
-    known = {"stop", "length", "tool_calls", "content_filter", "function_call"}
-    return value if isinstance(value, str) and value in known else f"({type(value).__name__})"
+    """A finish reason as a message shows it: a documented one by name, else its type."""
+    if isinstance(value, str) and value in FINISH_REASONS:
+        return value
+    return f"({type(value).__name__})"
 
 
 # -- the battery -------------------------------------------------------------------------------
@@ -1079,6 +1083,7 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     request = variant_request(variant, settings.model)
     health = base_request(settings.model)
     findings: list[VariantFinding] = []
+    not_exercised = None
     requests = 0
     steps = [("abort", True), ("health", False)]
     steps += [("cycle", True)] * ABORT_CYCLES + [("health", False)]
@@ -1107,9 +1112,13 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
                 _found("stream_incomplete", f"{step} request answered HTTP {read.status}")
             )
             continue
+        if number == 0 and read.stopped != "abort":
+            # The stream ended before any content: there was nothing to leave.
+            not_exercised = "the stream ended before its first content"
+            break
         if not abort:
             findings += _stream_findings(read)
-    return _judge(variant, request, findings, settings, requests)
+    return _judge(variant, request, findings, settings, requests, not_exercised)
 
 
 def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
@@ -1241,20 +1250,32 @@ def run_conformance(
 # -- the plan and the report -------------------------------------------------------------------
 
 
+def _bodies(variant: Variant, model: str, twin: bool) -> list[dict[str, Any]]:
+    """Every request body a variant sends, in order (``_run_abort`` sends the abort's
+    request for the abort and each cycle, the base request for the two health checks;
+    ``_run_concurrent`` one per stream; a twin the same body unstreamed)."""
+    request = variant_request(variant, model)
+    if variant.kind == "abort":
+        health = base_request(model)
+        return [request, health, *[request] * ABORT_CYCLES, health]
+    if variant.kind == "concurrent":
+        return [request] * CONCURRENT_STREAMS
+    return [request] * variant.requests(twin)
+
+
 def plan(settings: RunSettings, variants: Sequence[Variant]) -> list[dict[str, Any]]:
-    """What a run would send, variant by variant: the requests, the body of one, and the
-    worst-case output tokens (``max_tokens`` x ``n`` x requests)."""
+    """What a run would send, variant by variant: the requests, the body of the first, and
+    the worst-case output tokens (``max_tokens`` x ``n``, summed over its requests)."""
     rows = []
     for variant in variants:
-        request = variant_request(variant, settings.model)
-        requests = variant.requests(settings.twin)
-        tokens = int(request.get("max_tokens", 0)) * int(request.get("n", 1)) * requests
+        bodies = _bodies(variant, settings.model, settings.twin)
+        tokens = sum(int(body["max_tokens"]) * int(body.get("n", 1)) for body in bodies)
         rows.append(
             {
                 "variant": variant.name,
-                "requests": requests,
+                "requests": len(bodies),
                 "max_output_tokens": tokens,
-                "request": request,
+                "request": bodies[0],
             }
         )
     return rows
