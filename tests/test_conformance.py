@@ -33,7 +33,10 @@ def fake_endpoint(state: FakeState) -> Iterator[str]:
     so the server can stop."""
     try:
         with serve(build_chat_app(state)) as url:
-            yield f"{url}/v1"
+            try:
+                yield f"{url}/v1"
+            finally:
+                state.release.set()  # before the server stops: it waits for its handlers
     finally:
         state.release.set()
 
