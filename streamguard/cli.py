@@ -4,6 +4,8 @@ Subcommands:
 
 * ``check FILE...``: raw body bytes as ``curl -N`` saves them (``-`` for stdin);
 * ``probe URL``: one real request, checked as it arrives, with its timing (needs httpx);
+* ``conformance URL``: a battery of Chat Completions requests, one option at a time, each
+  stream read as ``probe`` reads it and judged (``streamguard.conformance``; needs httpx);
 * ``rules``: the rule catalog, as a table or as the markdown docs page;
 * ``info``: which build of the core runs and why, the installed extras, the protocols;
 * ``demo``: the demo app under uvicorn, healthy and broken streams (needs the testing extra).
@@ -54,7 +56,7 @@ from streamguard.request import (
 )
 from streamguard.rule_docs.markdown import rules_markdown
 from streamguard.rules import ALL_PROTOCOLS, RULES
-from streamguard.sse import Event
+from streamguard.sse import Event, EventParser
 from streamguard.timeline import (
     CAPTURE_FORMAT,
     MAX_CAPTURE_LINE_BYTES,
@@ -1059,6 +1061,139 @@ def _delta(at: float | None, start: float) -> float | None:
     return None if at is None else at - start
 
 
+# -- conformance ---------------------------------------------------------------------------
+
+
+def _variant_names(value: str) -> list[str]:
+    """``--variants``: names separated by commas, or ``all``."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected variant names separated by commas, or all")
+    return names
+
+
+def _conformance_reader(httpx: Any, max_bytes: int, max_time: float) -> Any:
+    """The conformance run's ``StreamReader``: each stream read as ``probe`` reads it
+    (``_ProbeReader``, ``_read_response``: the engine with the request's facts, bounded by
+    ``--max-bytes`` and ``--max-time``), or, for the abort variant, until its first content."""
+    from streamguard import conformance
+
+    def read(
+        client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str], abort: bool
+    ) -> conformance.StreamRead:
+        content = json.dumps(body).encode()
+        with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
+            recording = cast(BinaryIO, spool)
+            started = time.monotonic()
+            with client.stream("POST", url, content=content, headers=dict(headers)) as response:
+                reader = _ProbeReader(
+                    response, conformance.PROTOCOL, RequestFacts(body), started, recording
+                )
+                if abort:
+                    probed = _read_until_content(reader, response)
+                else:
+                    probed = _read_response(httpx, response, reader, max_bytes, max_time)
+            arrivals = list(_recorded(recording))
+        return conformance.stream_read(probed, arrivals, started)
+
+    return read
+
+
+def _read_until_content(reader: _ProbeReader, response: Any) -> _Probed:
+    """Feed ``reader`` until an event carries content, then stop: the client leaves (the
+    connection closes as the response's block exits, the rest unread)."""
+    from streamguard.conformance import has_content
+
+    parser = EventParser()
+    try:
+        for piece in response.iter_raw():
+            reader.feed(piece)
+            if any(has_content(event.data) for event in parser.feed(piece)):
+                return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by="abort")
+    except Exception as exc:  # the read broke before any content: the run judges it
+        return reader.finish(StreamEnd.CONNECTION_LOST, exc)
+    return reader.finish(StreamEnd.BODY_ENDED)
+
+
+def _cmd_conformance(args: argparse.Namespace) -> int:
+    from streamguard import conformance
+
+    out, err = sys.stdout, sys.stderr
+    try:
+        variants = conformance.select(args.variants)
+    except KeyError as exc:
+        known = ", ".join(v.name for v in conformance.CHAT_VARIANTS)
+        print(
+            f"streamguard conformance: error: unknown variant(s) {exc.args[0]}; "
+            f"expected some of: {known}, or all",
+            file=err,
+        )
+        return EXIT_USAGE
+    api_key = conformance.api_key_from(args.api_key_env)
+    if api_key is None and args.api_key_env != conformance.DEFAULT_API_KEY_ENV:
+        # Named on purpose: a missing key would only show as 401s, variant after variant.
+        print(
+            f"streamguard conformance: error: --api-key-env {args.api_key_env}: the "
+            "environment variable is not set",
+            file=err,
+        )
+        return EXIT_USAGE
+    settings = conformance.RunSettings(
+        base_url=args.url,
+        model=args.model,
+        api_key=api_key,
+        timeout=args.timeout,
+        twin=args.twin,
+        fail_on=Severity(args.fail_on),
+        max_requests=args.max_requests,
+    )
+    if args.dry_run:
+        rows = conformance.plan(settings, variants)
+        if args.format == "json":
+            print(json.dumps({"endpoint": _shown_url(args.url), "plan": rows}), file=out)
+            return EXIT_OK
+        auth = "authorization: Bearer ***" if api_key else "no authorization header"
+        print(f"POST {_shown_url(conformance.chat_url(args.url))} ({auth})", file=out)
+        table_rows = [["variant", "requests", "max output tokens"]]
+        table_rows += [
+            [r["variant"], str(r["requests"]), str(r["max_output_tokens"])] for r in rows
+        ]
+        table_rows.append(
+            [
+                "total",
+                str(sum(r["requests"] for r in rows)),
+                str(sum(r["max_output_tokens"] for r in rows)),
+            ]
+        )
+        print(table(table_rows), file=out)
+        for row in rows:
+            print(f"\n{row['variant']}: {json.dumps(row['request'])}", file=out)
+        return EXIT_OK
+    try:
+        import httpx
+    except ImportError:
+        print(f"streamguard conformance: error: needs httpx: {_INSTALL_HINT}", file=err)
+        return EXIT_USAGE
+    progress = err.isatty() and args.format != "json"
+
+    def shown(result: Any) -> None:
+        if progress:
+            print(f"{result.name}: {result.outcome.value}", file=err)
+
+    read = _conformance_reader(httpx, args.max_bytes, args.max_time)
+    endpoint = _shown_url(conformance.chat_url(args.url))
+    try:
+        summary = conformance.run_conformance(settings, variants, read, endpoint, shown)
+    except ValueError as exc:  # httpx.InvalidURL, UnsupportedProtocol's cousins
+        print(f"streamguard conformance: error: {_shown_url(args.url)}: {exc}", file=err)
+        return EXIT_USAGE
+    if args.format == "json":
+        print(json.dumps(conformance.summary_json(summary)), file=out)
+    else:
+        print(conformance.summary_text(summary), file=out)
+    return EXIT_FINDINGS if summary.failed else EXIT_OK
+
+
 # -- rules ---------------------------------------------------------------------------------
 
 
@@ -1366,6 +1501,8 @@ def _parser() -> argparse.ArgumentParser:
     common(probe, PROBE_FAIL_ON_OUTCOME, PROBE_STALL_HELP)
     probe.set_defaults(run=_cmd_probe)
 
+    _conformance_parser(commands)
+
     rules = commands.add_parser("rules", help="print the rule catalog")
     rules.add_argument("--format", choices=["table", "markdown"], default="table")
     rules.set_defaults(run=_cmd_rules)
@@ -1380,6 +1517,90 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the demo: healthy and broken streams, live")
     demo.set_defaults(run=_cmd_demo)
     return parser
+
+
+def _conformance_parser(commands: Any) -> None:
+    from streamguard.conformance import CHAT_VARIANTS, DEFAULT_API_KEY_ENV
+
+    sub = commands.add_parser(
+        "conformance",
+        help="run a battery of streaming requests against an OpenAI-compatible endpoint",
+        description="Send Chat Completions streaming requests, one option at a time (plain, "
+        "usage on and off, n, stop, length, tools, logprobs, JSON mode, abort), check each "
+        "stream as probe does and judge what the option asks for. Variants: "
+        + ", ".join(f"{v.name}{' (opt-in)' if v.opt_in else ''}" for v in CHAT_VARIANTS)
+        + f". Needs httpx ({_INSTALL_HINT}).",
+        epilog="Exit codes: 0 every variant passed or was skipped; 1 a variant failed or "
+        "errored; 2 usage error; 141 the output's reader left early (| head).",
+    )
+    sub.add_argument("url", metavar="URL", help="the base URL (http://host:8000/v1)")
+    sub.add_argument("--model", required=True, help="the model name sent in every request")
+    sub.add_argument(
+        "--api-key-env",
+        default=DEFAULT_API_KEY_ENV,
+        metavar="NAME",
+        help="the environment variable holding the API key, sent as a bearer token and "
+        f"never shown (default: {DEFAULT_API_KEY_ENV}; unset: no authorization header)",
+    )
+    sub.add_argument(
+        "--variants",
+        type=_variant_names,
+        metavar="NAME[,NAME...]",
+        help="the variants to run, or all (default: every variant but the opt-in ones)",
+    )
+    sub.add_argument(
+        "--twin",
+        action="store_true",
+        help="also send plain and tool variants unstreamed; a difference from the "
+        "assembled stream fails (stream_differs_from_response)",
+    )
+    sub.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print every request and its worst-case output tokens, send nothing",
+    )
+    sub.add_argument(
+        "--max-requests",
+        type=_positive_bytes,
+        metavar="N",
+        help="send at most N requests; variants past it are skipped (not run)",
+    )
+    sub.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=30.0,
+        help="seconds to wait to connect and between bytes; a health request after an "
+        "abort that takes longer is a hang (default: 30)",
+    )
+    sub.add_argument(
+        "--max-time",
+        type=_positive_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="stop reading a stream this many seconds after its request (default: 120)",
+    )
+    sub.add_argument(
+        "--max-bytes",
+        type=_positive_bytes,
+        default=8 * 1024 * 1024,
+        metavar="N",
+        help="stop reading a stream after N body bytes (default: 8388608, 8 MiB)",
+    )
+    sub.add_argument(
+        "--fail-on",
+        choices=[s.value for s in Severity],
+        default=Severity.ERROR.value,
+        help="a variant fails on findings of this severity or worse (default: error)",
+    )
+    sub.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    sub.add_argument(
+        "--json",
+        dest="format",
+        action="store_const",
+        const="json",
+        help="the same as --format json",
+    )
+    sub.set_defaults(run=_cmd_conformance)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_REQUESTED_CHOICES",
     "MAX_REQUEST_CONTAINERS",
     "MAX_REQUEST_IDS",
+    "MAX_STOP_SEQUENCES",
     "RequestFacts",
     "add_http_facts",
     "is_jsonrpc_batch",
@@ -60,6 +61,20 @@ MAX_REQUEST_IDS = 64
 _MAX_KEPT_ID_CHARS = 64
 #: Integer ids kept as they are; a larger one (JSON numbers have no bound) by a digest.
 _MAX_KEPT_ID_INT = 2**63
+#: The stop sequences kept (``stop``): OpenAI takes at most 4 (vLLM and llama.cpp more);
+#: a longer list, or a sequence longer than ``_MAX_STOP_CHARS``, reads as unknown, so the
+#: facts of an open stream stay a few hundred bytes whatever the client sent.
+MAX_STOP_SEQUENCES = 4
+_MAX_STOP_CHARS = 64
+#: The largest ``top_logprobs`` believed (OpenAI takes at most 20).
+_MAX_TOP_LOGPROBS = 64
+#: The longest forced function name kept (``tool_choice``; OpenAI's names are at most 64).
+_MAX_FUNCTION_NAME_CHARS = 64
+#: The ``tool_choice`` strings kept as they are; a ``{"type": "function", ...}`` object
+#: reads as ``"function"`` (its name is ``tool_choice_function``).
+_TOOL_CHOICES = frozenset({"none", "auto", "required"})
+#: The ``response_format.type`` values kept; any other reads as unknown.
+_RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})
 #: The HTTP methods kept as a fact; any other reads as unknown.
 _HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -133,6 +148,15 @@ class RequestFacts(Mapping[str, Any]):
     kept, and only when their types are right; everything else in the request is gone. An
     ``n`` that is present but unusable reads as ``None``: per-choice counts go unchecked.
 
+    What a request asks of the answer's shape is kept too, for the checks that judge a
+    stream against it (``streamguard conformance``), each only when well typed and small:
+    ``max_tokens`` (``max_completion_tokens`` when both are sent, as OpenAI reads them),
+    ``stop`` (a tuple of at most ``MAX_STOP_SEQUENCES`` strings; one string is a tuple of
+    one), ``tool_choice`` (``"none"``, ``"auto"``, ``"required"``, or ``"function"`` for a
+    forced function, whose name is ``tool_choice_function``), ``logprobs`` (a bool),
+    ``top_logprobs`` and ``response_format`` (its ``type``: ``"text"``, ``"json_object"``
+    or ``"json_schema"``).
+
     A JSON-RPC 2.0 body (MCP) gives ``jsonrpc_ids``: the keys of its requests' ids
     (``jsonrpc_id_key``) among the first ``MAX_REQUEST_IDS`` requests, ``()`` when it holds
     only notifications or responses. Two more facts say what those keys leave out, each
@@ -154,9 +178,16 @@ class RequestFacts(Mapping[str, Any]):
         "_jsonrpc_invalid",
         "_jsonrpc_unread",
         "_last_event_id",
+        "_logprobs",
+        "_max_tokens",
         "_n",
+        "_response_format",
         "_starting_after",
+        "_stop",
         "_stream",
+        "_tool_choice",
+        "_tool_choice_function",
+        "_top_logprobs",
     )
 
     def __init__(self, request: Mapping[str, Any] | list[Any]) -> None:
@@ -201,6 +232,39 @@ class RequestFacts(Mapping[str, Any]):
             if type(starting_after) is int and 0 <= starting_after <= _MAX_FACT_INT
             else _ABSENT
         )
+        self._read_answer_shape(request)
+
+    def _read_answer_shape(self, request: Mapping[str, Any]) -> None:
+        """The facts of what the answer may look like: its length, stops, tools, format."""
+        self._max_tokens: Any = _ABSENT
+        for key in ("max_tokens", "max_completion_tokens"):  # the newer name wins
+            value = request.get(key)
+            if type(value) is int and 0 <= value <= _MAX_FACT_INT:
+                self._max_tokens = value
+        self._stop: Any = _stop_sequences(request.get("stop", _ABSENT))
+        self._tool_choice: Any = _ABSENT
+        self._tool_choice_function: Any = _ABSENT
+        choice = request.get("tool_choice")
+        if type(choice) is str and choice in _TOOL_CHOICES:
+            self._tool_choice = choice
+        elif isinstance(choice, Mapping) and choice.get("type") == "function":
+            self._tool_choice = "function"
+            function = choice.get("function")
+            name = function.get("name") if isinstance(function, Mapping) else None
+            if type(name) is str and len(name) <= _MAX_FUNCTION_NAME_CHARS:
+                self._tool_choice_function = name
+        logprobs = request.get("logprobs")
+        self._logprobs: Any = logprobs if type(logprobs) is bool else _ABSENT
+        top = request.get("top_logprobs")
+        self._top_logprobs: Any = (
+            top if type(top) is int and 0 <= top <= _MAX_TOP_LOGPROBS else _ABSENT
+        )
+        self._response_format: Any = _ABSENT
+        response_format = request.get("response_format")
+        if isinstance(response_format, Mapping):
+            kind = response_format.get("type")
+            if type(kind) is str and kind in _RESPONSE_FORMATS:
+                self._response_format = kind
 
     @property
     def body_read(self) -> bool:
@@ -221,6 +285,13 @@ class RequestFacts(Mapping[str, Any]):
             "jsonrpc_requests_unread": self._jsonrpc_unread,
             "http_method": self._http_method,
             "last_event_id": self._last_event_id,
+            "max_tokens": self._max_tokens,
+            "stop": self._stop,
+            "tool_choice": self._tool_choice,
+            "tool_choice_function": self._tool_choice_function,
+            "logprobs": self._logprobs,
+            "top_logprobs": self._top_logprobs,
+            "response_format": self._response_format,
         }.get(key, _ABSENT)
         if value is _ABSENT:
             raise KeyError(key)
@@ -255,7 +326,31 @@ _KEYS = (
     "jsonrpc_requests_unread",
     "http_method",
     "last_event_id",
+    "max_tokens",
+    "stop",
+    "tool_choice",
+    "tool_choice_function",
+    "logprobs",
+    "top_logprobs",
+    "response_format",
 )
+
+
+def _stop_sequences(value: object) -> Any:
+    """A request's ``stop`` as a tuple of strings; absent, or None when present but unusable
+    (too many, too long, not strings): the checks that read it are then skipped."""
+    if value is _ABSENT or value is None:
+        return _ABSENT
+    if type(value) is str:
+        return (value,) if len(value) <= _MAX_STOP_CHARS else None
+    if type(value) is not list or len(value) > MAX_STOP_SEQUENCES:
+        return None
+    kept: list[str] = []
+    for item in value:
+        if type(item) is not str or len(item) > _MAX_STOP_CHARS:
+            return None
+        kept.append(item)
+    return tuple(kept)
 
 
 def add_http_facts(

@@ -1,0 +1,1379 @@
+"""``streamguard conformance``: is an endpoint's streaming really OpenAI-compatible?
+
+``streamguard probe`` checks one request. Servers that speak the OpenAI Chat Completions
+protocol (vLLM, SGLang, llama.cpp's server, TGI, Ollama, gateways) break, in practice,
+under one request option at a time: the finish reason dropped or ``""``, a finish on the
+last choice only with ``n: 2``, tool-call headers repeated on every delta, streamed tool
+calls ending ``stop``, a usage chunk that does not add up, a client that leaves and hangs
+the next request. This module runs a battery of streaming requests against a live
+endpoint, one variant at a time, and judges each.
+
+A variant is data (``Variant``): the changes it makes to a small base request, the checks
+it adds, and what kind of exchange it is (one stream, an abort followed by health
+requests, concurrent streams). Every stream is read through the probe's reader (the
+command line passes it in, ``StreamReader``: bounded by ``--timeout``, ``--max-time`` and
+``--max-bytes``), so its raw bytes go through the same engine the middleware runs, with
+the request facts the variant sets (``streamguard.request.RequestFacts``: ``n``, ``stream_options``,
+``max_tokens``, ``stop``, ``tool_choice``, ``logprobs``, ``response_format``). The checks
+a variant adds read the chunks and those facts; their findings carry rule names of their
+own (``CONFORMANCE_RULES``), local to this command: they are not rules of the middleware.
+
+One outcome per variant (``VariantOutcome``):
+
+* ``pass``: the stream was well formed and did what the variant asked;
+* ``fail``: a finding at or above ``--fail-on`` (by default an error), an engine finding
+  on the option the variant is about whatever its severity (``Variant.focus``), or a
+  stream that did not complete;
+* ``skipped``: the endpoint refused the option before streaming (an HTTP 4xx: the feature
+  is unsupported, not broken), the model did not do what the variant needs (no tool call,
+  a natural end before the length cap: "not exercised"), or the run's request budget was
+  spent. A feature that was accepted but left no trace in a clean stream (no logprobs,
+  text despite a forced tool call) is ``feature_ignored``, a warning: it fails only under
+  ``--fail-on warning``. (One choice for ``n: 2`` is ``feature_ignored`` too, and fails
+  all the same: the engine, told ``n``, misses the other choice's finish.)
+* ``error``: the endpoint could not be reached, or answered 429, 5xx, or a 4xx to a
+  request that exercises no option, before streaming.
+
+Every request is small: each variant sets ``max_tokens`` (at most ``DEFAULT_TOKEN_CAP``
+unless it is the opt-in ``long`` variant), and ``--max-requests`` bounds the run. The API
+key is read from an environment variable and only ever sent, never shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from itertools import pairwise
+from typing import Any
+
+from streamguard._format import severity_at_least
+from streamguard.protocols.openai_chat import FINISH_REASONS
+from streamguard.report import Outcome, Severity
+from streamguard.request import RequestFacts
+from streamguard.sse import EventParser
+
+__all__ = [
+    "CHAT_VARIANTS",
+    "CONFORMANCE_RULES",
+    "DEFAULT_API_KEY_ENV",
+    "DEFAULT_TOKEN_CAP",
+    "PROTOCOL",
+    "Exchange",
+    "NotExercised",
+    "RunSettings",
+    "RunSummary",
+    "StreamRead",
+    "StreamReader",
+    "Variant",
+    "VariantFinding",
+    "VariantOutcome",
+    "VariantResult",
+    "api_key_from",
+    "base_request",
+    "chat_url",
+    "has_content",
+    "plan",
+    "reference_markdown",
+    "run_conformance",
+    "select",
+    "stream_read",
+    "summary_json",
+    "summary_text",
+    "variant_request",
+]
+
+PROTOCOL = "openai_chat"
+#: The environment variable the API key is read from unless ``--api-key-env`` names another.
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+#: The ``max_tokens`` every default variant stays within: a full run costs a few hundred
+#: output tokens (``plan`` and ``--dry-run`` give the exact worst case).
+DEFAULT_TOKEN_CAP = 64
+#: Open/close cycles after an abort (the MCP conformance suite's cancellation scenario).
+ABORT_CYCLES = 5
+#: Concurrent streams of the ``concurrent`` variant.
+CONCURRENT_STREAMS = 4
+#: How many findings of one rule a variant keeps (an endless stream repeats them).
+MAX_FINDINGS_PER_RULE = 20
+#: The largest non-streamed answer read (``--twin``), in bytes.
+MAX_TWIN_BYTES = 4 * 1024 * 1024
+
+
+class VariantOutcome(StrEnum):
+    """How one variant came out."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    SKIPPED = "skipped"
+    ERROR = "error"
+
+
+#: The outcomes that make the command exit 1.
+FAILED: frozenset[VariantOutcome] = frozenset({VariantOutcome.FAIL, VariantOutcome.ERROR})
+
+#: The rules the variant checks add (the engine's own are in the rule catalog): each one's
+#: severity and what it means. Local to this command; a finding's ``source`` says
+#: ``variant``.
+CONFORMANCE_RULES: dict[str, tuple[Severity, str]] = {
+    "not_an_event_stream": (
+        Severity.ERROR,
+        "a 2xx answer to a streaming request that is not text/event-stream",
+    ),
+    "stream_incomplete": (
+        Severity.ERROR,
+        "the stream did not complete (connection lost, stalled, cut short)",
+    ),
+    "finish_reason_empty": (
+        Severity.ERROR,
+        'a finish_reason of "" (clients that map it to an enum fail)',
+    ),
+    "chunk_field_changed": (
+        Severity.WARNING,
+        "model or created differs between the chunks of one stream",
+    ),
+    "usage_over_max_tokens": (Severity.ERROR, "completion_tokens above the request's max_tokens"),
+    "choice_missing": (Severity.ERROR, "a choice index below n that never streamed"),
+    "stop_sequence_in_content": (Severity.ERROR, "the content holds a requested stop sequence"),
+    "length_not_reported": (
+        Severity.ERROR,
+        "the answer hit max_tokens but did not finish with length",
+    ),
+    "length_token_count": (
+        Severity.ERROR,
+        "finish_reason length, but completion_tokens is not max_tokens",
+    ),
+    "tool_call_type_missing": (
+        Severity.WARNING,
+        'a tool call\'s first delta without type "function"',
+    ),
+    "tool_call_id_duplicate": (Severity.ERROR, "two tool calls of one choice share an id"),
+    "tool_calls_finish_mismatch": (
+        Severity.ERROR,
+        "tool calls streamed, but the finish_reason does not say so",
+    ),
+    "tool_choice_not_followed": (Severity.ERROR, "a forced function was not the one called"),
+    "tool_call_name_unknown": (
+        Severity.ERROR,
+        "a tool call's name, assembled as clients assemble it, is no "
+        "tool of the request (the name sent again on later deltas)",
+    ),
+    "logprobs_missing": (Severity.ERROR, "a content chunk without logprobs when others carry them"),
+    "logprobs_width": (
+        Severity.ERROR,
+        "a logprobs entry without top_logprobs entries as requested",
+    ),
+    "logprobs_token_mismatch": (
+        Severity.WARNING,
+        "a chunk's logprob tokens do not join to its content",
+    ),
+    "json_content_invalid": (
+        Severity.ERROR,
+        "JSON mode finished stop, but the content is no JSON object",
+    ),
+    "json_schema_mismatch": (
+        Severity.ERROR,
+        "structured output without a property the schema requires",
+    ),
+    "feature_ignored": (Severity.WARNING, "the request's option left no trace in a clean stream"),
+    "stream_differs_from_response": (
+        Severity.ERROR,
+        "the assembled stream differs from the non-streamed answer",
+    ),
+    "hang_after_abort": (
+        Severity.ERROR,
+        "after a client left mid-stream, the next request did not complete",
+    ),
+    "stream_id_shared": (Severity.ERROR, "two concurrent streams share a chunk id"),
+    "cross_talk": (Severity.ERROR, "a concurrent stream carried another stream's marker"),
+    "twin_unavailable": (
+        Severity.WARNING,
+        "--twin: the non-streamed request got no 200 JSON answer to compare with",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class VariantFinding:
+    """One finding on a variant: the engine's (``source="engine"``) or the variant's."""
+
+    rule: str
+    severity: Severity
+    message: str
+    source: str = "variant"
+    #: An engine finding on the option the variant is about (``Variant.focus``): it fails
+    #: the variant whatever its severity.
+    focus: bool = False
+
+
+class NotExercised(Exception):
+    """A check could not judge: the model did not do what the variant needs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """What one streamed request gave, as a variant's checks read it."""
+
+    request: Mapping[str, Any]
+    facts: RequestFacts
+    #: The JSON object of each event, in order (events that are no JSON object are left
+    #: out; ``[DONE]`` among them).
+    chunks: tuple[Mapping[str, Any], ...]
+
+    def choices(self) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+        """Each ``(chunk, choice)`` in order, for choices that are objects with an index."""
+        for chunk in self.chunks:
+            choices = chunk.get("choices")
+            if not isinstance(choices, list):
+                continue
+            for choice in choices:
+                if isinstance(choice, dict) and type(choice.get("index")) is int:
+                    yield chunk, choice
+
+    def texts(self) -> dict[int, str]:
+        """The content each choice index streamed, joined."""
+        texts: dict[int, str] = {}
+        for _, choice in self.choices():
+            content = _delta(choice).get("content")
+            if isinstance(content, str):
+                texts[choice["index"]] = texts.get(choice["index"], "") + content
+        return texts
+
+    def finishes(self) -> dict[int, list[Any]]:
+        """The non-null finish reasons of each choice index, in order."""
+        finishes: dict[int, list[Any]] = {}
+        for _, choice in self.choices():
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                finishes.setdefault(choice["index"], []).append(reason)
+        return finishes
+
+    def usage(self) -> Mapping[str, Any] | None:
+        """The last non-null ``usage`` of the stream."""
+        found = None
+        for chunk in self.chunks:
+            if isinstance(chunk.get("usage"), dict):
+                found = chunk["usage"]
+        return found
+
+    def tool_calls(self) -> dict[int, dict[int, list[Mapping[str, Any]]]]:
+        """The tool-call deltas of each choice, by tool-call index, in order."""
+        calls: dict[int, dict[int, list[Mapping[str, Any]]]] = {}
+        for _, choice in self.choices():
+            for delta in _list(_delta(choice).get("tool_calls")):
+                if isinstance(delta, dict) and type(delta.get("index")) is int:
+                    by_index = calls.setdefault(choice["index"], {})
+                    by_index.setdefault(delta["index"], []).append(delta)
+        return calls
+
+
+#: A variant's check: findings on an exchange, or ``NotExercised``.
+Check = Callable[[Exchange], Iterable[VariantFinding]]
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One request of the battery: the body it sends and what it adds to the checks."""
+
+    name: str
+    summary: str
+    #: Merged over the base request (``model``, one user message, ``stream``,
+    #: ``temperature: 0``, ``max_tokens``).
+    body: Mapping[str, Any] = field(default_factory=dict)
+    checks: tuple[Check, ...] = ()
+    #: ``stream`` (one request), ``abort`` (leave after the first content, then health
+    #: requests and open/close cycles), ``concurrent`` (streams at once, with markers).
+    kind: str = "stream"
+    #: Run only when asked for by name (``--variants long,...`` or ``all``).
+    opt_in: bool = False
+    #: The request parameter the variant exercises: a 4xx naming it is "unsupported".
+    feature: str | None = None
+    #: With ``--twin``: the aspects of the non-streamed answer not compared (None: no
+    #: twin for this variant; ``usage`` is never compared).
+    twin_ignores: frozenset[str] | None = None
+    #: The engine's rules that judge the option under test: a finding of one of them
+    #: fails this variant even when the engine rates it a warning (in production a
+    #: warning; here, the very thing the variant asks about).
+    focus: frozenset[str] = frozenset()
+
+    def requests(self, twin: bool) -> int:
+        """How many requests the variant sends."""
+        if self.kind == "abort":
+            return ABORT_CYCLES + 3
+        if self.kind == "concurrent":
+            return CONCURRENT_STREAMS
+        return 2 if twin and self.twin_ignores is not None else 1
+
+
+def _delta(choice: Mapping[str, Any]) -> Mapping[str, Any]:
+    delta = choice.get("delta")
+    return delta if isinstance(delta, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _found(rule: str, message: str) -> VariantFinding:
+    """A finding of one of ``CONFORMANCE_RULES``, at its severity."""
+    return VariantFinding(rule, CONFORMANCE_RULES[rule][0], message)
+
+
+# -- checks every stream gets ------------------------------------------------------------------
+
+
+def check_common(exchange: Exchange) -> Iterator[VariantFinding]:
+    """What every Chat stream owes a strict client, beyond the engine's rules: no ``""``
+    finish reason; ``model`` and ``created`` the same on every chunk."""
+    for _, choice in exchange.choices():
+        if choice.get("finish_reason") == "":
+            yield _found(
+                "finish_reason_empty",
+                f'choice {choice["index"]}: finish_reason "" (null until the finish)',
+            )
+            break
+    for key in ("model", "created"):
+        values = {json.dumps(chunk.get(key)) for chunk in exchange.chunks if key in chunk}
+        if len(values) > 1:
+            yield _found("chunk_field_changed", f"{key} takes {len(values)} values")
+
+
+def check_usage(exchange: Exchange) -> Iterator[VariantFinding]:
+    """With ``include_usage``: the usage stays within ``max_tokens`` per choice. (Its
+    chunk's shape, its place, its sum and that it came at all are the engine's ``usage_*``
+    rules, which fail the usage variants whatever their severity: ``USAGE_FOCUS``.)"""
+    max_tokens = exchange.facts.get("max_tokens")
+    n = exchange.facts.get("n") or 1
+    for chunk in exchange.chunks:
+        usage = chunk.get("usage")
+        if not isinstance(usage, dict):
+            continue
+        completion = usage.get("completion_tokens")
+        if type(max_tokens) is int and type(completion) is int and completion > max_tokens * n:
+            yield _found(
+                "usage_over_max_tokens",
+                f"completion_tokens {completion} over max_tokens {max_tokens} x n {n}",
+            )
+
+
+def check_choices(exchange: Exchange) -> Iterator[VariantFinding]:
+    """With ``n``: every index below ``n`` streamed something."""
+    n = exchange.facts.get("n")
+    if type(n) is not int or n < 2:
+        return
+    seen = {choice["index"] for _, choice in exchange.choices()}
+    if seen <= {0}:
+        yield _found("feature_ignored", f"n={n} was asked for, one choice streamed")
+        return
+    missing = [i for i in range(n) if i not in seen]
+    if missing:
+        yield _found("choice_missing", f"choice(s) {missing[:5]} never streamed (n={n})")
+
+
+def check_stop(exchange: Exchange) -> Iterator[VariantFinding]:
+    """With ``stop``: the stop sequence never appears in the content."""
+    stops = exchange.facts.get("stop") or ()
+    for index, text in sorted(exchange.texts().items()):
+        for stop in stops:
+            if stop and stop in text:
+                yield _found(
+                    "stop_sequence_in_content",
+                    f"choice {index}: the content holds a stop sequence ({len(stop)} chars)",
+                )
+    reasons = {r for rs in exchange.finishes().values() for r in rs}
+    if reasons and reasons <= {"length"}:
+        raise NotExercised("the answer hit max_tokens before the stop sequence")
+
+
+def check_length(exchange: Exchange) -> Iterator[VariantFinding]:
+    """With a small ``max_tokens``: the finish is ``length``, and the usage says exactly
+    ``max_tokens`` completion tokens."""
+    max_tokens = exchange.facts.get("max_tokens")
+    usage = exchange.usage()
+    completion = usage.get("completion_tokens") if usage is not None else None
+    reasons = [r for rs in exchange.finishes().values() for r in rs]
+    if not reasons:
+        return  # no finish at all: the engine's missing_finish_reason
+    if reasons[-1] == "length":
+        if type(completion) is int and type(max_tokens) is int and completion != max_tokens:
+            yield _found(
+                "length_token_count",
+                f"finish_reason length with completion_tokens {completion}, "
+                f"max_tokens {max_tokens}",
+            )
+        return
+    if type(completion) is int and completion == max_tokens:
+        yield _found(
+            "length_not_reported",
+            f"completion_tokens reached max_tokens {max_tokens}, finish_reason is not length",
+        )
+        return
+    raise NotExercised("the answer ended before max_tokens")
+
+
+def check_tools(exchange: Exchange) -> Iterator[VariantFinding]:
+    """With tools and a forced ``tool_choice``: each tool call's first delta has ``id``,
+    ``type`` and ``function.name`` (the engine judges the header and its repeats, and that
+    the arguments join to JSON), the ids of one choice are distinct, a named function is
+    the one called, and the finish says ``tool_calls`` (``stop`` is accepted for a named
+    function, as OpenAI answers it)."""
+    facts = exchange.facts
+    calls = exchange.tool_calls()
+    if not calls:
+        choice = facts.get("tool_choice")
+        if choice in ("required", "function"):
+            yield _found("feature_ignored", f"tool_choice {choice}: no tool call streamed")
+            return
+        raise NotExercised("the model called no tool")
+    finishes = exchange.finishes()
+    forced = facts.get("tool_choice_function")
+    declared = {
+        _dict(tool.get("function")).get("name")
+        for tool in _list(exchange.request.get("tools"))
+        if isinstance(tool, dict)
+    }
+    for index, by_call in sorted(calls.items()):
+        ids = []
+        for position, deltas in sorted(by_call.items()):
+            first = deltas[0]
+            if first.get("type") != "function":
+                yield _found(
+                    "tool_call_type_missing",
+                    f"choice {index} tool call {position}: first delta without type function",
+                )
+            ids.append(first.get("id"))
+            assembled = _assembled_name(deltas)
+            if declared and assembled is not None and assembled not in declared:
+                yield _found(
+                    "tool_call_name_unknown",
+                    f"choice {index} tool call {position}: the name fragments join to "
+                    f"{len(assembled)} chars, no tool of the request",
+                )
+            name = (first.get("function") or {}).get("name")
+            if isinstance(forced, str) and name != forced:
+                yield _found(
+                    "tool_choice_not_followed",
+                    f"choice {index} tool call {position} is not the forced function",
+                )
+        if len({json.dumps(i) for i in ids}) < len(ids):
+            yield _found("tool_call_id_duplicate", f"choice {index}: tool-call ids repeat")
+        reasons = finishes.get(index, [])
+        allowed = (
+            {"tool_calls", "stop"} if facts.get("tool_choice") == "function" else {"tool_calls"}
+        )
+        if reasons and reasons[-1] not in allowed:
+            yield _found(
+                "tool_calls_finish_mismatch",
+                f"choice {index} streamed {len(by_call)} tool call(s) and finished "
+                f"{_token(reasons[-1])}",
+            )
+
+
+def _assembled_name(deltas: Sequence[Mapping[str, Any]]) -> str | None:
+    """A tool call's name as the openai SDK's accumulator builds it: every ``function.name``
+    string of its deltas, concatenated."""
+    name = None
+    for delta in deltas:
+        part = _dict(delta.get("function")).get("name")
+        if isinstance(part, str):
+            name = part if name is None else name + part
+    return name
+
+
+def check_parallel_tools(exchange: Exchange) -> Iterator[VariantFinding]:
+    """Parallel tool calls: at least two calls in one choice (else not exercised); their
+    indices (checked by the engine) and ids (``check_tools``) are judged there."""
+    calls = exchange.tool_calls()
+    if calls and not any(len(by_call) >= 2 for by_call in calls.values()):
+        raise NotExercised("the model made one tool call, not parallel ones")
+    return iter(())
+
+
+def check_logprobs(exchange: Exchange) -> Iterator[VariantFinding]:
+    """With ``logprobs``: every chunk with content carries ``logprobs.content``, each entry
+    ``top_logprobs`` entries as asked, and the entries' tokens join to the chunk's content."""
+    width = exchange.facts.get("top_logprobs") or 0
+    with_content = carrying = 0
+    reported: set[str] = set()
+    for _, choice in exchange.choices():
+        content = _delta(choice).get("content")
+        if not isinstance(content, str) or not content:
+            continue
+        with_content += 1
+        entries = _list(_dict(choice.get("logprobs")).get("content"))
+        if not entries:
+            continue
+        carrying += 1
+        narrow = any(len(_list(_dict(e).get("top_logprobs"))) < width for e in entries)
+        if narrow and "logprobs_width" not in reported:
+            reported.add("logprobs_width")
+            yield _found("logprobs_width", f"fewer top_logprobs than the {width} asked for")
+        tokens = "".join(str(_dict(e).get("token", "")) for e in entries)
+        if tokens != content and "logprobs_token_mismatch" not in reported:
+            reported.add("logprobs_token_mismatch")
+            yield _found(
+                "logprobs_token_mismatch", "a chunk's logprob tokens do not join to its content"
+            )
+    if with_content and not carrying:
+        yield _found("feature_ignored", "logprobs was asked for, no chunk carries logprobs")
+    elif carrying < with_content:
+        yield _found(
+            "logprobs_missing",
+            f"{with_content - carrying} of {with_content} content chunks without logprobs",
+        )
+
+
+#: The structured-output schema the ``json_schema`` variant asks for.
+_CITY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+def check_json(exchange: Exchange) -> Iterator[VariantFinding]:
+    """JSON mode / structured output: content that finished ``stop`` parses as a JSON
+    object (holding the schema's required properties, for ``json_schema``)."""
+    finishes = exchange.finishes()
+    for index, text in sorted(exchange.texts().items()):
+        reasons = finishes.get(index, [])
+        if not reasons or reasons[-1] != "stop":
+            raise NotExercised(f"choice {index} did not finish stop")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            yield _found("json_content_invalid", f"choice {index}: content is no JSON object")
+            continue
+        if exchange.facts.get("response_format") == "json_schema":
+            missing = [key for key in _CITY_SCHEMA["required"] if key not in value]
+            if missing:
+                yield _found("json_schema_mismatch", f"choice {index}: missing {missing}")
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _token(value: Any) -> str:
+    """A finish reason as a message shows it: a documented one by name, else its type."""
+    if isinstance(value, str) and value in FINISH_REASONS:
+        return value
+    return f"({type(value).__name__})"
+
+
+# -- the battery -------------------------------------------------------------------------------
+
+#: The engine's usage rules: the focus of the variants that ask for usage.
+USAGE_FOCUS: frozenset[str] = frozenset(
+    {
+        "usage_missing",
+        "usage_nonstandard",
+        "usage_not_last",
+        "usage_repeated",
+        "usage_total_mismatch",
+        "usage_unrequested",
+    }
+)
+#: The engine's tool-call rules: the focus of the tool variants.
+TOOL_FOCUS: frozenset[str] = frozenset(
+    {
+        "tool_call_arguments_invalid",
+        "tool_call_header_missing",
+        "tool_call_header_repeated",
+        "tool_call_index_invalid",
+    }
+)
+
+
+_WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+_COUNT = "Count from one to twenty in words, separated by spaces, nothing else."
+_LONG = "Write a long story about a lighthouse keeper."
+
+#: The Chat Completions battery, in the order it runs.
+CHAT_VARIANTS: tuple[Variant, ...] = (
+    Variant(
+        "plain",
+        "a plain stream: framing, role first, one finish per choice, [DONE] last",
+        {"max_tokens": 16},
+        twin_ignores=frozenset({"tool_call_ids"}),
+    ),
+    Variant(
+        "usage_on",
+        "stream_options.include_usage: one usage chunk, choices [], last, summed right",
+        {"max_tokens": 16, "stream_options": {"include_usage": True}},
+        (check_usage,),
+        feature="stream_options",
+        focus=USAGE_FOCUS,
+    ),
+    Variant(
+        "usage_off",
+        "stream_options.include_usage false: no usage chunk",
+        {"max_tokens": 16, "stream_options": {"include_usage": False}},
+        feature="stream_options",
+        focus=USAGE_FOCUS,
+    ),
+    Variant(
+        "n2",
+        "n: 2: both choices stream, each with its role and one finish",
+        {"max_tokens": 16, "n": 2, "stream_options": {"include_usage": True}},
+        (check_choices, check_usage),
+        feature="n",
+        focus=USAGE_FOCUS,
+    ),
+    Variant(
+        "stop",
+        "a stop sequence the answer must hit: finish stop, the sequence not in the content",
+        {"max_tokens": 32, "stop": [" five"]},
+        (check_stop,),
+        feature="stop",
+    ),
+    Variant(
+        "length",
+        "max_tokens 5: finish length, completion_tokens 5",
+        {"max_tokens": 5, "stream_options": {"include_usage": True}},
+        (check_length, check_usage),
+        feature="max_tokens",
+        focus=USAGE_FOCUS,
+    ),
+    Variant(
+        "tool_required",
+        "tool_choice required: tool-call deltas shaped per index, finish tool_calls",
+        {
+            "max_tokens": DEFAULT_TOKEN_CAP,
+            "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+            "tools": [_WEATHER_TOOL],
+            "tool_choice": "required",
+        },
+        (check_tools,),
+        feature="tool_choice",
+        twin_ignores=frozenset({"text", "tool_call_ids"}),
+        focus=TOOL_FOCUS,
+    ),
+    Variant(
+        "tool_named",
+        "tool_choice naming a function: that function called, finish tool_calls or stop",
+        {
+            "max_tokens": DEFAULT_TOKEN_CAP,
+            "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+            "tools": [_WEATHER_TOOL],
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        },
+        (check_tools,),
+        feature="tool_choice",
+        twin_ignores=frozenset({"text", "tool_call_ids"}),
+        focus=TOOL_FOCUS,
+    ),
+    Variant(
+        "tools_parallel",
+        "parallel tool calls (two cities): distinct ids, indices from 0, each parses",
+        {
+            "max_tokens": DEFAULT_TOKEN_CAP,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "What is the weather in Paris and in Tokyo? Call the tool "
+                    "once per city.",
+                }
+            ],
+            "tools": [_WEATHER_TOOL],
+            "tool_choice": "required",
+            "parallel_tool_calls": True,
+        },
+        (check_tools, check_parallel_tools),
+        feature="parallel_tool_calls",
+        focus=TOOL_FOCUS,
+    ),
+    Variant(
+        "logprobs",
+        "logprobs with top_logprobs 2: every content chunk carries them, tokens join",
+        {"max_tokens": 16, "logprobs": True, "top_logprobs": 2},
+        (check_logprobs,),
+        feature="logprobs",
+    ),
+    Variant(
+        "json_object",
+        "JSON mode: the content parses as a JSON object",
+        {
+            "max_tokens": DEFAULT_TOKEN_CAP,
+            "messages": [
+                {"role": "user", "content": 'Answer in JSON: {"city": <the capital of France>}'}
+            ],
+            "response_format": {"type": "json_object"},
+        },
+        (check_json,),
+        feature="response_format",
+    ),
+    Variant(
+        "json_schema",
+        "structured output: the content parses and holds the schema's required keys",
+        {
+            "max_tokens": DEFAULT_TOKEN_CAP,
+            "messages": [{"role": "user", "content": "Name the capital of France, as JSON."}],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "city", "strict": True, "schema": _CITY_SCHEMA},
+            },
+        },
+        (check_json,),
+        feature="response_format",
+    ),
+    Variant(
+        "abort",
+        f"leave after the first content delta; then a health request, {ABORT_CYCLES} "
+        "open/close cycles and another health request must complete",
+        {"max_tokens": DEFAULT_TOKEN_CAP, "messages": [{"role": "user", "content": _LONG}]},
+        kind="abort",
+    ),
+    Variant(
+        "long",
+        "opt-in: a long answer (max_tokens 1024): framing and stalls at volume",
+        {"max_tokens": 1024, "messages": [{"role": "user", "content": _LONG}]},
+        opt_in=True,
+    ),
+    Variant(
+        "concurrent",
+        f"opt-in: {CONCURRENT_STREAMS} streams at once, each with its own marker: each "
+        "valid, ids unique, no marker in another stream",
+        {"max_tokens": 16},
+        kind="concurrent",
+        opt_in=True,
+    ),
+)
+
+
+def base_request(model: str) -> dict[str, Any]:
+    """The request every variant starts from."""
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": _COUNT}],
+        "stream": True,
+        "temperature": 0,
+        "max_tokens": 16,
+    }
+
+
+def variant_request(variant: Variant, model: str) -> dict[str, Any]:
+    """The body a variant sends."""
+    return {**base_request(model), **variant.body}
+
+
+def chat_url(base_url: str) -> str:
+    """The Chat Completions URL of a base URL (``http://host/v1``), or the URL itself when
+    it already names the endpoint."""
+    url = base_url.rstrip("/")
+    return url if url.endswith("/chat/completions") else f"{url}/chat/completions"
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """How a run talks to the endpoint and judges the variants."""
+
+    base_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = 30.0
+    twin: bool = False
+    fail_on: Severity = Severity.ERROR
+    max_requests: int | None = None
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "accept": "text/event-stream",
+            "accept-encoding": "identity",
+            "content-type": "application/json",
+        }
+        if self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+
+@dataclass(frozen=True, slots=True)
+class VariantResult:
+    """What one variant came to."""
+
+    name: str
+    outcome: VariantOutcome
+    #: Why a variant was skipped or errored; empty for pass and fail.
+    reason: str
+    request: Mapping[str, Any]
+    findings: tuple[VariantFinding, ...]
+    requests: int
+    #: Seconds: the first byte after the request, the longest gap between chunks, and the
+    #: whole read; None when not measured.
+    time_to_first_byte: float | None = None
+    max_gap: float | None = None
+    duration: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """A whole run: the endpoint (credentials left out), the model, each variant."""
+
+    endpoint: str
+    model: str
+    results: tuple[VariantResult, ...]
+
+    @property
+    def failed(self) -> bool:
+        return any(result.outcome in FAILED for result in self.results)
+
+    @property
+    def requests(self) -> int:
+        return sum(result.requests for result in self.results)
+
+
+@dataclass(slots=True)
+class StreamRead:
+    """One streamed request as the run's reader read it (``stream_read`` builds it)."""
+
+    status: int
+    is_event_stream: bool
+    head: bytes
+    body: bytes
+    outcome: Outcome
+    findings: tuple[VariantFinding, ...]
+    time_to_first_byte: float | None
+    max_gap: float | None
+    duration: float | None
+    stopped: str | None
+
+
+#: How a run reads one streamed request: ``(client, url, body, headers,
+#: abort_after_content) -> StreamRead``, raising httpx's errors from before the response.
+#: The command line gives the probe's reader (``streamguard.cli``), bounded by
+#: ``--timeout``, ``--max-time`` and ``--max-bytes``; this module never imports it (the
+#: command line is the layer above).
+StreamReader = Callable[[Any, str, Mapping[str, Any], Mapping[str, str], bool], StreamRead]
+
+
+class _Endpoint:
+    """The endpoint under test: one httpx client, every request bounded."""
+
+    def __init__(self, httpx: Any, settings: RunSettings, read: StreamReader) -> None:
+        self.httpx = httpx
+        self.settings = settings
+        self.read = read
+        self.url = chat_url(settings.base_url)
+        self.client = httpx.Client(timeout=settings.timeout)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def stream(
+        self, body: Mapping[str, Any], abort_after_content: bool = False, client: Any = None
+    ) -> StreamRead:
+        """Send ``body`` and read the stream through the run's reader (the engine with the
+        request's facts); with ``abort_after_content``, leave after the first event that
+        carries content. Raises httpx's errors from before the response."""
+        return self.read(
+            client or self.client, self.url, body, self.settings.headers(), abort_after_content
+        )
+
+    def answer(self, body: Mapping[str, Any]) -> Any:
+        """The non-streamed answer to ``body`` (``stream`` false), read within
+        ``MAX_TWIN_BYTES``; None when it is not a 200 JSON object."""
+        twin = {k: v for k, v in body.items() if k != "stream_options"}
+        twin["stream"] = False
+        headers = {**self.settings.headers(), "accept": "application/json"}
+        data = bytearray()
+        with self.client.stream(
+            "POST", self.url, content=json.dumps(twin).encode(), headers=headers
+        ) as response:
+            for piece in response.iter_bytes():
+                data += piece
+                if len(data) > MAX_TWIN_BYTES:
+                    return None
+            if response.status_code != 200:
+                return None
+        try:
+            value = json.loads(bytes(data))
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
+def stream_read(probed: Any, arrivals: Sequence[Any], started: float) -> StreamRead:
+    """A ``StreamRead`` from what the probe's reader gave: its ``_Probed`` (duck-typed:
+    ``status_code``, ``is_event_stream``, ``head``, ``report``, ``stopped_by``,
+    ``error``) and the recorded arrivals (``at``, ``data``; at most ``--max-bytes``)."""
+    gaps = [b.at - a.at for a, b in pairwise(arrivals)]
+    report = probed.report
+    return StreamRead(
+        status=probed.status_code,
+        is_event_stream=probed.is_event_stream,
+        head=probed.head,
+        body=b"".join(arrival.data for arrival in arrivals),
+        outcome=report.outcome,
+        findings=tuple(
+            VariantFinding(f.rule, f.severity, f.message, "engine") for f in report.findings
+        ),
+        time_to_first_byte=(
+            None if report.first_byte_at is None else report.first_byte_at - started
+        ),
+        max_gap=max(gaps) if gaps else None,
+        duration=report.duration,
+        stopped=probed.stopped_by or probed.error,
+    )
+
+
+def has_content(data: str) -> bool:
+    """Whether an event's data is a chunk with content: where the abort variant leaves."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return False
+    if not isinstance(chunk, dict):
+        return False
+    return any(
+        isinstance(choice, dict) and bool(_delta(choice).get("content"))
+        for choice in _list(chunk.get("choices"))
+    )
+
+
+def _chunks(body: bytes) -> tuple[Mapping[str, Any], ...]:
+    """The JSON object of each event of ``body`` (bounded by ``--max-bytes``)."""
+    parser = EventParser()
+    events = parser.feed(body)
+    parser.close()
+    chunks: list[Mapping[str, Any]] = []
+    for event in events:
+        try:
+            value = json.loads(event.data)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            chunks.append(value)
+    return tuple(chunks)
+
+
+def _capped(findings: Iterable[VariantFinding]) -> tuple[VariantFinding, ...]:
+    kept: list[VariantFinding] = []
+    per_rule: dict[str, int] = {}
+    for finding in findings:
+        per_rule[finding.rule] = per_rule.get(finding.rule, 0) + 1
+        if per_rule[finding.rule] <= MAX_FINDINGS_PER_RULE:
+            kept.append(finding)
+    return tuple(kept)
+
+
+def _in_focus(variant: Variant, finding: VariantFinding) -> bool:
+    """Whether ``finding`` is one of the engine's rules the variant is about."""
+    return finding.source == "engine" and finding.rule in variant.focus
+
+
+def _judge(
+    variant: Variant,
+    request: Mapping[str, Any],
+    findings: Sequence[VariantFinding],
+    settings: RunSettings,
+    requests: int,
+    not_exercised: str | None = None,
+    timing: tuple[float | None, float | None, float | None] = (None, None, None),
+) -> VariantResult:
+    findings = tuple(
+        replace(f, focus=True) if _in_focus(variant, f) else f for f in _capped(findings)
+    )
+    failing = any(severity_at_least(f.severity, settings.fail_on) or f.focus for f in findings)
+    if failing:
+        outcome, reason = VariantOutcome.FAIL, ""
+    elif not_exercised is not None:
+        outcome, reason = VariantOutcome.SKIPPED, f"not exercised: {not_exercised}"
+    else:
+        outcome, reason = VariantOutcome.PASS, ""
+    return VariantResult(variant.name, outcome, reason, request, findings, requests, *timing)
+
+
+def _refused(variant: Variant, request: Mapping[str, Any], read: StreamRead) -> VariantResult:
+    """A stream request answered with no event stream: unsupported, an error or a fail."""
+    if 400 <= read.status < 500 and read.status != 429 and variant.feature is not None:
+        named = variant.feature.encode() in read.head
+        said = "names" if named else "does not name"
+        reason = f"unsupported: HTTP {read.status} before the stream (the error {said} "
+        reason += f"{variant.feature})"
+        return VariantResult(variant.name, VariantOutcome.SKIPPED, reason, request, (), 1)
+    if read.status >= 400:  # 429, 5xx, or a 4xx to a request that exercises no option
+        reason = f"HTTP {read.status} before the stream"
+        return VariantResult(variant.name, VariantOutcome.ERROR, reason, request, (), 1)
+    finding = _found("not_an_event_stream", f"HTTP {read.status}, not text/event-stream")
+    return VariantResult(variant.name, VariantOutcome.FAIL, "", request, (finding,), 1)
+
+
+def _stream_findings(read: StreamRead) -> list[VariantFinding]:
+    findings = list(read.findings)
+    if read.outcome is not Outcome.COMPLETED:
+        why = f" ({read.stopped})" if read.stopped else ""
+        findings.append(_found("stream_incomplete", f"the stream ended {read.outcome.value}{why}"))
+    return findings
+
+
+def _variant_checks(
+    variant: Variant, exchange: Exchange
+) -> tuple[list[VariantFinding], str | None]:
+    findings: list[VariantFinding] = []
+    not_exercised = None
+    for check in (check_common, *variant.checks):
+        try:
+            findings.extend(check(exchange))
+        except NotExercised as exc:
+            not_exercised = not_exercised or str(exc)
+    return findings, not_exercised
+
+
+def _run_stream(endpoint: _Endpoint, variant: Variant) -> VariantResult:
+    settings = endpoint.settings
+    request = variant_request(variant, settings.model)
+    read = endpoint.stream(request)
+    if not read.is_event_stream:
+        return _refused(variant, request, read)
+    findings = _stream_findings(read)
+    exchange = Exchange(request, RequestFacts(request), _chunks(read.body))
+    more, not_exercised = _variant_checks(variant, exchange)
+    findings += more
+    requests = 1
+    if settings.twin and variant.twin_ignores is not None:
+        requests += 1
+        findings += _twin_findings(endpoint, variant, request, read.body)
+    timing = (read.time_to_first_byte, read.max_gap, read.duration)
+    return _judge(variant, request, findings, settings, requests, not_exercised, timing)
+
+
+def _twin_findings(
+    endpoint: _Endpoint, variant: Variant, request: Mapping[str, Any], body: bytes
+) -> list[VariantFinding]:
+    """The non-streamed answer to the same request against the assembled stream, through
+    ``streamguard.testing``'s comparison (the official clients' accumulation)."""
+    from streamguard.testing import collect_bytes, differences_from_response
+
+    answer = endpoint.answer(request)
+    if answer is None:
+        return [_found("twin_unavailable", "no 200 JSON answer to the request sent unstreamed")]
+    collected = collect_bytes(body, protocol=PROTOCOL, request=request)
+    ignore = {"usage", *(variant.twin_ignores or ())}
+    return [
+        _found("stream_differs_from_response", str(difference))
+        for difference in differences_from_response(collected, answer, ignore=ignore)
+    ]
+
+
+def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
+    """Leave a stream after its first content; then a health request, open/close cycles and
+    a health request again, each within ``--timeout``: a hang is ``hang_after_abort``."""
+    httpx = endpoint.httpx
+    settings = endpoint.settings
+    request = variant_request(variant, settings.model)
+    health = base_request(settings.model)
+    findings: list[VariantFinding] = []
+    not_exercised = None
+    requests = 0
+    steps = [("abort", True), ("health", False)]
+    steps += [("cycle", True)] * ABORT_CYCLES + [("health", False)]
+    for number, (step, abort) in enumerate(steps):
+        requests += 1
+        try:
+            read = endpoint.stream(request if abort else health, abort_after_content=abort)
+        except httpx.TimeoutException:
+            if step == "cycle":
+                what = f"open/close cycle {number - 1} of {ABORT_CYCLES}"
+            elif number == 1:
+                what = "the health request after the abort"
+            else:
+                what = f"the health request after {ABORT_CYCLES} open/close cycles"
+            findings.append(
+                _found(
+                    "hang_after_abort",
+                    f"{what} got no answer within --timeout {settings.timeout:g} s",
+                )
+            )
+            break
+        if not read.is_event_stream:
+            if number == 0:
+                return _refused(variant, request, read)
+            findings.append(
+                _found("stream_incomplete", f"{step} request answered HTTP {read.status}")
+            )
+            continue
+        if number == 0 and read.stopped != "abort":
+            # The stream ended before any content: there was nothing to leave.
+            not_exercised = "the stream ended before its first content"
+            break
+        if not abort:
+            findings += _stream_findings(read)
+    return _judge(variant, request, findings, settings, requests, not_exercised)
+
+
+def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
+    """``CONCURRENT_STREAMS`` streams at once, each asked to repeat its own marker."""
+    settings = endpoint.settings
+    run = uuid.uuid4().hex[:8]
+    markers = [f"MARK{run}X{k}" for k in range(CONCURRENT_STREAMS)]
+    requests = [
+        {
+            **variant_request(variant, settings.model),
+            "messages": [{"role": "user", "content": f"Repeat exactly: {marker}"}],
+        }
+        for marker in markers
+    ]
+    reads: list[StreamRead | BaseException | None] = [None] * len(requests)
+
+    def one(k: int) -> None:
+        with endpoint.httpx.Client(timeout=settings.timeout) as client:
+            try:
+                reads[k] = endpoint.stream(requests[k], client=client)
+            except Exception as exc:  # reported below, per stream
+                reads[k] = exc
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    findings: list[VariantFinding] = []
+    ids: dict[str, int] = {}
+    for k, read in enumerate(reads):
+        if not isinstance(read, StreamRead):
+            what = type(read).__name__
+            findings.append(_found("stream_incomplete", f"stream {k}: {what}"))
+            continue
+        if not read.is_event_stream:
+            findings.append(_found("stream_incomplete", f"stream {k}: HTTP {read.status}"))
+            continue
+        for finding in _stream_findings(read):
+            findings.append(
+                VariantFinding(
+                    finding.rule, finding.severity, f"stream {k}: {finding.message}", finding.source
+                )
+            )
+        chunks = _chunks(read.body)
+        for stream_id in {c.get("id") for c in chunks if isinstance(c.get("id"), str)}:
+            if stream_id in ids:
+                findings.append(
+                    _found("stream_id_shared", f"streams {ids[stream_id]} and {k} share an id")
+                )
+            ids[str(stream_id)] = k
+        text = "".join(Exchange(requests[k], RequestFacts(requests[k]), chunks).texts().values())
+        for j, marker in enumerate(markers):
+            if j != k and marker in text:
+                findings.append(_found("cross_talk", f"stream {k} carried stream {j}'s marker"))
+    return _judge(variant, requests[0], findings, settings, len(requests))
+
+
+_RUNNERS: dict[str, Callable[[_Endpoint, Variant], VariantResult]] = {
+    "stream": _run_stream,
+    "abort": _run_abort,
+    "concurrent": _run_concurrent,
+}
+
+
+def select(names: Sequence[str] | None) -> tuple[Variant, ...]:
+    """The variants ``names`` selects (``all``: every one, the opt-in ones too; None: the
+    default ones); ``KeyError`` names an unknown one."""
+    if not names:
+        return tuple(v for v in CHAT_VARIANTS if not v.opt_in)
+    if list(names) == ["all"]:
+        return CHAT_VARIANTS
+    known = {v.name: v for v in CHAT_VARIANTS}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    return tuple(v for v in CHAT_VARIANTS if v.name in set(names))
+
+
+def run_conformance(
+    settings: RunSettings,
+    variants: Sequence[Variant],
+    read: StreamReader,
+    shown_endpoint: str,
+    on_result: Callable[[VariantResult], None] | None = None,
+) -> RunSummary:
+    """Run ``variants`` one at a time against the endpoint, each stream read by ``read``;
+    ``shown_endpoint`` is the endpoint as the report shows it (no credentials). Needs
+    httpx."""
+    import httpx
+
+    endpoint = _Endpoint(httpx, settings, read)
+    results: list[VariantResult] = []
+    spent = 0
+    try:
+        for variant in variants:
+            request = variant_request(variant, settings.model)
+            needed = variant.requests(settings.twin)
+            if settings.max_requests is not None and spent + needed > settings.max_requests:
+                result = VariantResult(
+                    variant.name,
+                    VariantOutcome.SKIPPED,
+                    f"not run: --max-requests {settings.max_requests} spent",
+                    request,
+                    (),
+                    0,
+                )
+            else:
+                try:
+                    result = _RUNNERS[variant.kind](endpoint, variant)
+                except httpx.HTTPError as exc:
+                    result = VariantResult(
+                        variant.name,
+                        VariantOutcome.ERROR,
+                        f"request failed: {type(exc).__name__}",
+                        request,
+                        (),
+                        1,
+                    )
+            spent += result.requests
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    finally:
+        endpoint.close()
+    return RunSummary(shown_endpoint, settings.model, tuple(results))
+
+
+# -- the plan and the report -------------------------------------------------------------------
+
+
+def _bodies(variant: Variant, model: str, twin: bool) -> list[dict[str, Any]]:
+    """Every request body a variant sends, in order (``_run_abort`` sends the abort's
+    request for the abort and each cycle, the base request for the two health checks;
+    ``_run_concurrent`` one per stream; a twin the same body unstreamed)."""
+    request = variant_request(variant, model)
+    if variant.kind == "abort":
+        health = base_request(model)
+        return [request, health, *[request] * ABORT_CYCLES, health]
+    if variant.kind == "concurrent":
+        return [request] * CONCURRENT_STREAMS
+    return [request] * variant.requests(twin)
+
+
+def plan(settings: RunSettings, variants: Sequence[Variant]) -> list[dict[str, Any]]:
+    """What a run would send, variant by variant: the requests, the body of the first, and
+    the worst-case output tokens (``max_tokens`` x ``n``, summed over its requests)."""
+    rows = []
+    for variant in variants:
+        bodies = _bodies(variant, settings.model, settings.twin)
+        tokens = sum(int(body["max_tokens"]) * int(body.get("n", 1)) for body in bodies)
+        rows.append(
+            {
+                "variant": variant.name,
+                "requests": len(bodies),
+                "max_output_tokens": tokens,
+                "request": bodies[0],
+            }
+        )
+    return rows
+
+
+def _finding_json(finding: VariantFinding) -> dict[str, Any]:
+    return {
+        "rule": finding.rule,
+        "severity": finding.severity.value,
+        "source": finding.source,
+        "focus": finding.focus,
+        "message": finding.message,
+    }
+
+
+def summary_json(summary: RunSummary) -> dict[str, Any]:
+    """The run as one JSON object (the API key is never part of it)."""
+    from streamguard import __version__
+
+    return {
+        "endpoint": summary.endpoint,
+        "model": summary.model,
+        "protocol": PROTOCOL,
+        "streamguard": __version__,
+        "requests": summary.requests,
+        "failed": summary.failed,
+        "variants": [
+            {
+                "name": result.name,
+                "outcome": result.outcome.value,
+                "reason": result.reason,
+                "requests": result.requests,
+                "request": result.request,
+                "findings": [_finding_json(f) for f in result.findings],
+                "timing": {
+                    "time_to_first_byte_s": result.time_to_first_byte,
+                    "max_gap_s": result.max_gap,
+                    "duration_s": result.duration,
+                },
+            }
+            for result in summary.results
+        ],
+    }
+
+
+def _rules(result: VariantResult) -> str:
+    counts: dict[str, int] = {}
+    for finding in result.findings:
+        counts[finding.rule] = counts.get(finding.rule, 0) + 1
+    return ", ".join(rule if n == 1 else f"{rule} x{n}" for rule, n in counts.items())
+
+
+def summary_text(summary: RunSummary) -> str:
+    """The run for a terminal: one row per variant, then each variant's findings."""
+    from streamguard._table import table
+
+    rows = [["variant", "outcome", "findings"]]
+    for result in summary.results:
+        shown = _rules(result) or result.reason or "-"
+        rows.append([result.name, result.outcome.value, shown])
+    lines = [f"endpoint {summary.endpoint}, model {summary.model}", "", table(rows)]
+    for result in summary.results:
+        if not result.findings:
+            continue
+        lines += ["", f"{result.name}:"]
+        for finding in result.findings:
+            focus = " (the variant's focus: fails it)" if finding.focus else ""
+            lines.append(f"  {finding.severity.value} {finding.rule}{focus}: {finding.message}")
+    counts = dict.fromkeys(VariantOutcome, 0)
+    for result in summary.results:
+        counts[result.outcome] += 1
+    lines += [
+        "",
+        ", ".join(f"{counts[o]} {o.value}" for o in VariantOutcome)
+        + f"; {summary.requests} requests",
+    ]
+    return "\n".join(lines)
+
+
+def api_key_from(env: str | None) -> str | None:
+    """The API key in the environment variable ``env`` (None when unset or empty)."""
+    if env is None:
+        return None
+    return os.environ.get(env) or None
+
+
+def reference_markdown() -> str:
+    """The variants and the conformance rules as markdown tables: the generated part of
+    ``docs/conformance.md`` (a test keeps the page in step)."""
+    lines = [
+        "| variant | requests | what it checks |",
+        "|---|---|---|",
+    ]
+    for variant in CHAT_VARIANTS:
+        name = f"`{variant.name}`" + (" (opt-in)" if variant.opt_in else "")
+        summary = variant.summary.removeprefix("opt-in: ")
+        lines.append(f"| {name} | {variant.requests(twin=False)} | {summary} |")
+    lines += ["", "| rule | severity | meaning |", "|---|---|---|"]
+    for rule, (severity, meaning) in CONFORMANCE_RULES.items():
+        lines.append(f"| `{rule}` | {severity.value} | {meaning} |")
+    return "\n".join(lines) + "\n"
