@@ -20,6 +20,7 @@ import pytest
 
 from streamguard import check_stream
 
+from .oracle.mutants import json_paths
 from .sse_fixtures import Fixture, protocol_fixtures, realworld_fixtures
 
 #: One value of each JSON type, the unhashable ones first.
@@ -29,16 +30,6 @@ MAX_PATHS = 40
 #: A change in one of a body's first data lines is also checked under ``auto``: the
 #: detection signals read the first events, with a payload of any shape.
 AUTO_DATA_LINES = 3
-
-
-def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield path
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _paths(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value[:4]):
-            yield from _paths(item, (*path, index))
 
 
 def _with(value: Any, path: tuple[Any, ...], new: Any) -> Any:
@@ -66,7 +57,7 @@ def _retyped_bodies(fixture: Fixture) -> Iterator[tuple[str, bytes, bool]]:
             payload = json.loads(line[5:])
         except ValueError:
             continue
-        for path in list(_paths(payload))[:MAX_PATHS]:
+        for path in list(json_paths(payload))[:MAX_PATHS]:
             for new in RETYPED:
                 changed = list(lines)
                 changed[number] = "data: " + json.dumps(_with(payload, path, new))

@@ -6,7 +6,6 @@ import io
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from streamguard import timeline
 from streamguard.monitor import check_stream
 from streamguard.timeline import Arrival, marks_from_arrivals, read_capture, render_html
+from tests.chromium import chromium, run_chromium
 
 HOSTILE = b"data: </script><script>document.title='owned'</script>\n\n"
 CHUNKS = [
@@ -110,53 +110,20 @@ def test_marks_are_bounded_and_flagged_events_always_drawn() -> None:
     assert "events without findings not drawn" in page
 
 
-def _chromium() -> str | None:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None and os.environ.get("STREAMGUARD_REQUIRE_CHROMIUM"):
-        pytest.fail("Chromium is required here (STREAMGUARD_REQUIRE_CHROMIUM) but not found")
-    return found
-
-
-def _run_chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            binary,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-
-
 def test_the_page_in_headless_chromium(tmp_path: Path) -> None:
     """Chromium runs the page: opening #event-2 selects that mark and shows its frame."""
-    binary = _chromium()
-    if binary is None:
-        pytest.skip("Chromium is not installed (set STREAMGUARD_REQUIRE_CHROMIUM to fail)")
+    chromium()  # skips without one, fails under STREAMGUARD_REQUIRE_CHROMIUM
     page = tmp_path / "timeline.html"
     page.write_text(_page(), encoding="utf-8")
     url = page.as_uri() + "#event-2"
-    dom = _run_chromium(binary, tmp_path / "profile", "--dump-dom", url).stdout
+    dom = run_chromium(tmp_path / "profile", "--dump-dom", url).stdout
     assert re.search(r'id="event-2" class="mark-event[a-z ]* selected"', dom)
     assert "Event 2:" in dom
     # The hostile frame is shown as text in the <pre>, and it ran nothing.
     assert "&lt;/script&gt;&lt;script&gt;document.title='owned'" in dom
     assert "<title>streamguard: a &lt;test&gt; stream</title>" in dom
     shot = tmp_path / "timeline.png"
-    _run_chromium(
-        binary, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,700", url
-    )
+    run_chromium(tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,700", url)
     assert shot.stat().st_size > 1000
     kept = os.environ.get("STREAMGUARD_TEST_ARTIFACTS")
     if kept:  # CI keeps the screenshot with the test output

@@ -61,15 +61,16 @@ def _data_frames(framed: list[bytes], eol: bytes) -> list[int]:
     ]
 
 
-def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    if path:
-        yield path
+def json_paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every path into a JSON value, the value's own (``()``) first; a list's first four
+    entries only."""
+    yield path
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from _paths(item, (*path, key))
+            yield from json_paths(item, (*path, key))
     elif isinstance(value, list):
         for index, item in enumerate(value[:4]):
-            yield from _paths(item, (*path, index))
+            yield from json_paths(item, (*path, index))
 
 
 def _type(value: Any) -> str:
@@ -102,7 +103,7 @@ def _retypings(frame: bytes, eol: bytes) -> list[tuple[str, bytes]]:
             payload = json.loads(line[5:])
         except ValueError:
             continue
-        for path in list(_paths(payload))[:_MAX_PATHS]:
+        for path in list(json_paths(payload))[1 : _MAX_PATHS + 1]:  # not the payload itself
             old = payload
             for key in path:
                 old = old[key]
