@@ -423,7 +423,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 downstream = replace(result.band, label=f"downstream: {label}", report=report)
                 page = render_streams(
                     [downstream, upstream.band],
-                    title=f"{label} and its upstream {upstream.band.label}",
+                    title=f"{label} and its upstream {upstream.label}",
                 )
             if _write_page(args.html, page, err, "check"):
                 wrote = args.html

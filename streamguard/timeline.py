@@ -546,6 +546,8 @@ _LEFT: Final = 130
 _RIGHT: Final = 40
 _LANE_HEIGHT: Final = 24
 _BAND_TOP: Final = 34
+#: The line a linked band's attribution legend takes under its label.
+_LEGEND_HEIGHT: Final = 18
 _AXIS_HEIGHT: Final = 44
 #: Marks in one lane closer than this (SVG units) are drawn as one group with a count.
 _GROUP_UNITS: Final = 8.0
@@ -636,7 +638,8 @@ class _Band:
         self.drawn = _drawn(marks, report.findings)
         self.lanes = _lanes(m.kind for m in self.drawn)
         self.top = top
-        self.lanes_top = top + _BAND_TOP
+        # A linked band's legend has a line of its own, under the label.
+        self.lanes_top = top + _BAND_TOP + (_LEGEND_HEIGHT if report.attribution else 0)
         self.axis_y = self.lanes_top + _LANE_HEIGHT * max(len(self.lanes), 1) + 8
         self.height = self.axis_y - top + _AXIS_HEIGHT
         self.span = span
@@ -911,8 +914,8 @@ class _Band:
         return ", ".join(f"{count} {kind}" for kind, count in counts if count)
 
     def _legend(self) -> str:
-        """On a linked band, right of its label: whose its findings are, and how a mark
-        shows it (a finding at the end of the stream has no mark: the legend counts it)."""
+        """On a linked band, under its label: whose its findings are, and how a mark shows
+        it (a finding at the end of the stream has no mark: the legend counts it)."""
         report = self.stream.report
         if not report.attribution:
             return ""
@@ -923,7 +926,7 @@ class _Band:
         )
         return (
             f'<text class="attribution-legend" id="attribution-legend-{self.number}" '
-            f'x="{_WIDTH - _RIGHT}" y="{self.top + 20}">{html.escape(text)}</text>'
+            f'x="8" y="{self.top + 38}">{html.escape(text)}</text>'
         )
 
     def layout_note(self) -> str:

@@ -143,6 +143,8 @@ def test_the_page_shows_whose_each_finding_is(
     """The downstream findings table has an attribution column; the flagged mark says
     whose its finding is; the band's legend counts them. The upstream band is unchanged."""
     dom = _page(tmp_path, capsys, ROLE_REPEATED, "--upstream", up)
+    [title] = dom.find_all("h1")
+    assert title.text == f"{ROLE_REPEATED} and its upstream {up}"
     table = dom.by_id("findings-0")
     assert table is not None
     assert _columns(table) == ["severity", "rule", "event", "message", "attribution"]
