@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 
-from streamguard.report import Outcome
+from streamguard.report import Outcome, UpstreamSummary
 
 __all__ = [
     "ATTRIBUTIONS",
@@ -45,6 +45,7 @@ __all__ = [
     "attribute",
     "markdown_table",
     "rule_class",
+    "summary_state",
     "upstream_classes",
 ]
 
@@ -248,6 +249,15 @@ class UpstreamState(NamedTuple):
     rules: Iterable[str]
     outcome: Outcome | None
     inspected: bool
+
+
+def summary_state(upstream: UpstreamSummary) -> UpstreamState:
+    """What attribution compares of an upstream stream a report names: its findings' rules,
+    its end and whether it was checked, as the live link compares them (``check
+    --upstream`` attributes a capture against another this way)."""
+    return UpstreamState(
+        tuple(rule for rule, _ in upstream.findings), upstream.outcome, upstream.inspected
+    )
 
 
 def upstream_classes(upstream: UpstreamState) -> frozenset[str]:

@@ -44,10 +44,11 @@ from streamguard._build import PURE_PYTHON_ENV, wants_sources
 from streamguard._format import FRAME_CHARS, format_finding, frame_at, severity_at_least
 from streamguard._table import table
 from streamguard._wire import token
+from streamguard.attribution import ATTRIBUTIONS, attribute, summary_state
 from streamguard.monitor import StreamEnd, StreamMonitor, check_stream
 from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker, load_plugins
 from streamguard.protocols._base import Transcript
-from streamguard.report import Finding, Outcome, Severity, StreamReport
+from streamguard.report import Finding, Outcome, Severity, StreamReport, UpstreamSummary
 from streamguard.request import (
     MAX_REQUEST_CONTAINERS,
     RequestFacts,
@@ -208,6 +209,10 @@ def _finding_json(finding: Finding, frames: Mapping[int, str]) -> dict[str, Any]
 
 
 def _report_json(report: StreamReport, frames: Mapping[int, str], failed: bool) -> dict[str, Any]:
+    findings = [_finding_json(finding, frames) for finding in report.findings]
+    # Attributed (``check --upstream``): each finding says whose it is.
+    for finding, attribution in zip(findings, report.attribution, strict=False):
+        finding["attribution"] = attribution
     return {
         "protocol": report.protocol,
         "protocol_source": report.protocol_source,
@@ -217,8 +222,19 @@ def _report_json(report: StreamReport, frames: Mapping[int, str], failed: bool) 
         "inspected": report.inspected,
         "malformed": report.malformed,
         "failed": failed,
-        "findings": [_finding_json(finding, frames) for finding in report.findings],
+        "findings": findings,
         "notes": list(report.notes),
+    }
+
+
+def _upstream_json(label: str, upstream: UpstreamSummary) -> dict[str, Any]:
+    """``check --upstream``: the upstream capture as the downstream's JSON line names it."""
+    return {
+        "file": label,
+        "protocol": upstream.protocol,
+        "outcome": None if upstream.outcome is None else upstream.outcome.value,
+        "inspected": upstream.inspected,
+        "findings": dict(upstream.findings),
     }
 
 
@@ -279,10 +295,14 @@ REPEATS_SHOWN = 10
 
 
 def _grouped_details(report: StreamReport, frames: Mapping[int, str]) -> Iterator[str]:
-    """Each rule once: its first finding in full, then where it repeats."""
+    """Each rule once: its first finding in full (and whose it is, when attributed), then
+    where it repeats."""
+    whose = _attribution_by_rule(report)
     for rule, group in _by_rule(report):
         first, *repeats = group
         yield "  " + _finding_text(first, frames).replace("\n", "\n  ")
+        if rule in whose:
+            yield f"    attribution: {whose[rule]}"
         if repeats:
             places = [
                 str(f.event_index) if f.event_index is not None else "the end"
@@ -291,6 +311,18 @@ def _grouped_details(report: StreamReport, frames: Mapping[int, str]) -> Iterato
             unnamed = len(repeats) - len(places)
             tail = f" and {unnamed} more" if unnamed else ""
             yield f"    {len(repeats)} more {rule}: at event(s) {', '.join(places)}{tail}"
+
+
+def _attribution_by_rule(report: StreamReport) -> dict[str, str]:
+    """Whose each rule's findings are (``report.attribution``): the same for every finding
+    of a rule, since ``attribute`` decides by the rule against the same upstreams."""
+    return dict(zip((f.rule for f in report.findings), report.attribution, strict=False))
+
+
+def _attribution_counts(report: StreamReport) -> str:
+    """The table's attribution cell: the findings counted by whose they are."""
+    counts = [(kind, report.attribution.count(kind)) for kind in ATTRIBUTIONS]
+    return ", ".join(f"{count} {kind}" for kind, count in counts if count) or "-"
 
 
 def _fails(report: StreamReport, threshold: Severity) -> bool:
@@ -337,22 +369,24 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.html is not None and len(args.files) != 1:
         print("streamguard check: error: --html draws one stream: give one FILE", file=err)
         return EXIT_USAGE
-    upstream: TimelineStream | None = None
+    upstream: _Upstream | None = None
     if args.upstream is not None:
-        if args.html is None:
+        if len(args.files) != 1:
             print(
-                "streamguard check: error: --upstream is drawn on the --html page: give --html",
+                "streamguard check: error: --upstream is the upstream of one stream: give one FILE",
                 file=err,
             )
             return EXIT_USAGE
         try:
-            upstream = _upstream_band(args.upstream, args.upstream_protocol)
+            upstream = _upstream(args.upstream, args.upstream_protocol, args.html is not None)
         except InputError as exc:
             print(f"streamguard check: error: --upstream {exc}", file=err)
             return EXIT_USAGE
     wrote: str | None = None
     progress = _Progress(err, len(args.files))
     rows = [["file", "protocol", "outcome", "events", "bytes", "findings"]]
+    if upstream is not None:
+        rows[0].append("attribution")
     details: list[str] = []
     input_errors = empty = failed = ended_badly = 0
     for done, name in enumerate(args.files):
@@ -366,9 +400,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
             print(f"streamguard check: error: {exc}", file=err)
             if args.format == "json":
                 print(json.dumps({"file": label, "error": str(exc)}), file=out)
-            rows.append([label, "", "(input error)", "", "", ""])
+            rows.append([label, "", "(input error)", "", "", ""] + [""] * (len(rows[0]) - 6))
             continue
         report, frames = result.report, result.frames
+        if upstream is not None:
+            report = _attributed(report, upstream.summary)
         if report.bytes == 0:
             # Nothing was checked: neither clean nor failing, so an input error (exit 2).
             empty += 1
@@ -377,15 +413,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
             print(f"streamguard check: error: {message}", file=err)
             if args.format == "json":
                 print(json.dumps({"file": label, "error": message}), file=out)
-            rows.append([label, "", "(empty)", "0", "0", ""])
+            rows.append([label, "", "(empty)", "0", "0", ""] + [""] * (len(rows[0]) - 6))
             continue
         if result.band is not None:
             if upstream is None:
                 page = render_streams([result.band], title=label)
             else:
-                downstream = replace(result.band, label=f"downstream: {label}")
+                assert upstream.band is not None  # drawn when --html is given
+                downstream = replace(result.band, label=f"downstream: {label}", report=report)
                 page = render_streams(
-                    [downstream, upstream], title=f"{label} and its upstream {upstream.label}"
+                    [downstream, upstream.band],
+                    title=f"{label} and its upstream {upstream.label}",
                 )
             if _write_page(args.html, page, err, "check"):
                 wrote = args.html
@@ -398,7 +436,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         fails = fails or bad_end
         if args.format == "json":
             progress.clear()
-            print(json.dumps({"file": label, **_report_json(report, frames, fails)}), file=out)
+            line = {"file": label, **_report_json(report, frames, fails)}
+            if upstream is not None:
+                line["upstream"] = _upstream_json(upstream.label, upstream.summary)
+            print(json.dumps(line), file=out)
             continue
         rows.append(
             [
@@ -410,6 +451,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 ", ".join(_counted(rule, len(group)) for rule, group in _by_rule(report)) or "-",
             ]
         )
+        if upstream is not None:
+            rows[-1].append(_attribution_counts(report))
         if report.findings:
             details.append(label)
             details.extend(_grouped_details(report, frames))
@@ -417,6 +460,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     progress.clear()
     if args.format == "table":
         print(table(rows), file=out)
+        if upstream is not None:
+            print(_upstream_line(upstream), file=out)
         if details:
             print("\nFindings:", file=out)
             print("\n".join(details), file=out)
@@ -532,15 +577,62 @@ def _check_file(
     return _Checked(report, frames, band)
 
 
-def _upstream_band(name: str, protocol: str) -> TimelineStream:
-    """``check --upstream``: the upstream capture checked as its own stream (with its own
-    protocol, no request), as a band of the page; it changes neither the output nor the
-    exit code."""
-    checked = _check_file(name, name, protocol, None, True)
-    if checked.report.bytes == 0:
-        raise InputError(f"{name}: empty: no body bytes to draw")
-    assert checked.band is not None
-    return replace(checked.band, label=f"upstream: {name}")
+@dataclass(frozen=True, slots=True)
+class _Upstream:
+    """``check --upstream``: the upstream capture, as the downstream report names it, and
+    its band of the page (with ``--html``)."""
+
+    label: str
+    summary: UpstreamSummary
+    band: TimelineStream | None
+
+
+def _upstream(name: str, protocol: str, html: bool) -> _Upstream:
+    """The upstream capture checked as its own stream (with its own protocol, no request):
+    what the downstream stream's findings are attributed against, and a band of the page
+    when ``html``; its findings change neither the output's rows nor the exit code."""
+    label = "<stdin>" if name == "-" else name
+    checked = _check_file(name, label, protocol, None, html)
+    report = checked.report
+    if report.bytes == 0:
+        raise InputError(f"{label}: empty: no body bytes to check")
+    counts: dict[str, int] = {}
+    for finding in report.findings:
+        counts[finding.rule] = counts.get(finding.rule, 0) + 1
+    summary = UpstreamSummary(
+        protocol=report.protocol,
+        route=None,  # a file has no route
+        outcome=report.outcome,
+        findings=tuple(counts.items()),
+        inspected=report.inspected,
+        started_at=report.started_at,
+        ended_at=report.ended_at,
+    )
+    band = None if checked.band is None else replace(checked.band, label=f"upstream: {label}")
+    return _Upstream(label, summary, band)
+
+
+def _attributed(report: StreamReport, upstream: UpstreamSummary) -> StreamReport:
+    """``report`` linked to ``upstream`` as the live link links a gateway's two streams:
+    the upstream named, each finding attributed (``streamguard.attribution``)."""
+    rules = [finding.rule for finding in report.findings]
+    return replace(
+        report,
+        upstreams=(upstream,),
+        attribution=attribute(rules, [summary_state(upstream)]),
+    )
+
+
+def _upstream_line(upstream: _Upstream) -> str:
+    """Under the table: the upstream the attribution column compares against (its findings
+    by count only: they are not the downstream's, ``check UPSTREAM_FILE`` lists them)."""
+    summary = upstream.summary
+    found = sum(count for _, count in summary.findings)
+    outcome = "open" if summary.outcome is None else summary.outcome.value
+    return (
+        f"\nattributed against the upstream {upstream.label}: {summary.protocol}, "
+        f"{outcome}, {found} finding(s)"
+    )
 
 
 def _shown_url(url: str) -> str:
@@ -1434,8 +1526,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--upstream",
         metavar="UPSTREAM_FILE",
-        help="with --html: the capture of the same stream upstream of a gateway, checked "
-        "on its own and drawn as a second band on the same time axis",
+        help="the capture of the same stream upstream of a gateway (one FILE), checked on "
+        "its own: each finding of FILE is attributed (upstream, gateway), and with --html "
+        "it is drawn as a second band on the same time axis",
     )
     check.add_argument(
         "--upstream-protocol",

@@ -70,6 +70,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
         name=exc.name,
     ) from exc
 
+from streamguard.attribution import ATTRIBUTIONS
 from streamguard.metrics import DURATION_BUCKETS, FIRST_EVENT_BUCKETS, UNCHECKED_REASONS
 from streamguard.report import (
     FAILED_OUTCOMES,
@@ -127,6 +128,7 @@ METRIC_NAMES: Mapping[str, str] = {
     "streamguard.unchecked_streams": "streamguard_unchecked_streams_total",
     "streamguard.malformed_streams": "streamguard_malformed_streams_total",
     "streamguard.violations": "streamguard_violations_total",
+    "streamguard.attributed_violations": "streamguard_attributed_violations_total",
     "streamguard.checks_skipped": "streamguard_checks_skipped_total",
     "streamguard.streams_in_progress": "streamguard_streams_in_progress",
     "streamguard.stream.duration": "streamguard_stream_duration_seconds",
@@ -328,6 +330,12 @@ class _Instruments:
             "Checked streams that ended with an error-severity finding.",
         )
         self.violations_counter = counter("violations", "{violation}", "Rule violations found.")
+        self.attributed_violations = counter(
+            "attributed_violations",
+            "{violation}",
+            "Rule violations of streams linked to upstream streams (a gateway's), by whose "
+            "they are: upstream, gateway or unknown.",
+        )
         self.checks_skipped = counter(
             "checks_skipped",
             "{stream}",
@@ -355,6 +363,10 @@ class _Instruments:
         )
         #: The (route, protocol) pairs whose series exist, at 0 from their first stream.
         self._known: set[tuple[str, str]] = set()
+        #: The pairs whose attributed series exist: made (every attribution at 0) by the
+        #: pair's first stream linked to an upstream, as the Prometheus sink makes them, so
+        #: a route that is no gateway's has none.
+        self._attributed_known: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def stream_started(self, labels: _Attributes, protocol: str) -> None:
@@ -418,6 +430,8 @@ class _Instruments:
             for reason in report.skipped_checks:
                 if reason in SKIP_REASONS:
                     self.checks_skipped.add(1, {**labels, "streamguard.reason": reason})
+        if report.attribution:
+            self.attributed(labels, report.attribution)
         if report.events:
             self.frames.add(report.events, labels)
         if report.bytes:
@@ -426,3 +440,21 @@ class _Instruments:
         first_event = report.time_to_first_event
         if first_event is not None:
             self.time_to_first_event.record(max(first_event, 0.0), labels)
+
+    def attributed(self, labels: _Attributes, attribution: Sequence[str]) -> None:
+        """Count a linked stream's findings by attribution (``report.attribution``)."""
+        key = (labels["streamguard.route"], labels["streamguard.protocol"])
+        if key not in self._attributed_known:
+            with self._lock:
+                if key not in self._attributed_known:
+                    self._attributed_known.add(key)
+                    for kind in ATTRIBUTIONS:
+                        self.attributed_violations.add(
+                            0, {**labels, "streamguard.attribution": kind}
+                        )
+        counts: dict[str, int] = {}
+        for kind in attribution:
+            counts[kind] = counts.get(kind, 0) + 1
+        for kind, count in counts.items():
+            if kind in ATTRIBUTIONS:  # a closed set: nothing else is an attribute
+                self.attributed_violations.add(count, {**labels, "streamguard.attribution": kind})

@@ -41,6 +41,7 @@ from itertools import pairwise
 from string import Template
 from typing import Any, BinaryIO, Final, TextIO
 
+from streamguard.attribution import ATTRIBUTIONS, GATEWAY, UNKNOWN, UPSTREAM
 from streamguard.protocols import CHECKERS, make_checker
 from streamguard.protocols._base import Checker
 from streamguard.protocols._lifecycle import ERROR, TERMINAL
@@ -545,11 +546,19 @@ _LEFT: Final = 130
 _RIGHT: Final = 40
 _LANE_HEIGHT: Final = 24
 _BAND_TOP: Final = 34
+#: The line a linked band's attribution legend takes under its label.
+_LEGEND_HEIGHT: Final = 18
 _AXIS_HEIGHT: Final = 44
 #: Marks in one lane closer than this (SVG units) are drawn as one group with a count.
 _GROUP_UNITS: Final = 8.0
 #: Ticks on an axis: about this many.
 _TICKS: Final = 8
+
+
+#: A linked stream's marks and rows: the class of each attribution (``attr-gateway``), and
+#: the letter drawn under a mark.
+_ATTRIBUTION_CLASS: Final = "attr-"
+_ATTRIBUTION_LETTER: Final[dict[str, str]] = {UPSTREAM: "U", GATEWAY: "G", UNKNOWN: "?"}
 
 
 def _key(mark: Mark) -> str:
@@ -629,13 +638,21 @@ class _Band:
         self.drawn = _drawn(marks, report.findings)
         self.lanes = _lanes(m.kind for m in self.drawn)
         self.top = top
-        self.lanes_top = top + _BAND_TOP
+        # A linked band's legend has a line of its own, under the label.
+        self.lanes_top = top + _BAND_TOP + (_LEGEND_HEIGHT if report.attribution else 0)
         self.axis_y = self.lanes_top + _LANE_HEIGHT * max(len(self.lanes), 1) + 8
         self.height = self.axis_y - top + _AXIS_HEIGHT
         self.span = span
         self.positions = {id(m): position for position, m in enumerate(marks)}
         self.count = len(marks)
         self.items: dict[str, dict[str, str]] = {}
+        #: A linked stream's events with findings: whose those findings are, each once.
+        self.whose: dict[int, list[str]] = {}
+        for finding, kind in zip(report.findings, report.attribution, strict=False):
+            if finding.event_index is not None:
+                kinds = self.whose.setdefault(finding.event_index, [])
+                if kind not in kinds:
+                    kinds.append(kind)
 
     def x(self, mark: Mark) -> float:
         usable = _WIDTH - _LEFT - _RIGHT
@@ -658,6 +675,7 @@ class _Band:
         shapes = [
             f'<g class="band" id="band-{self.number}" {band_attr}>'
             f'<text class="band-label" x="8" y="{self.top + 20}">{label}</text>'
+            f"{self._legend()}"
         ]
         bottom = self.axis_y
         for kind in self.lanes:
@@ -789,7 +807,11 @@ class _Band:
                     groups += 1
 
     def _single(self, mark: Mark, severity: str, roles: Sequence[str]) -> str:
-        css = " ".join(["mark-event", severity, *roles]).replace("  ", " ").strip()
+        whose = self.whose.get(mark.index, []) if mark.event else []
+        css = " ".join(
+            ["mark-event", severity, *roles, *(_ATTRIBUTION_CLASS + kind for kind in whose)]
+        )
+        css = css.replace("  ", " ").strip()
         x, y = self.x(mark), self.lane_y(mark.kind)
         title = html.escape(self._what(mark, ()), quote=True)
         labels = "".join(
@@ -797,9 +819,18 @@ class _Band:
             f"{'first' if role == 'first-event' else 'terminal'}</text>"
             for role in roles
         )
+        attr = ""
+        if whose:  # the mark says whose its findings are: a letter under it, and the data
+            kinds = html.escape(" ".join(whose), quote=True)
+            attr = f' data-attribution="{kinds}"'
+            letters = "".join(_ATTRIBUTION_LETTER.get(kind, "?") for kind in whose)
+            labels += (
+                f'<text class="attribution-mark" id="{self.prefix}attribution-{_key(mark)}" '
+                f'x="{x}" y="{y + 19}">{html.escape(letters)}</text>'
+            )
         return (
             f'<circle id="{self.prefix}{_key(mark)}" class="{css}" {self._band_attr()} '
-            f'data-key="{_key(mark)}" data-index="{mark.index}" data-size="{mark.size}" '
+            f'data-key="{_key(mark)}" data-index="{mark.index}" data-size="{mark.size}"{attr} '
             f'cx="{x}" cy="{y}" r="{_radius(mark.size)}"><title>{title}</title></circle>{labels}'
         )
 
@@ -852,20 +883,51 @@ class _Band:
         return text
 
     def rows(self) -> str:
+        report = self.stream.report
+        attribution = report.attribution
         rows = []
-        for f in self.stream.report.findings:
+        for number, f in enumerate(report.findings):
             if f.event_index is None:
                 event, key = "", ""
             else:
                 key = f"event-{f.event_index}"
                 event = f'<a href="#{self.prefix}{key}">event {f.event_index}</a>'
+            whose = attr = ""
+            if attribution:  # linked to its upstream: whose bug each finding is
+                kind = html.escape(attribution[number], quote=True)
+                attr = f' data-attribution="{kind}"'
+                whose = f'<td class="attribution {_ATTRIBUTION_CLASS}{kind}">{kind}</td>'
             rows.append(
                 f'<tr class="finding {f.severity.value}" {self._band_attr()} data-key="{key}" '
-                f'data-event="{_event_attr(f)}"><td>{html.escape(f.severity.value)}</td>'
+                f'data-event="{_event_attr(f)}"{attr}><td>{html.escape(f.severity.value)}</td>'
                 f"<td><code>{html.escape(f.rule)}</code></td><td>{event}</td>"
-                f"<td>{html.escape(f.message)}</td></tr>"
+                f"<td>{html.escape(f.message)}</td>{whose}</tr>"
             )
-        return "".join(rows) or '<tr><td colspan="4">no findings</td></tr>'
+        columns = 5 if attribution else 4
+        return "".join(rows) or f'<tr><td colspan="{columns}">no findings</td></tr>'
+
+    def attribution_counts(self) -> str:
+        """The findings counted by whose they are (``1 upstream, 2 gateway``), or ``""``
+        when the stream is not linked to an upstream."""
+        attribution = self.stream.report.attribution
+        counts = [(kind, attribution.count(kind)) for kind in ATTRIBUTIONS]
+        return ", ".join(f"{count} {kind}" for kind, count in counts if count)
+
+    def _legend(self) -> str:
+        """On a linked band, under its label: whose its findings are, and how a mark shows
+        it (a finding at the end of the stream has no mark: the legend counts it)."""
+        report = self.stream.report
+        if not report.attribution:
+            return ""
+        linked = len(report.upstreams) + report.upstreams_dropped
+        text = (
+            f"findings attributed against {linked} upstream stream(s): "
+            f"{self.attribution_counts()} (marks: U upstream, G gateway, ? unknown)"
+        )
+        return (
+            f'<text class="attribution-legend" id="attribution-legend-{self.number}" '
+            f'x="8" y="{self.top + 38}">{html.escape(text)}</text>'
+        )
 
     def layout_note(self) -> str:
         """Under the drawing: a band without arrival times says how it is laid out."""
@@ -896,6 +958,9 @@ class _Band:
             )
             + f"{len(report.findings)} findings"
         )
+        attributed = self.attribution_counts()
+        if attributed:
+            summary += f" · attributed: {html.escape(attributed)}"
         notes = []
         left_out = len(marks) - len(self.drawn)
         if left_out:
@@ -918,7 +983,8 @@ class _Band:
             f'<h2>{label}</h2><p class="summary" id="summary-{self.number}">{summary}</p>'
             f"{''.join(notes)}"
             f'<h3>Findings</h3><table class="findings" id="findings-{self.number}">'
-            "<thead><tr><th>severity</th><th>rule</th><th>event</th><th>message</th></tr>"
+            "<thead><tr><th>severity</th><th>rule</th><th>event</th><th>message</th>"
+            f"{'<th>attribution</th>' if report.attribution else ''}</tr>"
             f"</thead><tbody>{self.rows()}</tbody></table></section>"
         )
 

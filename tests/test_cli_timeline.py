@@ -241,14 +241,15 @@ def test_check_upstream_without_times_says_so(
 @pytest.mark.parametrize(
     ("extra", "error"),
     [
-        ([], "--upstream is drawn on the --html page: give --html"),
+        ([], "streamguard check: error: --upstream "),
         (["--html", "x.html"], "streamguard check: error: --upstream "),
     ],
 )
 def test_check_upstream_usage_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], error: str
 ) -> None:
-    """--upstream without --html, or an upstream file that cannot be read, is exit 2."""
+    """An upstream file that cannot be read is exit 2, with --html or without (--upstream
+    attributes the findings in the output too: tests/test_cli_attribution.py)."""
     body = tmp_path / "body.sse"
     body.write_bytes(b"data: x\n\n")
     missing = tmp_path / "missing.sse"

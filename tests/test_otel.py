@@ -36,7 +36,7 @@ from starlette.responses import StreamingResponse
 
 import streamguard.httpx
 from streamguard import StreamGuardMiddleware
-from streamguard.metrics import StreamGuardMetrics
+from streamguard.metrics import UPSTREAM_NAMESPACE, StreamGuardMetrics
 from streamguard.otel import (
     ATTRIBUTES,
     FINDING_EVENT,
@@ -54,6 +54,11 @@ from .helpers import chat_chunk
 CANARY = f"{CANARY_MARKER}-otel"
 CHAT = "/v1/chat/completions"
 LABELS = {("streamguard.route", CHAT), ("streamguard.protocol", "openai_chat")}
+#: The relay's route (``tests/relay_app.py``), as the attributed series are labelled.
+GATEWAY_LABELS = {
+    ("streamguard.route", "/{lane}/v1/chat/completions"),
+    ("streamguard.protocol", "openai_chat"),
+}
 SSE_HEADERS = [(b"content-type", b"text/event-stream")]
 #: A chat stream that breaks two rules (a role on the second chunk: ``role_not_first``; no
 #: finish reason) and never sends ``[DONE]``; its content carries the canary.
@@ -323,8 +328,8 @@ def prometheus_points(
             elif family.type == "histogram" or name.endswith("_created"):
                 continue
             otel = by_prometheus.get(name)
-            if otel is None:
-                continue
+            # A series of the Prometheus sink with no OTel instrument is a metric forgotten.
+            assert otel is not None, f"{name} is not in METRIC_NAMES"
             labels = frozenset((f"streamguard.{k}", v) for k, v in sample.labels.items())
             points[(otel + suffix, labels)] = sample.value
     return points
@@ -348,6 +353,58 @@ def test_the_metrics_match_the_prometheus_ones(telemetry: Telemetry) -> None:
     )
     assert otel[started] == 3
     assert any(name == "streamguard.violations" and value == 3 for (name, _), value in otel.items())
+
+
+@pytest.mark.parametrize("namespace", ["streamguard", UPSTREAM_NAMESPACE])
+def test_every_prometheus_family_has_an_otel_instrument(namespace: str) -> None:
+    """The families are read from the Prometheus sink's registry, not listed here: a metric
+    added to ``StreamGuardMetrics`` without its OTel instrument fails this test."""
+    registry = CollectorRegistry()
+    StreamGuardMetrics(registry, namespace=namespace)
+    families = {family.name for family in registry.collect()}
+    mirrored = {
+        prom.replace("streamguard_", f"{namespace}_", 1).removesuffix("_total")
+        for prom in METRIC_NAMES.values()
+    }
+    assert families == mirrored
+
+
+def test_a_gateways_metrics_match_the_prometheus_ones(telemetry: Telemetry) -> None:
+    """A relay under uvicorn (``tests/relay_app.py``) whose streams are linked to their
+    upstream's: the attributed counter moves, and every series matches Prometheus's."""
+    from tests.relay_app import relay_app, upstream_app
+
+    registry = CollectorRegistry()
+    options: dict[str, Any] = {"timers": {"enabled": False}, "logs": {"enabled": False}}
+    with serve(upstream_app()) as upstream_url:
+        relay = relay_app(upstream_url, metrics=False, **options)
+        guard = StreamGuardMiddleware(
+            relay, protocol="openai_chat", metrics=registry, sinks=[telemetry.sink()], **options
+        )
+        with serve(guard) as relay_url, httpx.Client(base_url=relay_url, timeout=10) as client:
+            for relay_mode, upstream in [
+                ("faithful", "openai_chat/role_repeated"),  # the upstream's
+                ("translate_drop_done", "anthropic/ok_text_end_turn"),  # the gateway's
+            ]:
+                headers = {"x-relay": relay_mode, "x-upstream": upstream}
+                response = client.post("/lane/v1/chat/completions", json={}, headers=headers)
+                assert response.status_code == 200
+
+            def ended() -> float:
+                points = telemetry.points().items()
+                return sum(value for (name, _), value in points if name == "streamguard.streams")
+
+            wait_for(lambda: ended() == 2)
+    otel = telemetry.points()
+    assert otel == prometheus_points(registry)
+
+    def attributed(kind: str) -> float:
+        labels = frozenset({*GATEWAY_LABELS, ("streamguard.attribution", kind)})
+        return otel[("streamguard.attributed_violations", labels)]
+
+    assert attributed("upstream") >= 1
+    assert attributed("gateway") == 1  # the missing [DONE]
+    assert attributed("unknown") == 0
 
 
 @pytest.mark.parametrize("unchecked", [None, NOT_SAMPLED, COMPRESSED])
