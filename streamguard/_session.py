@@ -87,7 +87,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from streamguard import rules
-from streamguard.attribution import MAX_LINKED_UPSTREAMS, UpstreamState, attribute
+from streamguard.attribution import MAX_LINKED_UPSTREAMS, attribute, summary_state
 from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
 from streamguard.liveness import LivenessLimits
 from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, error_name
@@ -795,7 +795,6 @@ class Relay:
             )
             self.downstream.emit((leak,))
             findings = (*findings, leak)
-        states = []
         summaries = []
         for upstream in self.upstreams:
             monitor = upstream.monitor
@@ -807,7 +806,6 @@ class Relay:
                 counts[finding.rule] = counts.get(finding.rule, 0) + 1
             outcome = None if ended is None else ended.outcome
             inspected = monitor.inspecting if ended is None else ended.inspected
-            states.append(UpstreamState(counts, outcome, inspected))
             summaries.append(
                 UpstreamSummary(
                     protocol=monitor.protocol if ended is None else ended.protocol,
@@ -824,7 +822,9 @@ class Relay:
             findings=findings,
             upstreams=tuple(summaries),
             upstreams_dropped=self.dropped,
-            attribution=attribute([finding.rule for finding in findings], states),
+            attribution=attribute(
+                [finding.rule for finding in findings], [summary_state(s) for s in summaries]
+            ),
         )
 
     # -- the upstream side -----------------------------------------------------------------
