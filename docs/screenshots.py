@@ -17,8 +17,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
+from streamguard.attribution import linked, summary_of
 from streamguard.monitor import check_stream
 from streamguard.sse import EventParser
 from streamguard.timeline import Arrival, Stream, render_streams, timeline_of
@@ -53,10 +55,20 @@ def _band(label: str, arrivals: list[Arrival], protocol: str, timed: bool) -> St
     return Stream(label, report, marks.marks, timed=timed)
 
 
+def _gateway(downstream: list[Arrival], upstream: list[Arrival]) -> list[Stream]:
+    """Both sides of a gateway, the downstream's findings attributed as ``check
+    --upstream`` attributes them."""
+    down = _band("downstream: missing_terminal.sse", downstream, "openai_chat", True)
+    up = _band("upstream: missing_terminal_truncated_mid_block.sse", upstream, "anthropic", True)
+    report = linked(down.report, [summary_of(up.report)])
+    return [replace(down, report=report), up]
+
+
 def _demos(spacing: float) -> dict[str, tuple[list[Stream], str]]:
     chat = (FIXTURES / "openai_chat/duplicate_terminal.sse").read_bytes()
     tools = (FIXTURES / "openai_chat/clean-parallel-tool-calls.sse").read_bytes()
-    anthropic = (FIXTURES / "realworld/anthropic/sdk_basic_text_with_ping.sse").read_bytes()
+    relayed = (FIXTURES / "openai_chat/missing_terminal.sse").read_bytes()
+    cut = (FIXTURES / "anthropic/missing_terminal_truncated_mid_block.sse").read_bytes()
     return {
         # A timed stream with a pause and a finding on its second terminal.
         "timeline-chat": (
@@ -68,22 +80,13 @@ def _demos(spacing: float) -> dict[str, tuple[list[Stream], str]]:
             [_band("clean-parallel-tool-calls.sse", [Arrival(0.0, tools)], "openai_chat", False)],
             "event-2",
         ),
-        # A gateway's two sides: Anthropic upstream, OpenAI chat downstream.
+        # A gateway's two sides: an Anthropic upstream cut mid-block, relayed as an OpenAI
+        # chat stream without [DONE]; the downstream finding is attributed to the upstream.
         "timeline-gateway": (
-            [
-                _band(
-                    "downstream: clean-parallel-tool-calls.sse",
-                    _timed(tools, spacing),
-                    "openai_chat",
-                    True,
-                ),
-                _band(
-                    "upstream: sdk_basic_text_with_ping.sse",
-                    [Arrival(max(a.at - 0.1, 0.0), a.data) for a in _timed(anthropic, spacing)],
-                    "anthropic",
-                    True,
-                ),
-            ],
+            _gateway(
+                _timed(relayed, spacing),
+                [Arrival(max(a.at - 0.1, 0.0), a.data) for a in _timed(cut, spacing)],
+            ),
             "b1-event-2",
         ),
     }

@@ -87,7 +87,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from streamguard import rules
-from streamguard.attribution import MAX_LINKED_UPSTREAMS, attribute, summary_state
+from streamguard.attribution import MAX_LINKED_UPSTREAMS, findings_by_rule, linked
 from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
 from streamguard.liveness import LivenessLimits
 from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, error_name
@@ -800,32 +800,21 @@ class Relay:
             monitor = upstream.monitor
             assert monitor is not None  # linked once started
             ended = monitor.report
-            found = monitor.findings if ended is None else ended.findings
-            counts: dict[str, int] = {}
-            for finding in found:
-                counts[finding.rule] = counts.get(finding.rule, 0) + 1
-            outcome = None if ended is None else ended.outcome
-            inspected = monitor.inspecting if ended is None else ended.inspected
             summaries.append(
                 UpstreamSummary(
                     protocol=monitor.protocol if ended is None else ended.protocol,
                     route=upstream.route,
-                    outcome=outcome,
-                    findings=tuple(counts.items()),
-                    inspected=inspected,
+                    outcome=None if ended is None else ended.outcome,
+                    findings=findings_by_rule(
+                        monitor.findings if ended is None else ended.findings
+                    ),
+                    inspected=monitor.inspecting if ended is None else ended.inspected,
                     started_at=monitor.started_at,
                     ended_at=None if ended is None else ended.ended_at,
                 )
             )
-        return dataclasses.replace(
-            report,
-            findings=findings,
-            upstreams=tuple(summaries),
-            upstreams_dropped=self.dropped,
-            attribution=attribute(
-                [finding.rule for finding in findings], [summary_state(s) for s in summaries]
-            ),
-        )
+        whole = dataclasses.replace(report, findings=findings, upstreams_dropped=self.dropped)
+        return linked(whole, summaries)
 
     # -- the upstream side -----------------------------------------------------------------
 

@@ -27,10 +27,11 @@ in step: ``python -m tests.test_attribution`` rewrites it).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 
-from streamguard.report import Outcome, UpstreamSummary
+from streamguard.report import Finding, Outcome, StreamReport, UpstreamSummary
 
 __all__ = [
     "ATTRIBUTIONS",
@@ -43,8 +44,11 @@ __all__ = [
     "RuleClass",
     "UpstreamState",
     "attribute",
+    "findings_by_rule",
+    "linked",
     "markdown_table",
     "rule_class",
+    "summary_of",
     "summary_state",
     "upstream_classes",
 ]
@@ -257,6 +261,39 @@ def summary_state(upstream: UpstreamSummary) -> UpstreamState:
     --upstream`` attributes a capture against another this way)."""
     return UpstreamState(
         tuple(rule for rule, _ in upstream.findings), upstream.outcome, upstream.inspected
+    )
+
+
+def findings_by_rule(findings: Iterable[Finding]) -> tuple[tuple[str, int], ...]:
+    """``(rule, count)`` pairs, in the order each rule first came: how a report names an
+    upstream stream's findings."""
+    counts: dict[str, int] = {}
+    for finding in findings:
+        counts[finding.rule] = counts.get(finding.rule, 0) + 1
+    return tuple(counts.items())
+
+
+def summary_of(report: StreamReport, route: str | None = None) -> UpstreamSummary:
+    """An ended upstream stream as a downstream report names it (``check --upstream``
+    makes one of a capture's report; a file has no route)."""
+    return UpstreamSummary(
+        protocol=report.protocol,
+        route=route,
+        outcome=report.outcome,
+        findings=findings_by_rule(report.findings),
+        inspected=report.inspected,
+        started_at=report.started_at,
+        ended_at=report.ended_at,
+    )
+
+
+def linked(report: StreamReport, upstreams: Sequence[UpstreamSummary]) -> StreamReport:
+    """``report`` naming its upstream streams, each of its findings attributed: what the
+    live link hands the sinks, and what ``check --upstream`` prints."""
+    rules = [finding.rule for finding in report.findings]
+    states = [summary_state(upstream) for upstream in upstreams]
+    return dataclasses.replace(
+        report, upstreams=tuple(upstreams), attribution=attribute(rules, states)
     )
 
 

@@ -44,7 +44,7 @@ from streamguard._build import PURE_PYTHON_ENV, wants_sources
 from streamguard._format import FRAME_CHARS, format_finding, frame_at, severity_at_least
 from streamguard._table import table
 from streamguard._wire import token
-from streamguard.attribution import ATTRIBUTIONS, attribute, summary_state
+from streamguard.attribution import ATTRIBUTIONS, linked, summary_of
 from streamguard.monitor import StreamEnd, StreamMonitor, check_stream
 from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker, load_plugins
 from streamguard.protocols._base import Transcript
@@ -404,7 +404,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             continue
         report, frames = result.report, result.frames
         if upstream is not None:
-            report = _attributed(report, upstream.summary)
+            report = linked(report, [upstream.summary])
         if report.bytes == 0:
             # Nothing was checked: neither clean nor failing, so an input error (exit 2).
             empty += 1
@@ -596,31 +596,9 @@ def _upstream(name: str, protocol: str, html: bool) -> _Upstream:
     report = checked.report
     if report.bytes == 0:
         raise InputError(f"{label}: empty: no body bytes to check")
-    counts: dict[str, int] = {}
-    for finding in report.findings:
-        counts[finding.rule] = counts.get(finding.rule, 0) + 1
-    summary = UpstreamSummary(
-        protocol=report.protocol,
-        route=None,  # a file has no route
-        outcome=report.outcome,
-        findings=tuple(counts.items()),
-        inspected=report.inspected,
-        started_at=report.started_at,
-        ended_at=report.ended_at,
-    )
+    summary = summary_of(report)
     band = None if checked.band is None else replace(checked.band, label=f"upstream: {label}")
     return _Upstream(label, summary, band)
-
-
-def _attributed(report: StreamReport, upstream: UpstreamSummary) -> StreamReport:
-    """``report`` linked to ``upstream`` as the live link links a gateway's two streams:
-    the upstream named, each finding attributed (``streamguard.attribution``)."""
-    rules = [finding.rule for finding in report.findings]
-    return replace(
-        report,
-        upstreams=(upstream,),
-        attribution=attribute(rules, [summary_state(upstream)]),
-    )
 
 
 def _upstream_line(upstream: _Upstream) -> str:

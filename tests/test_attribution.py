@@ -649,10 +649,10 @@ def test_a_failure_while_attributing_is_contained(monkeypatch: pytest.MonkeyPatc
     failure is counted, and the app never sees it."""
     import streamguard._session
 
-    def broken(*args: object) -> tuple[str, ...]:
+    def broken(*args: object) -> StreamReport:
         raise RuntimeError("attribution broke")
 
-    monkeypatch.setattr(streamguard._session, "attribute", broken)
+    monkeypatch.setattr(streamguard._session, "linked", broken)
     transport = AsyncStreamGuardTransport(
         transport=httpx.MockTransport(_upstream_response), **_transport(protocol="openai_chat")
     )
