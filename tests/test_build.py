@@ -127,10 +127,10 @@ def _compile_only(source: Path, *modules: str) -> None:
     """Make the checkout at ``source`` compile only ``modules`` (its ``_build.py`` rewritten)."""
     build = source / "streamguard" / "_build.py"
     text, replaced = re.subn(
-        r"^COMPILED_MODULES: tuple\[str, \.\.\.\] = \(\n.*?^\)$",
+        r"^COMPILED_MODULES: tuple\[str, \.\.\.\] = .*$",
         f"COMPILED_MODULES: tuple[str, ...] = {modules!r}",
         build.read_text(encoding="utf-8"),
-        flags=re.MULTILINE | re.DOTALL,
+        flags=re.MULTILINE,
     )
     assert replaced == 1, "streamguard/_build.py's COMPILED_MODULES is no longer where it was"
     build.write_text(text, encoding="utf-8")
