@@ -226,7 +226,7 @@ EVENT_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
 #: Every event type the client reads: what a message may quote.
 EVENT_TYPES: Final = frozenset(EVENT_SHAPES)
 #: An entry of ``RUN_FINISHED.usage`` / ``RUN_ERROR.usage`` (``TokenUsageSchema``).
-_TOKEN_USAGE_FIELDS: Final = (
+_TOKEN_USAGE_FIELDS: Final[tuple[Field, ...]] = (
     opt("provider"),
     opt("model"),
     *(
@@ -245,17 +245,20 @@ _TOKEN_USAGE_FIELDS: Final = (
 #: ``REASONING_*`` -> (the kind of thing, whether it opens it, whether it ends it). The
 #: layer mints a fresh id at each opener and gives the next content or end the id of the
 #: last opener (forgotten at its end); with no opener left, it mints one nothing opened.
-_THINKING: Final = {
+_THINKING: Final[dict[str, tuple[str, bool, bool]]] = {
     "THINKING_START": ("span", True, False),
     "THINKING_END": ("span", False, True),
     "THINKING_TEXT_MESSAGE_START": ("reasoning", True, False),
     "THINKING_TEXT_MESSAGE_CONTENT": ("reasoning", False, False),
     "THINKING_TEXT_MESSAGE_END": ("reasoning", False, True),
 }
-_THINKING_OPENER: Final = {"span": "THINKING_START", "reasoning": "THINKING_TEXT_MESSAGE_START"}
+_THINKING_OPENER: Final[dict[str, str]] = {
+    "span": "THINKING_START",
+    "reasoning": "THINKING_TEXT_MESSAGE_START",
+}
 #: The current ``THINKING_*`` id of a kind after a new run: still the compatibility
 #: layer's (it lives as long as the client's run call), no longer open to the verifier.
-_FORGOTTEN: Final = b""
+_FORGOTTEN: Final[bytes] = b""
 #: ``RUN_FINISHED.outcome.type`` and ``SUBAGENT_FINISHED.outcome.type`` values.
 _RUN_OUTCOMES = frozenset({"success", "interrupt", "cancelled"})
 _SUBAGENT_OUTCOMES = frozenset({"success", "suspended"})
@@ -508,8 +511,7 @@ class AGUIChecker(Checker):
         self._ids.clear()
         self._pending.clear()
         self._lanes_overflowed = False
-        for what in self._thinking:
-            self._thinking[what] = _FORGOTTEN
+        self._thinking = dict.fromkeys(self._thinking, _FORGOTTEN)
 
     @staticmethod
     def _outcome_problem(payload: dict[str, Any], kind: str) -> str | None:

@@ -143,7 +143,9 @@ for _family, (_field, _final) in _TEXT_FAMILIES.items():
     _TEXT_EVENTS[f"{_family}.delta"] = (_field, _final, True)
     _TEXT_EVENTS[f"{_family}.done"] = (_field, _final, False)
 #: The text deltas: their ``delta`` must be a string.
-_TEXT_DELTAS = frozenset(kind for kind, (_, _, is_delta) in _TEXT_EVENTS.items() if is_delta)
+_TEXT_DELTAS: frozenset[str] = frozenset(
+    kind for kind, (_, _, is_delta) in _TEXT_EVENTS.items() if is_delta
+)
 #: Part event type -> (whether it is a content part rather than a summary part, whether it
 #: opens the part).
 _PART_EVENTS = {
