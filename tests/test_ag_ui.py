@@ -317,3 +317,95 @@ def test_every_raised_rule_has_a_fixture() -> None:
     raised = {r.name for r in AGUIChecker.RAISES | AGUIChecker.LIFECYCLE.rules}
     seen = {rule for fixture in fixtures("ag_ui") for rule in fixture.check().rules()}
     assert raised <= seen
+
+
+# -- the deprecated THINKING_* events, as the client translates them (issue 27) -------------
+
+THINK_START = {"type": "THINKING_START", "title": "Planning"}
+THINK_END = {"type": "THINKING_END"}
+THINK_MESSAGE = [
+    {"type": "THINKING_TEXT_MESSAGE_START"},
+    {"type": "THINKING_TEXT_MESSAGE_CONTENT", "delta": "Think."},
+    {"type": "THINKING_TEXT_MESSAGE_END"},
+]
+
+
+def test_legacy_thinking_blocks_one_after_another_are_clean() -> None:
+    """The look-alike: each THINKING_START ended by its THINKING_END, a message in each,
+    and a second run with its own block."""
+    block = [THINK_START, *THINK_MESSAGE, THINK_END]
+    assert found(START, *block, *block, FINISH, START, *block, FINISH) == []
+
+
+def test_a_replayed_thinking_start_leaves_a_span_open() -> None:
+    """The client's compatibility layer gives each THINKING_START a fresh id and the next
+    THINKING_END the last one's: a replayed start leaves a reasoning span open, and the
+    client fails RUN_FINISHED ("reasoning spans are still active")."""
+    events = [START, THINK_START, THINK_START, *THINK_MESSAGE, THINK_END, FINISH]
+    assert found(*events) == [("id_not_closed", 7)]
+    report = check_stream(body(*events), protocol="ag_ui")
+    assert "1 reasoning span(s) still open" in report.findings[0].message
+
+
+def test_a_replayed_thinking_message_start_leaves_a_message_open() -> None:
+    events = [START, THINK_START, THINK_MESSAGE[0], *THINK_MESSAGE, THINK_END, FINISH]
+    assert found(*events) == [("id_not_closed", 7)]
+
+
+@pytest.mark.parametrize(
+    ("events", "index"),
+    [
+        ([START, THINK_END, FINISH], 1),  # no THINKING_START at all
+        ([START, THINK_START, THINK_END, THINK_END, FINISH], 3),  # a replayed end
+        ([START, THINK_START, *THINK_MESSAGE, THINK_MESSAGE[1], THINK_END, FINISH], 5),
+        ([START, THINK_START, *THINK_MESSAGE, THINK_MESSAGE[2], THINK_END, FINISH], 5),
+        ([START, THINK_START, THINK_MESSAGE[1], THINK_END, FINISH], 2),  # content, no start
+    ],
+    ids=["end-without-start", "end-twice", "content-after-end", "end-message-twice", "no-start"],
+)
+def test_a_thinking_continuation_with_no_opener_open(events: list[Any], index: int) -> None:
+    """With no opener left, the layer mints an id nothing opened and the client throws."""
+    assert found(*events) == [("id_not_open", index)]
+    report = check_stream(body(*events), protocol="ag_ui")
+    assert "no THINKING_" in report.findings[0].message
+
+
+def test_a_thinking_end_in_the_next_run_names_the_last_runs_span() -> None:
+    """The layer keeps its ids for the whole run call, the verifier forgets them at each
+    RUN_STARTED: a THINKING_END after RUN_STARTED ends a span that is no longer open."""
+    events = [START, THINK_START, {"type": "RUN_ERROR", "message": "x"}, START, THINK_END, FINISH]
+    assert found(*events) == [("id_not_open", 4)]
+    report = check_stream(body(*events), protocol="ag_ui")
+    assert "only an earlier run's THINKING_START" in report.findings[0].message
+
+
+# -- RUN_FINISHED / RUN_ERROR usage entries (TokenUsageSchema) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("usage", "problem"),
+    [
+        ([7], "field `usage[0]` is int, not an object"),
+        ([None], "field `usage[0]` is null, not an object"),
+        ([{"inputTokens": 3}, "x"], "field `usage[1]` is str, not an object"),
+        ([{"inputTokens": "3"}], "field `usage[0].inputTokens` is a str, not an integer"),
+        ([{"provider": None}], "field `usage[0].provider` is null"),
+    ],
+)
+@pytest.mark.parametrize("terminal", ["RUN_FINISHED", "RUN_ERROR"])
+def test_a_usage_entry_the_schema_refuses(usage: Any, problem: str, terminal: str) -> None:
+    """Each usage entry is a TokenUsage object: the client's zod schema rejects the event
+    (ZodError) otherwise."""
+    end = FINISH if terminal == "RUN_FINISHED" else {"type": "RUN_ERROR", "message": "x"}
+    report = check_stream(body(START, {**end, "usage": usage}), protocol="ag_ui")
+    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
+    assert problem in report.findings[0].message
+
+
+def test_usage_entries_of_the_schema_shape_are_clean() -> None:
+    usage = [
+        {"provider": "openai", "model": "gpt-5", "inputTokens": 3, "outputTokens": 4},
+        {"totalTokens": 7.0, "reasoningTokens": 1, "vendorField": {"kept": True}},
+    ]
+    assert found(START, {**FINISH, "usage": usage}) == []
+    assert found(START, {**FINISH, "usage": []}) == []

@@ -404,3 +404,222 @@ def test_a_resumed_stream_takes_unfollowable_items_on_trust() -> None:
     completed = lifecycle("response.completed", 9, "completed", usage={"total_tokens": 1})
     report = check_stream(delta + completed, protocol=PROTOCOL, request={"starting_after": 7})
     assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
+
+
+# -- what the official stream helper reads (issue 27: the oracle's blind spots) ------------
+
+DONE = b"data: [DONE]\n\n"
+
+
+def test_a_done_after_the_terminal_is_a_clean_gateway_ending() -> None:
+    """The look-alike: a gateway's [DONE] after response.completed ends a clean stream."""
+    report = check_stream(CREATED + COMPLETED + DONE, protocol=PROTOCOL)
+    assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
+
+
+def test_a_terminal_after_a_done_is_never_read() -> None:
+    """openai-python stops at [DONE]: a response.completed after it is never read, so the
+    stream ends unfinished for the client (it raises "Didn't receive a
+    `response.completed` event"), however complete the body looks."""
+    report = check_stream(CREATED + DONE + COMPLETED, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("event_after_terminal", 2),
+        ("missing_terminal", 3),
+    ]
+    assert report.outcome is Outcome.UNCLOSED
+    assert "follows the [DONE] sent as event 1 before any terminal event" in (
+        report.findings[0].message
+    )
+    assert "no terminal event before the [DONE] sent as event 1" in report.findings[1].message
+    # A [DONE] as the very first event: the client reads nothing at all.
+    report = check_stream(DONE + CREATED + COMPLETED, protocol=PROTOCOL)
+    assert report.rules() == ["event_after_terminal", "event_after_terminal", "missing_terminal"]
+    # Nothing follows the early [DONE]: the body ends unfinished, as before.
+    report = check_stream(CREATED + DONE, protocol=PROTOCOL)
+    assert (report.rules(), report.outcome) == (["missing_terminal"], Outcome.UNCLOSED)
+
+
+def text_item(sequence: int, **item: object) -> bytes:
+    fields = {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant"}
+    return event("response.output_item.added", sequence, output_index=0, item={**fields, **item})
+
+
+def text_events(*middle: bytes, content: object = ()) -> bytes:
+    """created, a message item whose first part is opened by ``middle``'s events, done."""
+    body = CREATED + text_item(1, content=list(content) if content == () else content)
+    body += b"".join(middle)
+    n = 2 + len(middle)
+    body += event(
+        "response.output_item.done",
+        n,
+        output_index=0,
+        item={"id": "msg_1", "type": "message", "status": "completed", "content": []},
+    )
+    return body + lifecycle("response.completed", n + 1, "completed", usage={"total_tokens": 1})
+
+
+def part_event(kind: str, sequence: int, part: object) -> bytes:
+    where = {"output_index": 0, "item_id": "msg_1", "content_index": 0}
+    return event(kind, sequence, **where, part=part)
+
+
+def text_delta(kind: str, sequence: int, delta: object) -> bytes:
+    where = {"output_index": 0, "item_id": "msg_1", "content_index": 0}
+    if kind == "response.function_call_arguments.delta":
+        del where["content_index"]
+    return event(kind, sequence, **where, delta=delta)
+
+
+@pytest.mark.parametrize("delta", [None, {}, 7, ["a"]], ids=["null", "object", "int", "list"])
+@pytest.mark.parametrize(
+    "kind", ["response.output_text.delta", "response.function_call_arguments.delta"]
+)
+def test_a_text_delta_that_is_not_a_string(kind: str, delta: object) -> None:
+    """The stream helper adds each output_text / function_call_arguments delta to a string:
+    anything else raises TypeError there, so it is a schema_mismatch (an error)."""
+    report = check_stream(CREATED + text_delta(kind, 1, delta), protocol=PROTOCOL)
+    (shape,) = [f for f in report.findings if f.rule == "schema_mismatch"]
+    assert shape.event_index == 1
+    assert shape.severity is Severity.ERROR
+    assert shape.message.startswith("event 1: field delta: a string on ")
+
+
+def test_a_string_delta_and_an_unknown_events_delta_are_clean() -> None:
+    """The look-alikes: an empty string delta, and an unknown response.* event whose delta
+    is an object (unknown types are legal, and the helper does not read them)."""
+    part = {"type": "output_text", "text": "", "annotations": []}
+    body = text_events(
+        part_event("response.content_part.added", 2, part),
+        text_delta("response.output_text.delta", 3, ""),
+        event("response.vendor_progress.delta", 4, delta={"step": 1}),
+        event(
+            "response.output_text.done",
+            5,
+            output_index=0,
+            item_id="msg_1",
+            content_index=0,
+            text="",
+        ),
+        part_event("response.content_part.done", 6, part),
+    )
+    report = check_stream(body, protocol=PROTOCOL)
+    assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
+
+
+@pytest.mark.parametrize(
+    ("output", "path"),
+    [
+        (7, "response.output"),
+        ("x", "response.output"),
+        ({}, "response.output"),
+        ([None], "response.output[0]"),
+        ([[]], "response.output[0]"),
+        ([{"type": {}}], "response.output[0].type"),
+        ([{"type": 7}], "response.output[0].type"),
+        ([{"id": "msg_1"}], "response.output[0].type"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["response.created", "response.completed"])
+def test_a_response_output_the_stream_helper_cannot_read(
+    kind: str, output: object, path: str
+) -> None:
+    """response.output is a list of items, each with a string type: the helper iterates it
+    and reads (and hashes) each entry's type, so anything else raises there."""
+    created = lifecycle("response.created", 0, "in_progress", output=[])
+    completed = lifecycle("response.completed", 1, "completed", usage={"total_tokens": 1})
+    if kind == "response.created":
+        created = lifecycle(kind, 0, "in_progress", output=output)
+    else:
+        completed = lifecycle(kind, 1, "completed", usage={"total_tokens": 1}, output=output)
+    report = check_stream(created + completed, protocol=PROTOCOL)
+    assert report.rules() == ["schema_mismatch"]
+    assert report.findings[0].message.startswith(
+        f"event {0 if kind == 'response.created' else 1}: field {path}:"
+    )
+    assert report.outcome is Outcome.COMPLETED  # the terminal is still read as one
+
+
+@pytest.mark.parametrize(
+    "output",
+    [None, [], [{"type": "message", "id": "msg_1", "status": "completed", "content": []}]],
+    ids=["null", "empty", "a message"],
+)
+def test_a_response_output_of_the_documented_shape_is_clean(output: object) -> None:
+    """The look-alikes: null (the helper rebuilds the output), empty, and real items."""
+    created = lifecycle("response.created", 0, "in_progress", output=output)
+    completed = lifecycle(
+        "response.completed", 1, "completed", usage={"total_tokens": 1}, output=output
+    )
+    report = check_stream(created + completed, protocol=PROTOCOL)
+    assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
+
+
+@pytest.mark.parametrize("content", [7, "x", {}, None], ids=["int", "str", "object", "null"])
+def test_a_message_item_content_that_is_not_a_list(content: object) -> None:
+    """The helper appends each content part to the added message's content: a content that
+    is not a list (null included, on a message) raises AttributeError there."""
+    report = check_stream(text_events(content=content), protocol=PROTOCOL)
+    (shape,) = [f for f in report.findings if f.rule == "schema_mismatch"]
+    assert shape.event_index == 1
+    assert shape.message.startswith("event 1")
+    assert "item.content" in shape.message
+
+
+def test_item_content_look_alikes_are_clean() -> None:
+    """A reasoning item's content may be null (its type says Optional), and a function call
+    has none."""
+    reasoning = {"id": "rs_1", "type": "reasoning", "summary": [], "content": None}
+    call = {"id": "fc_1", "type": "function_call", "status": "in_progress", "name": "f"}
+    body = CREATED
+    body += event("response.output_item.added", 1, output_index=0, item=reasoning)
+    body += event("response.output_item.done", 2, output_index=0, item=reasoning)
+    body += event("response.output_item.added", 3, output_index=1, item=call)
+    body += event(
+        "response.output_item.done", 4, output_index=1, item={**call, "status": "completed"}
+    )
+    body += lifecycle("response.completed", 5, "completed", usage={"total_tokens": 1})
+    report = check_stream(body, protocol=PROTOCOL)
+    assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
+
+
+@pytest.mark.parametrize(
+    ("part", "path"),
+    [
+        ("x", "part"),
+        (None, "part"),
+        ([], "part"),
+        ({"text": ""}, "part.type"),
+        ({"type": {}, "text": ""}, "part.type"),
+        ({"type": "output_text", "text": 7}, "part.text"),
+        ({"type": "output_text", "text": None}, "part.text"),
+        ({"type": "refusal", "refusal": []}, "part.refusal"),
+    ],
+)
+def test_a_content_part_the_stream_helper_cannot_read(part: object, path: str) -> None:
+    """The helper copies an added part with to_dict(), asserts its type on the next delta
+    and adds the deltas to its text: a part that is not an object, or whose type or text is
+    of the wrong type, raises there."""
+    body = text_events(part_event("response.content_part.added", 2, part))
+    report = check_stream(body, protocol=PROTOCOL)
+    assert "schema_mismatch" in report.rules()
+    (shape,) = [f for f in report.findings if f.rule == "schema_mismatch"]
+    assert shape.event_index == 2
+    assert shape.message.startswith(f"event 2: field {path}:")
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+        {"type": "refusal", "refusal": ""},
+        {"type": "summary_text", "text": ""},
+    ],
+    ids=["output_text", "refusal", "summary_text"],
+)
+def test_content_parts_of_the_documented_shapes_are_clean(part: object) -> None:
+    body = text_events(
+        part_event("response.content_part.added", 2, part),
+        part_event("response.content_part.done", 3, part),
+    )
+    report = check_stream(body, protocol=PROTOCOL)
+    assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())

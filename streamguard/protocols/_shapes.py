@@ -27,6 +27,8 @@ __all__ = [
     "ChatUsage",
     "ResponsesEvent",
     "ResponsesItem",
+    "ResponsesOutputEntry",
+    "ResponsesPart",
     "ResponsesResponse",
     "validate_chat_chunk",
 ]
@@ -120,6 +122,14 @@ validate_chat_chunk = TypeAdapter(ChatChunk).validator.validate_python
 # -- Responses events (openai-python types/responses/response_stream_event.py) --------------
 
 
+class ResponsesOutputEntry(TypedDict):
+    """An entry of a lifecycle event's ``response.output``: the stream helper reads each
+    entry's ``type`` (it hashes it into the entry's identity)."""
+
+    __pydantic_config__ = _RESPONSES_CONFIG  # type: ignore[misc]
+    type: str
+
+
 class ResponsesResponse(TypedDict, total=False):
     __pydantic_config__ = _RESPONSES_CONFIG  # type: ignore[misc]
     id: str
@@ -127,6 +137,8 @@ class ResponsesResponse(TypedDict, total=False):
     error: Any
     usage: Any
     incomplete_details: Any
+    # Null means "no output yet" to the stream helper (it rebuilds it from the items done).
+    output: list[ResponsesOutputEntry] | None
 
 
 class ResponsesItem(TypedDict, total=False):
@@ -134,6 +146,20 @@ class ResponsesItem(TypedDict, total=False):
     id: str
     type: str
     status: str
+    # The stream helper appends each added content part to a message's content; a
+    # reasoning item's may be null (a message's null is checked by hand).
+    content: list[Any] | None
+
+
+class ResponsesPart(TypedDict):
+    """A content or summary part (``content_part.*``, ``reasoning_summary_part.*``): the
+    stream helper copies it with ``to_dict()``, asserts its ``type`` and adds the text
+    deltas to its ``text``; a refusal part carries ``refusal`` instead."""
+
+    __pydantic_config__ = _RESPONSES_CONFIG  # type: ignore[misc]
+    type: str
+    text: NotRequired[str]
+    refusal: NotRequired[str]
 
 
 class ResponsesEvent(TypedDict):
@@ -146,7 +172,9 @@ class ResponsesEvent(TypedDict):
     summary_index: NotRequired[int]
     item_id: NotRequired[str]
     item: NotRequired[ResponsesItem]
-    part: NotRequired[Any]
+    part: NotRequired[ResponsesPart]
+    # Any here: a text delta must be a string (checked by hand, see openai_responses), an
+    # unknown ``response.*`` event's delta may be anything.
     delta: NotRequired[Any]
     text: NotRequired[str]
     refusal: NotRequired[str]

@@ -42,7 +42,12 @@ required fields, their types, integer ``timestamp``, an object ``metadata``, no 
 where the schema has an optional field and the compatibility layer does not translate it)
 and the ids: ``id_already_open``, ``id_not_open`` and, at ``RUN_FINISHED``,
 ``id_not_closed``, for messages, tool calls, reasoning messages and spans, steps (by
-subagent lane and name, as the client keys them) and subagents. The chunk shorthands are
+subagent lane and name, as the client keys them) and subagents. A run's ``usage`` list holds
+``TokenUsage`` objects (each entry checked). The deprecated ``THINKING_*`` events carry no
+id: the compatibility layer mints a fresh one at each ``THINKING_START`` /
+``THINKING_TEXT_MESSAGE_START`` and hands the last one to the next content or end
+(``_THINKING``), so a replayed opener leaves a span or message open at ``RUN_FINISHED``,
+and a continuation with no opener left is ``id_not_open``. The chunk shorthands are
 followed as ``transformChunks`` expands them: a chunk with a new id opens a message or a
 call in its lane (the event's ``subagentRunId``), later chunks of that id continue it, and
 the next event of another kind (or a run boundary) closes it.
@@ -83,7 +88,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import OpenIds, id_key, shown
-from streamguard.protocols._base import Checker, EventFindings
+from streamguard.protocols._base import Checker, EventFindings, type_name
 from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
@@ -220,6 +225,40 @@ EVENT_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
 }
 #: Every event type the client reads: what a message may quote.
 EVENT_TYPES: Final = frozenset(EVENT_SHAPES)
+#: An entry of ``RUN_FINISHED.usage`` / ``RUN_ERROR.usage`` (``TokenUsageSchema``).
+_TOKEN_USAGE_FIELDS: Final[tuple[Field, ...]] = (
+    opt("provider"),
+    opt("model"),
+    *(
+        opt(name, INTEGER)
+        for name in (
+            "inputTokens",
+            "outputTokens",
+            "totalTokens",
+            "reasoningTokens",
+            "cachedInputTokens",
+            "cacheWriteInputTokens",
+        )
+    ),
+)
+#: The deprecated ``THINKING_*`` events the client's compatibility layer translates to
+#: ``REASONING_*`` -> (the kind of thing, whether it opens it, whether it ends it). The
+#: layer mints a fresh id at each opener and gives the next content or end the id of the
+#: last opener (forgotten at its end); with no opener left, it mints one nothing opened.
+_THINKING: Final[dict[str, tuple[str, bool, bool]]] = {
+    "THINKING_START": ("span", True, False),
+    "THINKING_END": ("span", False, True),
+    "THINKING_TEXT_MESSAGE_START": ("reasoning", True, False),
+    "THINKING_TEXT_MESSAGE_CONTENT": ("reasoning", False, False),
+    "THINKING_TEXT_MESSAGE_END": ("reasoning", False, True),
+}
+_THINKING_OPENER: Final[dict[str, str]] = {
+    "span": "THINKING_START",
+    "reasoning": "THINKING_TEXT_MESSAGE_START",
+}
+#: The current ``THINKING_*`` id of a kind after a new run: still the compatibility
+#: layer's (it lives as long as the client's run call), no longer open to the verifier.
+_FORGOTTEN: Final[bytes] = b""
 #: ``RUN_FINISHED.outcome.type`` and ``SUBAGENT_FINISHED.outcome.type`` values.
 _RUN_OUTCOMES = frozenset({"success", "interrupt", "cancelled"})
 _SUBAGENT_OUTCOMES = frozenset({"success", "suspended"})
@@ -363,6 +402,8 @@ class AGUIChecker(Checker):
         "_lanes_overflowed",
         "_pending",
         "_snapshot_seen",
+        "_thinking",
+        "_thinking_opened",
         "_unknown_types",
     )
 
@@ -394,6 +435,10 @@ class AGUIChecker(Checker):
         #: minus the 2 line-ending bytes (None: the last event was not such an event).
         self._end_of_simple: int | None = None
         self._framing_decided = False
+        #: Kind ("span", "reasoning") -> the key of the id the compatibility layer would
+        #: give the next ``THINKING_*`` continuation or end (absent: none, it mints one).
+        self._thinking: dict[str, str | bytes] = {}
+        self._thinking_opened = 0  # THINKING_* openers so far: their keys' serial numbers
 
     # -- one event ------------------------------------------------------------------------
 
@@ -431,6 +476,8 @@ class AGUIChecker(Checker):
         problem = shape_problem(payload, _EVENT_BASE_FIELDS) or shape_problem(payload, shape)
         if problem is None:
             problem = self._outcome_problem(payload, kind_value)
+        if problem is None and kind_value in ("RUN_FINISHED", "RUN_ERROR"):
+            problem = _usage_problem(payload.get("usage"))
         if problem is not None:
             found.add(rules.SCHEMA_MISMATCH, f" ({kind_value}): {problem}")
         self._check_ids(found, payload, kind_value)
@@ -464,6 +511,7 @@ class AGUIChecker(Checker):
         self._ids.clear()
         self._pending.clear()
         self._lanes_overflowed = False
+        self._thinking = dict.fromkeys(self._thinking, _FORGOTTEN)
 
     @staticmethod
     def _outcome_problem(payload: dict[str, Any], kind: str) -> str | None:
@@ -509,8 +557,35 @@ class AGUIChecker(Checker):
                     self._ids.open(found, "subagent", run, id_key(run), kind)
                 else:
                     self._ids.need_open(found, "subagent", run, id_key(run), kind, True)
+        elif kind in _THINKING:
+            self._legacy_thinking(found, kind)
         elif kind == "RUN_FINISHED":
             self._ids.check_closed(found, kind, "the run finished", "the client throws")
+
+    def _legacy_thinking(self, found: EventFindings, kind: str) -> None:
+        """A deprecated ``THINKING_*`` event, followed as the compatibility layer translates
+        it (``_THINKING``): an opener opens a fresh id, a continuation or an end needs the
+        last opener's id still open."""
+        what, opens, ends = _THINKING[kind]
+        if opens:
+            self._thinking_opened += 1
+            key = f"\x00{kind} #{self._thinking_opened}".encode()  # never a wire id's key
+            self._thinking[what] = key
+            self._ids.open(found, what, kind, key, kind)
+            return
+        current = self._thinking.get(what)
+        opener = _THINKING_OPENER[what]
+        if current is None or current == _FORGOTTEN:
+            how = "no" if current is None else "only an earlier run's"
+            found.add(
+                rules.ID_NOT_OPEN,
+                f" ({kind}): {how} {opener} is open; the client's compatibility layer gives it "
+                f"an id no {_WHAT[what]} opened, and the client throws",
+            )
+        elif ends:
+            self._ids.discard(what, current)
+        if ends:
+            self._thinking.pop(what, None)
 
     @staticmethod
     def _step_key(lane: object, name: str) -> str | bytes:
@@ -608,6 +683,22 @@ class AGUIChecker(Checker):
                 ": events are framed with CR LF line endings; @ag-ui/client splits the body "
                 "on LF LF only, so it reads no event until the body ends and then fails",
             )
+
+
+def _usage_problem(usage: object) -> str | None:
+    """What the 1.0 schema refuses in a run's ``usage`` list (a list of ``TokenUsage``
+    objects; the list itself is checked with the event's shape), or None. As long as the
+    list, which the parse already walked."""
+    if type(usage) is not list:
+        return None
+    for number, entry in enumerate(usage):
+        where = f"usage[{number}]"
+        if type(entry) is not dict:
+            return f"field `{where}` is {type_name(entry)}, not an object"
+        problem = shape_problem(entry, _TOKEN_USAGE_FIELDS, where)
+        if problem is not None:
+            return problem
+    return None
 
 
 def _patch_problem(operation: object) -> str | None:

@@ -15,6 +15,11 @@ The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md``. Its
 are ``created`` (``response.created``), ``terminal`` (``response.completed`` and
 ``response.incomplete``), ``failed`` (``response.failed``: the terminal and an in-band
 error), ``error`` (the ``error`` event) and ``[DONE]`` (a gateway's ``data: [DONE]``).
+A ``[DONE]`` belongs after the terminal: openai-python stops reading at it (openai-node
+reads on and ignores the rest), so a ``[DONE]`` before any terminal ends the stream for the
+client, unfinished (``missing_terminal`` at the body's end), and every event after it,
+the terminal included, is ``event_after_terminal``: the body looks complete, the client
+raises "Didn't receive a `response.completed` event".
 
 Each payload then goes to the handler of its type (``_HANDLERS``); an event inside an
 item goes through ``_on_item_event``, which finds the open item it names and hands it to
@@ -32,7 +37,12 @@ kept per part to compare with the ``.done`` text. Unknown ``response.*`` event t
 
 Payloads are parsed and shape-checked in one pass by pydantic-core against
 ``_shapes.ResponsesEvent``, a strict TypedDict of the fields the rules read (unknown keys
-are ignored); which of those fields an event type requires is in ``_REQUIRED``. A payload
+are ignored); which of those fields an event type requires is in ``_REQUIRED``. The shape
+holds what the SDK's stream helper reads and would raise on: ``response.output`` a list
+(or null) of entries with a string ``type``, an added item's ``content`` a list (null only
+off a message), a part an object with a string ``type`` and ``text``; a text delta must be
+a string (checked by hand: ``ResponsesEvent`` leaves ``delta`` untyped, since an unknown
+event's may be anything). A payload
 that fails that check is reported (``schema_mismatch``) and then checked like any other on
 the fields that do have the right type (``_salvage``): a non-conforming server is where the
 lifecycle rules matter. A payload that is not JSON at all takes no lifecycle step.
@@ -68,6 +78,7 @@ from streamguard.protocols._base import (
     json_object,
     listing,
     terminated_lifecycle,
+    type_name,
 )
 from streamguard.protocols._fields import OBJECT, opt, req, shape_problem
 from streamguard.protocols._lifecycle import (
@@ -131,6 +142,10 @@ _TEXT_EVENTS: dict[str, tuple[str | None, str, bool]] = {}
 for _family, (_field, _final) in _TEXT_FAMILIES.items():
     _TEXT_EVENTS[f"{_family}.delta"] = (_field, _final, True)
     _TEXT_EVENTS[f"{_family}.done"] = (_field, _final, False)
+#: The text deltas: their ``delta`` must be a string.
+_TEXT_DELTAS: frozenset[str] = frozenset(
+    kind for kind, (_, _, is_delta) in _TEXT_EVENTS.items() if is_delta
+)
 #: Part event type -> (whether it is a content part rather than a summary part, whether it
 #: opens the part).
 _PART_EVENTS = {
@@ -211,6 +226,7 @@ _KINDS = {
 }
 _AWAITING, _UNCREATED, _STREAMING = "awaiting_created", "uncreated", "streaming"
 _ERRORED, _ENDED, _ENDED_FAILED, _CLOSED = "errored", "ended", "ended_failed", "closed"
+_CUT_BY_DONE = "cut_by_done"
 
 
 def _lifecycle() -> Lifecycle:
@@ -227,7 +243,9 @@ def _lifecycle() -> Lifecycle:
         (_AWAITING, _FAILED): broken(rules.MISSING_RESPONSE_CREATED, missing, _ENDED_FAILED),
         (_AWAITING, ERROR): broken(rules.MISSING_RESPONSE_CREATED, missing, _ERRORED),
         (_AWAITING, OTHER): broken(rules.MISSING_RESPONSE_CREATED, missing, _UNCREATED),
-        (_AWAITING, _DONE): STAY,  # not this protocol's before the terminal
+        # openai-python stops reading at [DONE] (openai-node reads on and ignores the
+        # rest): a [DONE] before the terminal ends the stream there, unfinished.
+        (_AWAITING, _DONE): go(_CUT_BY_DONE),
         (_AWAITING, END): no_terminal,
         (_UNCREATED, _CREATED): go(_STREAMING),
         (_STREAMING, _CREATED): broken(
@@ -241,12 +259,24 @@ def _lifecycle() -> Lifecycle:
         (_CLOSED, _DONE): broken(
             rules.DUPLICATE_TERMINAL, "event {index} is a second [DONE]", checked=False
         ),
+        (_CUT_BY_DONE, ANY): broken(
+            rules.EVENT_AFTER_TERMINAL,
+            "event {index} ({name}) follows the [DONE] sent as event {done} before any "
+            "terminal event; openai-python stops reading at [DONE] and never sees it",
+            checked=False,
+        ),
+        (_CUT_BY_DONE, END): broken(
+            rules.MISSING_TERMINAL,
+            "the body ended after {index} event(s) and {offset} byte(s) with no terminal "
+            "event before the [DONE] sent as event {done}, where openai-python stops reading",
+        ),
     }
     for phase in (_UNCREATED, _STREAMING):
+        table[phase, _DONE] = go(_CUT_BY_DONE)
         table[phase, TERMINAL] = go(_ENDED)
         table[phase, _FAILED] = go(_ENDED_FAILED)
         table[phase, ERROR] = go(_ERRORED)
-        table[phase, ANY] = STAY  # OTHER, and [DONE] before the terminal
+        table[phase, ANY] = STAY  # OTHER
         table[phase, END] = no_terminal
     for phase in (_ENDED, _ENDED_FAILED, _CLOSED):
         table[phase, TERMINAL] = table[phase, _FAILED] = duplicate
@@ -262,13 +292,15 @@ def _lifecycle() -> Lifecycle:
             _ENDED: "response.completed or response.incomplete arrived",
             _ENDED_FAILED: "response.failed arrived",
             _CLOSED: "a gateway's [DONE] followed the terminal or the error event",
+            _CUT_BY_DONE: "a [DONE] came before any terminal event: openai-python reads "
+            "nothing after it",
         },
         kinds={_CREATED: "response.created", _FAILED: "response.failed", _DONE: "[DONE]"},
         initial=_AWAITING,
         table=table,
         ended=frozenset({_ENDED, _ENDED_FAILED, _CLOSED}),
         errored=frozenset({_ERRORED, _ENDED_FAILED}),
-        sealed=frozenset({_ENDED, _ENDED_FAILED, _CLOSED}),
+        sealed=frozenset({_ENDED, _ENDED_FAILED, _CLOSED, _CUT_BY_DONE}),
     )
 
 
@@ -313,6 +345,7 @@ class OpenAIResponsesChecker(Checker):
 
     __slots__ = (
         "_created_index",
+        "_done_index",
         "_event_malformed",
         "_gaps",
         "_indices_in_order",
@@ -351,6 +384,7 @@ class OpenAIResponsesChecker(Checker):
         self._next_sequence = 0 if starting_after is None else starting_after + 1
         self._gaps = 0  # bits: sequence_gap reported ahead (1), back (2)
         self._created_index: int | None = None
+        self._done_index: int | None = None  # the first [DONE], for the lifecycle messages
         self._response_id: str | bytes | None = None
         self._items: OpenByNumber[_OpenItem] = OpenByNumber(
             MAX_OPEN_ITEMS
@@ -372,7 +406,8 @@ class OpenAIResponsesChecker(Checker):
         return (OTHER if kind is None else _KINDS.get(kind, OTHER)), _kind(kind)
 
     def message_fields(self) -> Mapping[str, object]:
-        return {"created": self._created_index}  # "a second response.created (the first ...)"
+        # "a second response.created (the first ...)", "follows the [DONE] sent as event ..."
+        return {"created": self._created_index, "done": self._done_index}
 
     # -- one event ---------------------------------------------------------------------
 
@@ -394,6 +429,8 @@ class OpenAIResponsesChecker(Checker):
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         if event.data.startswith("[DONE]"):
+            if self._done_index is None:
+                self._done_index = index
             return self.step_only(_DONE, event, index, "[DONE]")
         try:
             payload = RESPONSES_EVENT.validate_json(event.data)
@@ -423,6 +460,13 @@ class OpenAIResponsesChecker(Checker):
                     detail = f": field {field}: required on {_kind(kind)} but missing"
                     found.add(rules.SCHEMA_MISMATCH, detail)
                     break
+            # ``ResponsesEvent`` leaves ``delta`` untyped (an unknown event's may be
+            # anything); a text delta is a string: the stream helper adds it to a string.
+            if kind in _TEXT_DELTAS and "delta" in payload and type(payload["delta"]) is not str:
+                detail = (
+                    f": field delta: a string on {_kind(kind)}, got {type_name(payload['delta'])}"
+                )
+                found.add(rules.SCHEMA_MISMATCH, detail)
         name = found.event.event
         if name != "message" and name != kind and not self.reported(rules.EVENT_TYPE_MISMATCH):
             detail = f" is named {_kind(name)} but its type is {_kind(kind)}"
@@ -545,6 +589,12 @@ class OpenAIResponsesChecker(Checker):
             # Once per stream, without report()'s note: the message is complete as it is.
             found.items.append(self.finding(rules.ITEM_OVERLAP, found.event, found.index, detail))
         fields = payload.get("item") or {}
+        if fields.get("type") == "message" and "content" in fields and fields["content"] is None:
+            detail = (
+                f"{where}: field item.content: null on a message, expected a list (the stream "
+                "helper appends each content part to it)"
+            )
+            found.add(rules.SCHEMA_MISMATCH, detail)
         status = fields.get("status")
         if status is not None and status != "in_progress":
             detail = (

@@ -181,7 +181,10 @@ DOCS: tuple[RuleDoc, ...] = (
             An event arrived after the protocol's terminal signal, or after an in-band error
             that ended the stream: after an OpenAI Chat error payload only `[DONE]` may follow,
             after a Responses `error` event only `response.failed` (or a gateway `[DONE]`), and
-            after an Anthropic `error` event or a Gemini error chunk nothing at all.""",
+            after an Anthropic `error` event or a Gemini error chunk nothing at all. In a
+            Responses stream a gateway `[DONE]` counts as the end too: anything after a
+            `[DONE]` that came before the terminal, the terminal included, is reported here
+            (and the body's end as `missing_terminal`).""",
         clients="""
             Clients stop at the terminal: openai-python leaves the loop at `[DONE]`, and the
             Anthropic and Responses helpers consider the message final. Whatever comes after

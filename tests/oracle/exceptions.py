@@ -44,9 +44,6 @@ class Exception_:
         )
 
 
-_RESPONSES_PENDING = "pending: blind spot in openai_responses"
-_AG_UI_PENDING = "pending: blind spot in ag_ui"
-
 EXCEPTIONS: tuple[Exception_, ...] = (
     # -- SDK policy: the client raises by design on a complete, well-formed stream ---------
     Exception_(
@@ -107,67 +104,6 @@ EXCEPTIONS: tuple[Exception_, ...] = (
         "stricter client",
         "JSON-RPC 2.0 answers a request it could not read with an error whose id is null "
         "(or absent); the MCP SDK's JSONRPCError model requires an id.",
-    ),
-    # -- pending: streamguard should report these and does not yet (checkers being
-    # restructured; listed for the lead) ---------------------------------------------------
-    Exception_(
-        "openai.responses.stream",
-        "openai_responses/clean-gateway-done~swap:*",
-        r"Didn't receive a `response\.completed` event",
-        _RESPONSES_PENDING,
-        "response.completed after a gateway's [DONE]: the SDK stops at [DONE] and never "
-        "sees the terminal; streamguard reports the stream completed and clean.",
-    ),
-    Exception_(
-        "openai.responses.stream",
-        "openai_responses/*~retype:*.response.output*",
-        r".",
-        _RESPONSES_PENDING,
-        "A lifecycle event whose response.output is not a list, or holds an entry that is "
-        "not an object or whose type is not a string: the stream helper raises "
-        "(TypeError, AttributeError).",
-    ),
-    Exception_(
-        "openai.responses.stream",
-        "openai_responses/*~retype:*.item.content=*",
-        r".",
-        _RESPONSES_PENDING,
-        "response.output_item.added whose item.content is not a list: the stream helper "
-        "raises AttributeError when the first content part is added.",
-    ),
-    Exception_(
-        "openai.responses.stream",
-        "openai_responses/*~retype:*.part*",
-        r".",
-        _RESPONSES_PENDING,
-        "response.content_part.added whose part is not an object, or part.type / part.text "
-        "of the wrong type: the stream helper raises (AttributeError, AssertionError, "
-        "TypeError).",
-    ),
-    Exception_(
-        "openai.responses.stream",
-        "openai_responses/*~retype:*.delta=*",
-        r"can only concatenate str",
-        _RESPONSES_PENDING,
-        "response.output_text.delta whose delta is not a string (null, an object): the "
-        "stream helper raises TypeError.",
-    ),
-    Exception_(
-        "@ag-ui/client.HttpAgent",
-        "ag_ui/ok_legacy_thinking_and_translated_nulls~duplicate:*",
-        r"reasoning spans are still active",
-        _AG_UI_PENDING,
-        "A deprecated THINKING_START replayed: the client translates it to REASONING_START "
-        "and then fails RUN_FINISHED on the span left open (the THINKING_* lifecycle as "
-        "the client enforces it).",
-    ),
-    Exception_(
-        "@ag-ui/client.HttpAgent",
-        "ag_ui/*~retype:*.usage.*",
-        r"ZodError",
-        _AG_UI_PENDING,
-        "RUN_FINISHED whose usage list holds an entry that is not an object: the client's "
-        "schema rejects the event.",
     ),
 )
 
