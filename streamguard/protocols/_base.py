@@ -48,7 +48,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._payload import not_json, parse_json
 from streamguard.report import Finding
 from streamguard.rules import Rule
 from streamguard.sse import Event
@@ -359,7 +359,7 @@ class Checker:
         except ValueError as exc:
             # ``exc`` is pydantic-core's description: a fixed text and a position, never
             # the data; the data itself is shown by size only.
-            problem = f"{where}: data is not JSON ({exc}): {preview(event.data)}"
+            problem = f"{where}: {not_json(exc, event.data)}"
             found.append(self.finding(rules.INVALID_JSON, event, index, problem))
             return _NOT_JSON
 

@@ -24,7 +24,7 @@ from streamguard import _wire, rules
 from streamguard.report import Finding
 from streamguard.sse import Event
 
-__all__ = ["field_path", "lenient", "parse_json", "preview", "validation_finding"]
+__all__ = ["field_path", "lenient", "not_json", "parse_json", "preview", "validation_finding"]
 
 #: Parse one payload. Only object keys go to pydantic-core's process-wide string cache:
 #: keys repeat on every frame, while values (the model's text) would fill the cache with
@@ -102,6 +102,29 @@ def preview(data: str) -> str:
     return f"{len(data)} characters"
 
 
+def not_json(problem: object, data: str) -> str:
+    """``invalid_json``'s words for ``data`` that did not parse (``problem``: the parser's
+    fixed text and position), by every protocol: its size, never its content, and when its
+    first line is a JSON document of its own, that two frames ran together.
+
+    Two documents in one event's data (``data: {...}`` twice before a blank line) are
+    almost always frames missing the blank line between them; the parser says only
+    "trailing characters at line 2". Looked at only once the data failed to parse.
+    """
+    said = f"data is not JSON ({problem}): {preview(data)}"
+    first_line, newline, rest = data.partition("\n")
+    if newline and rest.strip() and first_line.lstrip()[:1] in ("{", "["):
+        try:
+            parse_json(first_line)
+        except ValueError:
+            return said
+        said += (
+            "; its first line is a JSON document of its own: frames ran together (a blank"
+            " line missing between them?)"
+        )
+    return said
+
+
 def validation_finding(error: ValidationError, event: Event, index: int) -> Finding:
     """The finding for the first problem pydantic-core reported on ``event``'s data."""
     errors = error.errors(include_url=False, include_input=False)
@@ -109,7 +132,7 @@ def validation_finding(error: ValidationError, event: Event, index: int) -> Find
     kind, loc = first["type"], first["loc"]
     if kind == "json_invalid":
         return rules.INVALID_JSON.finding(
-            f"event {index}: data is not JSON ({_problem(first)}): {preview(event.data)}",
+            f"event {index}: {not_json(_problem(first), event.data)}",
             index,
             event.offset,
         )

@@ -84,7 +84,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._payload import not_json, parse_json
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.protocols.mcp import jsonrpc_problem
 from streamguard.report import Finding, Severity
@@ -332,7 +332,7 @@ class A2AChecker(Checker):
             message = parse_json(data)
         except ValueError as exc:
             if report:
-                found.add(rules.INVALID_JSON, f": data is not JSON ({exc}): {preview(data)}")
+                found.add(rules.INVALID_JSON, f": {not_json(exc, data)}")
             return OTHER, "not JSON", None
         if type(message) is not dict:
             if report:

@@ -67,7 +67,7 @@ from streamguard.protocols._base import (
     type_name,
 )
 from streamguard.protocols._lifecycle import OTHER, STAY, TERMINAL, Lifecycle
-from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._payload import not_json, parse_json
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -228,7 +228,7 @@ class CohereChecker(Checker):
         try:
             payload = parse_json(data)
         except ValueError as exc:
-            found.add(rules.INVALID_JSON, f": data is not JSON ({exc}): {preview(data)}")
+            found.add(rules.INVALID_JSON, f": {not_json(exc, data)}")
             found.step(OTHER, "not JSON")
             return found.items
         if type(payload) is not dict:

@@ -68,7 +68,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._payload import not_json, parse_json
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding, Severity
 from streamguard.rule_docs._base import rule_doc
@@ -224,7 +224,7 @@ class LangGraphChecker(Checker):
         try:
             payload = parse_json(data)
         except ValueError as exc:
-            found.add(rules.INVALID_JSON, f": data is not JSON ({exc}): {preview(data)}")
+            found.add(rules.INVALID_JSON, f": {not_json(exc, data)}")
             return found.items
         if mode == "metadata" and (
             type(payload) is not dict or type(payload.get("run_id")) is not str

@@ -107,7 +107,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
-from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._payload import not_json, parse_json
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import (
     REQUEST_BODY_UNREAD,
@@ -446,7 +446,7 @@ class MCPChecker(Checker):
         try:
             value = parse_json(data)
         except ValueError as exc:
-            found.add(rules.INVALID_JSON, f": data is not JSON ({exc}): {preview(data)}")
+            found.add(rules.INVALID_JSON, f": {not_json(exc, data)}")
             return OTHER, "not JSON"
         if type(value) is dict:
             return self._check_message(found, value, "")

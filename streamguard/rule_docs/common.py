@@ -383,7 +383,11 @@ DOCS: tuple[RuleDoc, ...] = (
             deep nesting, a number too large). It applies to every protocol with JSON payloads,
             and to plain SSE on a route that opts in with `{"protocol": "sse", "json": true}`
             (there any JSON value counts, and the `[DONE]` sentinel is allowed). OpenAI's `[DONE]` sentinel is recognised before parsing, and an
-            Anthropic `ping` with unparsable data is ignored, as the SDK skips pings by name.""",
+            Anthropic `ping` with unparsable data is ignored, as the SDK skips pings by name.
+            When the data's first line is a JSON document of its own (`data: {...}` twice
+            before one blank line), the message says the frames ran together: a server or
+            proxy dropped the blank line between two events, and the client reads them as
+            one.""",
         clients="""
             The SDKs parse every event's data and raise mid-stream: openai-python's
             `json.loads` raises `JSONDecodeError`, anthropic-python does the same for every
