@@ -140,6 +140,7 @@ CLASSES: Final[tuple[RuleClass, ...]] = (
             "invalid_utf8",
             "event_too_large",
             "unknown_field",
+            "event_without_data",
             "crlf_framing",
             "sdk_incompatible_framing",
             "duplicate_event_id",

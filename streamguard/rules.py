@@ -188,6 +188,12 @@ UNKNOWN_FIELD = _rule(
     "A line names a field other than event, data, id or retry; clients ignore it.",
     scope=STREAM,
 )
+EVENT_WITHOUT_DATA = _rule(
+    "event_without_data",
+    W,
+    "A block names an event (event: line) but has no data: line; clients drop it unseen.",
+    scope=STREAM,
+)
 
 # -- Lifecycle: every protocol that defines a terminal signal --------------------------
 MISSING_TERMINAL = _rule(

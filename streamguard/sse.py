@@ -510,6 +510,8 @@ class EventParser:
                 self._event_type = "message"
                 event_start = None
             else:  # a blank line ends a block with no data: nothing to dispatch
+                if self._event_type != "message":
+                    self._dataless(offset if event_start is None else event_start)
                 self._event_type = "message"
                 event_start = None
             offset += len(line) + ending
@@ -618,6 +620,20 @@ class EventParser:
                 f"unknown field {describe(name)} at byte {line_start} is ignored by clients{hint}",
                 self._events,
                 line_start,
+            )
+        )
+
+    def _dataless(self, at: int) -> None:
+        """The block starting at byte ``at``, named by an ``event:`` line, ended without a
+        ``data:`` line: the spec's dispatch drops it. A block of comments or of ``id:`` or
+        ``retry:`` lines names nothing and is not reported. The name is the stream's: not
+        shown."""
+        self._found(
+            rules.EVENT_WITHOUT_DATA.finding(
+                f"the block at byte {at} has an event: line but no data: line; clients drop "
+                "it without dispatching (a name flushed apart from its data?)",
+                self._events,
+                at,
             )
         )
 

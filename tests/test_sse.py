@@ -291,6 +291,27 @@ def test_unknown_fields_are_reported_once_each() -> None:
     ]
 
 
+def test_a_named_block_without_data_is_reported_and_dropped() -> None:
+    """``event: x`` alone is dropped by the dispatch: a warning at the block's byte, and
+    the data that follows in a block of its own arrives unnamed."""
+    events, findings = parse_all([b"data: a\n\nevent: delta\n\ndata: b\n\n"])
+    assert [(f.rule, f.severity.value, f.byte_offset) for f in findings] == [
+        ("event_without_data", "warning", 9)
+    ]
+    assert "delta" not in findings[0].message  # the stream's name is not shown
+    assert [(e.event, e.data) for e in events] == [("message", "a"), ("message", "b")]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b": keep-alive\n\n", b"id: 7\n\n", b"retry: 1000\n\n", b"event: x\ndata: y\n\n", b"\n"],
+)
+def test_blocks_that_name_nothing_or_carry_data_are_not_event_without_data(block: bytes) -> None:
+    """Comments, id: and retry: blocks, a named event with its data, a stray blank line."""
+    _, findings = parse_all([b"data: a\n\n" + block + b"data: b\n\n"])
+    assert findings == []
+
+
 def test_rejects_a_nonpositive_limit() -> None:
     """A limit below one byte is a configuration error that names the value."""
     with pytest.raises(ValueError, match="max_event_bytes must be at least 1, got 0"):

@@ -120,6 +120,35 @@ DOCS: tuple[RuleDoc, ...] = (
             Prefix each payload line with `data: ` (lower case) and use `event:` for names;
             put anything else in the JSON payload.""",
     ),
+    rule_doc(
+        "event_without_data",
+        meaning="""
+            A block of lines ends with its blank line after an `event:` line but without any
+            `data:` line. The SSE spec's dispatch drops such a block: there is no event to
+            hand on, and its name is forgotten. A block of comments, or of `id:` or `retry:`
+            lines only, names nothing and is not reported. Seen where a proxy or a hand-written
+            server flushes the `event:` line apart from its data: the data then arrives in a
+            block of its own, as an unnamed `message` event.""",
+        clients="""
+            Every spec-following client (browsers' `EventSource`, openai-python,
+            anthropic-python, the `eventsource-parser` behind most JavaScript SDKs) drops the
+            block silently. When the data follows in a block of its own, it is dispatched
+            without its name: anthropic-python then reads an event whose name and JSON type
+            disagree (`event_name_mismatch`), and a client that routes by name misses it.""",
+        example="""
+            event: content_block_delta
+
+            data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}
+
+            """,
+        note="""
+            The name and its data were flushed as two blocks: the first is dropped, the second
+            arrives as a `message` event.""",
+        fix="""
+            Write each event as one block, `event:` and `data:` lines together, then one blank
+            line; with sse-starlette or Starlette's `StreamingResponse`, yield the whole frame
+            as one string.""",
+    ),
     # -- Lifecycle -------------------------------------------------------------------------
     rule_doc(
         "missing_terminal",
