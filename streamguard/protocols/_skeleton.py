@@ -1,0 +1,302 @@
+"""A frame's skeleton: its data with the values that vary from frame to frame as holes.
+
+Theory of operation
+-------------------
+A healthy stream is thousands of frames of one shape: the same keys, the same ids, the
+same literals, and only a piece of text (and perhaps a counter) new in each. Parsing each
+one as JSON and walking it again costs more than the app spent writing it. So the engine
+(``Checker.on_event``) keeps the skeletons of the last few frames a checker vouched for,
+and a frame that fits one of them byte for byte, holes aside, is not parsed: the checker
+takes the step it took for the frame the skeleton was learned from (``repeat_event``).
+
+What makes that exact:
+
+* **A checker vouches, the engine does not guess.** A handler calls ``Checker.repeatable``
+  only when the frame it just checked changed nothing a later rule reads, beyond what its
+  ``repeat_event`` does again (a counter), and found nothing; ``holes`` names the paths
+  whose values it did not read (the text) and ``values`` the ones it reads on a repeat (a
+  sequence number). Every other key, string, number and literal of the frame, and its
+  event name, is part of the skeleton and must come again unchanged.
+* **A hole is still JSON.** A text hole matches only a JSON string the full parser would
+  take: no raw control character, only the escapes JSON has, a ``\\u`` surrogate only as a
+  high and low pair (pydantic-core's parser refuses a lone one). A value hole matches only
+  a plain integer of at most 18 digits. Anything else misses, and the frame takes the full
+  path, which reports what is wrong with it.
+* **Nothing is cached across a change.** The skeletons hold while every frame since they
+  were learned changed nothing: a frame checked in full that the checker did not vouch
+  for, a finding, or a new phase forgets them all.
+
+Learning a skeleton reads the frame's JSON a token at a time in Python (tens of
+microseconds), so a stream whose frames never repeat (a server that stamps each with a new
+id) must not pay it on each: after a skeleton is dropped unused, learning waits twice as
+many vouched frames as before (``MAX_LEARNING_WAIT`` at most); a hit resets the wait.
+Memory is bounded: at most ``MAX_SKELETONS`` per stream, each a few slices of one frame's
+data of at most ``MAX_SKELETON_CHARS`` characters.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+__all__ = [
+    "MAX_HOLES",
+    "MAX_LEARNING_WAIT",
+    "MAX_SKELETONS",
+    "MAX_SKELETON_CHARS",
+    "Holes",
+    "Path",
+    "ShapeCache",
+    "Skeleton",
+    "learn",
+    "learning",
+]
+
+#: A JSON path: object keys and array indices, from the top.
+Path = tuple[str | int, ...]
+
+#: Frames longer than this are not learned (they are rare and their parse dominates).
+MAX_SKELETON_CHARS: Final = 4096
+#: The skeletons a stream keeps at once (the shapes a healthy stream alternates between).
+MAX_SKELETONS: Final = 4
+#: The holes one skeleton may have.
+MAX_HOLES: Final = 8
+#: The longest wait, in vouched frames, between two attempts to learn.
+MAX_LEARNING_WAIT: Final = 1024
+
+# A JSON string as pydantic-core reads it: no raw control character, the escapes JSON
+# has, and a \u surrogate only as a high-low pair; no raw surrogate either (the parser
+# decodes with replacement, so none comes from the wire, but the parse would refuse one).
+_STRING: Final = re.compile(
+    r'"[^"\\\x00-\x1f\ud800-\udfff]*(?:(?:\\["\\/bfnrt]'
+    r"|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4}"
+    r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r'[^"\\\x00-\x1f\ud800-\udfff]*)*"'
+)
+_INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+_TOKEN: Final = re.compile(
+    r"[ \t\n\r]*(?:"
+    r'(?P<string>"(?:[^"\\]|\\.)*")'
+    r"|(?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<word>true|false|null)"
+    r"|(?P<mark>[{}\[\]:,]))",
+    re.DOTALL,
+)
+
+
+class Skeleton:
+    """The learned frame: its event name, the literal pieces between its holes, and which
+    holes are read (``values``) rather than only checked to be JSON."""
+
+    __slots__ = ("holes", "literals", "name", "read", "size")
+
+    def __init__(
+        self,
+        name: str,
+        literals: tuple[str, ...],
+        holes: tuple[re.Pattern[str], ...],
+        read: tuple[bool, ...],
+    ) -> None:
+        self.name = name
+        #: One more than the holes: before the first, between each two, after the last.
+        self.literals = literals
+        self.holes = holes
+        self.read = read
+        self.size = sum(len(piece) for piece in literals)
+
+    def match(self, name: str, data: str) -> list[str] | None:
+        """The read holes' texts when ``data`` (an event named ``name``) fits, else None."""
+        if name != self.name or len(data) < self.size:
+            return None
+        literals = self.literals
+        first = literals[0]
+        if not data.startswith(first):
+            return None
+        holes = self.holes
+        if len(holes) == 1:
+            # The common skeleton: one piece of text between a head and a tail.
+            last = literals[1]
+            if not data.endswith(last):
+                return None
+            cut = len(data) - len(last)
+            if holes[0].fullmatch(data, len(first), cut) is None:
+                return None
+            return [data[len(first) : cut]] if self.read[0] else _NO_VALUES
+        position = len(first)
+        values: list[str] = []
+        read = self.read
+        for number, hole in enumerate(holes):
+            found = hole.match(data, position)
+            if found is None:
+                return None
+            end = found.end()
+            if read[number]:
+                values.append(data[position:end])
+            literal = literals[number + 1]
+            if not data.startswith(literal, end):
+                return None
+            position = end + len(literal)
+        return values if position == len(data) else None
+
+
+#: A match that reads no hole (shared: nobody appends to it).
+_NO_VALUES: Final[list[str]] = []
+
+
+def learn(name: str, data: str, holes: frozenset[Path], values: frozenset[Path]) -> Skeleton | None:
+    """The skeleton of ``data`` with a text hole at each path of ``holes`` that holds a
+    string and a value hole at each path of ``values`` that holds an integer; None when
+    the frame is too long, is not one JSON value, has no hole, or has a hole's path twice
+    (a repeated key: which one the parser keeps is not the skeleton's business)."""
+    if len(data) > MAX_SKELETON_CHARS:
+        return None
+    literals: list[str] = []
+    patterns: list[re.Pattern[str]] = []
+    read: list[bool] = []
+    seen: set[Path] = set()
+    # One entry per open container: its keys so far (an object) or its next index (an array).
+    path: list[str | int] = []
+    containers: list[bool] = []  # True: an object
+    expecting_key = False
+    cut = 0  # where the current literal piece starts
+    position = 0
+    end = len(data)
+    while position < end:
+        token = _TOKEN.match(data, position)
+        if token is None:
+            return None
+        position = token.end()
+        mark = token.group("mark")
+        if mark is not None:
+            if mark == "{":
+                containers.append(True)
+                path.append("")
+                expecting_key = True
+            elif mark == "[":
+                containers.append(False)
+                path.append(0)
+                expecting_key = False
+            elif mark in "}]":
+                if not containers:
+                    return None
+                containers.pop()
+                path.pop()
+                expecting_key = False
+            elif mark == ",":
+                if not containers:
+                    return None
+                if containers[-1]:
+                    expecting_key = True
+                else:
+                    index = path[-1]
+                    path[-1] = index + 1 if isinstance(index, int) else 0
+            continue
+        if expecting_key:
+            key = token.group("string")
+            if key is None or "\\" in key:
+                return None  # an escaped key is not worth learning
+            path[-1] = key[1:-1]
+            expecting_key = False
+            continue
+        here = tuple(path)
+        if here in holes:
+            group, pattern, is_read = "string", _STRING, False
+        elif here in values:
+            group, pattern, is_read = "number", _INTEGER, True
+        else:
+            continue
+        text = token.group(group)
+        if text is None or pattern.fullmatch(text) is None:
+            continue  # not what the hole holds (a null, a float): part of the skeleton
+        if here in seen or len(patterns) >= MAX_HOLES:
+            return None
+        seen.add(here)
+        literals.append(data[cut : token.start(group)])
+        patterns.append(pattern)
+        read.append(is_read)
+        cut = position
+    if containers or not patterns:
+        return None
+    literals.append(data[cut:])
+    return Skeleton(name, tuple(literals), tuple(patterns), tuple(read))
+
+
+#: Whether streams learn skeletons: one switch for the process (``learning``).
+_LEARNING: Final[list[bool]] = [True]
+
+
+def learning(on: bool) -> None:
+    """Let streams learn skeletons (the default), or check every frame in full from now
+    on: the differential tests run each stream both ways and compare the reports."""
+    _LEARNING[0] = on
+
+
+class _Entry:
+    __slots__ = ("hits", "skeleton", "token")
+
+    def __init__(self, skeleton: Skeleton, token: object) -> None:
+        self.skeleton = skeleton
+        self.token = token
+        self.hits = 0
+
+
+class Holes:
+    """What a checker vouches for a kind of frame: the paths of its text holes (checked to
+    be JSON strings, not read) and of its value holes (integers, read on a repeat)."""
+
+    __slots__ = ("text", "values")
+
+    def __init__(self, text: tuple[Path, ...], values: tuple[Path, ...] = ()) -> None:
+        self.text: frozenset[Path] = frozenset(text)
+        self.values: frozenset[Path] = frozenset(values)
+
+
+class ShapeCache:
+    """A stream's skeletons, with the checker's token for each, and the learning wait."""
+
+    __slots__ = ("countdown", "entries", "wait")
+
+    def __init__(self) -> None:
+        self.entries: list[_Entry] = []
+        #: Vouched frames to let pass before the next attempt to learn, and the last wait.
+        self.countdown = 0
+        self.wait = 0
+
+    def find(self, name: str, data: str) -> tuple[object, list[str]] | None:
+        """The token and read values of the skeleton ``data`` fits, if one does."""
+        for entry in self.entries:
+            values = entry.skeleton.match(name, data)
+            if values is not None:
+                entry.hits += 1
+                self.wait = 0
+                return entry.token, values
+        return None
+
+    def consider(self, name: str, data: str, holes: Holes, token: object) -> None:
+        """A frame the checker vouched for missed every skeleton: learn it (unless
+        waiting)."""
+        if not _LEARNING[0]:
+            return
+        if self.countdown:
+            self.countdown -= 1
+            return
+        skeleton = learn(name, data, holes.text, holes.values)
+        if skeleton is None:
+            self._back_off()
+            return
+        entries = self.entries
+        if len(entries) >= MAX_SKELETONS and entries.pop(0).hits == 0:
+            self._back_off()
+        entries.append(_Entry(skeleton, token))
+
+    def forget(self) -> None:
+        """Something changed: no skeleton holds any more."""
+        entries = self.entries
+        if entries:
+            if any(entry.hits == 0 for entry in entries):
+                self._back_off()
+            entries.clear()
+
+    def _back_off(self) -> None:
+        self.wait = min(self.wait * 2 or 1, MAX_LEARNING_WAIT)
+        self.countdown = self.wait
