@@ -148,11 +148,24 @@ def test_every_literal_and_the_name_are_part_of_the_skeleton() -> None:
         .replace('"type":"content_block_delta",', '"type":"content_block_delta","index":0,'),
         delta('"Hi"').replace('"index":0', '"index": 0'),
         delta('"Hi"').replace("text_delta", "thinking_delta"),
-        delta('"Hi"') + " ",
         delta('"Hi"')[:-1],
+        delta('"Hi"') + "x",
     ]:
         if other != delta('"Hi"'):
             assert skeleton.match("content_block_delta", other) is None, other
+
+
+def test_trailing_json_whitespace_may_differ() -> None:
+    """Servers pad frames with a varying number of spaces: any JSON whitespace after the
+    value fits, anything else does not."""
+    skeleton = learn("content_block_delta", delta('"Hi"') + "   ", TEXT, NONE)
+    assert skeleton is not None
+    for padding in ["", " ", " \t\r\n" * 5]:
+        assert skeleton.match("content_block_delta", delta('"Yo"') + padding) == []
+    for padding in ["\x0c", "\u2028", " x", "\u00a0"]:
+        frame = delta('"Yo"') + padding
+        assert not parses(frame)
+        assert skeleton.match("content_block_delta", frame) is None
 
 
 def test_a_value_hole_reads_a_plain_integer_only() -> None:

@@ -244,7 +244,9 @@ class Checker:
         if shapes is not None and shapes.entries:
             hit = shapes.find(event.event, event.data)
             if hit is not None:
-                return self.repeat_event(event, index, hit[0], hit[1])
+                repeated = self.repeat_event(event, index, hit[0], hit[1])
+                if repeated is not None:
+                    return repeated
         phase = self.phase
         found = self.check_event(event, index)
         vouched = self._vouched
@@ -268,10 +270,11 @@ class Checker:
 
     def repeat_event(
         self, event: Event, index: int, token: object, values: list[str]
-    ) -> Sequence[Finding]:
+    ) -> Sequence[Finding] | None:
         """Check a frame that fits the skeleton of one the checker vouched for with
         ``token``: do again what that frame did (nothing, by default); ``values`` are the
-        texts of the skeleton's value holes."""
+        texts of the skeleton's value holes. None when a value asks for the full check
+        (a sequence number that did not grow by one): the frame then takes it."""
         return NO_FINDINGS
 
     def step_only(

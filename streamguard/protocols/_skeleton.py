@@ -22,6 +22,11 @@ What makes that exact:
   high and low pair (pydantic-core's parser refuses a lone one). A value hole matches only
   a plain integer of at most 18 digits. Anything else misses, and the frame takes the full
   path, which reports what is wrong with it.
+* **Whitespace may differ where the frame had some.** JSON ignores whitespace between
+  tokens and after the value, and servers pad frames with a varying number of spaces: a
+  run of it in the learned frame is a hole that takes any run (or none), and whitespace
+  after the value is never part of the skeleton. Whitespace inside a string is the
+  string's.
 * **Nothing is cached across a change.** The skeletons hold while every frame since they
   were learned changed nothing: a frame checked in full that the checker did not vouch
   for, a finding, or a new phase forgets them all.
@@ -59,8 +64,8 @@ Path = tuple[str | int, ...]
 MAX_SKELETON_CHARS: Final = 4096
 #: The skeletons a stream keeps at once (the shapes a healthy stream alternates between).
 MAX_SKELETONS: Final = 4
-#: The holes one skeleton may have.
-MAX_HOLES: Final = 8
+#: The holes one skeleton may have (whitespace between tokens counts as one).
+MAX_HOLES: Final = 16
 #: The longest wait, in vouched frames, between two attempts to learn.
 MAX_LEARNING_WAIT: Final = 1024
 
@@ -73,6 +78,9 @@ _STRING: Final = re.compile(
     r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
     r'[^"\\\x00-\x1f\ud800-\udfff]*)*"'
 )
+#: What JSON counts as whitespace (``str.rstrip()`` alone would take more).
+_JSON_WHITESPACE: Final = " \t\n\r"
+_SPACE: Final = re.compile(r"[ \t\n\r]*")
 _INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*(?:"
@@ -112,12 +120,16 @@ class Skeleton:
         first = literals[0]
         if not data.startswith(first):
             return None
+        if not data.endswith(literals[-1]):
+            # Whitespace after the value is not part of the skeleton: some servers pad
+            # each frame with a different number of spaces.
+            data = data.rstrip(_JSON_WHITESPACE)
+            if len(data) < self.size or not data.endswith(literals[-1]):
+                return None
         holes = self.holes
         if len(holes) == 1:
             # The common skeleton: one piece of text between a head and a tail.
             last = literals[1]
-            if not data.endswith(last):
-                return None
             cut = len(data) - len(last)
             if holes[0].fullmatch(data, len(first), cut) is None:
                 return None
@@ -159,12 +171,24 @@ def learn(name: str, data: str, holes: frozenset[Path], values: frozenset[Path])
     containers: list[bool] = []  # True: an object
     expecting_key = False
     cut = 0  # where the current literal piece starts
+    filled = 0  # text and value holes (whitespace aside)
     position = 0
     end = len(data)
     while position < end:
         token = _TOKEN.match(data, position)
         if token is None:
-            return None
+            if data[position:].strip(_JSON_WHITESPACE):
+                return None
+            break  # whitespace after the value
+        start = token.start(token.lastgroup or 0)
+        if start > position:
+            # Whitespace between tokens: any amount (none included) gives the same value.
+            if len(patterns) >= MAX_HOLES:
+                return None
+            literals.append(data[cut:position])
+            patterns.append(_SPACE)
+            read.append(False)
+            cut = start
         position = token.end()
         mark = token.group("mark")
         if mark is not None:
@@ -211,13 +235,14 @@ def learn(name: str, data: str, holes: frozenset[Path], values: frozenset[Path])
         if here in seen or len(patterns) >= MAX_HOLES:
             return None
         seen.add(here)
+        filled += 1
         literals.append(data[cut : token.start(group)])
         patterns.append(pattern)
         read.append(is_read)
         cut = position
-    if containers or not patterns:
+    if containers or not filled:
         return None
-    literals.append(data[cut:])
+    literals.append(data[cut:].rstrip(_JSON_WHITESPACE))
     return Skeleton(name, tuple(literals), tuple(patterns), tuple(read))
 
 
