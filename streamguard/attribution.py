@@ -102,6 +102,7 @@ CLASSES: Final[tuple[RuleClass, ...]] = (
         (
             "missing_finish_reason",
             "missing_message_delta",
+            "missing_finish",
             "multiple_finish_reason",
             "unknown_finish_reason",
             "unknown_stop_reason",

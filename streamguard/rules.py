@@ -641,7 +641,14 @@ STEP_NOT_BALANCED = _rule(
     "step_not_balanced",
     W,
     "finish-step without an open step, start-step while one is open, or a step still open "
-    "at finish.",
+    "at finish or at [DONE].",
+)
+MISSING_FINISH = _rule(
+    "missing_finish",
+    W,
+    "A message opened with start reached [DONE] without the finish chunk (nor error or "
+    "abort); the client reads it, but it has no finish reason and code waiting for finish "
+    "never runs.",
 )
 
 # -- MCP Streamable HTTP (protocols/mcp.py) ----------------------------------------------

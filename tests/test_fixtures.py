@@ -142,6 +142,10 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
         "id_already_open": ("id_already_open", "ok_reset_step_retry"),
         "id_not_closed": ("id_not_closed", "ok_abort"),
         "step_not_balanced": ("warn_step_not_balanced", "ok_tools_reasoning_sources_data"),
+        "missing_finish": (
+            "missing_finish_langgraph_adapter",
+            "ok_continuation_without_start_or_finish",
+        ),
         "chunk_after_finish": ("warn_chunk_after_finish_merged_results", "ok_text"),
         "missing_terminal": ("missing_terminal_truncated_mid_text", "ok_error_without_done"),
         "duplicate_terminal": ("duplicate_terminal", "ok_crlf_keepalive_comments"),

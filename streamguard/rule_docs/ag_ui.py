@@ -25,8 +25,11 @@ DOCS: tuple[RuleDoc, ...] = (
             start (steps are keyed by subagent and name), `SUBAGENT_FINISHED` or
             `SUBAGENT_ERROR` for a subagent that is not running, and a `*_CHUNK` shorthand
             without an id when no chunk stream of its kind is open. AI SDK: `text-delta`,
-            `text-end`, `reasoning-delta` or `reasoning-end` for a part that is not open, and
-            `tool-input-delta` for a call without a `tool-input-start` in this stream.""",
+            `text-end`, `reasoning-delta` or `reasoning-end` for a part that is not open (a
+            part still open at a `finish-step` counts as ended there, as `ai` 5 and 6 read it),
+            `tool-input-delta` for a call without a `tool-input-start` in this stream, and a
+            tool output, error, denial or approval request inside a step of this stream for a
+            call no chunk of the stream introduced.""",
         clients="""
             Both official clients throw, and the whole response fails. `@ag-ui/client`'s
             `verifyEvents` raises `AGUIError` "Cannot send 'TEXT_MESSAGE_CONTENT' event: No
@@ -34,9 +37,11 @@ DOCS: tuple[RuleDoc, ...] = (
             `processUIMessageStream` throws `UIMessageStreamError` "Received text-delta for
             missing text part with ID ... Ensure a "text-start" chunk is sent before any
             "text-delta" chunks"; `useChat` ends in its error state and the text already
-            streamed stops there. Tool outputs and approvals for a `toolCallId` the AI SDK
-            stream never opened are not reported: a chat that continues an assistant message
-            reads them against the previous response.""",
+            streamed stops there; "No tool invocation found for tool call ID ..." for an
+            output of a call it holds no part for. Tool outputs and approvals for a
+            `toolCallId` the AI SDK stream never opened, sent before its first `start-step`,
+            are not reported: a stream that continues an assistant message (after a tool
+            approval) answers the previous response's calls there, as `streamText` does.""",
         example="""
             data: {"type":"RUN_STARTED","threadId":"thread_1","runId":"run_1"}
 
