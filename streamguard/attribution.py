@@ -166,7 +166,7 @@ CLASSES: Final[tuple[RuleClass, ...]] = (
     RuleClass(
         "identity",
         "the ids that tie the events of one answer together",
-        ("inconsistent_id", "response_id_changed", "sequence_gap"),
+        ("inconsistent_id", "response_id_changed", "sequence_gap", "run_id_mismatch"),
     ),
     RuleClass(
         "structure",
@@ -198,6 +198,7 @@ CLASSES: Final[tuple[RuleClass, ...]] = (
             "id_already_open",
             "id_not_closed",
             "step_not_balanced",
+            "tool_result_without_call",
             "duplicate_response",
             "unrequested_response",
             "response_on_standalone_stream",

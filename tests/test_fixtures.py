@@ -169,6 +169,11 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
             "ok_tools_state_steps_reasoning",
         ),
         "invalid_state_patch": ("invalid_state_patch", "ok_tools_state_steps_reasoning"),
+        "tool_result_without_call": (
+            "warn_tool_result_without_call",
+            "ok_tool_result_for_a_call_in_the_echoed_input",
+        ),
+        "run_id_mismatch": ("warn_run_id_mismatch", "ok_two_runs_replay"),
         "crlf_framing": ("crlf_framing", "ok_comments_event_names_multiline_data"),
         "missing_run_started": ("missing_run_started", "ok_run_error_first"),
         "duplicate_run_started": ("duplicate_run_started", "ok_two_runs_replay"),
