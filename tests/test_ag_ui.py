@@ -487,14 +487,32 @@ def test_a_result_for_a_call_never_started_is_reported_as_info() -> None:
     )
 
 
+#: An assistant message of the client's history that called tool c1 (``AssistantMessage``).
+ASSISTANT_CALL = {
+    "id": "a",
+    "role": "assistant",
+    "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+}
+
+
+def run_input(*messages: dict[str, Any]) -> dict[str, Any]:
+    """A ``RunAgentInput`` as a server echoes it in ``RUN_STARTED.input``."""
+    return {
+        "threadId": "t",
+        "runId": "r",
+        "state": {},
+        "messages": list(messages),
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
 def test_a_result_for_a_call_started_anywhere_in_the_stream_or_its_input_is_clean() -> None:
     """The look-alikes: the call started (ended or still open) in this run, in an earlier run
     of the stream, by a chunk, or is held by the run's echoed input."""
     chunk = {"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "toolCallName": "f", "delta": "{}"}
-    echoed = dict(
-        START,
-        input={"messages": [{"id": "a", "role": "assistant", "toolCalls": [{"id": "c1"}]}]},
-    )
+    echoed = dict(START, input=run_input(ASSISTANT_CALL))
     assert not found(START, *call("c1"), result("c1"), FINISH)
     assert not found(START, *call("c1")[:2], result("c1"), call("c1")[2], FINISH)
     assert not found(START, *call("c1"), FINISH, START, result("c1"), FINISH)
@@ -505,8 +523,7 @@ def test_a_result_for_a_call_started_anywhere_in_the_stream_or_its_input_is_clea
 def test_echoed_input_is_read_within_bounds() -> None:
     """Only the first MAX_OPEN_IDS messages of the echoed input are read."""
     filler = [{"id": f"u{n}", "role": "user", "content": "x"} for n in range(MAX_OPEN_IDS)]
-    late = {"id": "a", "role": "assistant", "toolCalls": [{"id": "c1"}]}
-    echoed = dict(START, input={"messages": [*filler, late]})
+    echoed = dict(START, input=run_input(*filler, ASSISTANT_CALL))
     assert found(echoed, result("c1"), FINISH) == [("tool_result_without_call", 1)]
 
 

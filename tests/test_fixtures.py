@@ -171,7 +171,7 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
         "invalid_state_patch": ("invalid_state_patch", "ok_tools_state_steps_reasoning"),
         "tool_result_without_call": (
             "warn_tool_result_without_call",
-            "ok_tool_result_for_a_call_in_the_echoed_input",
+            "ok_tool_result_in_a_later_run",
         ),
         "run_id_mismatch": ("warn_run_id_mismatch", "ok_two_runs_replay"),
         "crlf_framing": ("crlf_framing", "ok_comments_event_names_multiline_data"),
