@@ -57,7 +57,6 @@ def test_a_text_hole_takes_any_json_string() -> None:
     """A skeleton learned from one text fits frames whose text is any other JSON string."""
     skeleton = learn("content_block_delta", delta('"Hi"'), TEXT, NONE)
     assert skeleton is not None
-    assert skeleton.literals == (HEAD, "}}")
     for text in [
         "",
         "x" * 5000,
@@ -65,7 +64,7 @@ def test_a_text_hole_takes_any_json_string() -> None:
         '\\n\\t\\\\\\/\\"',
         "\\u00e9\\ud83d\\ude00",
     ]:
-        assert skeleton.match("content_block_delta", delta(f'"{text}"')) == []
+        assert skeleton.match("content_block_delta", delta(f'"{text}"')) == ()
 
 
 @pytest.mark.parametrize(
@@ -161,7 +160,7 @@ def test_trailing_json_whitespace_may_differ() -> None:
     skeleton = learn("content_block_delta", delta('"Hi"') + "   ", TEXT, NONE)
     assert skeleton is not None
     for padding in ["", " ", " \t\r\n" * 5]:
-        assert skeleton.match("content_block_delta", delta('"Yo"') + padding) == []
+        assert skeleton.match("content_block_delta", delta('"Yo"') + padding) == ()
     for padding in ["\x0c", "\u2028", " x", "\u00a0"]:
         frame = delta('"Yo"') + padding
         assert not parses(frame)
@@ -178,8 +177,8 @@ def test_a_value_hole_reads_a_plain_integer_only() -> None:
         frozenset({("sequence_number",)}),
     )
     assert skeleton is not None
-    assert skeleton.match("response.output_text.delta", frame % ("12", '"b"')) == ["12"]
-    assert skeleton.match("response.output_text.delta", frame % ("-0", '"b"')) == ["-0"]
+    assert skeleton.match("response.output_text.delta", frame % ("12", '"b"')) == ("12",)
+    assert skeleton.match("response.output_text.delta", frame % ("-0", '"b"')) == ("-0",)
     for number in ["1.0", "1e2", "012", "9" * 19, '"12"', "null", "+1"]:
         assert skeleton.match("response.output_text.delta", frame % (number, '"b"')) is None
 

@@ -269,7 +269,7 @@ class Checker:
         self._vouch_token = token
 
     def repeat_event(
-        self, event: Event, index: int, token: object, values: list[str]
+        self, event: Event, index: int, token: object, values: Sequence[str]
     ) -> Sequence[Finding] | None:
         """Check a frame that fits the skeleton of one the checker vouched for with
         ``token``: do again what that frame did (nothing, by default); ``values`` are the

@@ -35,13 +35,17 @@ Learning a skeleton reads the frame's JSON a token at a time in Python (tens of
 microseconds), so a stream whose frames never repeat (a server that stamps each with a new
 id) must not pay it on each: after a skeleton is dropped unused, learning waits twice as
 many vouched frames as before (``MAX_LEARNING_WAIT`` at most); a hit resets the wait.
-Memory is bounded: at most ``MAX_SKELETONS`` per stream, each a few slices of one frame's
-data of at most ``MAX_SKELETON_CHARS`` characters.
+A skeleton is one regular expression (its literal pieces escaped, its holes as above, a
+read hole a group), matched in one call: cheaper than the parse it saves. Memory is
+bounded: at most ``MAX_SKELETONS`` per stream, each learned from a frame of at most
+``MAX_SKELETON_CHARS`` characters; ``re.compile``'s cache hands streams whose frames look
+alike (every Anthropic text delta into block 0) one shared pattern.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final
 
 __all__ = [
@@ -80,8 +84,11 @@ _STRING: Final = re.compile(
 )
 #: What JSON counts as whitespace (``str.rstrip()`` alone would take more).
 _JSON_WHITESPACE: Final = " \t\n\r"
-_SPACE: Final = re.compile(r"[ \t\n\r]*")
 _INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+# The holes as pieces of a skeleton's pattern: a text hole is not read, a value hole is.
+_SPACE: Final = r"[ \t\n\r]*"
+_TEXT_HOLE: Final = f"(?:{_STRING.pattern})"
+_VALUE_HOLE: Final = f"({_INTEGER.pattern})"
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*(?:"
     r'(?P<string>"(?:[^"\\]|\\.)*")'
@@ -93,78 +100,42 @@ _TOKEN: Final = re.compile(
 
 
 class Skeleton:
-    """The learned frame: its event name, the literal pieces between its holes, and which
-    holes are read (``values``) rather than only checked to be JSON."""
+    """The learned frame: its event name, and one pattern that its literal pieces and its
+    holes make (a read hole is a group)."""
 
-    __slots__ = ("holes", "literals", "name", "read", "size")
+    __slots__ = ("name", "pattern", "reads")
 
-    def __init__(
-        self,
-        name: str,
-        literals: tuple[str, ...],
-        holes: tuple[re.Pattern[str], ...],
-        read: tuple[bool, ...],
-    ) -> None:
+    def __init__(self, name: str, pattern: re.Pattern[str], reads: bool) -> None:
         self.name = name
-        #: One more than the holes: before the first, between each two, after the last.
-        self.literals = literals
-        self.holes = holes
-        self.read = read
-        self.size = sum(len(piece) for piece in literals)
+        self.pattern = pattern
+        self.reads = reads
 
-    def match(self, name: str, data: str) -> list[str] | None:
+    def match(self, name: str, data: str) -> Sequence[str] | None:
         """The read holes' texts when ``data`` (an event named ``name``) fits, else None."""
-        if name != self.name or len(data) < self.size:
+        if name != self.name:
             return None
-        literals = self.literals
-        first = literals[0]
-        if not data.startswith(first):
+        found = self.pattern.fullmatch(data)
+        if found is None:
             return None
-        if not data.endswith(literals[-1]):
-            # Whitespace after the value is not part of the skeleton: some servers pad
-            # each frame with a different number of spaces.
-            data = data.rstrip(_JSON_WHITESPACE)
-            if len(data) < self.size or not data.endswith(literals[-1]):
-                return None
-        holes = self.holes
-        if len(holes) == 1:
-            # The common skeleton: one piece of text between a head and a tail.
-            last = literals[1]
-            cut = len(data) - len(last)
-            if holes[0].fullmatch(data, len(first), cut) is None:
-                return None
-            return [data[len(first) : cut]] if self.read[0] else _NO_VALUES
-        position = len(first)
-        values: list[str] = []
-        read = self.read
-        for number, hole in enumerate(holes):
-            found = hole.match(data, position)
-            if found is None:
-                return None
-            end = found.end()
-            if read[number]:
-                values.append(data[position:end])
-            literal = literals[number + 1]
-            if not data.startswith(literal, end):
-                return None
-            position = end + len(literal)
-        return values if position == len(data) else None
+        return found.groups() if self.reads else _NO_VALUES
 
 
-#: A match that reads no hole (shared: nobody appends to it).
-_NO_VALUES: Final[list[str]] = []
+#: A match that reads no hole.
+_NO_VALUES: Final[tuple[str, ...]] = ()
 
 
-def learn(name: str, data: str, holes: frozenset[Path], values: frozenset[Path]) -> Skeleton | None:
-    """The skeleton of ``data`` with a text hole at each path of ``holes`` that holds a
-    string and a value hole at each path of ``values`` that holds an integer; None when
+def learn(
+    name: str, data: str, text_holes: frozenset[Path], value_holes: frozenset[Path]
+) -> Skeleton | None:
+    """The skeleton of ``data`` with a text hole at each path of ``text_holes`` that holds
+    a string and a value hole at each path of ``value_holes`` that holds an integer; None when
     the frame is too long, is not one JSON value, has no hole, or has a hole's path twice
     (a repeated key: which one the parser keeps is not the skeleton's business)."""
     if len(data) > MAX_SKELETON_CHARS:
         return None
-    literals: list[str] = []
-    patterns: list[re.Pattern[str]] = []
-    read: list[bool] = []
+    pieces: list[str] = []  # the pattern's source: escaped literals and holes
+    holes = 0
+    reads = False
     seen: set[Path] = set()
     # One entry per open container: its keys so far (an object) or its next index (an array).
     path: list[str | int] = []
@@ -183,11 +154,10 @@ def learn(name: str, data: str, holes: frozenset[Path], values: frozenset[Path])
         start = token.start(token.lastgroup or 0)
         if start > position:
             # Whitespace between tokens: any amount (none included) gives the same value.
-            if len(patterns) >= MAX_HOLES:
+            if holes >= MAX_HOLES:
                 return None
-            literals.append(data[cut:position])
-            patterns.append(_SPACE)
-            read.append(False)
+            pieces += (re.escape(data[cut:position]), _SPACE)
+            holes += 1
             cut = start
         position = token.end()
         mark = token.group("mark")
@@ -223,27 +193,28 @@ def learn(name: str, data: str, holes: frozenset[Path], values: frozenset[Path])
             expecting_key = False
             continue
         here = tuple(path)
-        if here in holes:
-            group, pattern, is_read = "string", _STRING, False
-        elif here in values:
-            group, pattern, is_read = "number", _INTEGER, True
+        if here in text_holes:
+            group, pattern, hole, read = "string", _STRING, _TEXT_HOLE, False
+        elif here in value_holes:
+            group, pattern, hole, read = "number", _INTEGER, _VALUE_HOLE, True
         else:
             continue
         text = token.group(group)
         if text is None or pattern.fullmatch(text) is None:
             continue  # not what the hole holds (a null, a float): part of the skeleton
-        if here in seen or len(patterns) >= MAX_HOLES:
+        if here in seen or holes >= MAX_HOLES:
             return None
         seen.add(here)
         filled += 1
-        literals.append(data[cut : token.start(group)])
-        patterns.append(pattern)
-        read.append(is_read)
+        pieces += (re.escape(data[cut : token.start(group)]), hole)
+        holes += 1
+        reads = reads or read
         cut = position
     if containers or not filled:
         return None
-    literals.append(data[cut:].rstrip(_JSON_WHITESPACE))
-    return Skeleton(name, tuple(literals), tuple(patterns), tuple(read))
+    pieces += (re.escape(data[cut:].rstrip(_JSON_WHITESPACE)), _SPACE)
+    # re.compile's own cache shares one pattern among the streams whose frames look alike.
+    return Skeleton(name, re.compile("".join(pieces)), reads)
 
 
 #: Whether streams learn skeletons: one switch for the process (``learning``).
@@ -287,7 +258,7 @@ class ShapeCache:
         self.countdown = 0
         self.wait = 0
 
-    def find(self, name: str, data: str) -> tuple[object, list[str]] | None:
+    def find(self, name: str, data: str) -> tuple[object, Sequence[str]] | None:
         """The token and read values of the skeleton ``data`` fits, if one does."""
         for entry in self.entries:
             values = entry.skeleton.match(name, data)
