@@ -663,7 +663,8 @@ def _row(
     if findings:
         listed = _e("\n".join(findings))
         rules_cell += (
-            f"<details><summary>{len(findings)} listed</summary><pre>{listed}</pre></details>"
+            f"<details><summary>{len(_findings(variant))} findings</summary>"
+            f"<pre>{listed}</pre></details>"
         )
     streams = []
     for link in links:
