@@ -150,20 +150,21 @@ def _severity(finding: Mapping[str, Any]) -> Severity | None:
         return None
 
 
-def _rule_counts(variant: Mapping[str, Any]) -> dict[str, tuple[str, int]]:
-    """Rule -> (the worst severity of its findings, ``other`` when none reads, and how
-    many findings), in the order the rules first came."""
-    counts: dict[str, tuple[Severity | None, int]] = {}
+def _rule_counts(variant: Mapping[str, Any]) -> dict[str, tuple[str, int, bool]]:
+    """Rule -> the worst severity of its findings (``other`` when none reads), how many
+    findings, and whether one is on the variant's focus (it fails the variant whatever
+    its severity); in the order the rules first came."""
+    counts: dict[str, tuple[Severity | None, int, bool]] = {}
     for finding in _findings(variant):
         rule = _text(finding.get("rule"), 80)
         severity = _severity(finding)
-        worst, count = counts.get(rule, (None, 0))
+        worst, count, focus = counts.get(rule, (None, 0, False))
         if severity is not None and (worst is None or severity_at_least(severity, worst)):
             worst = severity
-        counts[rule] = (worst, count + 1)
+        counts[rule] = (worst, count + 1, focus or finding.get("focus") is True)
     return {
-        rule: (OTHER if worst is None else worst.value, count)
-        for rule, (worst, count) in counts.items()
+        rule: (OTHER if worst is None else worst.value, count, focus)
+        for rule, (worst, count, focus) in counts.items()
     }
 
 
@@ -171,7 +172,7 @@ def _rules_line(variant: Mapping[str, Any]) -> str:
     """``missing_finish_reason x2, usage_missing`` (as the table report writes them)."""
     return ", ".join(
         rule if count == 1 else f"{rule} x{count}"
-        for rule, (_, count) in _rule_counts(variant).items()
+        for rule, (_, count, _) in _rule_counts(variant).items()
     )
 
 
@@ -630,6 +631,7 @@ def _row(
     verdict: Verdict,
     links: Sequence[StreamLink],
     base: Path,
+    with_streams: bool,
 ) -> str:
     name = _name(variant)
     outcome = _outcome(variant)
@@ -655,8 +657,9 @@ def _row(
         assert pages[0].page is not None
         cell = f'<a href="{_e(_href(pages[0].page, base))}">{cell}</a>'
     rules = "".join(
-        f'<li class="{_e(severity)}">{_e(rule)}{f" x{count}" if count > 1 else ""}</li>'
-        for rule, (severity, count) in _rule_counts(variant).items()
+        f'<li class="{_e(severity)}">{_e(rule)}{f" x{count}" if count > 1 else ""}'
+        f"{' (focus: fails it)' if focus else ''}</li>"
+        for rule, (severity, count, focus) in _rule_counts(variant).items()
     )
     findings = _finding_lines(variant)
     rules_cell = f'<ul class="rules">{rules}</ul>' if rules else '<span class="note">none</span>'
@@ -678,7 +681,8 @@ def _row(
         f'<th scope="row">{_e(name)}</th><td class="outcome">{cell}</td>'
         f'<td class="findings">{rules_cell}</td>'
         f'<td class="notes">{"<br>".join(_e(n) for n in notes) or "-"}</td>'
-        f'<td class="streams">{"<br>".join(streams) or "-"}</td></tr>'
+        + (f'<td class="streams">{"<br>".join(streams) or "-"}</td>' if with_streams else "")
+        + "</tr>"
     )
 
 
@@ -703,9 +707,22 @@ def matrix_html(
     counts: dict[str, int] = {}
     for variant in variants:
         counts[_outcome(variant)] = counts.get(_outcome(variant), 0) + 1
-    totals = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
+    totals = ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "no variants"
     state = "failed" if verdict.failed else "passed"
-    rows = "".join(_row(v, verdict, links.get(_name(v), ()), base_dir) for v in variants)
+    why = [
+        f"{count} {what}{'s' if count > 1 else ''}"
+        for count, what in (
+            (len(verdict.unexpected), "unexpected failure"),
+            (len(verdict.stale), "stale expected failure"),
+            (len(verdict.expected), "expected failure"),
+        )
+        if count
+    ]
+    # The streams column only when the run saved its streams (--save, --replay).
+    with_streams = any(links.values())
+    rows = "".join(
+        _row(v, verdict, links.get(_name(v), ()), base_dir, with_streams) for v in variants
+    )
     facts = (
         f"endpoint <code>{_e(endpoint)}</code>, model <code>{_e(model)}</code>, protocol "
         f"<code>{_e(protocol)}</code>, streamguard {_e(_text(summary.get('streamguard'), 40))}"
@@ -718,10 +735,10 @@ def matrix_html(
         "style-src 'unsafe-inline'\">\n"
         f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>\n"
         f'<h1>{_e(title)}</h1>\n<p id="run">{facts}</p>\n'
-        f'<p id="verdict" class="verdict-{state}">run {state}: {_e(totals) or "no variants"}'
-        f"</p>\n"
+        f'<p id="verdict" class="verdict-{state}">run {state}'
+        f"{': ' + ', '.join(why) if why else ''} ({_e(totals)})</p>\n"
         '<table id="matrix"><thead><tr><th>variant</th><th>outcome</th><th>findings by rule'
-        "</th><th>notes</th><th>streams</th></tr></thead>\n"
+        f"</th><th>notes</th>{'<th>streams</th>' if with_streams else ''}</tr></thead>\n"
         f"<tbody>{rows}</tbody></table>\n</body></html>\n"
     )
 

@@ -464,9 +464,16 @@ def test_the_matrix_of_a_real_run_shows_every_variant_and_outcome(
         "length": "pass",
     }
     rules = [li.text for li in cell(shown["tool_required"], "findings").find_all("li")]
-    assert "tool_call_header_repeated x2" in rules
+    # A warning on the variant's focus: it failed the variant, and the page says so.
+    assert "tool_call_header_repeated x2 (focus: fails it)" in rules
     assert "unsupported" in cell(shown["logprobs"], "notes").text
     assert dom.find_all("a") == []
+    assert [th.text for th in dom.find_all("thead")[0].find_all("th")] == [
+        "variant", "outcome", "findings by rule", "notes"
+    ]  # fmt: skip
+    verdict = dom.by_id("verdict")
+    assert verdict is not None
+    assert verdict.text == "run failed: 1 unexpected failure (2 pass, 1 fail, 1 skipped)"
     facts = dom.by_id("run")
     assert facts is not None
     assert "model fake" in facts.text
