@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, html in _conformance_pages(Path(scratch)).items():
             page = Path(scratch) / f"{name}.html"
             page.write_text(html, encoding="utf-8")
-            height = 180 + 46 * html.count("data-variant=")
+            # 26 px a row, and room for the rule lists of the rows with findings.
+            height = 215 + 26 * html.count("data-variant=") + 50 * html.count("<details>")
             _shoot(args.chromium, page, args.out / f"{name}.png", height, "")
     return 0
 
