@@ -636,3 +636,43 @@ def test_json_output_stays_json_with_the_reports(
     assert json.loads(out)["variants"][0]["outcome"] == "pass"
     assert "stale expected failure" in err
     assert "HTML matrix written to" in err
+
+
+@pytest.mark.parametrize("option", ["save", "replay"])
+def test_the_command_links_the_streams_of_its_captures_directory(
+    option: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The contract with ``--save DIR`` / ``--replay DIR`` (parsed by another part of the
+    command): the directory they name is where the matrix finds the captures the summary
+    lists, and where their timeline pages go."""
+    import argparse
+
+    from streamguard.cli import _conformance_outputs
+    from streamguard.timeline import Arrival, write_capture
+
+    captures = tmp_path / "run"
+    captures.mkdir()
+    body = (
+        b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+        b'[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}'
+        b"\n\ndata: [DONE]\n\n"
+    )
+    with (captures / "plain.jsonl").open("w") as file:
+        write_capture(file, {"url": "http://x/v1", "status": 200}, [Arrival(0.1, body)])
+    page = tmp_path / "conformance.html"
+    args = argparse.Namespace(
+        format="table",
+        html=str(page),
+        junit=None,
+        expected_failures=None,
+        fail_on="error",
+        **{option: str(captures)},
+    )
+    run_summary = summary(variant("plain", "pass", captures=["plain.jsonl"]))
+    assert _conformance_outputs(args, run_summary, ()) == 0
+    capsys.readouterr()
+    assert (captures / "plain.html").is_file()
+    dom = _dom_in_place(page, tmp_path)
+    assert [a.attrs["href"] for a in cell(rows(dom)["plain"], "outcome").find_all("a")] == [
+        "run/plain.html"
+    ]
