@@ -60,6 +60,7 @@ __all__ = [
     "MAX_EXPECTED_FAILURES_BYTES",
     "MAX_FINDINGS_LISTED",
     "MAX_TEXT_CHARS",
+    "OTHER",
     "ExpectedFailure",
     "Outputs",
     "StreamLink",
@@ -402,7 +403,10 @@ def _seconds(variant: Mapping[str, Any]) -> float:
     duration = timing.get("duration_s") if isinstance(timing, dict) else None
     if type(duration) is not float and type(duration) is not int:
         return 0.0
-    seconds = float(duration)
+    try:
+        seconds = float(duration)
+    except OverflowError:  # a JSON integer of hundreds of digits, in a hand-edited file
+        return 0.0
     return seconds if math.isfinite(seconds) and seconds >= 0 else 0.0
 
 

@@ -222,6 +222,15 @@ def test_the_run_is_judged_failed_exactly_when_junit_says_so() -> None:
 HOSTILE = "</failure>]]><script>alert(1)</script>\x00\x1b[31m\ud800 &amp; \"'"
 
 
+@pytest.mark.parametrize("duration", [10**400, float("nan"), -1.0, "1.5", None, True])
+def test_a_time_that_is_no_duration_counts_as_zero(duration: object) -> None:
+    broken = variant("v", "pass")
+    broken["timing"]["duration_s"] = duration
+    suite = parsed_junit(junit_xml(summary(broken, variant("w", "pass"))))
+    assert [c.attrib["time"] for c in suite.iter("testcase")] == ["0.000", "0.250"]
+    assert suite.attrib["time"] == "0.250"
+
+
 def test_hostile_strings_keep_the_junit_well_formed() -> None:
     """Wire text in a finding, the model and a variant name: escaped, and the characters
     XML cannot hold at all (NUL, escape, a lone surrogate) replaced, not written."""
