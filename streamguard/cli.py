@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from importlib.machinery import EXTENSION_SUFFIXES
 from importlib.metadata import PackageNotFoundError, metadata, requires, version
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from streamguard import __version__
@@ -71,6 +71,9 @@ from streamguard.timeline import (
     timeline_of,
 )
 from streamguard.timeline import Stream as TimelineStream
+
+if TYPE_CHECKING:
+    from streamguard.conformance_report import ExpectedFailure
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -1186,7 +1189,7 @@ def _read_until_content(reader: _ProbeReader, response: Any) -> _Probed:
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
-    from streamguard import conformance
+    from streamguard import conformance, conformance_report
 
     out, err = sys.stdout, sys.stderr
     try:
@@ -1198,6 +1201,11 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
             f"expected some of: {known}, or all",
             file=err,
         )
+        return EXIT_USAGE
+    try:  # before any request: a malformed file must not cost a run
+        expected = conformance_report.read_expected_failures(args.expected_failures)
+    except ValueError as exc:
+        print(f"streamguard conformance: error: --expected-failures {exc}", file=err)
         return EXIT_USAGE
     api_key = conformance.api_key_from(args.api_key_env)
     if api_key is None and args.api_key_env != conformance.DEFAULT_API_KEY_ENV:
@@ -1261,7 +1269,47 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         print(json.dumps(conformance.summary_json(summary)), file=out)
     else:
         print(conformance.summary_text(summary), file=out)
-    return EXIT_FINDINGS if summary.failed else EXIT_OK
+    return _conformance_outputs(args, conformance.summary_json(summary), expected)
+
+
+def _conformance_outputs(
+    args: argparse.Namespace,
+    summary: Mapping[str, Any],
+    expected: Sequence[ExpectedFailure],
+) -> int:
+    """``--html``, ``--junit`` and ``--expected-failures`` after a run: write the reports,
+    say what the expected failures did, and the exit code (1 for an unexpected failure or
+    a stale entry)."""
+    from streamguard import conformance_report
+
+    out, err = sys.stdout, sys.stderr
+    said = out if args.format == "table" else err  # stdout holds the JSON
+    # The captures of the run (--save DIR), or those it re-checked (--replay DIR): each
+    # cell of the matrix links to its stream's timeline page, written beside the capture.
+    captures = getattr(args, "save", None) or getattr(args, "replay", None)
+    try:
+        outputs = conformance_report.write_outputs(
+            summary,
+            html_path=args.html,
+            junit_path=args.junit,
+            expected=expected,
+            captures_dir=captures,
+            fail_on=Severity(args.fail_on),
+        )
+    except OSError as exc:
+        option = "--junit" if exc.filename == args.junit else "--html"
+        print(
+            f"streamguard conformance: error: {option} {exc.filename}: {exc.strerror}",
+            file=err,
+        )
+        return EXIT_USAGE
+    if args.expected_failures is not None:
+        for line in outputs.verdict.lines(args.expected_failures):
+            print(line, file=said)
+    for path in outputs.written:
+        what = "JUnit XML" if path == args.junit else "HTML matrix"
+        print(f"streamguard conformance: {what} written to {Path(path).resolve()}", file=said)
+    return EXIT_FINDINGS if outputs.verdict.failed else EXIT_OK
 
 
 # -- rules ---------------------------------------------------------------------------------
@@ -1601,8 +1649,11 @@ def _conformance_parser(commands: Any) -> None:
         "stream as probe does and judge what the option asks for. Variants: "
         + ", ".join(f"{v.name}{' (opt-in)' if v.opt_in else ''}" for v in CHAT_VARIANTS)
         + f". Needs httpx ({_INSTALL_HINT}).",
-        epilog="Exit codes: 0 every variant passed or was skipped; 1 a variant failed or "
-        "errored; 2 usage error; 141 the output's reader left early (| head).",
+        epilog="Exit codes: 0 every variant passed or was skipped (or failed as "
+        "--expected-failures lists); 1 a variant failed or errored unexpectedly, or an "
+        "expected failure is stale; 2 usage error (a malformed --expected-failures file, an "
+        "--html or --junit that cannot be written); 141 the output's reader left early "
+        "(| head).",
     )
     sub.add_argument("url", metavar="URL", help="the base URL (http://host:8000/v1)")
     sub.add_argument("--model", required=True, help="the model name sent in every request")
@@ -1662,6 +1713,23 @@ def _conformance_parser(commands: Any) -> None:
         choices=[s.value for s in Severity],
         default=Severity.ERROR.value,
         help="a variant fails on findings of this severity or worse (default: error)",
+    )
+    sub.add_argument(
+        "--html",
+        metavar="OUT_HTML",
+        help="also write the run as one HTML page: variants x outcomes, findings by rule, "
+        "each outcome linked to its stream's timeline page when the captures are saved",
+    )
+    sub.add_argument(
+        "--junit",
+        metavar="OUT_XML",
+        help="also write the run as JUnit XML: one testcase per variant",
+    )
+    sub.add_argument(
+        "--expected-failures",
+        metavar="TOML_FILE",
+        help="known failures ([[expected_failure]] variant, rule, reason): a listed failure "
+        "does not fail the run, a listed one that no longer fails (stale) does",
     )
     sub.add_argument("--format", choices=["table", "json"], default="table", help="output format")
     sub.add_argument(
