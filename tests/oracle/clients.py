@@ -234,7 +234,7 @@ PYTHON_CLIENTS: dict[str, dict[str, _Client]] = {
     "openai_responses": {"openai.responses.stream": _responses_helper},
     "anthropic": {"anthropic.messages.stream": _anthropic_helper},
     "gemini": {"google-genai.generate_content_stream": _gemini_stream},
-    "mcp": {"mcp.jsonrpc_message_adapter": _mcp_messages},
+    "mcp": {"mcp.messages_by_method": _mcp_messages},
 }
 
 
