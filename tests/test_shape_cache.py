@@ -386,7 +386,7 @@ def facts(report: StreamReport) -> dict[str, Any]:
 
 
 #: The protocols whose checkers vouch for a kind of frame (``Checker.repeatable``).
-VOUCHING = ("anthropic", "ai_sdk_ui")
+VOUCHING = ("anthropic", "ai_sdk_ui", "openai_chat")
 
 
 def hits(protocol: str, body: bytes, request: Any = None) -> int:
