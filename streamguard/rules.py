@@ -450,6 +450,18 @@ DONE_TEXT_MISMATCH = _rule(
     W,
     "A .done event's text differs from the concatenation of its deltas.",
 )
+TEXT_NOT_DONE = _rule(
+    "text_not_done",
+    W,
+    "A part (or a tool call's input) whose deltas streamed was closed without its .done "
+    "event; clients waiting for that event never get it.",
+)
+COMPLETED_OUTPUT_EMPTY = _rule(
+    "completed_output_empty",
+    E,
+    "response.completed carries an empty output after output items were streamed; the "
+    "SDK's final response loses them.",
+)
 STATUS_MISMATCH = _rule(
     "status_mismatch",
     E,

@@ -68,6 +68,8 @@ _OPENAI_RESPONSES = {
     "item_not_closed": "clean-reasoning-then-text",
     "item_status_unexpected": "clean-incomplete",
     "done_text_mismatch": "clean-text",
+    "text_not_done": "clean-reasoning-then-text",
+    "completed_output_empty": "clean-completed-output-null",
     "status_mismatch": "clean-queued-background",
     "response_id_changed": "clean-text",
     "event_type_mismatch": "clean-function-call",

@@ -182,6 +182,7 @@ def test_an_event_naming_only_an_item_id_is_matched_by_id() -> None:
         ("schema_mismatch", 2),
         ("schema_mismatch", 3),
         ("item_not_open", 3),
+        ("text_not_done", 4),  # the input streamed, its .done never came
     ]
 
 
@@ -212,7 +213,11 @@ def test_a_malformed_added_item_still_opens() -> None:
     body += done(0, "fc_1", 3)
     body += lifecycle("response.completed", 4, "completed", usage={"total_tokens": 1})
     report = check_stream(body, protocol=PROTOCOL)
-    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]
+    # The item was followed: its input streamed and was never done (text_not_done).
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("schema_mismatch", 1),
+        ("text_not_done", 3),
+    ]
     assert report.findings[0].message.startswith("event 1: field item.status: ")
 
 
@@ -623,3 +628,182 @@ def test_content_parts_of_the_documented_shapes_are_clean(part: object) -> None:
     )
     report = check_stream(body, protocol=PROTOCOL)
     assert (report.outcome, report.findings) == (Outcome.COMPLETED, ())
+
+
+# -- text_not_done and completed_output_empty (issue 27) --------------------------------------
+
+MESSAGE_ITEM = {"id": "msg_1", "type": "message", "status": "in_progress", "content": []}
+TEXT_PART = {"type": "output_text", "text": "", "annotations": []}
+PARTS = {
+    "content_index": ("response.content_part.added", "response.content_part.done"),
+    "summary_index": (
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_part.done",
+    ),
+}
+
+
+def text_part(family: str, index_field: str, with_done: bool, sequence: int = 1) -> bytes:
+    """An item with one part (content or summary) carrying one text delta of ``family``,
+    closed by its part's done and its item's done, with or without the text's .done."""
+    opens, closes = PARTS[index_field]
+    where = {"item_id": "msg_1", "output_index": 0, index_field: 0}
+    final = "refusal" if family == "response.refusal" else "text"
+    body = event("response.output_item.added", sequence, output_index=0, item=MESSAGE_ITEM)
+    body += event(opens, sequence + 1, part=TEXT_PART, **where)
+    body += event(f"{family}.delta", sequence + 2, delta="Hi", **where)
+    sequence += 3
+    if with_done:
+        body += event(f"{family}.done", sequence, **{final: "Hi"}, **where)
+        sequence += 1
+    body += event(closes, sequence, part={**TEXT_PART, "text": "Hi"}, **where)
+    item = {**MESSAGE_ITEM, "status": "completed"}
+    return body + event("response.output_item.done", sequence + 1, output_index=0, item=item)
+
+
+@pytest.mark.parametrize(
+    ("family", "index_field"),
+    [
+        ("response.output_text", "content_index"),
+        ("response.refusal", "content_index"),
+        ("response.reasoning_text", "content_index"),
+        ("response.reasoning_summary_text", "summary_index"),
+    ],
+)
+def test_a_part_closed_after_its_deltas_without_its_text_done(
+    family: str, index_field: str
+) -> None:
+    """A part whose deltas streamed, closed without its text's .done, is text_not_done (a
+    warning: the helper's final response is intact, its .done event never fires); the same
+    part with its .done is clean."""
+    completed = lifecycle("response.completed", 7, "completed", usage={"total_tokens": 1})
+    clean = CREATED + text_part(family, index_field, with_done=True) + completed
+    assert check_stream(clean, protocol=PROTOCOL).findings == ()
+    completed = lifecycle("response.completed", 6, "completed", usage={"total_tokens": 1})
+    body = CREATED + text_part(family, index_field, with_done=False) + completed
+    report = check_stream(body, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index, f.severity) for f in report.findings] == [
+        ("text_not_done", 4, Severity.WARNING)
+    ]
+    label = "content part" if index_field == "content_index" else "summary part"
+    assert f"{label} 0 closes without its '{family}.done'" in report.findings[0].message
+
+
+def test_a_part_without_deltas_closed_without_a_text_done_is_clean() -> None:
+    """The look-alike: a part that streamed no text event owes no .done (an empty part, an
+    encrypted reasoning item's)."""
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    body = CREATED + event("response.output_item.added", 1, output_index=0, item=MESSAGE_ITEM)
+    body += event("response.content_part.added", 2, part=TEXT_PART, **where)
+    body += event("response.content_part.done", 3, part=TEXT_PART, **where)
+    body += event("response.output_item.done", 4, output_index=0, item=MESSAGE_ITEM)
+    body += lifecycle("response.completed", 5, "completed", usage={"total_tokens": 1})
+    assert check_stream(body, protocol=PROTOCOL).rules() == ["item_status_unexpected"]
+
+
+def test_a_part_left_open_is_item_not_closed_not_also_text_not_done() -> None:
+    """A part closed only by its item's done (neither its text's .done nor its own) is
+    item_not_closed, reported once."""
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    body = CREATED + event("response.output_item.added", 1, output_index=0, item=MESSAGE_ITEM)
+    body += event("response.content_part.added", 2, part=TEXT_PART, **where)
+    body += event("response.output_text.delta", 3, delta="Hi", **where)
+    item = {**MESSAGE_ITEM, "status": "completed"}
+    body += event("response.output_item.done", 4, output_index=0, item=item)
+    body += lifecycle("response.completed", 5, "completed", usage={"total_tokens": 1})
+    assert check_stream(body, protocol=PROTOCOL).rules() == ["item_not_closed"]
+
+
+def test_a_tool_call_done_after_its_argument_deltas_without_their_done() -> None:
+    """A function call's input deltas, then its output_item.done without
+    function_call_arguments.done: text_not_done at the item's done."""
+    delta = "response.function_call_arguments.delta"
+    body = CREATED + added(0, "fc_1", 1) + arguments(delta, 0, "fc_1", 2, "{}")
+    body += done(0, "fc_1", 3)
+    body += lifecycle("response.completed", 4, "completed", usage={"total_tokens": 1})
+    report = check_stream(body, protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [("text_not_done", 3)]
+    assert "item 0 is done without its 'response.function_call_arguments.done'" in (
+        report.findings[0].message
+    )
+
+
+def _completed_with(output: object, sequence: int) -> bytes:
+    fields = {} if output is ... else {"output": output}
+    return lifecycle(
+        "response.completed", sequence, "completed", usage={"total_tokens": 1}, **fields
+    )
+
+
+def test_completed_with_an_empty_output_after_items_were_done() -> None:
+    """response.completed with output [] after an item was done: the stream helper's final
+    response loses it (get_final_response().output is [], tests/test_oracle.py), an error."""
+    body = CREATED + text_part("response.output_text", "content_index", with_done=True)
+    report = check_stream(body + _completed_with([], 7), protocol=PROTOCOL)
+    assert [(f.rule, f.event_index, f.severity) for f in report.findings] == [
+        ("completed_output_empty", 7, Severity.ERROR)
+    ]
+    assert "response.output is empty after 1 output item(s) were done" in (
+        report.findings[0].message
+    )
+
+
+@pytest.mark.parametrize(
+    "output", [None, ..., [{"type": "message"}]], ids=["null", "absent", "listed"]
+)
+def test_completed_with_a_null_absent_or_listed_output_is_clean(output: object) -> None:
+    """The look-alikes: a null or absent output (the helper rebuilds it from the items
+    done), or one that lists the item."""
+    body = CREATED + text_part("response.output_text", "content_index", with_done=True)
+    assert check_stream(body + _completed_with(output, 7), protocol=PROTOCOL).findings == ()
+
+
+def test_completed_with_an_empty_output_and_no_items_is_clean() -> None:
+    """The look-alike: a response that streamed no item has nothing to lose."""
+    assert check_stream(CREATED + _completed_with([], 1), protocol=PROTOCOL).findings == ()
+
+
+def test_completed_output_empty_after_a_resumed_stream_counts_the_items_it_saw() -> None:
+    """A resumed stream's items done after its first event count too; an incomplete
+    response with an empty output is not judged (the helper raises on it anyway)."""
+    body = text_part("response.output_text", "content_index", with_done=True, sequence=8)
+    report = check_stream(
+        body + _completed_with([], 14), protocol=PROTOCOL, request={"starting_after": 7}
+    )
+    assert report.rules() == ["completed_output_empty"]
+    incomplete = lifecycle(
+        "response.incomplete",
+        7,
+        "incomplete",
+        output=[],
+        incomplete_details={"reason": "max_output_tokens"},
+    )
+    body = CREATED + text_part("response.output_text", "content_index", with_done=True)
+    assert check_stream(body + incomplete, protocol=PROTOCOL).findings == ()
+
+
+@pytest.mark.parametrize(
+    "entry", [[], "x", 7, {"text": "Hi"}], ids=["list", "str", "int", "untyped"]
+)
+def test_a_done_item_content_entry_that_is_not_a_typed_part(entry: object) -> None:
+    """Each entry of an item's content is a part: an object with a string type. With a
+    null output on response.completed, the helper parses the items done and reads each
+    entry's type (AttributeError on a list: the oracle's retyped mutant of
+    clean-completed-output-null); the look-alike, a real part, is clean."""
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    part = {"type": "output_text", "text": "Hi", "annotations": []}
+
+    def body(content_entry: object) -> bytes:
+        stream = CREATED + event("response.output_item.added", 1, output_index=0, item=MESSAGE_ITEM)
+        stream += event("response.content_part.added", 2, part=TEXT_PART, **where)
+        stream += event("response.output_text.delta", 3, delta="Hi", **where)
+        stream += event("response.output_text.done", 4, text="Hi", **where)
+        stream += event("response.content_part.done", 5, part=part, **where)
+        item = {**MESSAGE_ITEM, "status": "completed", "content": [content_entry]}
+        stream += event("response.output_item.done", 6, output_index=0, item=item)
+        return stream + _completed_with(None, 7)
+
+    assert check_stream(body(part), protocol=PROTOCOL).findings == ()
+    report = check_stream(body(entry), protocol=PROTOCOL)
+    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 6)]
+    assert "item.content[0]" in report.findings[0].message

@@ -41,6 +41,7 @@ from .oracle.clients import (
     available,
     node_verdicts,
     python_verdicts,
+    responses_reading,
 )
 from .oracle.exceptions import EXCEPTIONS, Exception_, matching
 from .oracle.mutants import KINDS, mutants
@@ -253,3 +254,33 @@ def test_the_gemini_field_types_are_those_google_genai_refuses() -> None:
         if verdict.ok == flagged:
             problems.append(f"{name}: google-genai ok={verdict.ok}, schema_mismatch={flagged}")
     assert not problems, problems
+
+
+def test_the_responses_helper_silently_loses_an_emptied_completed_output() -> None:
+    """Severity of the two Responses rules the verdicts cannot see (the helper raises on
+    neither): completed_output_empty is an error, as get_final_response() has no output at
+    all; text_not_done a warning, as the final text is intact and only the .done event is
+    never yielded. A null output is rebuilt by the helper: the look-alike stays clean."""
+    if not available("openai_responses"):
+        pytest.skip("openai is not installed")
+    by_name = {f.name: f for f in fixtures("openai_responses")}
+    clean = responses_reading(by_name["clean-text"].body)
+    assert (clean.output_items, clean.output_text) == (1, "Hello! How can I help?")
+    assert "response.output_text.done" in clean.events
+
+    emptied = by_name["completed_output_empty"]
+    lost = responses_reading(emptied.body)
+    assert (lost.output_items, lost.output_text) == (0, "")
+    assert emptied.check().rules() == ["completed_output_empty"]
+    assert emptied.check().malformed
+
+    null = by_name["clean-completed-output-null"]
+    assert responses_reading(null.body) == clean
+    assert null.check().findings == ()
+
+    undone = by_name["text_not_done"]
+    reading = responses_reading(undone.body)
+    assert (reading.output_items, reading.output_text) == (1, clean.output_text)
+    assert "response.output_text.done" not in reading.events
+    assert undone.check().rules() == ["text_not_done"]
+    assert not undone.check().malformed

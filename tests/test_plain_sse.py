@@ -7,7 +7,13 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from streamguard import StreamEnd, StreamMonitor
+from streamguard import (
+    StreamEnd,
+    StreamGuardMiddleware,
+    StreamMonitor,
+    StreamReport,
+    check_stream,
+)
 from streamguard.config import RouteConfig, StreamGuardConfig
 from streamguard.protocols import (
     AnthropicChecker,
@@ -18,6 +24,7 @@ from streamguard.protocols import (
 )
 from streamguard.report import Finding
 from streamguard.sse import EventParser
+from tests.asgi_driver import ScriptedApp, body, run, sse_start
 from tests.chunking import chunkings
 from tests.conftest import CANARY_MARKER
 from tests.helpers import fed
@@ -101,11 +108,15 @@ def test_other_protocols_ignore_the_option(protocol: str, checker_class: type[Ch
 
 
 def test_auto_ignores_the_option() -> None:
-    """An "auto" monitor takes json_data too, and the plain SSE it settles on judges no JSON."""
-    monitor = StreamMonitor("auto", json_data=True)
-    monitor.feed(sse("{'a': 1}"))
-    report = monitor.finish(StreamEnd.BODY_ENDED)
-    assert (report.protocol, report.protocol_source, report.rules()) == ("sse", "default", [])
+    """An "auto" monitor takes json_data too, and the plain SSE it settles on does not hold
+    its data to JSON: text a JSON route would report stays clean. (Data plainly meant as
+    JSON, a Python repr, is reported on an auto route with or without the option: see
+    test_auto_reports_data_meant_as_json.)"""
+    for json_data in (False, True):
+        monitor = StreamMonitor("auto", json_data=json_data)
+        monitor.feed(sse("hello") + sse("{name} joined"))
+        report = monitor.finish(StreamEnd.BODY_ENDED)
+        assert (report.protocol, report.protocol_source, report.rules()) == ("sse", "default", [])
 
 
 def test_the_checker_is_plain_sse_with_or_without_the_option() -> None:
@@ -132,3 +143,104 @@ def test_route_config_refuses_json_off_plain_sse(protocol: str) -> None:
     with pytest.raises(ValidationError) as caught:
         StreamGuardConfig(routes={"/x": {"protocol": protocol, "json": True}})
     assert "json: true applies to plain SSE routes" in str(caught.value)
+
+
+# -- an auto route that fell back to plain SSE: data meant as JSON (issue 27) ----------------
+
+#: Bodies no protocol claims, with the invalid_json findings ``auto`` gives them (event
+#: index, and what the message says besides "data is not JSON").
+MEANT_AS_JSON = {
+    "python-repr-alone": (sse("{'event': 'token', 'text': 'Hello'}"), [(0, "Python repr")]),
+    "python-repr-of-a-list": (sse("[{'a': None, 'b': True}]"), [(0, "Python repr")]),
+    "python-repr-every-event": (
+        sse("{'a': 1}", "{'a': 2}"),
+        [(0, "Python repr"), (1, "Python repr")],
+    ),
+    "broken-after-json": (
+        sse('{"a": 1}', '{"a": True}'),
+        [(1, "the stream's other events are JSON")],
+    ),
+    "broken-before-json": (
+        sse('{"a": True}', '{"a": 1}'),
+        [(0, "a later event of the stream is JSON")],
+    ),
+    "frames-ran-together": (
+        b'data: {"a": 1}\ndata: {"a": 2}\n\n',
+        [(0, "frames ran together")],
+    ),
+}
+
+#: Plain text that opens with a bracket, on an auto route: clean.
+LOOK_ALIKES = {
+    "log-lines-beside-json": sse('{"level": "info"}', "[INFO] starting", "[WARN] {x} low"),
+    "markdown-beside-json": sse('{"a": 1}', "[a link](https://example.com)", "[[wiki page]]"),
+    "footnote-and-template": sse("[1] a footnote", "{name} joined", '{"a": 1}'),
+    # A chunk of text can parse as JSON (a number, a word, a list of strings): no proof the
+    # stream's data is JSON, so the broken ``{"`` before it stays clean.
+    "json-tokens-of-a-text-stream": sse('{"', "name", '":', "1", "true", "[]", '["a"]'),
+    "python-tokens-of-a-text-stream": sse("x = {'", "a", "': ", "1}", "{'", "b': 2}"),
+    "a-lone-truncated-object": sse('{"a": 1'),
+    "a-repr-over-two-lines": b"data: {'a': 1,\ndata:  'b': 2}\n\n",
+    "json-only": sse('{"a": 1}', "[1, 2]", '"text"', "[]", "{}"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEANT_AS_JSON))
+def test_auto_reports_data_meant_as_json(name: str) -> None:
+    """On an auto route no protocol claimed, data that is a Python repr, frames run together,
+    or broken JSON in a stream of JSON events is invalid_json, however the bytes are cut."""
+    data, expected = MEANT_AS_JSON[name]
+    for how, chunks in chunkings(data):
+        report = check_stream(chunks)
+        assert (report.protocol, report.protocol_source) == ("sse", "default"), how
+        found = [(f.rule, f.event_index) for f in report.findings]
+        assert found == [("invalid_json", index) for index, _ in expected], how
+        for finding, (_, says) in zip(report.findings, expected, strict=True):
+            assert "data is not JSON" in finding.message
+            assert says in finding.message
+
+
+@pytest.mark.parametrize("name", sorted(LOOK_ALIKES))
+def test_auto_leaves_text_that_opens_with_a_bracket_clean(name: str) -> None:
+    """The look-alikes: text that starts with ``[`` or ``{`` in a stream with or without
+    JSON events, tokens of a raw text stream, a truncated object alone, and JSON."""
+    report = check_stream(LOOK_ALIKES[name])
+    assert (report.protocol, report.protocol_source) == ("sse", "default")
+    assert report.findings == ()
+
+
+def test_a_configured_plain_route_still_judges_no_payload() -> None:
+    """``protocol="sse"`` without the json option promises nothing about the data: a repr
+    stays clean there (only auto guesses, and only a JSON route holds every event to JSON)."""
+    data = sse("{'a': 1}", '{"a": 1}', '{"a": True}')
+    assert check_stream(data, protocol="sse").findings == ()
+    assert check_stream(data, protocol="sse", json_data=True).rules() == [
+        "invalid_json",
+        "invalid_json",
+    ]
+
+
+def test_a_broken_event_before_the_json_is_not_reported_when_the_client_left() -> None:
+    """The finding held for broken JSON before the stream's first JSON event is made at the
+    body's end: a stream the client left is not judged on it."""
+    monitor = StreamMonitor("auto")
+    monitor.feed(sse('{"a": True}', '{"a": 1}'))
+    report = monitor.finish(StreamEnd.CLIENT_DISCONNECT)
+    assert report.findings == ()
+
+
+def test_the_middleware_reports_a_repr_on_an_unlisted_route() -> None:
+    """Through the middleware (an unlisted route is auto): sse-starlette's str(dict) data."""
+    reports: list[StreamReport] = []
+    steps = [
+        sse_start(),
+        body(b"data: {'event': 'token', 'text': 'Hello'}\r\n\r\n"),
+        body(b"data: {'event': 'done'}\r\n\r\n", more=False),
+    ]
+    run(StreamGuardMiddleware(ScriptedApp(steps), on_report=reports.append, metrics=False))
+    [report] = reports
+    assert (report.protocol, report.protocol_source) == ("sse", "default")
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("invalid_json", 0),
+        ("invalid_json", 1),
+    ]

@@ -255,6 +255,7 @@ def openai_responses_streams(draw: st.DrawFn) -> Generated:
         emit(f"response.{family}.done", **{final: text}, **common)
         emit(f"response.{added}.done", part={"type": "output_text", "text": text}, **common)
 
+    done_items: list[dict[str, Any]] = []  # response.completed lists them (reference R9)
     for k in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(["message", "function_call", "reasoning", "web_search_call"]))
         item_id = f"it_{k}"
@@ -281,11 +282,13 @@ def openai_responses_streams(draw: st.DrawFn) -> Generated:
             emit("response.web_search_call.completed", **common)
         maybe_keepalive()
         emit("response.output_item.done", output_index=k, item={**item, "status": "completed"})
+        done_items.append({**item, "status": "completed"})
 
     ending = draw(st.sampled_from(["completed", "incomplete", "failed", "error", "error+failed"]))
     outcome = Outcome.COMPLETED
     if ending == "completed":
-        emit("response.completed", response=response("completed", usage={"total_tokens": 3}))
+        final = response("completed", usage={"total_tokens": 3}, output=done_items)
+        emit("response.completed", response=final)
     elif ending == "incomplete":
         details = {"reason": draw(st.sampled_from(["max_output_tokens", "content_filter"]))}
         emit("response.incomplete", response=response("incomplete", incomplete_details=details))

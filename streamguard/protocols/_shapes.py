@@ -123,8 +123,9 @@ validate_chat_chunk = TypeAdapter(ChatChunk).validator.validate_python
 
 
 class ResponsesOutputEntry(TypedDict):
-    """An entry of a lifecycle event's ``response.output``: the stream helper reads each
-    entry's ``type`` (it hashes it into the entry's identity)."""
+    """An entry of a lifecycle event's ``response.output`` (the stream helper hashes its
+    ``type`` into the entry's identity) or of an item's ``content`` (the helper reads each
+    part's ``type`` when it parses a final response rebuilt from the items done)."""
 
     __pydantic_config__ = _RESPONSES_CONFIG  # type: ignore[misc]
     type: str
@@ -147,8 +148,9 @@ class ResponsesItem(TypedDict, total=False):
     type: str
     status: str
     # The stream helper appends each added content part to a message's content; a
-    # reasoning item's may be null (a message's null is checked by hand).
-    content: list[Any] | None
+    # reasoning item's may be null (a message's null is checked by hand). Each entry is a
+    # part, an object with a string type.
+    content: list[ResponsesOutputEntry] | None
 
 
 class ResponsesPart(TypedDict):

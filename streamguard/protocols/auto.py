@@ -25,7 +25,9 @@ spec's ``headers``, ``paths`` and ``events``, merged by rank in the registry,
    decide nothing;
 4. otherwise, after ``MAX_UNDECIDED_EVENTS`` events, once the held events carry more than
    ``MAX_UNDECIDED_CHARS`` characters, or at the end of the body, plain SSE
-   (``protocol_source = "default"``).
+   (``protocol_source = "default"``), which still reports data plainly meant as JSON that
+   does not parse (a Python ``repr`` of a dict, or broken JSON in a stream of JSON events;
+   ``PlainSSEChecker``'s ``looks_at_json``, see ``streamguard.protocols.sse``).
 
 Frames run together with single line endings reach the checker as one event whose data
 holds several payloads: its first line decides. A body never ended by a blank line
@@ -185,7 +187,11 @@ class Detector:
         return self._decide(PlainSSEChecker.name, "default")
 
     def _decide(self, protocol: str, source: str) -> list[Finding]:
-        checker = self.checker = make_checker(protocol, self.request, self.path)
+        if source == "default":  # no protocol claimed it: data meant as JSON is still judged
+            checker: Checker = PlainSSEChecker(self.request, self.path, looks_at_json=True)
+        else:
+            checker = make_checker(protocol, self.request, self.path)
+        self.checker = checker
         self.source = source
         excerpt = self.excerpt
         found: list[Finding] = []

@@ -31,7 +31,12 @@ back are each reported once. An item is opened by ``output_item.added`` with the
 (``content_index``) and ``reasoning_summary_part.added/done`` (``summary_index``). Any
 other event that names an ``output_index`` or ``item_id`` must point at an open item, with
 that item's id, and text events at an open part whose text is not done yet. Deltas are
-kept per part to compare with the ``.done`` text. Unknown ``response.*`` event types and
+kept per part to compare with the ``.done`` text; a part (or a tool call's input) whose
+deltas streamed owes that ``.done`` before it closes (``text_not_done``, a warning: the
+helper's final response is intact, its ``.done`` event never fires). The items done are
+counted: a ``response.completed`` whose ``output`` is an empty list after any was done
+loses them all in the stream helper's final response (``completed_output_empty``; a null
+``output`` is rebuilt by the helper and is fine). Unknown ``response.*`` event types and
 ``keepalive`` are legal. In-band errors (``error`` events, ``response.failed``'s
 ``response.error``) are checked against the shape the openai-python SDK reads.
 
@@ -39,10 +44,10 @@ Payloads are parsed and shape-checked in one pass by pydantic-core against
 ``_shapes.ResponsesEvent``, a strict TypedDict of the fields the rules read (unknown keys
 are ignored); which of those fields an event type requires is in ``_REQUIRED``. The shape
 holds what the SDK's stream helper reads and would raise on: ``response.output`` a list
-(or null) of entries with a string ``type``, an added item's ``content`` a list (null only
-off a message), a part an object with a string ``type`` and ``text``; a text delta must be
-a string (checked by hand: ``ResponsesEvent`` leaves ``delta`` untyped, since an unknown
-event's may be anything). A payload
+(or null) of entries with a string ``type``, an item's ``content`` a list (null only off a
+message) of parts, each an object with a string ``type``, a part an object with a string
+``type`` and ``text``; a text delta must be a string (checked by hand: ``ResponsesEvent``
+leaves ``delta`` untyped, since an unknown event's may be anything). A payload
 that fails that check is reported (``schema_mismatch``) and then checked like any other on
 the fields that do have the right type (``_salvage``): a non-conforming server is where the
 lifecycle rules matter. A payload that is not JSON at all takes no lifecycle step.
@@ -311,13 +316,23 @@ class _Text:
     """One part's text (or one tool call's input), its deltas kept to compare with its
     ``.done`` text."""
 
-    __slots__ = ("compare", "deltas", "done", "final")
+    __slots__ = ("compare", "deltas", "done", "final", "kind")
 
     def __init__(self, compare: bool) -> None:
         self.compare = compare  # False: deltas not kept (an adopted item's, or given up)
         self.deltas: KeptText | None = None  # from the first delta on
         self.final: str | None = None  # the .done field compared, set by the first event
+        # The type of its first text event (a known type): names the .done it owes.
+        self.kind: str | None = None
         self.done = False  # its .done arrived: a later delta is out of place
+
+    def owed_done(self) -> str | None:
+        """The ``.done`` event type this text still owes: its deltas arrived, its ``.done``
+        did not; None when it owes nothing."""
+        kind = self.kind
+        if kind is None or self.done:
+            return None
+        return kind[: kind.rfind(".")] + ".done"
 
 
 class _OpenItem:
@@ -350,6 +365,7 @@ class OpenAIResponsesChecker(Checker):
         "_gaps",
         "_indices_in_order",
         "_items",
+        "_items_done",
         "_next_sequence",
         "_response_id",
         "_resumed",
@@ -360,6 +376,7 @@ class OpenAIResponsesChecker(Checker):
     LIFECYCLE = _LIFECYCLE
     RAISES = frozenset(
         {
+            rules.COMPLETED_OUTPUT_EMPTY,
             rules.DONE_TEXT_MISMATCH,
             rules.EVENT_TYPE_MISMATCH,
             rules.INVALID_JSON,
@@ -372,6 +389,7 @@ class OpenAIResponsesChecker(Checker):
             rules.SCHEMA_MISMATCH,
             rules.SEQUENCE_GAP,
             rules.STATUS_MISMATCH,
+            rules.TEXT_NOT_DONE,
         }
     )
 
@@ -393,6 +411,8 @@ class OpenAIResponsesChecker(Checker):
         # used: a message may say "already done" or "already used".
         self._indices_in_order = True
         self._untracked_items = 0  # open items past MAX_OPEN_ITEMS, counted, not followed
+        # Items done in this stream: a response.completed with an empty output drops them.
+        self._items_done = 0
         self._event_malformed = False  # the current event failed the strict shape check
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -522,6 +542,18 @@ class OpenAIResponsesChecker(Checker):
                 f"{_listing(map(number, sorted(self._items.open)), still_open)}"
             )
             found.add(rules.ITEM_NOT_CLOSED, detail)
+        if kind == "response.completed" and self._items_done:
+            response = payload.get("response")
+            output = None if response is None else response.get("output")
+            if output is not None and not output:
+                # The stream helper's final response is this event's output when it is a
+                # list (it rebuilds it from the items done only when it is null).
+                detail = (
+                    f"{_named(kind)}: response.output is empty after {self._items_done} "
+                    "output item(s) were done; the stream helper's final response has none "
+                    "of them"
+                )
+                found.add(rules.COMPLETED_OUTPUT_EMPTY, detail)
         self._release()
 
     def _check_response(self, payload: ResponsesEvent, found: EventFindings) -> None:
@@ -632,6 +664,7 @@ class OpenAIResponsesChecker(Checker):
                 if self._untracked_items:  # presumably an item past the bound: not followed
                     if kind == "response.output_item.done":
                         self._untracked_items -= 1
+                        self._items_done += 1
                 else:
                     found.add(rules.ITEM_NOT_OPEN, self._not_open(kind, output_index, item_id))
                 return
@@ -686,7 +719,11 @@ class OpenAIResponsesChecker(Checker):
 
     def _on_item_done(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
         self._items.close(item.number)
+        self._items_done += 1
         where = f"{_named(payload['type'])}: item {number(item.number)}"
+        owed = None if item.text is None else item.text.owed_done()
+        if owed is not None:  # a tool call's input streamed, never done
+            found.add(rules.TEXT_NOT_DONE, f"{where} is done without its {_kind(owed)}")
         open_parts = len(item.parts.open) + item.untracked_parts
         if open_parts:
             keys = sorted(item.parts.open, key=lambda key: (key & 1, key))  # content first
@@ -714,6 +751,14 @@ class OpenAIResponsesChecker(Checker):
             return
         text = item.parts.close(_part_key(content, part))
         if text is not None:
+            owed = text.owed_done()
+            if owed is not None:
+                label = "content part" if content else "summary part"
+                detail = (
+                    f"{_named(payload['type'])}: {label} {number(part)} closes without its "
+                    f"{_kind(owed)}"
+                )
+                found.add(rules.TEXT_NOT_DONE, detail)
             self._forget(text)
         elif item.untracked_parts:  # presumably a part past the bound
             item.untracked_parts -= 1
@@ -766,7 +811,7 @@ class OpenAIResponsesChecker(Checker):
                     return
             text = found_text
         if text.final is None:
-            text.final = final
+            text.final, text.kind = final, kind
         if is_delta:
             if text.done:
                 label = "input" if part is None else f"{field} {number(part)}"

@@ -411,7 +411,13 @@ DOCS: tuple[RuleDoc, ...] = (
             not an object (a string, a list, a number), or JSON past the parser's limits (very
             deep nesting, a number too large). It applies to every protocol with JSON payloads,
             and to plain SSE on a route that opts in with `{"protocol": "sse", "json": true}`
-            (there any JSON value counts, and the `[DONE]` sentinel is allowed). OpenAI's `[DONE]` sentinel is recognised before parsing, and an
+            (there any JSON value counts, and the `[DONE]` sentinel is allowed). On an `auto`
+            route that no protocol claimed (plain SSE by default) only data plainly meant as
+            JSON is judged: the one-line Python `repr` of a dict or a list (`{'a': 1}`), frames
+            run together, and data that opens like a JSON object or list but does not parse
+            in a stream whose other events are JSON objects; text that merely starts with a
+            bracket (`[INFO] …`, `[DONE]`, a markdown link, a template `{name}`) is not.
+            OpenAI's `[DONE]` sentinel is recognised before parsing, and an
             Anthropic `ping` with unparsable data is ignored, as the SDK skips pings by name.
             When the data's first line is a JSON document of its own (`data: {...}` twice
             before one blank line), the message says the frames ran together: a server or

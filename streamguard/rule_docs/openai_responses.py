@@ -204,6 +204,60 @@ DOCS: tuple[RuleDoc, ...] = (
             to the final text.""",
     ),
     rule_doc(
+        "text_not_done",
+        meaning="""
+            A content part's or summary part's text deltas streamed, and the part was closed
+            (`response.content_part.done`, `response.reasoning_summary_part.done`) without the
+            `.done` event of its text (`response.output_text.done`, `response.refusal.done`,
+            `response.reasoning_text.done`, `response.reasoning_summary_text.done`); or a tool
+            call's input deltas streamed and its `response.output_item.done` came without
+            `response.function_call_arguments.done` (or `custom_tool_call_input.done`). A part
+            closed by its item's `output_item.done` while still open is `item_not_closed`.""",
+        clients="""
+            openai-python's stream helper builds its final response from `response.completed`,
+            which still holds the text, so it copes; but the `.done` events are what
+            event-driven clients act on (the helper's `response.output_text.done` event, with
+            its `parsed` structured output; openai-node's `on("response.output_text.done")`):
+            those never fire for this part. A relay that filters events by name is the usual
+            cause. A warning: the official helper's final response is intact.""",
+        example="""
+            event: response.output_text.delta
+            data: {"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hello"}
+
+            event: response.content_part.done
+            data: {"type":"response.content_part.done","sequence_number":5,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"Hello","annotations":[]}}
+
+            """,
+        fix="""
+            Send the text's `.done` event (with the joined text) before closing its part, and
+            `function_call_arguments.done` before a function call's `output_item.done`.""",
+    ),
+    rule_doc(
+        "completed_output_empty",
+        meaning="""
+            `response.completed` carries `response.output: []` although output items were
+            streamed and done in this stream. A `null` or absent `output` is not this rule:
+            the stream helper rebuilds that from the items done.""",
+        clients="""
+            openai-python's stream helper takes `response.completed`'s `output` as the final
+            response's whenever it is a list: `get_final_response()` then has no output items
+            and `output_text` is empty, without any error. Every item the stream delivered is
+            silently lost to a client that reads the final response, so it is an error. A
+            gateway that rebuilds the terminal event without copying the output is the usual
+            cause.""",
+        example="""
+            event: response.output_item.done
+            data: {"type":"response.output_item.done","sequence_number":7,"output_index":0,"item":{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hello","annotations":[]}]}}
+
+            event: response.completed
+            data: {"type":"response.completed","sequence_number":8,"response":{"id":"resp_68a1","status":"completed","output":[],"usage":{"input_tokens":20,"output_tokens":9,"total_tokens":29}}}
+
+            """,
+        fix="""
+            Put every done item in `response.completed`'s `response.output`, in order (or,
+            if it cannot be rebuilt, send `null` rather than an empty list).""",
+    ),
+    rule_doc(
         "status_mismatch",
         meaning="""
             A lifecycle event's `response.status` does not match the event:

@@ -43,6 +43,7 @@ __all__ = [
     "available",
     "node_verdicts",
     "python_verdicts",
+    "responses_reading",
 ]
 
 _HEADERS = {"content-type": "text/event-stream"}
@@ -127,6 +128,27 @@ def _responses_helper(request: Mapping[str, Any] | None) -> None:
         for _ in stream:
             pass
         stream.get_final_response()
+
+
+@dataclass(frozen=True)
+class ResponsesReading:
+    """What ``responses.stream()`` gives an application that reads a body to the end: the
+    event types it yielded, and the final response's output items and text."""
+
+    events: tuple[str, ...]
+    output_items: int
+    output_text: str
+
+
+def responses_reading(body: bytes) -> ResponsesReading:
+    """Read ``body`` as openai-python's Responses stream helper does (it must not raise):
+    the oracle's verdicts see only raises, this sees what was silently lost."""
+    _BODY.bytes = body
+    client = _openai()
+    with client.responses.stream(model="m", input="Hello") as stream:
+        events = tuple(event.type for event in stream)
+        final = stream.get_final_response()
+    return ResponsesReading(events, len(final.output), final.output_text)
 
 
 def _anthropic_helper(request: Mapping[str, Any] | None) -> None:
