@@ -4,8 +4,9 @@ Subcommands:
 
 * ``check FILE...``: raw body bytes as ``curl -N`` saves them (``-`` for stdin);
 * ``probe URL``: one real request, checked as it arrives, with its timing (needs httpx);
-* ``conformance URL``: a battery of Chat Completions requests, one option at a time, each
-  stream read as ``probe`` reads it and judged (``streamguard.conformance``; needs httpx);
+* ``conformance URL``: a battery of Chat Completions, Responses or Anthropic Messages
+  requests, one option at a time, each stream read as ``probe`` reads it and judged
+  (``streamguard.conformance``; needs httpx);
 * ``rules``: the rule catalog, as a table or as the markdown docs page;
 * ``info``: which build of the core runs and why, the installed extras, the protocols;
 * ``demo``: the demo app under uvicorn, healthy and broken streams (needs the testing extra).
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib.machinery import EXTENSION_SUFFIXES
 from importlib.metadata import PackageNotFoundError, metadata, requires, version
@@ -1142,11 +1143,14 @@ def _variant_names(value: str) -> list[str]:
     return names
 
 
-def _conformance_reader(httpx: Any, max_bytes: int, max_time: float) -> Any:
+def _conformance_reader(httpx: Any, max_bytes: int, max_time: float, protocol: str) -> Any:
     """The conformance run's ``StreamReader``: each stream read as ``probe`` reads it
-    (``_ProbeReader``, ``_read_response``: the engine with the request's facts, bounded by
-    ``--max-bytes`` and ``--max-time``), or, for the abort variant, until its first content."""
+    (``_ProbeReader``, ``_read_response``: ``protocol``'s checker with the request's facts,
+    bounded by ``--max-bytes`` and ``--max-time``), or, for the abort variant, until its
+    first content."""
     from streamguard import conformance
+
+    has_content = conformance.battery(protocol).has_content
 
     def read(
         client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str], abort: bool
@@ -1156,11 +1160,9 @@ def _conformance_reader(httpx: Any, max_bytes: int, max_time: float) -> Any:
             recording = cast(BinaryIO, spool)
             started = time.monotonic()
             with client.stream("POST", url, content=content, headers=dict(headers)) as response:
-                reader = _ProbeReader(
-                    response, conformance.PROTOCOL, RequestFacts(body), started, recording
-                )
+                reader = _ProbeReader(response, protocol, RequestFacts(body), started, recording)
                 if abort:
-                    probed = _read_until_content(reader, response)
+                    probed = _read_until_content(reader, response, has_content)
                 else:
                     probed = _read_response(httpx, response, reader, max_bytes, max_time)
             arrivals = list(_recorded(recording))
@@ -1169,11 +1171,12 @@ def _conformance_reader(httpx: Any, max_bytes: int, max_time: float) -> Any:
     return read
 
 
-def _read_until_content(reader: _ProbeReader, response: Any) -> _Probed:
-    """Feed ``reader`` until an event carries content, then stop: the client leaves (the
-    connection closes as the response's block exits, the rest unread)."""
-    from streamguard.conformance import has_content
-
+def _read_until_content(
+    reader: _ProbeReader, response: Any, has_content: Callable[[str], bool]
+) -> _Probed:
+    """Feed ``reader`` until an event carries content (``has_content``, the protocol's),
+    then stop: the client leaves (the connection closes as the response's block exits, the
+    rest unread)."""
     parser = EventParser()
     try:
         for piece in response.iter_raw():
@@ -1189,18 +1192,20 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     from streamguard import conformance
 
     out, err = sys.stdout, sys.stderr
+    battery = conformance.battery(args.protocol)
     try:
-        variants = conformance.select(args.variants)
+        variants = conformance.select(args.variants, args.protocol)
     except KeyError as exc:
-        known = ", ".join(v.name for v in conformance.CHAT_VARIANTS)
+        known = ", ".join(v.name for v in battery.variants)
         print(
             f"streamguard conformance: error: unknown variant(s) {exc.args[0]}; "
             f"expected some of: {known}, or all",
             file=err,
         )
         return EXIT_USAGE
-    api_key = conformance.api_key_from(args.api_key_env)
-    if api_key is None and args.api_key_env != conformance.DEFAULT_API_KEY_ENV:
+    api_key_env = args.api_key_env or battery.api_key_env
+    api_key = conformance.api_key_from(api_key_env)
+    if api_key is None and args.api_key_env is not None:
         # Named on purpose: a missing key would only show as 401s, variant after variant.
         print(
             f"streamguard conformance: error: --api-key-env {args.api_key_env}: the "
@@ -1216,14 +1221,16 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         twin=args.twin,
         fail_on=Severity(args.fail_on),
         max_requests=args.max_requests,
+        protocol=args.protocol,
     )
     if args.dry_run:
         rows = conformance.plan(settings, variants)
         if args.format == "json":
-            print(json.dumps({"endpoint": _shown_url(args.url), "plan": rows}), file=out)
+            shown_plan = {"endpoint": _shown_url(args.url), "protocol": args.protocol, "plan": rows}
+            print(json.dumps(shown_plan), file=out)
             return EXIT_OK
-        auth = "authorization: Bearer ***" if api_key else "no authorization header"
-        print(f"POST {_shown_url(conformance.chat_url(args.url))} ({auth})", file=out)
+        auth = battery.shown_auth(api_key)
+        print(f"POST {_shown_url(battery.url(args.url))} ({auth})", file=out)
         table_rows = [["variant", "requests", "max output tokens"]]
         table_rows += [
             [r["variant"], str(r["requests"]), str(r["max_output_tokens"])] for r in rows
@@ -1250,8 +1257,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         if progress:
             print(f"{result.name}: {result.outcome.value}", file=err)
 
-    read = _conformance_reader(httpx, args.max_bytes, args.max_time)
-    endpoint = _shown_url(conformance.chat_url(args.url))
+    read = _conformance_reader(httpx, args.max_bytes, args.max_time, args.protocol)
+    endpoint = _shown_url(battery.url(args.url))
     try:
         summary = conformance.run_conformance(settings, variants, read, endpoint, shown)
     except ValueError as exc:  # httpx.InvalidURL, UnsupportedProtocol's cousins
@@ -1591,15 +1598,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _conformance_parser(commands: Any) -> None:
-    from streamguard.conformance import CHAT_VARIANTS, DEFAULT_API_KEY_ENV
+    from streamguard.conformance import PROTOCOL, PROTOCOLS, battery
+
+    def listed(protocol: str) -> str:
+        variants = battery(protocol).variants
+        names = ", ".join(f"{v.name}{' (opt-in)' if v.opt_in else ''}" for v in variants)
+        return f"{protocol}: {names}"
 
     sub = commands.add_parser(
         "conformance",
-        help="run a battery of streaming requests against an OpenAI-compatible endpoint",
-        description="Send Chat Completions streaming requests, one option at a time (plain, "
-        "usage on and off, n, stop, length, tools, logprobs, JSON mode, abort), check each "
-        "stream as probe does and judge what the option asks for. Variants: "
-        + ", ".join(f"{v.name}{' (opt-in)' if v.opt_in else ''}" for v in CHAT_VARIANTS)
+        help="run a battery of streaming requests against an OpenAI- or "
+        "Anthropic-compatible endpoint",
+        description="Send streaming requests, one option at a time (Chat Completions: "
+        "plain, usage on and off, n, stop, length, tools, logprobs, JSON mode, abort; "
+        "Responses and Anthropic Messages: plain, truncation, tools, abort and a few more), "
+        "check each stream as probe does and judge what the option asks for. Variants: "
+        + "; ".join(listed(protocol) for protocol in PROTOCOLS)
         + f". Needs httpx ({_INSTALL_HINT}).",
         epilog="Exit codes: 0 every variant passed or was skipped; 1 a variant failed or "
         "errored; 2 usage error; 141 the output's reader left early (| head).",
@@ -1607,11 +1621,18 @@ def _conformance_parser(commands: Any) -> None:
     sub.add_argument("url", metavar="URL", help="the base URL (http://host:8000/v1)")
     sub.add_argument("--model", required=True, help="the model name sent in every request")
     sub.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default=PROTOCOL,
+        help="the API the endpoint speaks: POST {URL}/chat/completions, {URL}/responses or "
+        f"{{URL}}/messages (default: {PROTOCOL})",
+    )
+    sub.add_argument(
         "--api-key-env",
-        default=DEFAULT_API_KEY_ENV,
         metavar="NAME",
-        help="the environment variable holding the API key, sent as a bearer token and "
-        f"never shown (default: {DEFAULT_API_KEY_ENV}; unset: no authorization header)",
+        help="the environment variable holding the API key, sent as a bearer token "
+        "(anthropic: x-api-key) and never shown (default: OPENAI_API_KEY, anthropic: "
+        "ANTHROPIC_API_KEY; the default unset: no key sent)",
     )
     sub.add_argument(
         "--variants",

@@ -1,4 +1,5 @@
-"""``streamguard conformance``: is an endpoint's streaming really OpenAI-compatible?
+"""``streamguard conformance``: is an endpoint's streaming really OpenAI- (or Anthropic-)
+compatible?
 
 ``streamguard probe`` checks one request. Servers that speak the OpenAI Chat Completions
 protocol (vLLM, SGLang, llama.cpp's server, TGI, Ollama, gateways) break, in practice,
@@ -6,7 +7,12 @@ under one request option at a time: the finish reason dropped or ``""``, a finis
 last choice only with ``n: 2``, tool-call headers repeated on every delta, streamed tool
 calls ending ``stop``, a usage chunk that does not add up, a client that leaves and hangs
 the next request. This module runs a battery of streaming requests against a live
-endpoint, one variant at a time, and judges each.
+endpoint, one variant at a time, and judges each. The same runs, with batteries of their
+own, for the OpenAI Responses API (``--protocol openai_responses``,
+``streamguard.conformance_responses``) and Anthropic Messages (``--protocol anthropic``,
+``streamguard.conformance_anthropic``): a ``Battery`` is the protocol's variants, its base
+request, its endpoint path and authentication, and the check every stream of it gets; the
+runner, the reader and the outcomes are shared.
 
 A variant is data (``Variant``): the changes it makes to a small base request, the checks
 it adds, and what kind of exchange it is (one stream, an abort followed by health
@@ -52,17 +58,37 @@ from itertools import pairwise
 from typing import Any
 
 from streamguard._format import severity_at_least
+from streamguard.conformance_anthropic import ANTHROPIC_BATTERY
+from streamguard.conformance_base import (
+    ABORT_CYCLES,
+    CONCURRENT_STREAMS,
+    CONFORMANCE_RULES,
+    DEFAULT_TOKEN_CAP,
+    Battery,
+    Exchange,
+    NotExercised,
+    Variant,
+    VariantFinding,
+    found,
+    json_object,
+    mapping,
+    sequence,
+)
+from streamguard.conformance_responses import RESPONSES_BATTERY
 from streamguard.protocols.openai_chat import FINISH_REASONS
 from streamguard.report import Outcome, Severity
 from streamguard.request import RequestFacts
 from streamguard.sse import EventParser
 
 __all__ = [
+    "CHAT_BATTERY",
     "CHAT_VARIANTS",
     "CONFORMANCE_RULES",
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_TOKEN_CAP",
     "PROTOCOL",
+    "PROTOCOLS",
+    "Battery",
     "Exchange",
     "NotExercised",
     "RunSettings",
@@ -75,28 +101,31 @@ __all__ = [
     "VariantResult",
     "api_key_from",
     "base_request",
+    "battery",
     "chat_url",
+    "concurrent_requests",
+    "found",
     "has_content",
+    "json_object",
+    "mapping",
     "plan",
     "reference_markdown",
     "run_conformance",
     "select",
+    "sequence",
     "stream_read",
     "summary_json",
     "summary_text",
+    "twin_body",
     "variant_request",
 ]
 
+#: The protocol a run speaks unless ``--protocol`` names another.
 PROTOCOL = "openai_chat"
+#: Every protocol a run can speak (``--protocol``), each with its battery (``battery``).
+PROTOCOLS: tuple[str, ...] = ("openai_chat", "openai_responses", "anthropic")
 #: The environment variable the API key is read from unless ``--api-key-env`` names another.
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
-#: The ``max_tokens`` every default variant stays within: a full run costs a few hundred
-#: output tokens (``plan`` and ``--dry-run`` give the exact worst case).
-DEFAULT_TOKEN_CAP = 64
-#: Open/close cycles after an abort (the MCP conformance suite's cancellation scenario).
-ABORT_CYCLES = 5
-#: Concurrent streams of the ``concurrent`` variant.
-CONCURRENT_STREAMS = 4
 #: How many findings of one rule a variant keeps (an endless stream repeats them).
 MAX_FINDINGS_PER_RULE = 20
 #: The largest non-streamed answer read (``--twin``), in bytes.
@@ -115,211 +144,14 @@ class VariantOutcome(StrEnum):
 #: The outcomes that make the command exit 1.
 FAILED: frozenset[VariantOutcome] = frozenset({VariantOutcome.FAIL, VariantOutcome.ERROR})
 
-#: The rules the variant checks add (the engine's own are in the rule catalog): each one's
-#: severity and what it means. Local to this command; a finding's ``source`` says
-#: ``variant``.
-CONFORMANCE_RULES: dict[str, tuple[Severity, str]] = {
-    "not_an_event_stream": (
-        Severity.ERROR,
-        "a 2xx answer to a streaming request that is not text/event-stream",
-    ),
-    "stream_incomplete": (
-        Severity.ERROR,
-        "the stream did not complete (connection lost, stalled, cut short)",
-    ),
-    "finish_reason_empty": (
-        Severity.ERROR,
-        'a finish_reason of "" (clients that map it to an enum fail)',
-    ),
-    "chunk_field_changed": (
-        Severity.WARNING,
-        "model or created differs between the chunks of one stream",
-    ),
-    "usage_over_max_tokens": (Severity.ERROR, "completion_tokens above the request's max_tokens"),
-    "choice_missing": (Severity.ERROR, "a choice index below n that never streamed"),
-    "stop_sequence_in_content": (Severity.ERROR, "the content holds a requested stop sequence"),
-    "length_not_reported": (
-        Severity.ERROR,
-        "the answer hit max_tokens but did not finish with length",
-    ),
-    "length_token_count": (
-        Severity.ERROR,
-        "finish_reason length, but completion_tokens is not max_tokens",
-    ),
-    "tool_call_type_missing": (
-        Severity.WARNING,
-        'a tool call\'s first delta without type "function"',
-    ),
-    "tool_call_id_duplicate": (Severity.ERROR, "two tool calls of one choice share an id"),
-    "tool_calls_finish_mismatch": (
-        Severity.ERROR,
-        "tool calls streamed, but the finish_reason does not say so",
-    ),
-    "tool_choice_not_followed": (Severity.ERROR, "a forced function was not the one called"),
-    "tool_call_name_unknown": (
-        Severity.ERROR,
-        "a tool call's name, assembled as clients assemble it, is no "
-        "tool of the request (the name sent again on later deltas)",
-    ),
-    "logprobs_missing": (Severity.ERROR, "a content chunk without logprobs when others carry them"),
-    "logprobs_width": (
-        Severity.ERROR,
-        "a logprobs entry without top_logprobs entries as requested",
-    ),
-    "logprobs_token_mismatch": (
-        Severity.WARNING,
-        "a chunk's logprob tokens do not join to its content",
-    ),
-    "json_content_invalid": (
-        Severity.ERROR,
-        "JSON mode finished stop, but the content is no JSON object",
-    ),
-    "json_schema_mismatch": (
-        Severity.ERROR,
-        "structured output without a property the schema requires",
-    ),
-    "feature_ignored": (Severity.WARNING, "the request's option left no trace in a clean stream"),
-    "stream_differs_from_response": (
-        Severity.ERROR,
-        "the assembled stream differs from the non-streamed answer",
-    ),
-    "hang_after_abort": (
-        Severity.ERROR,
-        "after a client left mid-stream, the next request did not complete",
-    ),
-    "stream_id_shared": (Severity.ERROR, "two concurrent streams share a chunk id"),
-    "cross_talk": (Severity.ERROR, "a concurrent stream carried another stream's marker"),
-    "twin_unavailable": (
-        Severity.WARNING,
-        "--twin: the non-streamed request got no 200 JSON answer to compare with",
-    ),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class VariantFinding:
-    """One finding on a variant: the engine's (``source="engine"``) or the variant's."""
-
-    rule: str
-    severity: Severity
-    message: str
-    source: str = "variant"
-    #: An engine finding on the option the variant is about (``Variant.focus``): it fails
-    #: the variant whatever its severity.
-    focus: bool = False
-
-
-class NotExercised(Exception):
-    """A check could not judge: the model did not do what the variant needs."""
-
-
-@dataclass(frozen=True, slots=True)
-class Exchange:
-    """What one streamed request gave, as a variant's checks read it."""
-
-    request: Mapping[str, Any]
-    facts: RequestFacts
-    #: The JSON object of each event, in order (events that are no JSON object are left
-    #: out; ``[DONE]`` among them).
-    chunks: tuple[Mapping[str, Any], ...]
-
-    def choices(self) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any]]]:
-        """Each ``(chunk, choice)`` in order, for choices that are objects with an index."""
-        for chunk in self.chunks:
-            choices = chunk.get("choices")
-            if not isinstance(choices, list):
-                continue
-            for choice in choices:
-                if isinstance(choice, dict) and type(choice.get("index")) is int:
-                    yield chunk, choice
-
-    def texts(self) -> dict[int, str]:
-        """The content each choice index streamed, joined."""
-        texts: dict[int, str] = {}
-        for _, choice in self.choices():
-            content = _delta(choice).get("content")
-            if isinstance(content, str):
-                texts[choice["index"]] = texts.get(choice["index"], "") + content
-        return texts
-
-    def finishes(self) -> dict[int, list[Any]]:
-        """The non-null finish reasons of each choice index, in order."""
-        finishes: dict[int, list[Any]] = {}
-        for _, choice in self.choices():
-            reason = choice.get("finish_reason")
-            if reason is not None:
-                finishes.setdefault(choice["index"], []).append(reason)
-        return finishes
-
-    def usage(self) -> Mapping[str, Any] | None:
-        """The last non-null ``usage`` of the stream."""
-        found = None
-        for chunk in self.chunks:
-            if isinstance(chunk.get("usage"), dict):
-                found = chunk["usage"]
-        return found
-
-    def tool_calls(self) -> dict[int, dict[int, list[Mapping[str, Any]]]]:
-        """The tool-call deltas of each choice, by tool-call index, in order."""
-        calls: dict[int, dict[int, list[Mapping[str, Any]]]] = {}
-        for _, choice in self.choices():
-            for delta in _list(_delta(choice).get("tool_calls")):
-                if isinstance(delta, dict) and type(delta.get("index")) is int:
-                    by_index = calls.setdefault(choice["index"], {})
-                    by_index.setdefault(delta["index"], []).append(delta)
-        return calls
-
-
-#: A variant's check: findings on an exchange, or ``NotExercised``.
-Check = Callable[[Exchange], Iterable[VariantFinding]]
-
-
-@dataclass(frozen=True, slots=True)
-class Variant:
-    """One request of the battery: the body it sends and what it adds to the checks."""
-
-    name: str
-    summary: str
-    #: Merged over the base request (``model``, one user message, ``stream``,
-    #: ``temperature: 0``, ``max_tokens``).
-    body: Mapping[str, Any] = field(default_factory=dict)
-    checks: tuple[Check, ...] = ()
-    #: ``stream`` (one request), ``abort`` (leave after the first content, then health
-    #: requests and open/close cycles), ``concurrent`` (streams at once, with markers).
-    kind: str = "stream"
-    #: Run only when asked for by name (``--variants long,...`` or ``all``).
-    opt_in: bool = False
-    #: The request parameter the variant exercises: a 4xx naming it is "unsupported".
-    feature: str | None = None
-    #: With ``--twin``: the aspects of the non-streamed answer not compared (None: no
-    #: twin for this variant; ``usage`` is never compared).
-    twin_ignores: frozenset[str] | None = None
-    #: The engine's rules that judge the option under test: a finding of one of them
-    #: fails this variant even when the engine rates it a warning (in production a
-    #: warning; here, the very thing the variant asks about).
-    focus: frozenset[str] = frozenset()
-
-    def requests(self, twin: bool) -> int:
-        """How many requests the variant sends."""
-        if self.kind == "abort":
-            return ABORT_CYCLES + 3
-        if self.kind == "concurrent":
-            return CONCURRENT_STREAMS
-        return 2 if twin and self.twin_ignores is not None else 1
-
 
 def _delta(choice: Mapping[str, Any]) -> Mapping[str, Any]:
     delta = choice.get("delta")
     return delta if isinstance(delta, dict) else {}
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _found(rule: str, message: str) -> VariantFinding:
-    """A finding of one of ``CONFORMANCE_RULES``, at its severity."""
-    return VariantFinding(rule, CONFORMANCE_RULES[rule][0], message)
+_list = sequence
+_found = found
 
 
 # -- checks every stream gets ------------------------------------------------------------------
@@ -556,8 +388,7 @@ def check_json(exchange: Exchange) -> Iterator[VariantFinding]:
                 yield _found("json_schema_mismatch", f"choice {index}: missing {missing}")
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
+_dict = mapping
 
 
 def _token(value: Any) -> str:
@@ -759,7 +590,7 @@ CHAT_VARIANTS: tuple[Variant, ...] = (
 
 
 def base_request(model: str) -> dict[str, Any]:
-    """The request every variant starts from."""
+    """The request every Chat Completions variant starts from."""
     return {
         "model": model,
         "messages": [{"role": "user", "content": _COUNT}],
@@ -770,15 +601,51 @@ def base_request(model: str) -> dict[str, Any]:
 
 
 def variant_request(variant: Variant, model: str) -> dict[str, Any]:
-    """The body a variant sends."""
-    return {**base_request(model), **variant.body}
+    """The body a Chat Completions variant sends."""
+    return CHAT_BATTERY.request(variant, model)
 
 
 def chat_url(base_url: str) -> str:
     """The Chat Completions URL of a base URL (``http://host/v1``), or the URL itself when
     it already names the endpoint."""
-    url = base_url.rstrip("/")
-    return url if url.endswith("/chat/completions") else f"{url}/chat/completions"
+    return CHAT_BATTERY.url(base_url)
+
+
+def has_content(data: str) -> bool:
+    """Whether an event's data is a chunk with content: where the abort variant leaves."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return False
+    if not isinstance(chunk, dict):
+        return False
+    return any(
+        isinstance(choice, dict) and bool(_delta(choice).get("content"))
+        for choice in _list(chunk.get("choices"))
+    )
+
+
+#: The Chat Completions battery (``--protocol openai_chat``, the default).
+CHAT_BATTERY = Battery(
+    protocol="openai_chat",
+    title="OpenAI Chat Completions",
+    variants=CHAT_VARIANTS,
+    path="/chat/completions",
+    api_key_env=DEFAULT_API_KEY_ENV,
+    base_request=base_request,
+    common=check_common,
+    has_content=has_content,
+)
+
+
+_BATTERIES: dict[str, Battery] = {
+    battery.protocol: battery for battery in (CHAT_BATTERY, RESPONSES_BATTERY, ANTHROPIC_BATTERY)
+}
+
+
+def battery(protocol: str) -> Battery:
+    """The battery of ``protocol`` (one of ``PROTOCOLS``); ``KeyError`` for another."""
+    return _BATTERIES[protocol]
 
 
 # -- running -----------------------------------------------------------------------------------
@@ -795,6 +662,12 @@ class RunSettings:
     twin: bool = False
     fail_on: Severity = Severity.ERROR
     max_requests: int | None = None
+    #: The protocol spoken (``PROTOCOLS``): which battery's requests, path and headers.
+    protocol: str = PROTOCOL
+
+    @property
+    def battery(self) -> Battery:
+        return battery(self.protocol)
 
     def headers(self) -> dict[str, str]:
         headers = {
@@ -802,8 +675,7 @@ class RunSettings:
             "accept-encoding": "identity",
             "content-type": "application/json",
         }
-        if self.api_key:
-            headers["authorization"] = f"Bearer {self.api_key}"
+        headers.update(self.battery.auth_headers(self.api_key))
         return headers
 
 
@@ -832,6 +704,7 @@ class RunSummary:
     endpoint: str
     model: str
     results: tuple[VariantResult, ...]
+    protocol: str = PROTOCOL
 
     @property
     def failed(self) -> bool:
@@ -873,7 +746,8 @@ class _Endpoint:
         self.httpx = httpx
         self.settings = settings
         self.read = read
-        self.url = chat_url(settings.base_url)
+        self.battery = settings.battery
+        self.url = self.battery.url(settings.base_url)
         self.client = httpx.Client(timeout=settings.timeout)
 
     def close(self) -> None:
@@ -892,8 +766,7 @@ class _Endpoint:
     def answer(self, body: Mapping[str, Any]) -> Any:
         """The non-streamed answer to ``body`` (``stream`` false), read within
         ``MAX_TWIN_BYTES``; None when it is not a 200 JSON object."""
-        twin = {k: v for k, v in body.items() if k != "stream_options"}
-        twin["stream"] = False
+        twin = twin_body(body)
         headers = {**self.settings.headers(), "accept": "application/json"}
         data = bytearray()
         with self.client.stream(
@@ -910,6 +783,13 @@ class _Endpoint:
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
+
+
+def twin_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body ``--twin`` sends for a streamed request's ``body``: the same, unstreamed."""
+    twin = {k: v for k, v in body.items() if k != "stream_options"}
+    twin["stream"] = False
+    return twin
 
 
 def stream_read(probed: Any, arrivals: Sequence[Any], started: float) -> StreamRead:
@@ -933,20 +813,6 @@ def stream_read(probed: Any, arrivals: Sequence[Any], started: float) -> StreamR
         max_gap=max(gaps) if gaps else None,
         duration=report.duration,
         stopped=probed.stopped_by or probed.error,
-    )
-
-
-def has_content(data: str) -> bool:
-    """Whether an event's data is a chunk with content: where the abort variant leaves."""
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        return False
-    if not isinstance(chunk, dict):
-        return False
-    return any(
-        isinstance(choice, dict) and bool(_delta(choice).get("content"))
-        for choice in _list(chunk.get("choices"))
     )
 
 
@@ -1027,11 +893,11 @@ def _stream_findings(read: StreamRead) -> list[VariantFinding]:
 
 
 def _variant_checks(
-    variant: Variant, exchange: Exchange
+    battery: Battery, variant: Variant, exchange: Exchange
 ) -> tuple[list[VariantFinding], str | None]:
     findings: list[VariantFinding] = []
     not_exercised = None
-    for check in (check_common, *variant.checks):
+    for check in (battery.common, *variant.checks):
         try:
             findings.extend(check(exchange))
         except NotExercised as exc:
@@ -1041,13 +907,13 @@ def _variant_checks(
 
 def _run_stream(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     settings = endpoint.settings
-    request = variant_request(variant, settings.model)
+    request = endpoint.battery.request(variant, settings.model)
     read = endpoint.stream(request)
     if not read.is_event_stream:
         return _refused(variant, request, read)
     findings = _stream_findings(read)
     exchange = Exchange(request, RequestFacts(request), _chunks(read.body))
-    more, not_exercised = _variant_checks(variant, exchange)
+    more, not_exercised = _variant_checks(endpoint.battery, variant, exchange)
     findings += more
     requests = 1
     if settings.twin and variant.twin_ignores is not None:
@@ -1080,8 +946,8 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     a health request again, each within ``--timeout``: a hang is ``hang_after_abort``."""
     httpx = endpoint.httpx
     settings = endpoint.settings
-    request = variant_request(variant, settings.model)
-    health = base_request(settings.model)
+    request = endpoint.battery.request(variant, settings.model)
+    health = endpoint.battery.base_request(settings.model)
     findings: list[VariantFinding] = []
     not_exercised = None
     requests = 0
@@ -1121,18 +987,31 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     return _judge(variant, request, findings, settings, requests, not_exercised)
 
 
+#: What a plan shows for a run's id in the concurrent variant's markers.
+_PLAN_RUN = "<run>"
+
+
+def _marker(run: str, k: int) -> str:
+    return f"MARK{run}X{k}"
+
+
+def concurrent_requests(request: Mapping[str, Any], run: str) -> list[dict[str, Any]]:
+    """The concurrent variant's bodies: ``request``, each asking to repeat its own marker."""
+    return [
+        {
+            **request,
+            "messages": [{"role": "user", "content": f"Repeat exactly: {_marker(run, k)}"}],
+        }
+        for k in range(CONCURRENT_STREAMS)
+    ]
+
+
 def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     """``CONCURRENT_STREAMS`` streams at once, each asked to repeat its own marker."""
     settings = endpoint.settings
     run = uuid.uuid4().hex[:8]
-    markers = [f"MARK{run}X{k}" for k in range(CONCURRENT_STREAMS)]
-    requests = [
-        {
-            **variant_request(variant, settings.model),
-            "messages": [{"role": "user", "content": f"Repeat exactly: {marker}"}],
-        }
-        for marker in markers
-    ]
+    markers = [_marker(run, k) for k in range(CONCURRENT_STREAMS)]
+    requests = concurrent_requests(endpoint.battery.request(variant, settings.model), run)
     reads: list[StreamRead | BaseException | None] = [None] * len(requests)
 
     def one(k: int) -> None:
@@ -1184,18 +1063,19 @@ _RUNNERS: dict[str, Callable[[_Endpoint, Variant], VariantResult]] = {
 }
 
 
-def select(names: Sequence[str] | None) -> tuple[Variant, ...]:
-    """The variants ``names`` selects (``all``: every one, the opt-in ones too; None: the
-    default ones); ``KeyError`` names an unknown one."""
+def select(names: Sequence[str] | None, protocol: str = PROTOCOL) -> tuple[Variant, ...]:
+    """The variants of ``protocol``'s battery ``names`` selects (``all``: every one, the
+    opt-in ones too; None: the default ones); ``KeyError`` names an unknown one."""
+    variants = battery(protocol).variants
     if not names:
-        return tuple(v for v in CHAT_VARIANTS if not v.opt_in)
+        return tuple(v for v in variants if not v.opt_in)
     if list(names) == ["all"]:
-        return CHAT_VARIANTS
-    known = {v.name: v for v in CHAT_VARIANTS}
+        return variants
+    known = {v.name: v for v in variants}
     unknown = [name for name in names if name not in known]
     if unknown:
         raise KeyError(", ".join(unknown))
-    return tuple(v for v in CHAT_VARIANTS if v.name in set(names))
+    return tuple(v for v in variants if v.name in set(names))
 
 
 def run_conformance(
@@ -1215,7 +1095,7 @@ def run_conformance(
     spent = 0
     try:
         for variant in variants:
-            request = variant_request(variant, settings.model)
+            request = endpoint.battery.request(variant, settings.model)
             needed = variant.requests(settings.twin)
             if settings.max_requests is not None and spent + needed > settings.max_requests:
                 result = VariantResult(
@@ -1244,38 +1124,44 @@ def run_conformance(
                 on_result(result)
     finally:
         endpoint.close()
-    return RunSummary(shown_endpoint, settings.model, tuple(results))
+    return RunSummary(shown_endpoint, settings.model, tuple(results), settings.protocol)
 
 
 # -- the plan and the report -------------------------------------------------------------------
 
 
-def _bodies(variant: Variant, model: str, twin: bool) -> list[dict[str, Any]]:
+def _bodies(battery: Battery, variant: Variant, model: str, twin: bool) -> list[dict[str, Any]]:
     """Every request body a variant sends, in order (``_run_abort`` sends the abort's
     request for the abort and each cycle, the base request for the two health checks;
     ``_run_concurrent`` one per stream; a twin the same body unstreamed)."""
-    request = variant_request(variant, model)
+    request = battery.request(variant, model)
     if variant.kind == "abort":
-        health = base_request(model)
+        health = battery.base_request(model)
         return [request, health, *[request] * ABORT_CYCLES, health]
     if variant.kind == "concurrent":
-        return [request] * CONCURRENT_STREAMS
-    return [request] * variant.requests(twin)
+        return concurrent_requests(request, _PLAN_RUN)
+    if twin and variant.twin_ignores is not None:
+        return [request, twin_body(request)]
+    return [request]
 
 
 def plan(settings: RunSettings, variants: Sequence[Variant]) -> list[dict[str, Any]]:
-    """What a run would send, variant by variant: the requests, the body of the first, and
-    the worst-case output tokens (``max_tokens`` x ``n``, summed over its requests)."""
+    """What a run would send, variant by variant: the requests, the body of the first,
+    every body in the order sent (``bodies``; the concurrent variant's markers carry
+    ``<run>`` where a run puts its own id), and the worst-case output tokens (the cap x
+    ``n``, summed over its requests)."""
     rows = []
+    chosen = settings.battery
     for variant in variants:
-        bodies = _bodies(variant, settings.model, settings.twin)
-        tokens = sum(int(body["max_tokens"]) * int(body.get("n", 1)) for body in bodies)
+        bodies = _bodies(chosen, variant, settings.model, settings.twin)
+        tokens = sum(chosen.worst_case_tokens(body) for body in bodies)
         rows.append(
             {
                 "variant": variant.name,
                 "requests": len(bodies),
                 "max_output_tokens": tokens,
                 "request": bodies[0],
+                "bodies": bodies,
             }
         )
     return rows
@@ -1298,7 +1184,7 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
     return {
         "endpoint": summary.endpoint,
         "model": summary.model,
-        "protocol": PROTOCOL,
+        "protocol": summary.protocol,
         "streamguard": __version__,
         "requests": summary.requests,
         "failed": summary.failed,
@@ -1365,15 +1251,24 @@ def api_key_from(env: str | None) -> str | None:
 def reference_markdown() -> str:
     """The variants and the conformance rules as markdown tables: the generated part of
     ``docs/conformance.md`` (a test keeps the page in step)."""
-    lines = [
-        "| variant | requests | what it checks |",
-        "|---|---|---|",
-    ]
-    for variant in CHAT_VARIANTS:
-        name = f"`{variant.name}`" + (" (opt-in)" if variant.opt_in else "")
-        summary = variant.summary.removeprefix("opt-in: ")
-        lines.append(f"| {name} | {variant.requests(twin=False)} | {summary} |")
-    lines += ["", "| rule | severity | meaning |", "|---|---|---|"]
+    lines: list[str] = []
+    for protocol in PROTOCOLS:
+        chosen = battery(protocol)
+        lines += [
+            f"### {chosen.title} (`--protocol {protocol}`)",
+            "",
+            f"`POST {{base}}{chosen.path}`; the key from `{chosen.api_key_env}`; every "
+            f"request sets `{chosen.cap_key}`.",
+            "",
+            "| variant | requests | what it checks |",
+            "|---|---|---|",
+        ]
+        for variant in chosen.variants:
+            name = f"`{variant.name}`" + (" (opt-in)" if variant.opt_in else "")
+            summary = variant.summary.removeprefix("opt-in: ")
+            lines.append(f"| {name} | {variant.requests(twin=False)} | {summary} |")
+        lines.append("")
+    lines += ["### Rules", "", "| rule | severity | meaning |", "|---|---|---|"]
     for rule, (severity, meaning) in CONFORMANCE_RULES.items():
         lines.append(f"| `{rule}` | {severity.value} | {meaning} |")
     return "\n".join(lines) + "\n"
