@@ -1166,9 +1166,18 @@ def _conformance_reader(httpx: Any, max_bytes: int, max_time: float, protocol: s
                 else:
                     probed = _read_response(httpx, response, reader, max_bytes, max_time)
             arrivals = list(_recorded(recording))
-        return conformance.stream_read(probed, arrivals, started)
+        read = conformance.stream_read(probed, arrivals, started)
+        read.retry_after = _retry_after(response.headers.get("retry-after"))
+        return read
 
     return read
+
+
+def _retry_after(value: str | None) -> float | None:
+    """A ``Retry-After`` given in seconds (a date, or anything else, is None)."""
+    if value is None or not value.strip().isdigit() or len(value.strip()) > 6:
+        return None
+    return float(value.strip())
 
 
 def _read_until_content(
@@ -1222,6 +1231,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         fail_on=Severity(args.fail_on),
         max_requests=args.max_requests,
         protocol=args.protocol,
+        repeat=args.repeat,
+        budget_tokens=args.budget_tokens,
     )
     if args.dry_run:
         rows = conformance.plan(settings, variants)
@@ -1231,15 +1242,23 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
             return EXIT_OK
         auth = battery.shown_auth(api_key)
         print(f"POST {_shown_url(battery.url(args.url))} ({auth})", file=out)
-        table_rows = [["variant", "requests", "max output tokens"]]
+        table_rows = [["variant", "requests", "max output tokens", "runs"]]
         table_rows += [
-            [r["variant"], str(r["requests"]), str(r["max_output_tokens"])] for r in rows
+            [
+                r["variant"],
+                str(r["requests"]),
+                str(r["max_output_tokens"]),
+                r["not_run"] or "yes",
+            ]
+            for r in rows
         ]
+        run = [r for r in rows if r["not_run"] is None]
         table_rows.append(
             [
-                "total",
-                str(sum(r["requests"] for r in rows)),
-                str(sum(r["max_output_tokens"] for r in rows)),
+                "total (run)",
+                str(sum(r["requests"] for r in run)),
+                str(sum(r["max_output_tokens"] for r in run)),
+                "",
             ]
         )
         print(table(table_rows), file=out)
@@ -1615,8 +1634,8 @@ def _conformance_parser(commands: Any) -> None:
         "check each stream as probe does and judge what the option asks for. Variants: "
         + "; ".join(listed(protocol) for protocol in PROTOCOLS)
         + f". Needs httpx ({_INSTALL_HINT}).",
-        epilog="Exit codes: 0 every variant passed or was skipped; 1 a variant failed or "
-        "errored; 2 usage error; 141 the output's reader left early (| head).",
+        epilog="Exit codes: 0 every variant passed or was skipped; 1 a variant failed, "
+        "errored or was flaky; 2 usage error; 141 the output's reader left early (| head).",
     )
     sub.add_argument("url", metavar="URL", help="the base URL (http://host:8000/v1)")
     sub.add_argument("--model", required=True, help="the model name sent in every request")
@@ -1656,6 +1675,20 @@ def _conformance_parser(commands: Any) -> None:
         type=_positive_bytes,
         metavar="N",
         help="send at most N requests; variants past it are skipped (not run)",
+    )
+    sub.add_argument(
+        "--budget-tokens",
+        type=_positive_bytes,
+        metavar="N",
+        help="stop when the worst-case output tokens of the requests sent (each one's "
+        "token cap, summed) would pass N; variants past it are skipped (not run)",
+    )
+    sub.add_argument(
+        "--repeat",
+        type=_positive_bytes,
+        default=1,
+        metavar="K",
+        help="run each variant K times; one whose runs disagree is flaky, and fails (default: 1)",
     )
     sub.add_argument(
         "--timeout",

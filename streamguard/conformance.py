@@ -38,11 +38,14 @@ One outcome per variant (``VariantOutcome``):
   ``--fail-on warning``. (One choice for ``n: 2`` is ``feature_ignored`` too, and fails
   all the same: the engine, told ``n``, misses the other choice's finish.)
 * ``error``: the endpoint could not be reached, or answered 429, 5xx, or a 4xx to a
-  request that exercises no option, before streaming.
+  request that exercises no option, before streaming (after the one retry);
+* ``flaky`` (``--repeat``): the runs that judged disagree; it fails the run.
 
 Every request is small: each variant sets ``max_tokens`` (at most ``DEFAULT_TOKEN_CAP``
-unless it is the opt-in ``long`` variant), and ``--max-requests`` bounds the run. The API
-key is read from an environment variable and only ever sent, never shown.
+unless it is the opt-in ``long`` variant; Responses ``max_output_tokens``), and
+``--max-requests`` and ``--budget-tokens`` bound the run. A request that fails before its
+first byte is retried at most once, within those budgets. The API key is read from an
+environment variable and only ever sent, never shown.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -139,10 +143,19 @@ class VariantOutcome(StrEnum):
     FAIL = "fail"
     SKIPPED = "skipped"
     ERROR = "error"
+    #: ``--repeat``: the runs that judged (pass, fail, error) disagree.
+    FLAKY = "flaky"
 
 
-#: The outcomes that make the command exit 1.
-FAILED: frozenset[VariantOutcome] = frozenset({VariantOutcome.FAIL, VariantOutcome.ERROR})
+#: The outcomes that make the command exit 1. A flaky variant fails the run: it broke in
+#: at least one of its runs, and a client meets that run sooner or later (vllm#27572's
+#: tool streams that end without a finish now and then); a run that was skipped (the model
+#: did not do the thing) judged nothing and makes no variant flaky.
+FAILED: frozenset[VariantOutcome] = frozenset(
+    {VariantOutcome.FAIL, VariantOutcome.ERROR, VariantOutcome.FLAKY}
+)
+#: The most seconds a ``Retry-After`` is waited for before the one retry.
+MAX_RETRY_AFTER = 10.0
 
 
 def _delta(choice: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -664,6 +677,14 @@ class RunSettings:
     max_requests: int | None = None
     #: The protocol spoken (``PROTOCOLS``): which battery's requests, path and headers.
     protocol: str = PROTOCOL
+    #: ``--repeat``: how many times each variant runs.
+    repeat: int = 1
+    #: ``--budget-tokens``: the most worst-case output tokens the run's requests may
+    #: allow, summed (None: no bound).
+    budget_tokens: int | None = None
+    #: One retry of a request that failed before its first byte (a connect error, or a
+    #: 429 or 5xx answered before any stream), within the budgets.
+    retry: bool = True
 
     @property
     def battery(self) -> Battery:
@@ -695,6 +716,11 @@ class VariantResult:
     time_to_first_byte: float | None = None
     max_gap: float | None = None
     duration: float | None = None
+    #: What made each retry (``HTTP 503``, ``ConnectError``): at most one per request,
+    #: before its first byte.
+    retries: tuple[str, ...] = ()
+    #: ``--repeat``: the outcome of each run, in order (one run: its outcome).
+    runs: tuple[VariantOutcome, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -705,6 +731,9 @@ class RunSummary:
     model: str
     results: tuple[VariantResult, ...]
     protocol: str = PROTOCOL
+    #: The worst-case output tokens of the requests sent, retries included (what
+    #: ``--budget-tokens`` bounds).
+    tokens: int = 0
 
     @property
     def failed(self) -> bool:
@@ -729,6 +758,9 @@ class StreamRead:
     max_gap: float | None
     duration: float | None
     stopped: str | None
+    #: The answer's ``Retry-After`` in seconds, when it gave one as a number (the reader
+    #: sets it; None otherwise).
+    retry_after: float | None = None
 
 
 #: How a run reads one streamed request: ``(client, url, body, headers,
@@ -749,24 +781,70 @@ class _Endpoint:
         self.battery = settings.battery
         self.url = self.battery.url(settings.base_url)
         self.client = httpx.Client(timeout=settings.timeout)
+        # What the run sent (retries included), and what the variant under way may still
+        # spend on retries without passing --max-requests or --budget-tokens. The
+        # concurrent variant's threads count too: under a lock.
+        self._lock = threading.Lock()
+        self.sent = 0
+        self.sent_tokens = 0
+        self.retries: list[str] = []
+        self.spare_requests = 0
+        self.spare_tokens = 0
 
     def close(self) -> None:
         self.client.close()
+
+    def _count(self, body: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.sent += 1
+            self.sent_tokens += self.battery.worst_case_tokens(body)
+
+    def _may_retry(self, body: Mapping[str, Any], cause: str) -> bool:
+        """Whether one more request for ``body`` fits the budgets; if so, it is booked."""
+        tokens = self.battery.worst_case_tokens(body)
+        with self._lock:
+            if not self.settings.retry or self.spare_requests < 1 or self.spare_tokens < tokens:
+                return False
+            self.spare_requests -= 1
+            self.spare_tokens -= tokens
+            self.retries.append(cause)
+            return True
 
     def stream(
         self, body: Mapping[str, Any], abort_after_content: bool = False, client: Any = None
     ) -> StreamRead:
         """Send ``body`` and read the stream through the run's reader (the engine with the
         request's facts); with ``abort_after_content``, leave after the first event that
-        carries content. Raises httpx's errors from before the response."""
-        return self.read(
-            client or self.client, self.url, body, self.settings.headers(), abort_after_content
-        )
+        carries content. Raises httpx's errors from before the response.
+
+        A request that failed before its first byte (it could not connect, or it was
+        answered 429 or 5xx, not a stream) is sent once more, after the answer's
+        ``Retry-After`` (at most ``MAX_RETRY_AFTER``), when the budgets leave room for it;
+        never once a stream began."""
+        headers = self.settings.headers()
+        for attempt in (1, 2):
+            self._count(body)
+            try:
+                read = self.read(
+                    client or self.client, self.url, body, headers, abort_after_content
+                )
+            except self.httpx.ConnectError as exc:
+                if attempt == 1 and self._may_retry(body, type(exc).__name__):
+                    continue
+                raise
+            retryable = read.status == 429 or read.status >= 500
+            before_stream = retryable and not read.is_event_stream
+            if attempt == 1 and before_stream and self._may_retry(body, f"HTTP {read.status}"):
+                time.sleep(min(read.retry_after or 0.0, MAX_RETRY_AFTER))
+                continue
+            return read
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def answer(self, body: Mapping[str, Any]) -> Any:
         """The non-streamed answer to ``body`` (``stream`` false), read within
         ``MAX_TWIN_BYTES``; None when it is not a 200 JSON object."""
         twin = twin_body(body)
+        self._count(twin)
         headers = {**self.settings.headers(), "accept": "application/json"}
         data = bytearray()
         with self.client.stream(
@@ -1085,46 +1163,105 @@ def run_conformance(
     shown_endpoint: str,
     on_result: Callable[[VariantResult], None] | None = None,
 ) -> RunSummary:
-    """Run ``variants`` one at a time against the endpoint, each stream read by ``read``;
-    ``shown_endpoint`` is the endpoint as the report shows it (no credentials). Needs
-    httpx."""
+    """Run ``variants`` one at a time against the endpoint, each ``settings.repeat``
+    times, each stream read by ``read``; ``shown_endpoint`` is the endpoint as the report
+    shows it (no credentials). A variant whose requests would pass ``--max-requests`` or
+    ``--budget-tokens`` is skipped, not run. Needs httpx."""
     import httpx
 
     endpoint = _Endpoint(httpx, settings, read)
     results: list[VariantResult] = []
-    spent = 0
     try:
         for variant in variants:
             request = endpoint.battery.request(variant, settings.model)
-            needed = variant.requests(settings.twin)
-            if settings.max_requests is not None and spent + needed > settings.max_requests:
-                result = VariantResult(
-                    variant.name,
-                    VariantOutcome.SKIPPED,
-                    f"not run: --max-requests {settings.max_requests} spent",
-                    request,
-                    (),
-                    0,
-                )
+            needed, tokens = _needs(endpoint.battery, variant, settings)
+            why = _not_run(settings, endpoint.sent, endpoint.sent_tokens, needed, tokens)
+            if why is not None:
+                skipped = VariantOutcome.SKIPPED
+                result = VariantResult(variant.name, skipped, why, request, (), 0, runs=(skipped,))
             else:
-                try:
-                    result = _RUNNERS[variant.kind](endpoint, variant)
-                except httpx.HTTPError as exc:
-                    result = VariantResult(
-                        variant.name,
-                        VariantOutcome.ERROR,
-                        f"request failed: {type(exc).__name__}",
-                        request,
-                        (),
-                        1,
-                    )
-            spent += result.requests
+                endpoint.spare_requests = _spare(settings.max_requests, endpoint.sent + needed)
+                endpoint.spare_tokens = _spare(
+                    settings.budget_tokens, endpoint.sent_tokens + tokens
+                )
+                sent, retried = endpoint.sent, len(endpoint.retries)
+                runs = [_run_once(httpx, endpoint, variant) for _ in range(settings.repeat)]
+                result = replace(
+                    _combined(runs),
+                    requests=endpoint.sent - sent,
+                    retries=tuple(endpoint.retries[retried:]),
+                )
             results.append(result)
             if on_result is not None:
                 on_result(result)
     finally:
         endpoint.close()
-    return RunSummary(shown_endpoint, settings.model, tuple(results), settings.protocol)
+    return RunSummary(
+        shown_endpoint, settings.model, tuple(results), settings.protocol, endpoint.sent_tokens
+    )
+
+
+#: The room for retries when no budget bounds it (each request retries at most once).
+_UNBOUNDED = 1 << 62
+
+
+def _spare(limit: int | None, committed: int) -> int:
+    """What a budget leaves for retries once the variant's own requests are counted."""
+    return _UNBOUNDED if limit is None else max(0, limit - committed)
+
+
+def _needs(battery: Battery, variant: Variant, settings: RunSettings) -> tuple[int, int]:
+    """The requests a variant sends over its ``--repeat`` runs, and their worst-case
+    output tokens (retries aside)."""
+    bodies = _bodies(battery, variant, settings.model, settings.twin)
+    tokens = sum(battery.worst_case_tokens(body) for body in bodies)
+    return len(bodies) * settings.repeat, tokens * settings.repeat
+
+
+def _not_run(
+    settings: RunSettings, spent: int, spent_tokens: int, needed: int, tokens: int
+) -> str | None:
+    """Why a variant is not run (its requests would pass a budget), or None: the run and
+    the plan decide alike."""
+    if settings.max_requests is not None and spent + needed > settings.max_requests:
+        return f"not run: --max-requests {settings.max_requests} spent"
+    if settings.budget_tokens is not None and spent_tokens + tokens > settings.budget_tokens:
+        return f"not run: --budget-tokens {settings.budget_tokens} spent"
+    return None
+
+
+def _run_once(httpx: Any, endpoint: _Endpoint, variant: Variant) -> VariantResult:
+    try:
+        return _RUNNERS[variant.kind](endpoint, variant)
+    except httpx.HTTPError as exc:
+        request = endpoint.battery.request(variant, endpoint.settings.model)
+        reason = f"request failed: {type(exc).__name__}"
+        return VariantResult(variant.name, VariantOutcome.ERROR, reason, request, (), 1)
+
+
+def _combined(runs: Sequence[VariantResult]) -> VariantResult:
+    """One result for a variant's runs. Runs that judged (pass, fail, error) and disagree
+    make it ``flaky``, with the findings of the runs that did not pass; runs that agree
+    give their outcome, with the first such run's findings; skipped runs judged nothing
+    (the model did not do the thing) and count only when every run was skipped."""
+    outcomes = tuple(run.outcome for run in runs)
+    judged = [run for run in runs if run.outcome is not VariantOutcome.SKIPPED]
+    verdicts = {run.outcome for run in judged}
+    if len(verdicts) > 1:
+        counts = ", ".join(
+            f"{outcomes.count(outcome)} {outcome.value}"
+            for outcome in VariantOutcome
+            if outcome in outcomes
+        )
+        failed = [run for run in judged if run.outcome is not VariantOutcome.PASS]
+        return replace(
+            runs[0],
+            outcome=VariantOutcome.FLAKY,
+            reason=f"flaky: {counts} of {len(runs)} runs",
+            findings=_capped(finding for run in failed for finding in run.findings),
+            runs=outcomes,
+        )
+    return replace(judged[0] if judged else runs[0], runs=outcomes)
 
 
 # -- the plan and the report -------------------------------------------------------------------
@@ -1146,22 +1283,30 @@ def _bodies(battery: Battery, variant: Variant, model: str, twin: bool) -> list[
 
 
 def plan(settings: RunSettings, variants: Sequence[Variant]) -> list[dict[str, Any]]:
-    """What a run would send, variant by variant: the requests, the body of the first,
+    """What a run would send, variant by variant (each ``--repeat`` times): the requests,
+    the body of the first,
     every body in the order sent (``bodies``; the concurrent variant's markers carry
     ``<run>`` where a run puts its own id), and the worst-case output tokens (the cap x
-    ``n``, summed over its requests)."""
+    ``n``, summed over its requests), and why it would not run (``not_run``: it would pass
+    ``--max-requests`` or ``--budget-tokens``; None when it runs). A retry, made only when
+    a request fails before its first byte, is not planned: it comes out of the budgets."""
     rows = []
     chosen = settings.battery
+    spent = spent_tokens = 0
     for variant in variants:
-        bodies = _bodies(chosen, variant, settings.model, settings.twin)
-        tokens = sum(chosen.worst_case_tokens(body) for body in bodies)
+        bodies = _bodies(chosen, variant, settings.model, settings.twin) * settings.repeat
+        needed, tokens = _needs(chosen, variant, settings)
+        why = _not_run(settings, spent, spent_tokens, needed, tokens)
+        if why is None:
+            spent, spent_tokens = spent + needed, spent_tokens + tokens
         rows.append(
             {
                 "variant": variant.name,
-                "requests": len(bodies),
+                "requests": needed,
                 "max_output_tokens": tokens,
                 "request": bodies[0],
                 "bodies": bodies,
+                "not_run": why,
             }
         )
     return rows
@@ -1187,6 +1332,7 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
         "protocol": summary.protocol,
         "streamguard": __version__,
         "requests": summary.requests,
+        "max_output_tokens": summary.tokens,
         "failed": summary.failed,
         "variants": [
             {
@@ -1194,6 +1340,8 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
                 "outcome": result.outcome.value,
                 "reason": result.reason,
                 "requests": result.requests,
+                "runs": [outcome.value for outcome in result.runs],
+                "retries": list(result.retries),
                 "request": result.request,
                 "findings": [_finding_json(f) for f in result.findings],
                 "timing": {
@@ -1224,6 +1372,10 @@ def summary_text(summary: RunSummary) -> str:
         rows.append([result.name, result.outcome.value, shown])
     lines = [f"endpoint {summary.endpoint}, model {summary.model}", "", table(rows)]
     for result in summary.results:
+        if result.retries:
+            causes = ", ".join(result.retries)
+            lines += ["", f"{result.name}: retried before the first byte ({causes})"]
+    for result in summary.results:
         if not result.findings:
             continue
         lines += ["", f"{result.name}:"]
@@ -1235,7 +1387,11 @@ def summary_text(summary: RunSummary) -> str:
         counts[result.outcome] += 1
     lines += [
         "",
-        ", ".join(f"{counts[o]} {o.value}" for o in VariantOutcome)
+        ", ".join(
+            f"{counts[o]} {o.value}"
+            for o in VariantOutcome
+            if o is not VariantOutcome.FLAKY or counts[o]
+        )
         + f"; {summary.requests} requests",
     ]
     return "\n".join(lines)

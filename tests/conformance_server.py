@@ -108,6 +108,18 @@ class FakeState:
     anthropic_version: str | None = None
     #: Every request body received, in order.
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    #: The bugs show on every ``bug_every``-th request only (an intermittent bug: 2 makes
+    #: the first request clean, the second broken, ...).
+    bug_every: int = 1
+    #: The first ``unavailable`` requests are answered 503 with ``Retry-After: 0`` (or,
+    #: with ``unavailable_stream``, a 200 stream cut before its end), before any stream.
+    unavailable: int = 0
+    unavailable_stream: bool = False
+
+    def active_bugs(self) -> frozenset[str]:
+        """The bugs of the request being answered."""
+        return self.bugs if self.requests % self.bug_every == 0 else frozenset()
+
     #: Generations still running after their client left (``hang_after_disconnect``).
     leaked: int = 0
     #: Set by a test at teardown: a leaked generation then ends, so the server can stop.
@@ -198,6 +210,22 @@ def _logprobs(token: str, width: int) -> dict[str, Any]:
     return {"content": [{"token": token, "logprob": -0.1, "bytes": None, "top_logprobs": top}]}
 
 
+def _unavailable(state: FakeState) -> Response | None:
+    """A 503 before any stream, or a stream cut after its first byte, while
+    ``state.unavailable`` requests are left to spoil."""
+    if state.requests > state.unavailable:
+        return None
+    if state.unavailable_stream:
+
+        async def cut() -> AsyncIterator[bytes]:
+            yield b": the first byte, then nothing\n\n"
+
+        return StreamingResponse(cut(), media_type="text/event-stream")
+    return JSONResponse(
+        {"error": {"message": "overloaded"}}, status_code=503, headers={"retry-after": "0"}
+    )
+
+
 async def _received(request: Request, state: FakeState) -> dict[str, Any]:
     """Count and record a request: its body and its credentials."""
     state.requests += 1
@@ -215,6 +243,9 @@ def build_chat_app(state: FakeState) -> Starlette:
     async def completions(request: Request) -> Response:
         body = await _received(request, state)
         state.tokens_allowed += int(body.get("max_tokens", 0)) * int(body.get("n", 1))
+        unavailable = _unavailable(state)
+        if unavailable is not None:
+            return unavailable
         while state.leaked and not state.release.is_set():  # a leaked generation holds on
             await asyncio.sleep(0.01)
         for name in state.refuse:
@@ -270,7 +301,7 @@ def _completion(body: dict[str, Any], answers: list[_Answer], state: FakeState) 
 async def _stream(
     body: dict[str, Any], answers: list[_Answer], state: FakeState
 ) -> AsyncIterator[bytes]:
-    bugs = state.bugs
+    bugs = state.active_bugs()
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     width = int(body.get("top_logprobs") or 1)
     logprobs = body.get("logprobs") is True and "logprobs" not in state.ignore
@@ -475,6 +506,9 @@ def build_responses_app(state: FakeState) -> Starlette:
     async def responses(request: Request) -> Response:
         body = await _received(request, state)
         state.tokens_allowed += int(body.get("max_output_tokens", 0))
+        unavailable = _unavailable(state)
+        if unavailable is not None:
+            return unavailable
         await _held(state)
         refused = _refused(body, state)
         if refused is not None:
@@ -500,7 +534,7 @@ def build_responses_app(state: FakeState) -> Starlette:
 async def _responses_stream(
     body: dict[str, Any], reply: _Reply, state: FakeState
 ) -> AsyncIterator[bytes]:
-    bugs = state.bugs
+    bugs = state.active_bugs()
     sequence = 0
     response_id = f"resp_{uuid.uuid4().hex}"
     paced = "long" in str(body.get("input"))
@@ -600,6 +634,9 @@ def build_anthropic_app(state: FakeState) -> Starlette:
     async def messages(request: Request) -> Response:
         body = await _received(request, state)
         state.tokens_allowed += int(body.get("max_tokens", 0))
+        unavailable = _unavailable(state)
+        if unavailable is not None:
+            return unavailable
         await _held(state)
         refused = _refused(body, state)
         if refused is not None:
@@ -630,7 +667,7 @@ def build_anthropic_app(state: FakeState) -> Starlette:
 async def _anthropic_stream(
     body: dict[str, Any], reply: _Reply, state: FakeState
 ) -> AsyncIterator[bytes]:
-    bugs = state.bugs
+    bugs = state.active_bugs()
     paced = "long" in json.dumps(body.get("messages"))
 
     def event(kind: str, **fields: Any) -> bytes:
