@@ -739,12 +739,18 @@ class _ProbeReader:
         request: RequestFacts | None,
         started: float,
         recording: BinaryIO,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         from streamguard.config import TimerConfig
 
+        # The clock each chunk is read at: the real one, or the arrival times of a capture
+        # that ``conformance --replay`` reads again.
+        self._clock = clock
+        self.end: StreamEnd | None = None
+        self.cause: BaseException | None = None
         if request is None:  # the request's head still says its method and Last-Event-ID
             request = add_http_facts(None, response.request.method, response.request.headers.raw)
-        self._now = time.monotonic()  # one clock reading per chunk, as collect does
+        self._now = clock()  # one clock reading per chunk, as collect does
         self.started = started
         self.monitor = StreamMonitor(
             protocol,
@@ -809,7 +815,7 @@ class _ProbeReader:
                 self._more_finish_reasons += 1
 
     def feed(self, chunk: bytes) -> None:
-        self._now = time.monotonic()
+        self._now = self._clock()
         self.received += len(chunk)
         if len(self._head) < PREVIEW_BYTES:
             self._head += chunk[: PREVIEW_BYTES - len(self._head)]
@@ -820,7 +826,8 @@ class _ProbeReader:
     def finish(
         self, end: StreamEnd, error: BaseException | None = None, stopped_by: str | None = None
     ) -> _Probed:
-        self._now = time.monotonic()
+        self._now = self._clock()
+        self.end, self.cause = end, error
         report = self.monitor.finish(end, cause=error)
         self._transcribe_undecided()  # decided at the end of the body
         why_not = None
@@ -1168,9 +1175,105 @@ def _conformance_reader(httpx: Any, max_bytes: int, max_time: float, protocol: s
             arrivals = list(_recorded(recording))
         read = conformance.stream_read(probed, arrivals, started)
         read.retry_after = _retry_after(response.headers.get("retry-after"))
+        read.content_length = response.headers.get("content-length")
+        read.end = None if reader.end is None else reader.end.value
+        read.cause = None if reader.cause is None else type(reader.cause).__name__
         return read
 
     return read
+
+
+@dataclass(frozen=True, slots=True)
+class _SavedRequest:
+    url: Any
+    method: str = "POST"
+
+
+@dataclass(frozen=True, slots=True)
+class _SavedResponse:
+    """What ``_ProbeReader`` reads of a response, from a capture's header."""
+
+    status_code: int
+    headers: dict[str, str]
+    request: _SavedRequest
+
+
+def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max_bytes: int) -> Any:
+    """``conformance --replay``'s ``StreamReader``: no network; each request is answered
+    by the next capture ``--save`` wrote for the same body (in the order they were read:
+    the saved variants', each one's captures in order),
+    read again as the run read it (``_ProbeReader`` at the chunks' arrival times, ended as
+    the live read ended). A request without one raises ``NotReplayable``."""
+    from urllib.parse import urlsplit as split
+
+    from streamguard import conformance
+
+    queues: dict[str, list[tuple[dict[str, Any], list[Arrival]]]] = {}
+    names = [name for variant in saved["variants"] for name in variant.get("captures", ())]
+    for name in names:  # each checked by load_saved: a capture name, in the directory
+        with _reading(str(directory / name), "a saved capture"), open(directory / name, "rb") as f:
+            try:
+                lines = capture_lines(f)
+                header = read_capture_header(next(lines, ""))
+                arrivals, size = [], 0
+                for arrival in capture_arrivals(lines):
+                    size += len(arrival.data)
+                    if size > max_bytes:
+                        raise ValueError(f"more than --max-bytes {max_bytes} body bytes")
+                    arrivals.append(arrival)
+            except ValueError as exc:
+                raise InputError(f"{directory / name}: not a readable capture: {exc}") from None
+        if header.get("protocol") != protocol or not isinstance(header.get("request"), dict):
+            continue
+        key = json.dumps(header["request"], sort_keys=True)
+        queues.setdefault(key, []).append((header, arrivals))
+
+    def read(
+        client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str], abort: bool
+    ) -> conformance.StreamRead:
+        queue = queues.get(json.dumps(body, sort_keys=True))
+        if not queue:
+            raise conformance.NotReplayable(
+                "a request has no capture: it got no answer live (a hang, a connect error)"
+            )
+        header, arrivals = queue.pop(0)
+        now = [0.0]
+        media = {
+            key.replace("_", "-"): str(header[key])
+            for key in ("content_type", "content_encoding", "content_length")
+            if isinstance(header.get(key), str)
+        }
+        status = header.get("status")
+        response = _SavedResponse(
+            status if type(status) is int else 0, media, _SavedRequest(split(url))
+        )
+        with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
+            recording = cast(BinaryIO, spool)
+            reader = _ProbeReader(
+                response, protocol, RequestFacts(body), 0.0, recording, clock=lambda: now[0]
+            )
+            for arrival in arrivals:
+                now[0] = arrival.at
+                reader.feed(arrival.data)
+            probed = reader.finish(*_saved_end(header))
+        return conformance.stream_read(probed, arrivals, 0.0)
+
+    return read
+
+
+def _saved_end(header: Mapping[str, Any]) -> tuple[StreamEnd, BaseException | None, str | None]:
+    """How a saved read ended: its ``StreamEnd``, the error that ended it (of the saved
+    type's name, which is all a report names of it), and what stopped it."""
+    try:
+        end = StreamEnd(header.get("end"))
+    except ValueError:
+        end = StreamEnd.BODY_ENDED
+    cause_name = header.get("cause")
+    cause = None
+    if isinstance(cause_name, str) and cause_name.isidentifier() and len(cause_name) <= 64:
+        cause = type(cause_name, (Exception,), {})()
+    stopped = header.get("stopped") if end is StreamEnd.CLIENT_DISCONNECT else None
+    return end, cause, stopped if isinstance(stopped, str) else None
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -1201,6 +1304,18 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     from streamguard import conformance
 
     out, err = sys.stdout, sys.stderr
+    if args.replay is not None:
+        if args.url is not None or args.save is not None or args.dry_run:
+            print(
+                "streamguard conformance: error: --replay reads a saved run: no URL, "
+                "--save or --dry-run with it",
+                file=err,
+            )
+            return EXIT_USAGE
+        return _replay_conformance(args)
+    if args.url is None or args.model is None:
+        print("streamguard conformance: error: URL and --model are required", file=err)
+        return EXIT_USAGE
     battery = conformance.battery(args.protocol)
     try:
         variants = conformance.select(args.variants, args.protocol)
@@ -1233,6 +1348,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         protocol=args.protocol,
         repeat=args.repeat,
         budget_tokens=args.budget_tokens,
+        save=None if args.save is None else Path(args.save),
     )
     if args.dry_run:
         rows = conformance.plan(settings, variants)
@@ -1279,14 +1395,55 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     read = _conformance_reader(httpx, args.max_bytes, args.max_time, args.protocol)
     endpoint = _shown_url(battery.url(args.url))
     try:
+        if settings.save is not None:
+            settings.save.mkdir(parents=True, exist_ok=True)
         summary = conformance.run_conformance(settings, variants, read, endpoint, shown)
+        if settings.save is not None:
+            saved = conformance.saved_json(summary, settings)
+            with open(settings.save / conformance.SAVED_SUMMARY, "w", encoding="utf-8") as file:
+                json.dump(saved, file, indent=1)
+    except OSError as exc:
+        print(f"streamguard conformance: error: --save {args.save}: {exc.strerror}", file=err)
+        return EXIT_USAGE
     except ValueError as exc:  # httpx.InvalidURL, UnsupportedProtocol's cousins
         print(f"streamguard conformance: error: {_shown_url(args.url)}: {exc}", file=err)
         return EXIT_USAGE
+    _print_conformance(args, summary, out)
+    return EXIT_FINDINGS if summary.failed else EXIT_OK
+
+
+def _print_conformance(args: argparse.Namespace, summary: Any, out: TextIO) -> None:
+    from streamguard import conformance
+
     if args.format == "json":
         print(json.dumps(conformance.summary_json(summary)), file=out)
     else:
         print(conformance.summary_text(summary), file=out)
+
+
+def _replay_conformance(args: argparse.Namespace) -> int:
+    """``--replay DIR``: the saved run's captures judged again, offline, with the checks
+    of this version; the same report."""
+    from streamguard import conformance
+
+    err = sys.stderr
+    directory = Path(args.replay)
+    try:
+        saved = conformance.load_saved(directory)
+        read = _replay_reader(directory, saved, saved["protocol"], args.max_bytes)
+    except (ValueError, InputError) as exc:
+        print(f"streamguard conformance: error: --replay: {exc}", file=err)
+        return EXIT_USAGE
+    try:
+        import httpx  # noqa: F401  (the run's client is made, never used)
+    except ImportError:
+        print(f"streamguard conformance: error: needs httpx: {_INSTALL_HINT}", file=err)
+        return EXIT_USAGE
+    settings = conformance.replay_settings(saved)
+    variants = conformance.replay_variants(saved)
+    summary = conformance.run_conformance(settings, variants, read, str(saved["endpoint"]))
+    summary = conformance.replayed(saved, summary)
+    _print_conformance(args, summary, sys.stdout)
     return EXIT_FINDINGS if summary.failed else EXIT_OK
 
 
@@ -1637,8 +1794,8 @@ def _conformance_parser(commands: Any) -> None:
         epilog="Exit codes: 0 every variant passed or was skipped; 1 a variant failed, "
         "errored or was flaky; 2 usage error; 141 the output's reader left early (| head).",
     )
-    sub.add_argument("url", metavar="URL", help="the base URL (http://host:8000/v1)")
-    sub.add_argument("--model", required=True, help="the model name sent in every request")
+    sub.add_argument("url", metavar="URL", nargs="?", help="the base URL (http://host:8000/v1)")
+    sub.add_argument("--model", help="the model name sent in every request (required)")
     sub.add_argument(
         "--protocol",
         choices=PROTOCOLS,
@@ -1675,6 +1832,19 @@ def _conformance_parser(commands: Any) -> None:
         type=_positive_bytes,
         metavar="N",
         help="send at most N requests; variants past it are skipped (not run)",
+    )
+    sub.add_argument(
+        "--save",
+        metavar="DIR",
+        help="write each stream read to DIR/<variant>.jsonl (probe --save's capture "
+        "format; a variant's later streams <variant>-2.jsonl, ...) and the report, with "
+        "every body sent, to DIR/conformance.json",
+    )
+    sub.add_argument(
+        "--replay",
+        metavar="DIR",
+        help="judge the captures --save wrote to DIR again, offline (no URL, nothing "
+        "sent), and print the same report",
     )
     sub.add_argument(
         "--budget-tokens",

@@ -45,13 +45,18 @@ Every request is small: each variant sets ``max_tokens`` (at most ``DEFAULT_TOKE
 unless it is the opt-in ``long`` variant; Responses ``max_output_tokens``), and
 ``--max-requests`` and ``--budget-tokens`` bound the run. A request that fails before its
 first byte is retried at most once, within those budgets. The API key is read from an
-environment variable and only ever sent, never shown.
+environment variable and only ever sent, never shown, never saved.
+
+``--save DIR`` writes each stream read in probe's capture format and the report with
+every body sent; ``--replay DIR`` judges the captures again offline through the same
+runners, its reader answering each request with the next capture saved for that body.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 import uuid
@@ -59,6 +64,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from streamguard._format import severity_at_least
@@ -83,6 +89,7 @@ from streamguard.protocols.openai_chat import FINISH_REASONS
 from streamguard.report import Outcome, Severity
 from streamguard.request import RequestFacts
 from streamguard.sse import EventParser
+from streamguard.timeline import Arrival, write_capture
 
 __all__ = [
     "CHAT_BATTERY",
@@ -95,6 +102,7 @@ __all__ = [
     "Battery",
     "Exchange",
     "NotExercised",
+    "NotReplayable",
     "RunSettings",
     "RunSummary",
     "StreamRead",
@@ -106,15 +114,21 @@ __all__ = [
     "api_key_from",
     "base_request",
     "battery",
+    "capture_name",
     "chat_url",
     "concurrent_requests",
     "found",
     "has_content",
     "json_object",
+    "load_saved",
     "mapping",
     "plan",
     "reference_markdown",
+    "replay_settings",
+    "replay_variants",
+    "replayed",
     "run_conformance",
+    "saved_json",
     "select",
     "sequence",
     "stream_read",
@@ -685,6 +699,8 @@ class RunSettings:
     #: One retry of a request that failed before its first byte (a connect error, or a
     #: 429 or 5xx answered before any stream), within the budgets.
     retry: bool = True
+    #: ``--save``: the directory each stream is written to, in probe's capture format.
+    save: Path | None = None
 
     @property
     def battery(self) -> Battery:
@@ -721,6 +737,12 @@ class VariantResult:
     retries: tuple[str, ...] = ()
     #: ``--repeat``: the outcome of each run, in order (one run: its outcome).
     runs: tuple[VariantOutcome, ...] = ()
+    #: Every body the variant sent, in order (retries and twins included; never a key).
+    bodies: tuple[Mapping[str, Any], ...] = ()
+    #: ``--save``: the capture files of the variant's streams, in order.
+    captures: tuple[str, ...] = ()
+    #: ``--replay``: what of the variant could not be judged again offline.
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -761,6 +783,15 @@ class StreamRead:
     #: The answer's ``Retry-After`` in seconds, when it gave one as a number (the reader
     #: sets it; None otherwise).
     retry_after: float | None = None
+    #: What ``--save`` writes and ``--replay`` reads again: the response head's media
+    #: headers, each chunk with its arrival time, how the read ended (a
+    #: ``streamguard.monitor.StreamEnd`` value) and the type of the error that ended it.
+    content_type: str | None = None
+    content_encoding: str | None = None
+    content_length: str | None = None
+    arrivals: tuple[Arrival, ...] = ()
+    end: str | None = None
+    cause: str | None = None
 
 
 #: How a run reads one streamed request: ``(client, url, body, headers,
@@ -790,6 +821,9 @@ class _Endpoint:
         self.retries: list[str] = []
         self.spare_requests = 0
         self.spare_tokens = 0
+        self.bodies: list[Mapping[str, Any]] = []
+        #: ``--save``: the streams read since the last variant's were written.
+        self.captured: list[tuple[Mapping[str, Any], StreamRead]] = []
 
     def close(self) -> None:
         self.client.close()
@@ -798,6 +832,7 @@ class _Endpoint:
         with self._lock:
             self.sent += 1
             self.sent_tokens += self.battery.worst_case_tokens(body)
+            self.bodies.append(body)
 
     def _may_retry(self, body: Mapping[str, Any], cause: str) -> bool:
         """Whether one more request for ``body`` fits the budgets; if so, it is booked."""
@@ -832,6 +867,9 @@ class _Endpoint:
                 if attempt == 1 and self._may_retry(body, type(exc).__name__):
                     continue
                 raise
+            if self.settings.save is not None:
+                with self._lock:
+                    self.captured.append((body, read))
             retryable = read.status == 429 or read.status >= 500
             before_stream = retryable and not read.is_event_stream
             if attempt == 1 and before_stream and self._may_retry(body, f"HTTP {read.status}"):
@@ -870,7 +908,7 @@ def twin_body(body: Mapping[str, Any]) -> dict[str, Any]:
     return twin
 
 
-def stream_read(probed: Any, arrivals: Sequence[Any], started: float) -> StreamRead:
+def stream_read(probed: Any, arrivals: Sequence[Arrival], started: float) -> StreamRead:
     """A ``StreamRead`` from what the probe's reader gave: its ``_Probed`` (duck-typed:
     ``status_code``, ``is_event_stream``, ``head``, ``report``, ``stopped_by``,
     ``error``) and the recorded arrivals (``at``, ``data``; at most ``--max-bytes``)."""
@@ -891,6 +929,9 @@ def stream_read(probed: Any, arrivals: Sequence[Any], started: float) -> StreamR
         max_gap=max(gaps) if gaps else None,
         duration=report.duration,
         stopped=probed.stopped_by or probed.error,
+        content_type=probed.content_type,
+        content_encoding=probed.content_encoding,
+        arrivals=tuple(arrivals),
     )
 
 
@@ -1186,10 +1227,18 @@ def run_conformance(
                 )
                 sent, retried = endpoint.sent, len(endpoint.retries)
                 runs = [_run_once(httpx, endpoint, variant) for _ in range(settings.repeat)]
+                captures: tuple[str, ...] = ()
+                if settings.save is not None:
+                    captures = _write_captures(
+                        settings.save, variant.name, endpoint.captured, shown_endpoint, settings
+                    )
+                    endpoint.captured.clear()
                 result = replace(
                     _combined(runs),
                     requests=endpoint.sent - sent,
                     retries=tuple(endpoint.retries[retried:]),
+                    bodies=tuple(endpoint.bodies[sent:]),
+                    captures=captures,
                 )
             results.append(result)
             if on_result is not None:
@@ -1233,6 +1282,10 @@ def _not_run(
 def _run_once(httpx: Any, endpoint: _Endpoint, variant: Variant) -> VariantResult:
     try:
         return _RUNNERS[variant.kind](endpoint, variant)
+    except NotReplayable as exc:
+        request = endpoint.battery.request(variant, endpoint.settings.model)
+        reason = f"not re-judged offline: {exc}"
+        return VariantResult(variant.name, VariantOutcome.SKIPPED, reason, request, (), 0)
     except httpx.HTTPError as exc:
         request = endpoint.battery.request(variant, endpoint.settings.model)
         reason = f"request failed: {type(exc).__name__}"
@@ -1340,6 +1393,7 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
                 "outcome": result.outcome.value,
                 "reason": result.reason,
                 "requests": result.requests,
+                "note": result.note,
                 "runs": [outcome.value for outcome in result.runs],
                 "retries": list(result.retries),
                 "request": result.request,
@@ -1375,6 +1429,8 @@ def summary_text(summary: RunSummary) -> str:
         if result.retries:
             causes = ", ".join(result.retries)
             lines += ["", f"{result.name}: retried before the first byte ({causes})"]
+        if result.note:
+            lines += ["", f"{result.name}: {result.note}"]
     for result in summary.results:
         if not result.findings:
             continue
@@ -1395,6 +1451,146 @@ def summary_text(summary: RunSummary) -> str:
         + f"; {summary.requests} requests",
     ]
     return "\n".join(lines)
+
+
+# -- --save and --replay ----------------------------------------------------------------------
+
+#: The largest ``conformance.json`` ``--replay`` reads, in bytes.
+MAX_SAVED_SUMMARY_BYTES = 16 * 1024 * 1024
+#: A capture file's name as ``--save`` writes it (``capture_name``): a variant's name, then
+#: a number from 2 for its second stream on. ``--replay`` reads no other name.
+_CAPTURE_NAME = re.compile(r"[a-z0-9_]{1,64}(-[0-9]{1,6})?\.jsonl")
+SAVED_SUMMARY = "conformance.json"
+
+
+class NotReplayable(Exception):
+    """``--replay``: a request of the saved run has no capture to read again."""
+
+
+def capture_name(variant: str, k: int) -> str:
+    """The file of a variant's ``k``-th stream (from 1): ``plain.jsonl``, ``abort-2.jsonl``."""
+    return f"{variant}.jsonl" if k == 1 else f"{variant}-{k}.jsonl"
+
+
+def _write_captures(
+    directory: Path,
+    variant: str,
+    captured: Sequence[tuple[Mapping[str, Any], StreamRead]],
+    endpoint: str,
+    settings: RunSettings,
+) -> tuple[str, ...]:
+    """Write each stream a variant read in probe's capture format (``probe --save``'s
+    header, with what ``--replay`` needs besides: the request, how the read ended)."""
+    names = []
+    for k, (body, read) in enumerate(captured, start=1):
+        name = capture_name(variant, k)
+        header = {
+            "url": endpoint,
+            "status": read.status,
+            "content_type": read.content_type,
+            "protocol": settings.protocol,
+            "variant": variant,
+            "request": body,
+            "content_encoding": read.content_encoding,
+            "content_length": read.content_length,
+            "end": read.end,
+            "cause": read.cause,
+            "stopped": read.stopped,
+        }
+        with open(directory / name, "w", encoding="utf-8") as out:
+            write_capture(out, header, read.arrivals)
+        names.append(name)
+    return tuple(names)
+
+
+def saved_json(summary: RunSummary, settings: RunSettings) -> dict[str, Any]:
+    """``DIR/conformance.json``: the summary JSON with what ``--replay`` needs besides (the
+    run's ``repeat`` and ``twin``; per variant every body sent and its capture files)."""
+    saved = summary_json(summary)
+    saved["repeat"] = settings.repeat
+    saved["twin"] = settings.twin
+    for shown, result in zip(saved["variants"], summary.results, strict=True):
+        shown["bodies"] = list(result.bodies)
+        shown["captures"] = list(result.captures)
+    return saved
+
+
+def load_saved(directory: Path) -> dict[str, Any]:
+    """The ``conformance.json`` of a ``--save`` directory, checked for what ``--replay``
+    reads; ``ValueError`` says what is wrong."""
+    path = directory / SAVED_SUMMARY
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_SAVED_SUMMARY_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror}") from None
+    if len(data) > MAX_SAVED_SUMMARY_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_SAVED_SUMMARY_BYTES} bytes")
+    try:
+        saved = json.loads(data)
+    except ValueError:
+        raise ValueError(f"{path}: not JSON") from None
+    if not isinstance(saved, dict) or saved.get("protocol") not in PROTOCOLS:
+        raise ValueError(f"{path}: not a conformance run saved by --save")
+    known = {v.name for v in battery(saved["protocol"]).variants}
+    for variant in sequence(saved.get("variants")):
+        names = sequence(mapping(variant).get("captures"))
+        if mapping(variant).get("name") not in known or not all(
+            isinstance(n, str) and _CAPTURE_NAME.fullmatch(n) for n in names
+        ):
+            raise ValueError(f"{path}: a variant that --save did not write")
+    if not isinstance(saved.get("model"), str) or type(saved.get("repeat")) is not int:
+        raise ValueError(f"{path}: not a conformance run saved by --save")
+    return saved
+
+
+def replay_settings(saved: Mapping[str, Any]) -> RunSettings:
+    """The settings a replay runs with: the saved run's protocol, model and repeat; no
+    twin (its answers were not streams: nothing was saved), no budget (nothing is sent)."""
+    return RunSettings(
+        base_url=str(saved.get("endpoint", "")),
+        model=saved["model"],
+        protocol=saved["protocol"],
+        repeat=max(1, saved["repeat"]),
+    )
+
+
+def replay_variants(saved: Mapping[str, Any]) -> tuple[Variant, ...]:
+    """The saved variants a replay judges again: those that ran (they have captures),
+    but the concurrent one (its streams' markers are new each run)."""
+    chosen = battery(saved["protocol"])
+    ran = {v["name"] for v in saved["variants"] if v.get("captures")}
+    return tuple(v for v in chosen.variants if v.name in ran and v.kind != "concurrent")
+
+
+def replayed(saved: Mapping[str, Any], summary: RunSummary) -> RunSummary:
+    """The replay's summary in the saved run's order: each variant judged again, with a
+    note on what could not be, and the variants that could not be judged at all."""
+    chosen = battery(saved["protocol"])
+    kinds = {v.name: v for v in chosen.variants}
+    judged = {result.name: result for result in summary.results}
+    results = []
+    for shown in saved["variants"]:
+        name = shown["name"]
+        variant = kinds[name]
+        result = judged.get(name)
+        if result is None:
+            if variant.kind == "concurrent" and shown.get("captures"):
+                why = "not re-judged offline: concurrent streams need a live exchange"
+            else:
+                why = f"not re-judged offline: no capture (live: {shown.get('outcome')})"
+            request = chosen.request(variant, summary.model)
+            result = VariantResult(name, VariantOutcome.SKIPPED, why, request, (), 0)
+        notes = []
+        if variant.kind == "abort":
+            notes.append(
+                "the health requests are judged again from their captures; how long they "
+                "took (a hang) is not"
+            )
+        if saved.get("twin") and variant.twin_ignores is not None:
+            notes.append("--twin's non-streamed answer is not judged again offline")
+        results.append(replace(result, note="; ".join(notes)))
+    return replace(summary, results=tuple(results))
 
 
 def api_key_from(env: str | None) -> str | None:
