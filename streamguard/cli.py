@@ -1142,6 +1142,23 @@ def _delta(at: float | None, start: float) -> float | None:
 # -- conformance ---------------------------------------------------------------------------
 
 
+#: The most runs ``--repeat`` asks of each variant.
+MAX_REPEAT = 100
+
+
+def _repeat_count(value: str) -> int:
+    """``--repeat``: a whole number of runs from 1 to ``MAX_REPEAT``."""
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_REPEAT:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MAX_REPEAT}, got {value!r}"
+        )
+    return count
+
+
 def _variant_names(value: str) -> list[str]:
     """``--variants``: names separated by commas, or ``all``."""
     names = [name.strip() for name in value.split(",") if name.strip()]
@@ -1208,25 +1225,36 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
 
     from streamguard import conformance
 
-    queues: dict[str, list[tuple[dict[str, Any], list[Arrival]]]] = {}
+    # Only the headers are read up front (one line each); a capture's chunks are read when
+    # its request comes, at most --max-bytes of them.
+    queues: dict[str, list[tuple[dict[str, Any], Path]]] = {}
     names = [name for variant in saved["variants"] for name in variant.get("captures", ())]
     for name in names:  # each checked by load_saved: a capture name, in the directory
-        with _reading(str(directory / name), "a saved capture"), open(directory / name, "rb") as f:
+        path = directory / name
+        with _reading(str(path), "a saved capture"), open(path, "rb") as file:
             try:
-                lines = capture_lines(f)
-                header = read_capture_header(next(lines, ""))
-                arrivals, size = [], 0
+                header = read_capture_header(next(capture_lines(file), ""))
+            except ValueError as exc:
+                raise InputError(f"{path}: not a readable capture: {exc}") from None
+        if header.get("protocol") != protocol or not isinstance(header.get("request"), dict):
+            continue
+        key = json.dumps(header["request"], sort_keys=True)
+        queues.setdefault(key, []).append((header, path))
+
+    def arrivals_of(path: Path) -> list[Arrival]:
+        arrivals, size = [], 0
+        with _reading(str(path), "a saved capture"), open(path, "rb") as file:
+            try:
+                lines = capture_lines(file)
+                next(lines, "")
                 for arrival in capture_arrivals(lines):
                     size += len(arrival.data)
                     if size > max_bytes:
                         raise ValueError(f"more than --max-bytes {max_bytes} body bytes")
                     arrivals.append(arrival)
             except ValueError as exc:
-                raise InputError(f"{directory / name}: not a readable capture: {exc}") from None
-        if header.get("protocol") != protocol or not isinstance(header.get("request"), dict):
-            continue
-        key = json.dumps(header["request"], sort_keys=True)
-        queues.setdefault(key, []).append((header, arrivals))
+                raise InputError(f"{path}: not a readable capture: {exc}") from None
+        return arrivals
 
     def read(
         client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str], abort: bool
@@ -1236,7 +1264,8 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
             raise conformance.NotReplayable(
                 "a request has no capture: it got no answer live (a hang, a connect error)"
             )
-        header, arrivals = queue.pop(0)
+        header, path = queue.pop(0)
+        arrivals = arrivals_of(path)
         now = [0.0]
         media = {
             key.replace("_", "-"): str(header[key])
@@ -1441,7 +1470,11 @@ def _replay_conformance(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     settings = conformance.replay_settings(saved)
     variants = conformance.replay_variants(saved)
-    summary = conformance.run_conformance(settings, variants, read, str(saved["endpoint"]))
+    try:
+        summary = conformance.run_conformance(settings, variants, read, str(saved["endpoint"]))
+    except InputError as exc:  # a capture that does not read, or reads past --max-bytes
+        print(f"streamguard conformance: error: --replay: {exc}", file=err)
+        return EXIT_USAGE
     summary = conformance.replayed(saved, summary)
     _print_conformance(args, summary, sys.stdout)
     return EXIT_FINDINGS if summary.failed else EXIT_OK
@@ -1855,10 +1888,11 @@ def _conformance_parser(commands: Any) -> None:
     )
     sub.add_argument(
         "--repeat",
-        type=_positive_bytes,
+        type=_repeat_count,
         default=1,
         metavar="K",
-        help="run each variant K times; one whose runs disagree is flaky, and fails (default: 1)",
+        help="run each variant K times (at most 100); one whose runs disagree is flaky, "
+        "and fails (default: 1)",
     )
     sub.add_argument(
         "--timeout",

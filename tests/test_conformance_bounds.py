@@ -225,3 +225,11 @@ def test_a_connect_error_is_retried_once(capsys: pytest.CaptureFixture[str]) -> 
     assert variant["retries"] == ["ConnectError"]
     assert variant["requests"] == 2
     assert code == 1
+
+
+@pytest.mark.parametrize("value", ["0", "101", "x"])
+def test_repeat_is_bounded(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A dry run lists every body of every run: K is bounded, so the plan is too."""
+    code = main(["conformance", "http://127.0.0.1:9/v1", "--model", "m", "--repeat", value])
+    assert code == 2
+    assert "expected a whole number from 1 to 100" in capsys.readouterr()[1]

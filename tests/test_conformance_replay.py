@@ -195,3 +195,13 @@ def test_replay_reads_only_the_files_save_names(
     (tmp_path / "conformance.json").write_text(json.dumps(saved))
     assert main(["conformance", "--replay", str(tmp_path)]) == 2
     assert "a variant that --save did not write" in capsys.readouterr()[1]
+
+
+def test_replay_reads_a_capture_within_max_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A capture is read again no further than --max-bytes, as the live read was."""
+    run(capsys, "anthropic", FakeState(), "--variants", "plain", "--save", str(tmp_path))
+    code = main(["conformance", "--replay", str(tmp_path), "--max-bytes", "100"])
+    assert code == 2
+    assert "more than --max-bytes 100 body bytes" in capsys.readouterr()[1]
