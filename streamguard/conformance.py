@@ -1396,6 +1396,7 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
                 "note": result.note,
                 "runs": [outcome.value for outcome in result.runs],
                 "retries": list(result.retries),
+                "captures": list(result.captures),
                 "request": result.request,
                 "findings": [_finding_json(f) for f in result.findings],
                 "timing": {
@@ -1504,14 +1505,14 @@ def _write_captures(
 
 
 def saved_json(summary: RunSummary, settings: RunSettings) -> dict[str, Any]:
-    """``DIR/conformance.json``: the summary JSON with what ``--replay`` needs besides (the
-    run's ``repeat`` and ``twin``; per variant every body sent and its capture files)."""
+    """``DIR/conformance.json``: the summary JSON (each variant's capture files among it)
+    with what ``--replay`` needs besides: the run's ``repeat`` and ``twin``, and per variant
+    every body sent."""
     saved = summary_json(summary)
     saved["repeat"] = settings.repeat
     saved["twin"] = settings.twin
     for shown, result in zip(saved["variants"], summary.results, strict=True):
         shown["bodies"] = list(result.bodies)
-        shown["captures"] = list(result.captures)
     return saved
 
 
@@ -1589,7 +1590,8 @@ def replayed(saved: Mapping[str, Any], summary: RunSummary) -> RunSummary:
             )
         if saved.get("twin") and variant.twin_ignores is not None:
             notes.append("--twin's non-streamed answer is not judged again offline")
-        results.append(replace(result, note="; ".join(notes)))
+        captures = tuple(str(name) for name in shown.get("captures", ()))
+        results.append(replace(result, note="; ".join(notes), captures=captures))
     return replace(summary, results=tuple(results))
 
 

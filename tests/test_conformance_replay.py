@@ -205,3 +205,19 @@ def test_replay_reads_a_capture_within_max_bytes(
     code = main(["conformance", "--replay", str(tmp_path), "--max-bytes", "100"])
     assert code == 2
     assert "more than --max-bytes 100 body bytes" in capsys.readouterr()[1]
+
+
+def test_the_report_names_the_captures_it_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The summary JSON of the run and of its replay both list each variant's captures
+    (what the HTML matrix links to its timeline pages); without --save, none."""
+    _, live = run(capsys, "openai_responses", FakeState(), "--variants", "plain,abort",
+                  "--save", str(tmp_path))  # fmt: skip
+    _, again = replay(capsys, tmp_path)
+    captures = {v["name"]: v["captures"] for v in live["variants"]}
+    assert captures["plain"] == ["plain.jsonl"]
+    assert len(captures["abort"]) == 8
+    assert {v["name"]: v["captures"] for v in again["variants"]} == captures
+    _, unsaved = run(capsys, "openai_responses", FakeState(), "--variants", "plain")
+    assert unsaved["variants"][0]["captures"] == []
