@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import orjson
 
-__all__ = ["rechunk", "split_and_load", "split_frames"]
+from streamguard.protocols._skeleton import learning
+
+__all__ = ["rechunk", "split_and_load", "split_frames", "without_shape_cache"]
 
 
 def rechunk(frames: list[bytes], size: int) -> list[bytes]:
@@ -49,3 +53,16 @@ def split_and_load(chunks: list[bytes]) -> int:
             start = end + 2
         buffer = buffer[start:]
     return count
+
+
+def without_shape_cache(run: Callable[[], object]) -> Callable[[], object]:
+    """``run`` with every frame checked in full: the shape cache's own figure, same run."""
+
+    def full() -> object:
+        learning(False)
+        try:
+            return run()
+        finally:
+            learning(True)
+
+    return full

@@ -6,7 +6,8 @@ now and then, ``content_block_stop``, ``message_delta``, ``message_stop``.
 
 * anchor — split the same chunks on the blank line and ``orjson.loads`` each payload;
 * checked — ``check_stream(chunks, protocol="anthropic")``: framing (the WHATWG parser),
-  JSON (pydantic-core), shapes, the grammar and every rule, and the report.
+  JSON (pydantic-core), shapes, the grammar and every rule, and the report;
+  ``full_check_us_per_frame`` is the same with the shape cache off (every frame parsed).
 
 Budget (DESIGN.md): checked ≤ 1.5x the anchor. Run: ``python -m benchmarks.check_anthropic``.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 
-from benchmarks._anchors import rechunk, split_and_load
+from benchmarks._anchors import rechunk, split_and_load, without_shape_cache
 from benchmarks._timing import best_of, print_table, write_results
 from streamguard import check_stream
 
@@ -115,12 +116,14 @@ def main() -> int:
         assert split_and_load(chunks) == checked(chunks) == events, cut_name
         anchor_s = best_of(lambda chunks=chunks: split_and_load(chunks))  # type: ignore[misc]
         checked_s = best_of(lambda chunks=chunks: checked(chunks))  # type: ignore[misc]
+        full_s = best_of(without_shape_cache(lambda chunks=chunks: checked(chunks)))  # type: ignore[misc]
         rows.append(
             {
                 "case": f"anthropic {cut_name}",
                 "frames": events,
                 "anchor_us_per_frame": anchor_s / events * 1e6,
                 "checked_us_per_frame": checked_s / events * 1e6,
+                "full_check_us_per_frame": full_s / events * 1e6,
                 "ratio_vs_anchor": checked_s / anchor_s,
             }
         )

@@ -9,7 +9,8 @@ chunks (``service_tier``, ``system_fingerprint``, ``"usage": null`` and a random
 * (b) sdk — the official ``openai`` SDK's own SSE decoding (``openai._streaming.SSEDecoder``)
   plus ``json.loads`` of each payload, as ``Stream.__iter__`` does before building models;
 * checked — ``check_stream(chunks, protocol="openai_chat", request=...)``: framing (the
-  WHATWG parser), JSON and shape (pydantic-core, one pass), every chat rule, the report.
+  WHATWG parser), JSON and shape (pydantic-core, one pass), every chat rule, the report;
+  ``full_check_us`` is the same with the shape cache off (every frame parsed).
 
 Budget (issue 15): checked ≤ 1.3x (a) and ≤ 0.25x (b).
 Run: ``python -m benchmarks.check_openai``.
@@ -22,7 +23,7 @@ import random
 import sys
 from collections.abc import Iterator
 
-from benchmarks._anchors import rechunk, split_and_load
+from benchmarks._anchors import rechunk, split_and_load, without_shape_cache
 from benchmarks._timing import best_of, print_table, write_results
 from streamguard import check_stream
 
@@ -109,6 +110,7 @@ def main() -> int:
         split_s = best_of(lambda chunks=chunks: split_and_load(chunks))  # type: ignore[misc]
         sdk_s = best_of(lambda chunks=chunks: anchor_sdk(chunks))  # type: ignore[misc]
         checked_s = best_of(lambda chunks=chunks: checked(chunks))  # type: ignore[misc]
+        full_s = best_of(without_shape_cache(lambda chunks=chunks: checked(chunks)))  # type: ignore[misc]
         rows.append(
             {
                 "case": f"openai_chat {cut_name}",
@@ -116,6 +118,7 @@ def main() -> int:
                 "split_orjson_us": split_s / events * 1e6,
                 "sdk_decode_us": sdk_s / events * 1e6,
                 "checked_us": checked_s / events * 1e6,
+                "full_check_us": full_s / events * 1e6,
                 "vs_split": checked_s / split_s,
                 "vs_sdk": checked_s / sdk_s,
             }

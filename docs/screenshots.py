@@ -1,18 +1,24 @@
-"""Screenshots of the timeline page for docs/cli.md, drawn from tests/fixtures.
+"""Screenshots of the timeline page for docs/cli.md, drawn from tests/fixtures, and of the
+conformance matrix for docs/conformance.md, from runs against the fake endpoints.
 
-    python docs/screenshots.py            # writes docs/img/timeline-*.png
+    python docs/screenshots.py            # writes docs/img/timeline-*.png, conformance-*.png
 
 Each demo is a fixture body rendered as `streamguard check --html` renders it, opened in
 headless Chromium (``chromium``, or ``--chromium PATH``) and saved as a PNG. The fixtures
 are plain bodies without arrival times; the timed demos give each chunk an arrival time
 ``--spacing`` seconds after the last (and a pause where the demo says), so that the time
 axis has something to show: those times are made up for the picture, the bytes are not.
+The conformance matrices are ``streamguard conformance --html`` of two real runs against
+``tests/conformance_server.py`` under uvicorn (needs the testing extra): a healthy endpoint,
+and one with two bugs, a refused option and an expected failure.
 Run it again when the page changes, and commit the PNGs (each well under 150 KB).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import shutil
 import subprocess
 import sys
@@ -92,6 +98,68 @@ def _demos(spacing: float) -> dict[str, tuple[list[Stream], str]]:
     }
 
 
+#: The broken endpoint of the conformance screenshot: a finish on the last choice only
+#: (n2), tool-call headers on every delta (the tool variants), logprobs refused; n2 is
+#: listed as an expected failure.
+_BROKEN = {"bugs": {"finish_last_index_only", "tool_header_repeated"}, "refuse": {"logprobs"}}
+_EXPECTED = """\
+[[expected_failure]]
+variant = "n2"
+reason = "finish on the last choice only, fixed upstream (sglang PR #8417)"
+"""
+
+
+def _conformance_pages(scratch: Path) -> dict[str, str]:
+    """``streamguard conformance --html`` of a healthy and a broken fake endpoint."""
+    sys.path.insert(0, str(ROOT))  # tests/ is no package on the path of a script in docs/
+    from streamguard.cli import main as cli
+    from streamguard.testing import serve
+    from tests.conformance_server import FakeState, build_chat_app
+
+    expected = scratch / "expected.toml"
+    expected.write_text(_EXPECTED)
+    pages = {}
+    for name, state in (
+        ("conformance-healthy", FakeState()),
+        (
+            "conformance-broken",
+            FakeState(bugs=frozenset(_BROKEN["bugs"]), refuse=frozenset(_BROKEN["refuse"])),
+        ),
+    ):
+        page = scratch / f"{name}.html"
+        options = ["--html", str(page)]
+        if name == "conformance-broken":
+            options += ["--expected-failures", str(expected)]
+        with serve(build_chat_app(state)) as url, contextlib.redirect_stdout(io.StringIO()):
+            cli(["conformance", f"{url}/v1", "--model", "Qwen/Qwen2.5-0.5B-Instruct", *options])
+            state.release.set()
+        pages[name] = page.read_text(encoding="utf-8")
+    return pages
+
+
+def _shoot(chromium: str, page: Path, shot: Path, height: int, fragment: str) -> None:
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--hide-scrollbars",
+            f"--user-data-dir={page.parent / 'profile'}",
+            f"--screenshot={shot}",
+            f"--window-size=1100,{height}",
+            f"{page.as_uri()}#{fragment}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    print(f"{shot.relative_to(ROOT)}: {shot.stat().st_size} bytes")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
@@ -104,27 +172,13 @@ def main(argv: list[str] | None = None) -> int:
             page = Path(scratch) / f"{name}.html"
             page.write_text(render_streams(bands, title=name), encoding="utf-8")
             shot = args.out / f"{name}.png"
-            height = 420 + 300 * len(bands)
-            subprocess.run(
-                [
-                    args.chromium,
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--hide-scrollbars",
-                    f"--user-data-dir={Path(scratch) / 'profile'}",
-                    f"--screenshot={shot}",
-                    f"--window-size=1100,{height}",
-                    f"{page.as_uri()}#{fragment}",
-                ],
-                check=True,
-                capture_output=True,
-                timeout=60,
-            )
-            print(f"{shot.relative_to(ROOT)}: {shot.stat().st_size} bytes")
+            _shoot(args.chromium, page, shot, 420 + 300 * len(bands), fragment)
+        for name, html in _conformance_pages(Path(scratch)).items():
+            page = Path(scratch) / f"{name}.html"
+            page.write_text(html, encoding="utf-8")
+            # 26 px a row, and room for the rule lists of the rows with findings.
+            height = 215 + 26 * html.count("data-variant=") + 50 * html.count("<details>")
+            _shoot(args.chromium, page, args.out / f"{name}.png", height, "")
     return 0
 
 

@@ -102,6 +102,7 @@ CLASSES: Final[tuple[RuleClass, ...]] = (
         (
             "missing_finish_reason",
             "missing_message_delta",
+            "missing_finish",
             "multiple_finish_reason",
             "unknown_finish_reason",
             "unknown_stop_reason",
@@ -165,7 +166,7 @@ CLASSES: Final[tuple[RuleClass, ...]] = (
     RuleClass(
         "identity",
         "the ids that tie the events of one answer together",
-        ("inconsistent_id", "response_id_changed", "sequence_gap"),
+        ("inconsistent_id", "response_id_changed", "sequence_gap", "run_id_mismatch"),
     ),
     RuleClass(
         "structure",
@@ -197,6 +198,7 @@ CLASSES: Final[tuple[RuleClass, ...]] = (
             "id_already_open",
             "id_not_closed",
             "step_not_balanced",
+            "tool_result_without_call",
             "duplicate_response",
             "unrequested_response",
             "response_on_standalone_stream",

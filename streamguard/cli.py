@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from importlib.machinery import EXTENSION_SUFFIXES
 from importlib.metadata import PackageNotFoundError, metadata, requires, version
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from streamguard import __version__
@@ -72,6 +72,9 @@ from streamguard.timeline import (
     timeline_of,
 )
 from streamguard.timeline import Stream as TimelineStream
+
+if TYPE_CHECKING:
+    from streamguard.conformance_report import ExpectedFailure
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -1330,9 +1333,14 @@ def _read_until_content(
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
-    from streamguard import conformance
+    from streamguard import conformance, conformance_report
 
     out, err = sys.stdout, sys.stderr
+    try:  # before any request: a malformed file must not cost a run
+        expected = conformance_report.read_expected_failures(args.expected_failures)
+    except ValueError as exc:
+        print(f"streamguard conformance: error: --expected-failures {exc}", file=err)
+        return EXIT_USAGE
     if args.replay is not None:
         if args.url is not None or args.save is not None or args.dry_run:
             print(
@@ -1341,7 +1349,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
                 file=err,
             )
             return EXIT_USAGE
-        return _replay_conformance(args)
+        return _replay_conformance(args, expected)
     if args.url is None or args.model is None:
         print("streamguard conformance: error: URL and --model are required", file=err)
         return EXIT_USAGE
@@ -1438,7 +1446,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         print(f"streamguard conformance: error: {_shown_url(args.url)}: {exc}", file=err)
         return EXIT_USAGE
     _print_conformance(args, summary, out)
-    return EXIT_FINDINGS if summary.failed else EXIT_OK
+    return _conformance_outputs(args, conformance.summary_json(summary), expected)
 
 
 def _print_conformance(args: argparse.Namespace, summary: Any, out: TextIO) -> None:
@@ -1450,7 +1458,7 @@ def _print_conformance(args: argparse.Namespace, summary: Any, out: TextIO) -> N
         print(conformance.summary_text(summary), file=out)
 
 
-def _replay_conformance(args: argparse.Namespace) -> int:
+def _replay_conformance(args: argparse.Namespace, expected: Sequence[ExpectedFailure]) -> int:
     """``--replay DIR``: the saved run's captures judged again, offline, with the checks
     of this version; the same report."""
     from streamguard import conformance
@@ -1477,7 +1485,47 @@ def _replay_conformance(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     summary = conformance.replayed(saved, summary)
     _print_conformance(args, summary, sys.stdout)
-    return EXIT_FINDINGS if summary.failed else EXIT_OK
+    return _conformance_outputs(args, conformance.summary_json(summary), expected)
+
+
+def _conformance_outputs(
+    args: argparse.Namespace,
+    summary: Mapping[str, Any],
+    expected: Sequence[ExpectedFailure],
+) -> int:
+    """``--html``, ``--junit`` and ``--expected-failures`` after a run: write the reports,
+    say what the expected failures did, and the exit code (1 for an unexpected failure or
+    a stale entry)."""
+    from streamguard import conformance_report
+
+    out, err = sys.stdout, sys.stderr
+    said = out if args.format == "table" else err  # stdout holds the JSON
+    # The captures of the run (--save DIR), or those it re-checked (--replay DIR): each
+    # cell of the matrix links to its stream's timeline page, written beside the capture.
+    captures = getattr(args, "save", None) or getattr(args, "replay", None)
+    try:
+        outputs = conformance_report.write_outputs(
+            summary,
+            html_path=args.html,
+            junit_path=args.junit,
+            expected=expected,
+            captures_dir=captures,
+            fail_on=Severity(args.fail_on),
+        )
+    except OSError as exc:
+        option = "--junit" if exc.filename == args.junit else "--html"
+        print(
+            f"streamguard conformance: error: {option} {exc.filename}: {exc.strerror}",
+            file=err,
+        )
+        return EXIT_USAGE
+    if args.expected_failures is not None:
+        for line in outputs.verdict.lines(args.expected_failures):
+            print(line, file=said)
+    for path in outputs.written:
+        what = "JUnit XML" if path == args.junit else "HTML matrix"
+        print(f"streamguard conformance: {what} written to {Path(path).resolve()}", file=said)
+    return EXIT_FINDINGS if outputs.verdict.failed else EXIT_OK
 
 
 # -- rules ---------------------------------------------------------------------------------
@@ -1824,8 +1872,11 @@ def _conformance_parser(commands: Any) -> None:
         "check each stream as probe does and judge what the option asks for. Variants: "
         + "; ".join(listed(protocol) for protocol in PROTOCOLS)
         + f". Needs httpx ({_INSTALL_HINT}).",
-        epilog="Exit codes: 0 every variant passed or was skipped; 1 a variant failed, "
-        "errored or was flaky; 2 usage error; 141 the output's reader left early (| head).",
+        epilog="Exit codes: 0 every variant passed or was skipped (or failed as "
+        "--expected-failures lists); 1 a variant failed, errored or was flaky "
+        "unexpectedly, or an expected failure is stale; 2 usage error (a malformed "
+        "--expected-failures file, an --html or --junit that cannot be written); 141 the "
+        "output's reader left early (| head).",
     )
     sub.add_argument("url", metavar="URL", nargs="?", help="the base URL (http://host:8000/v1)")
     sub.add_argument("--model", help="the model name sent in every request (required)")
@@ -1920,6 +1971,23 @@ def _conformance_parser(commands: Any) -> None:
         choices=[s.value for s in Severity],
         default=Severity.ERROR.value,
         help="a variant fails on findings of this severity or worse (default: error)",
+    )
+    sub.add_argument(
+        "--html",
+        metavar="OUT_HTML",
+        help="also write the run as one HTML page: variants x outcomes, findings by rule, "
+        "each outcome linked to its stream's timeline page when the captures are saved",
+    )
+    sub.add_argument(
+        "--junit",
+        metavar="OUT_XML",
+        help="also write the run as JUnit XML: one testcase per variant",
+    )
+    sub.add_argument(
+        "--expected-failures",
+        metavar="TOML_FILE",
+        help="known failures ([[expected_failure]] variant, rule, reason): a listed failure "
+        "does not fail the run, a listed one that no longer fails (stale) does",
     )
     sub.add_argument("--format", choices=["table", "json"], default="table", help="output format")
     sub.add_argument(

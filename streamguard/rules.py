@@ -616,6 +616,18 @@ INVALID_STATE_PATCH = _rule(
     "A STATE_DELTA or ACTIVITY_DELTA holds an operation that is not valid JSON Patch; "
     "@ag-ui/client rejects the event and the run fails.",
 )
+TOOL_RESULT_WITHOUT_CALL = _rule(
+    "tool_result_without_call",
+    I,
+    "A TOOL_CALL_RESULT answers a tool call no event of the stream started (nor the run's "
+    "echoed input holds); unless the client's history holds it, the result answers no call.",
+)
+RUN_ID_MISMATCH = _rule(
+    "run_id_mismatch",
+    W,
+    "RUN_FINISHED (or a RUN_ERROR that carries them) names another runId or threadId than "
+    "its RUN_STARTED; code that tracks runs by id cannot match the run's end to its start.",
+)
 CRLF_FRAMING = _rule(
     "crlf_framing",
     E,
@@ -641,7 +653,14 @@ STEP_NOT_BALANCED = _rule(
     "step_not_balanced",
     W,
     "finish-step without an open step, start-step while one is open, or a step still open "
-    "at finish.",
+    "at finish or at [DONE].",
+)
+MISSING_FINISH = _rule(
+    "missing_finish",
+    W,
+    "A message opened with start reached [DONE] without the finish chunk (nor error or "
+    "abort); the client reads it, but it has no finish reason and code waiting for finish "
+    "never runs.",
 )
 
 # -- MCP Streamable HTTP (protocols/mcp.py) ----------------------------------------------

@@ -409,3 +409,149 @@ def test_usage_entries_of_the_schema_shape_are_clean() -> None:
     ]
     assert found(START, {**FINISH, "usage": usage}) == []
     assert found(START, {**FINISH, "usage": []}) == []
+
+
+# -- as @ag-ui/client reads it (issue 27) ---------------------------------------------------
+
+
+def call(call_id: str, args: str = "{}") -> list[dict[str, Any]]:
+    return [
+        {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": "f"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": args},
+        {"type": "TOOL_CALL_END", "toolCallId": call_id},
+    ]
+
+
+def result(call_id: str) -> dict[str, Any]:
+    return {"type": "TOOL_CALL_RESULT", "messageId": "m9", "toolCallId": call_id, "content": "x"}
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        (call("c1"), call("c1")),
+        (text("m1"), text("m1")),
+        (
+            [{"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "toolCallName": "f", "delta": "{}"}],
+            call("c1"),
+        ),
+        (
+            call("c1"),
+            [{"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "toolCallName": "f", "delta": "{}"}],
+        ),
+        (
+            # The call closes the first chunk stream; the second chunk reopens m1.
+            [{"type": "TEXT_MESSAGE_CHUNK", "messageId": "m1", "delta": "a"}, *call("c1")],
+            [{"type": "TEXT_MESSAGE_CHUNK", "messageId": "m1", "delta": "b"}],
+        ),
+    ],
+    ids=["tool", "text", "tool-chunk-then-start", "tool-start-then-chunk", "text-chunks"],
+)
+def test_a_start_replayed_after_its_end_in_the_run_is_already_open(
+    first: list[Any], again: list[Any]
+) -> None:
+    """The client merges a message or a call started again after its end into the one it
+    holds by that id (text and arguments run together): id_already_open, saying so."""
+    report = check_stream(body(START, *first, *again, FINISH), protocol="ag_ui")
+    [finding] = report.findings
+    assert (finding.rule, finding.event_index) == ("id_already_open", 1 + len(first))
+    assert "already started and ended in this run" in finding.message
+
+
+def test_ids_ended_in_an_earlier_run_may_start_again() -> None:
+    """The look-alike: a new run forgets the ids the last one ended (a replay of a stored
+    thread), and distinct ids in one run are clean."""
+    assert not found(
+        START, *call("c1"), *text("m1"), FINISH, START, *call("c1"), *text("m1"), FINISH
+    )
+    assert not found(START, *call("c1"), *call("c2"), *text("m1"), *text("m2"), FINISH)
+
+
+def test_ended_ids_are_bounded() -> None:
+    """Past MAX_OPEN_IDS ended calls, one not kept starts again unreported."""
+    calls = [event for n in range(MAX_OPEN_IDS + 5) for event in call(f"c{n}")]
+    last = call(f"c{MAX_OPEN_IDS + 4}")
+    assert not found(START, *calls, *last, FINISH)
+    assert found(START, *calls, *call("c0"), FINISH) == [("id_already_open", len(calls) + 1)]
+
+
+def test_a_result_for_a_call_never_started_is_reported_as_info() -> None:
+    """No TOOL_CALL_START of the stream and no call in the echoed input: the client keeps an
+    orphan tool message. An info, since a resumed run may answer the client's history."""
+    report = check_stream(body(START, result("c9"), FINISH), protocol="ag_ui")
+    [finding] = report.findings
+    assert (finding.rule, finding.severity.value, finding.event_index) == (
+        "tool_result_without_call",
+        "info",
+        1,
+    )
+
+
+#: An assistant message of the client's history that called tool c1 (``AssistantMessage``).
+ASSISTANT_CALL = {
+    "id": "a",
+    "role": "assistant",
+    "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+}
+
+
+def run_input(*messages: dict[str, Any]) -> dict[str, Any]:
+    """A ``RunAgentInput`` as a server echoes it in ``RUN_STARTED.input``."""
+    return {
+        "threadId": "t",
+        "runId": "r",
+        "state": {},
+        "messages": list(messages),
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
+def test_a_result_for_a_call_started_anywhere_in_the_stream_or_its_input_is_clean() -> None:
+    """The look-alikes: the call started (ended or still open) in this run, in an earlier run
+    of the stream, by a chunk, or is held by the run's echoed input."""
+    chunk = {"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "toolCallName": "f", "delta": "{}"}
+    echoed = dict(START, input=run_input(ASSISTANT_CALL))
+    assert not found(START, *call("c1"), result("c1"), FINISH)
+    assert not found(START, *call("c1")[:2], result("c1"), call("c1")[2], FINISH)
+    assert not found(START, *call("c1"), FINISH, START, result("c1"), FINISH)
+    assert not found(START, chunk, result("c1"), FINISH)
+    assert not found(echoed, result("c1"), FINISH)
+
+
+def test_echoed_input_is_read_within_bounds() -> None:
+    """Only the first MAX_OPEN_IDS messages of the echoed input are read."""
+    filler = [{"id": f"u{n}", "role": "user", "content": "x"} for n in range(MAX_OPEN_IDS)]
+    echoed = dict(START, input=run_input(*filler, ASSISTANT_CALL))
+    assert found(echoed, result("c1"), FINISH) == [("tool_result_without_call", 1)]
+
+
+@pytest.mark.parametrize(
+    ("end", "index"),
+    [
+        ({"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"}, 1),
+        ({"type": "RUN_FINISHED", "threadId": "t2", "runId": "r"}, 1),
+        ({"type": "RUN_ERROR", "message": "boom", "runId": "r2"}, 1),
+    ],
+    ids=["run-id", "thread-id", "run-error"],
+)
+def test_a_run_end_naming_another_run_is_a_mismatch(end: dict[str, Any], index: int) -> None:
+    """RUN_FINISHED (or a RUN_ERROR that carries one) with another runId or threadId than
+    its RUN_STARTED's: a warning, the ids shown by size and hash only."""
+    report = check_stream(body(START, end), protocol="ag_ui")
+    [finding] = [f for f in report.findings if f.rule == "run_id_mismatch"]
+    assert (finding.severity.value, finding.event_index) == ("warning", index)
+    assert "r2" not in finding.message
+    assert "t2" not in finding.message
+
+
+def test_run_ends_that_match_their_start_are_clean() -> None:
+    """The look-alikes: matching ids, a RUN_ERROR without ids, two runs each ending with its
+    own ids, and a nested RUN_STARTED (reported as such) that does not replace the run's."""
+    second = {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"}
+    second_end = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"}
+    assert not found(START, FINISH)
+    assert not found(START, {"type": "RUN_ERROR", "message": "boom"})
+    assert not found(START, FINISH, second, second_end)
+    assert found(START, second, FINISH) == [("duplicate_run_started", 1)]

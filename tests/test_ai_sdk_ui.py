@@ -265,3 +265,219 @@ def test_the_docstring_names_its_tables() -> None:
     doc = source_docstring(sys.modules[AISDKUIChecker.__module__])
     for phrase in ("data-*", "tool-input-delta", "reset-step", "[DONE]"):
         assert phrase in doc
+
+
+# -- as the official clients read it (issue 27) --------------------------------------------
+
+STEP, END_STEP = {"type": "start-step"}, {"type": "finish-step"}
+
+
+def text(kind: str, part: str, delta: str | None = None) -> dict[str, str]:
+    chunk = {"type": kind, "id": part}
+    if delta is not None:
+        chunk["delta"] = delta
+    return chunk
+
+
+@pytest.mark.parametrize("part", ["text", "reasoning"])
+def test_a_part_continued_after_finish_step_is_not_open(part: str) -> None:
+    """ai 5 and 6 forget the open text and reasoning parts at finish-step: a delta or an end
+    for one after it throws there, and the message says why."""
+    report = check_stream(
+        body(
+            START,
+            STEP,
+            text(f"{part}-start", "p"),
+            text(f"{part}-delta", "p", "a"),
+            END_STEP,
+            STEP,
+            text(f"{part}-delta", "p", "b"),
+            text(f"{part}-end", "p"),
+            END_STEP,
+            FINISH,
+            "[DONE]",
+        ),
+        protocol="ai_sdk_ui",
+    )
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("id_not_open", 6),
+        ("id_not_open", 7),
+    ]
+    assert all("finish-step" in f.message for f in report.findings)
+
+
+def test_parts_ended_within_their_step_and_new_ones_after_finish_step_are_clean() -> None:
+    """The look-alike: each step's parts end before its finish-step, and a later step opens
+    new ones (the same id again, too, as the client makes a new record)."""
+    assert not found(
+        START,
+        STEP,
+        text("reasoning-start", "r"),
+        text("reasoning-end", "r"),
+        text("text-start", "t"),
+        text("text-delta", "t", "a"),
+        text("text-end", "t"),
+        END_STEP,
+        STEP,
+        text("text-start", "t"),
+        text("text-delta", "t", "b"),
+        text("text-end", "t"),
+        END_STEP,
+        FINISH,
+        "[DONE]",
+    )
+
+
+def test_a_part_left_open_across_finish_step_is_still_not_closed_at_finish() -> None:
+    """Forgotten at finish-step, the part stays streaming for good: id_not_closed at finish."""
+    assert found(START, STEP, text("text-start", "t"), END_STEP, FINISH, "[DONE]") == [
+        ("id_not_closed", 4)
+    ]
+
+
+_ANSWERS = [
+    {"type": "tool-output-available", "toolCallId": "c1", "output": 1},
+    {"type": "tool-output-error", "toolCallId": "c1", "errorText": "boom"},
+    {"type": "tool-output-denied", "toolCallId": "c1"},
+    {"type": "tool-approval-request", "toolCallId": "c1", "approvalId": "a1"},
+]
+
+
+@pytest.mark.parametrize("answer", _ANSWERS, ids=lambda chunk: chunk["type"])
+def test_an_answer_inside_a_step_for_a_call_never_introduced_is_not_open(
+    answer: dict[str, Any],
+) -> None:
+    """Inside a step of this stream, an output, error, denial or approval request for a call
+    no chunk introduced fails in the client ("No tool invocation found")."""
+    findings = check_stream(
+        body(START, STEP, answer, END_STEP, FINISH, "[DONE]"), protocol="ai_sdk_ui"
+    ).findings
+    assert [(f.rule, f.event_index) for f in findings] == [("id_not_open", 2)]
+    assert "No tool invocation found" in findings[0].message
+
+
+@pytest.mark.parametrize(
+    "introduced",
+    [
+        {"type": "tool-input-start", "toolCallId": "c1", "toolName": "f"},
+        {"type": "tool-input-available", "toolCallId": "c1", "toolName": "f", "input": {}},
+        {
+            "type": "tool-input-error",
+            "toolCallId": "c1",
+            "toolName": "f",
+            "input": "{",
+            "errorText": "bad input",
+        },
+    ],
+    ids=lambda chunk: chunk["type"],
+)
+@pytest.mark.parametrize("answer", _ANSWERS, ids=lambda chunk: chunk["type"])
+def test_an_answer_for_a_call_this_stream_introduced_is_clean(
+    introduced: dict[str, Any], answer: dict[str, Any]
+) -> None:
+    """The look-alike: each chunk that gives the client a part for the call introduces it,
+    in this step or an earlier one."""
+    available = {"type": "tool-input-available", "toolCallId": "c1", "toolName": "f", "input": {}}
+    closing = [available] if introduced["type"] == "tool-input-start" else []
+    assert not found(START, STEP, introduced, *closing, answer, END_STEP, FINISH, "[DONE]")
+    assert not found(
+        START, STEP, introduced, *closing, END_STEP, STEP, answer, END_STEP, FINISH, "[DONE]"
+    )
+
+
+@pytest.mark.parametrize("answer", _ANSWERS, ids=lambda chunk: chunk["type"])
+def test_an_answer_outside_any_step_may_continue_the_previous_message(
+    answer: dict[str, Any],
+) -> None:
+    """A continuation (streamText after a tool approval) answers the previous message's
+    calls before its first start-step, with or without a start chunk: not reported."""
+    assert not found(START, answer, STEP, END_STEP, FINISH, "[DONE]")
+    assert not found(answer, STEP, END_STEP, "[DONE]")
+    # Between two steps as well: the client looks calls up in the whole message.
+    assert not found(START, STEP, END_STEP, answer, FINISH, "[DONE]")
+
+
+def test_reset_step_drops_the_calls_its_step_introduced() -> None:
+    """reset-step removes its step's parts, tool calls included; calls of earlier steps stay."""
+    earlier = {"type": "tool-input-available", "toolCallId": "c0", "toolName": "f", "input": {}}
+    reset = {"type": "tool-input-available", "toolCallId": "c1", "toolName": "f", "input": {}}
+    outputs = [
+        {"type": "tool-output-available", "toolCallId": call, "output": 1} for call in ("c0", "c1")
+    ]
+    assert found(
+        START,
+        STEP,
+        earlier,
+        END_STEP,
+        STEP,
+        reset,
+        {"type": "reset-step"},
+        *outputs,
+        END_STEP,
+        FINISH,
+        "[DONE]",
+    ) == [("id_not_open", 8)]
+
+
+def test_introduced_calls_are_bounded() -> None:
+    """Past MAX_OPEN_IDS introduced calls the set stops answering "not introduced": an
+    answer for a call it could not keep is not reported."""
+    calls = [
+        {"type": "tool-input-available", "toolCallId": f"c{n}", "toolName": "f", "input": {}}
+        for n in range(MAX_OPEN_IDS + 5)
+    ]
+    last = {"type": "tool-output-available", "toolCallId": f"c{MAX_OPEN_IDS + 4}", "output": 1}
+    unknown = {"type": "tool-output-available", "toolCallId": "never", "output": 1}
+    assert not found(START, STEP, *calls, last, unknown, END_STEP, FINISH, "[DONE]")
+    checker = AISDKUIChecker()
+    for index, chunk in enumerate([START, STEP, *calls]):
+        checker.on_event(Event("message", json.dumps(chunk)), index)
+    assert len(checker._calls) == MAX_OPEN_IDS
+
+
+def test_a_started_message_without_finish_is_missing_finish() -> None:
+    """start, then [DONE] with no finish: a warning at [DONE]; a step still open there is
+    unbalanced too."""
+    report = check_stream(body(START, STEP, END_STEP, "[DONE]"), protocol="ai_sdk_ui")
+    assert [(f.rule, f.severity.value, f.event_index) for f in report.findings] == [
+        ("missing_finish", "warning", 3)
+    ]
+    assert found(START, STEP, "[DONE]") == [("step_not_balanced", 2), ("missing_finish", 2)]
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [START, STEP, END_STEP, FINISH, "[DONE]"],
+        [STEP, END_STEP, "[DONE]"],  # neither start nor finish: a writer's fragment
+        [START, {"type": "error", "errorText": "boom"}, "[DONE]"],
+        [START, STEP, {"type": "abort", "reason": "user"}, "[DONE]"],
+    ],
+    ids=["finish", "no-start", "error", "abort"],
+)
+def test_finish_or_its_explanations_leave_no_missing_finish(chunks: list[Any]) -> None:
+    """The look-alikes: a finish, no start to announce a message, or an error or abort chunk
+    that explains the missing finish."""
+    rules = set(check_stream(body(*chunks), protocol="ai_sdk_ui").rules())
+    assert not rules & {"missing_finish", "step_not_balanced"}
+
+
+def test_a_cut_stream_is_missing_terminal_not_missing_finish() -> None:
+    """Without [DONE] the stream was cut: missing_terminal says it, missing_finish does not
+    pile on."""
+    assert found(START, STEP) == [("missing_terminal", 2)]
+
+
+def test_a_body_of_no_events_names_the_legacy_data_stream() -> None:
+    """An AI SDK 4 data stream body dispatches no event: missing_terminal names the legacy
+    protocol; a body with events is told nothing of it."""
+    legacy = b'f:{"messageId":"m"}\n0:"Hello"\nd:{"finishReason":"stop"}\n'
+    [missing] = [
+        f
+        for f in check_stream(legacy, protocol="ai_sdk_ui").findings
+        if f.rule == "missing_terminal"
+    ]
+    assert "AI SDK 4 data stream" in missing.message
+    [cut] = check_stream(body(START), protocol="ai_sdk_ui").findings
+    assert cut.rule == "missing_terminal"
+    assert "data stream" not in cut.message

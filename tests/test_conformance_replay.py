@@ -221,3 +221,23 @@ def test_the_report_names_the_captures_it_judged(
     assert {v["name"]: v["captures"] for v in again["variants"]} == captures
     _, unsaved = run(capsys, "openai_responses", FakeState(), "--variants", "plain")
     assert unsaved["variants"][0]["captures"] == []
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["save", "replay"])
+def test_the_html_matrix_links_the_saved_streams(
+    replayed: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--save (and --replay of what it saved) with --html: each saved stream gets its
+    timeline page beside its capture, as the report matrix links them."""
+    saved, page = tmp_path / "run", tmp_path / "matrix.html"
+    html = [] if replayed else ["--html", str(page)]
+    run(capsys, "anthropic", FakeState(), "--variants", "plain,truncation", "--save",
+        str(saved), *html)  # fmt: skip
+    if replayed:
+        code = main(["conformance", "--replay", str(saved), "--html", str(page)])
+        capsys.readouterr()
+        assert code == 0
+    assert page.is_file()
+    assert (saved / "plain.html").is_file()
+    assert (saved / "truncation.html").is_file()
+    assert "run/plain.html" in page.read_text()

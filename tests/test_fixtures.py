@@ -142,6 +142,10 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
         "id_already_open": ("id_already_open", "ok_reset_step_retry"),
         "id_not_closed": ("id_not_closed", "ok_abort"),
         "step_not_balanced": ("warn_step_not_balanced", "ok_tools_reasoning_sources_data"),
+        "missing_finish": (
+            "missing_finish_langgraph_adapter",
+            "ok_continuation_without_start_or_finish",
+        ),
         "chunk_after_finish": ("warn_chunk_after_finish_merged_results", "ok_text"),
         "missing_terminal": ("missing_terminal_truncated_mid_text", "ok_error_without_done"),
         "duplicate_terminal": ("duplicate_terminal", "ok_crlf_keepalive_comments"),
@@ -165,6 +169,11 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
             "ok_tools_state_steps_reasoning",
         ),
         "invalid_state_patch": ("invalid_state_patch", "ok_tools_state_steps_reasoning"),
+        "tool_result_without_call": (
+            "warn_tool_result_without_call",
+            "ok_tool_result_in_a_later_run",
+        ),
+        "run_id_mismatch": ("warn_run_id_mismatch", "ok_two_runs_replay"),
         "crlf_framing": ("crlf_framing", "ok_comments_event_names_multiline_data"),
         "missing_run_started": ("missing_run_started", "ok_run_error_first"),
         "duplicate_run_started": ("duplicate_run_started", "ok_two_runs_replay"),

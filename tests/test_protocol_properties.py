@@ -488,10 +488,12 @@ def gemini_streams(draw: st.DrawFn) -> Generated:
 @st.composite
 def ai_sdk_ui_streams(draw: st.DrawFn) -> Generated:
     """streamText's shape (start, steps of parts, finish, [DONE]) and createUIMessageStream's
-    (parts only), with the legitimate endings: an error chunk, an abort, no finish."""
+    (parts only), with the legitimate endings: an error chunk, an abort, no finish (clean
+    when no start announced a message; after a start, missing_finish, a warning)."""
     eol = draw(st.sampled_from(["\n", "\r\n"]))
     chunks: list[dict[str, Any] | str] = []
-    if draw(st.booleans()):
+    started = draw(st.booleans())
+    if started:
         chunks.append({"type": "start", "messageId": "msg_1"})
     ending = draw(st.sampled_from(["finish", "finish", "no_finish", "error", "abort"]))
     steps = draw(st.booleans())
@@ -580,7 +582,8 @@ def ai_sdk_ui_streams(draw: st.DrawFn) -> Generated:
     frames = [frame(eol, c if isinstance(c, str) else dumps(c)) for c in chunks]
     if draw(st.booleans()):  # a keepalive comment, as sse-starlette sends
         frames.insert(draw(st.integers(0, len(frames))), f": ping{eol}{eol}".encode())
-    return Generated("ai_sdk_ui", frames, None, [], outcome)
+    expected = ["missing_finish"] if started and ending == "no_finish" else []
+    return Generated("ai_sdk_ui", frames, None, expected, outcome)
 
 
 @st.composite

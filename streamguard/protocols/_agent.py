@@ -5,7 +5,10 @@ Ids come from the wire, so they are kept by a bounded key (long ones by a digest
 of bounded size; a set that overflows stops answering "not open" (``IdSet.known``), so a
 check is skipped, never the bound. ``OpenIds`` holds a stream's sets, one per kind of thing
 an id names, and is the one place the id rules are decided: ``id_already_open``,
-``id_not_open`` and ``id_not_closed``.
+``id_not_open`` and ``id_not_closed``. A client that forgets the open ids of some kinds at a
+boundary (the AI SDK's ``finish-step``, in ``ai`` 5 and 6) has them ``set_aside``: a later
+continuation of one is told apart in the message, and one never closed still counts as
+open when the unit ends.
 """
 
 from __future__ import annotations
@@ -68,9 +71,22 @@ class IdSet:
     def discard(self, key: str | bytes) -> None:
         self._open.discard(key)
 
+    def held(self) -> list[str | bytes]:
+        """The keys held (a copy: the caller may change the set while it walks them)."""
+        return list(self._open)
+
     def clear(self) -> None:
         self._open.clear()
         self.overflowed = False
+
+    def move_to(self, other: IdSet) -> None:
+        """Hand every key to ``other`` (bounded by its limit; its overflow noted) and empty
+        this set."""
+        for key in self._open:
+            other.add(key)
+        if self.overflowed:
+            other.overflowed = True
+        self.clear()
 
 
 class OpenIds:
@@ -82,16 +98,22 @@ class OpenIds:
     continuation or an end for an id not open is ``id_not_open``, and ids still open when
     the message or run ends are ``id_not_closed``. ``nouns`` names each kind in messages,
     in the order ``check_closed`` counts them; ``on_reopen`` says what the client does with
-    a second start.
+    a second start; ``on_aside`` ends the message on a continuation of an id the client
+    forgot at a boundary (``set_aside``): where that was, and what the client does.
     """
 
-    __slots__ = ("_limit", "_nouns", "_on_reopen", "_sets")
+    __slots__ = ("_aside", "_limit", "_nouns", "_on_aside", "_on_reopen", "_sets")
 
-    def __init__(self, nouns: Mapping[str, str], limit: int, on_reopen: str) -> None:
+    def __init__(
+        self, nouns: Mapping[str, str], limit: int, on_reopen: str, on_aside: str = ""
+    ) -> None:
         self._nouns = nouns
         self._limit = limit
         self._on_reopen = on_reopen
+        self._on_aside = on_aside
         self._sets: dict[str, IdSet] = {}
+        #: Kind -> the ids the client forgot at a boundary while they were open.
+        self._aside: dict[str, IdSet] = {}
 
     def open(
         self, found: EventFindings, kind: str, value: str, key: str | bytes, where: str
@@ -116,14 +138,39 @@ class OpenIds:
         """An event that continues the ``kind`` thing with id ``value`` (and ends it when
         ``closes``)."""
         ids = self._sets.get(kind)
-        if ids is None or ids.known(key) is False:
+        held = False if ids is None else ids.known(key)
+        if held is True:
+            if closes and ids is not None:
+                ids.discard(key)
+            return
+        aside = self._aside.get(kind)
+        set_aside = False if aside is None else aside.known(key)
+        if set_aside is True and aside is not None:
+            found.add(
+                rules.ID_NOT_OPEN,
+                f" ({where}): {self._nouns[kind]} {shown(value)}{self._on_aside}",
+            )
+            if closes:
+                aside.discard(key)
+        elif held is False and set_aside is False:
             found.add(
                 rules.ID_NOT_OPEN,
                 f" ({where}): {self._nouns[kind]} {shown(value)} is not open (never started, "
                 "or already ended); the client throws",
             )
-        elif closes:
-            ids.discard(key)
+
+    def set_aside(self, kinds: tuple[str, ...]) -> None:
+        """The client forgets the open ids of ``kinds`` at a boundary: they are kept aside
+        (a later continuation of one is reported as such; one never closed still counts in
+        ``check_closed``)."""
+        for kind in kinds:
+            ids = self._sets.pop(kind, None)
+            if ids is None:
+                continue
+            aside = self._aside.get(kind)
+            if aside is None:
+                aside = self._aside[kind] = IdSet(self._limit)
+            ids.move_to(aside)
 
     def discard(self, kind: str, key: str | bytes) -> None:
         ids = self._sets.get(kind)
@@ -150,8 +197,14 @@ class OpenIds:
         self.clear()
 
     def counts(self) -> dict[str, int]:
-        """How many ids of each kind are held (kinds that never opened one are absent)."""
-        return {kind: len(ids) for kind, ids in self._sets.items()}
+        """How many ids of each kind are held, set aside ones included (kinds that never
+        opened one are absent)."""
+        counts = {kind: len(ids) for kind, ids in self._sets.items()}
+        for kind, aside in self._aside.items():
+            if len(aside):
+                counts[kind] = counts.get(kind, 0) + len(aside)
+        return counts
 
     def clear(self) -> None:
         self._sets.clear()
+        self._aside.clear()

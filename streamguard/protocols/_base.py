@@ -49,6 +49,7 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import not_json, parse_json
+from streamguard.protocols._skeleton import Holes, ShapeCache
 from streamguard.report import Finding
 from streamguard.rules import Rule
 from streamguard.sse import Event
@@ -172,6 +173,9 @@ class Checker:
     __slots__ = (
         "_kept_text_left",
         "_reported_once",
+        "_shapes",
+        "_vouch_token",
+        "_vouched",
         "error_index",
         "path",
         "phase",
@@ -204,6 +208,11 @@ class Checker:
         self.error_index: int | None = None
         self._kept_text_left = MAX_KEPT_TEXT_CHARS
         self._reported_once: frozenset[str] = _NOTHING_REPORTED
+        #: The skeletons of frames the checker vouched for: made at the first such frame.
+        self._shapes: ShapeCache | None = None
+        #: What the handler of the frame being checked vouched for (``repeatable``).
+        self._vouched: Holes | None = None
+        self._vouch_token: object = None
 
     # -- what the monitor reads -----------------------------------------------------------
 
@@ -225,8 +234,48 @@ class Checker:
             kind, name = self.sealed_kind(event)
             found = self.step_only(kind, event, index, name)
         else:
-            found = self.check_event(event, index)
+            found = self._checked(event, index)
         return found if framing is None else (framing, *found)
+
+    def _checked(self, event: Event, index: int) -> Sequence[Finding]:
+        """``check_event``, or ``repeat_event`` for a frame that fits a skeleton (see
+        ``_skeleton``): the same findings either way."""
+        shapes = self._shapes
+        if shapes is not None and shapes.entries:
+            hit = shapes.find(event.event, event.data)
+            if hit is not None:
+                repeated = self.repeat_event(event, index, hit[0], hit[1])
+                if repeated is not None:
+                    return repeated
+        phase = self.phase
+        found = self.check_event(event, index)
+        vouched = self._vouched
+        if vouched is not None:
+            self._vouched = None
+            if not found and self.phase == phase:
+                if shapes is None:
+                    shapes = self._shapes = ShapeCache()
+                shapes.consider(event.event, event.data, vouched, self._vouch_token)
+                return found
+        if shapes is not None:
+            shapes.forget()
+        return found
+
+    def repeatable(self, holes: Holes, token: object = None) -> None:
+        """Vouch that the frame being checked found nothing and changed nothing a rule
+        reads, beyond what ``repeat_event`` does with ``token``, whatever its ``holes``
+        hold: a frame that fits its skeleton may skip the check."""
+        self._vouched = holes
+        self._vouch_token = token
+
+    def repeat_event(
+        self, event: Event, index: int, token: object, values: Sequence[str]
+    ) -> Sequence[Finding] | None:
+        """Check a frame that fits the skeleton of one the checker vouched for with
+        ``token``: do again what that frame did (nothing, by default); ``values`` are the
+        texts of the skeleton's value holes. None when a value asks for the full check
+        (a sequence number that did not grow by one): the frame then takes it."""
+        return NO_FINDINGS
 
     def step_only(
         self, kind: str, event: Event, index: int, name: str | None = None

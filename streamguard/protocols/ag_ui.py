@@ -47,7 +47,20 @@ subagent lane and name, as the client keys them) and subagents. A run's ``usage`
 id: the compatibility layer mints a fresh one at each ``THINKING_START`` /
 ``THINKING_TEXT_MESSAGE_START`` and hands the last one to the next content or end
 (``_THINKING``), so a replayed opener leaves a span or message open at ``RUN_FINISHED``,
-and a continuation with no opener left is ``id_not_open``. The chunk shorthands are
+and a continuation with no opener left is ``id_not_open``. A ``TEXT_MESSAGE_START`` or
+``TOOL_CALL_START`` (or a chunk shorthand that opens one) for an id that already started
+and ended in this run is ``id_already_open`` too: the verifier lets it through, but the
+client finds the message or the call it already holds by that id and appends the new
+content or arguments to it (two tool calls' arguments run together into one invalid JSON
+document). A ``TOOL_CALL_RESULT`` for a call that no ``TOOL_CALL_START`` (or chunk) of the
+stream started, in any of its runs, and that the run's echoed input
+(``RUN_STARTED.input.messages``) does not hold is ``tool_result_without_call`` (info: the
+client keeps the result as a tool message answering no call, which model APIs refuse in the
+next request; but a run that resumes an interrupted one may answer a call of the client's
+history, which the stream cannot see). ``RUN_FINISHED`` (and a ``RUN_ERROR`` that carries
+them) whose ``runId`` or ``threadId`` differs from its ``RUN_STARTED``'s is
+``run_id_mismatch`` (a warning: the client does not compare them; code that tracks runs by
+id does). The chunk shorthands are
 followed as ``transformChunks`` expands them: a chunk with a new id opens a message or a
 call in its lane (the event's ``subagentRunId``), later chunks of that id continue it, and
 the next event of another kind (or a run boundary) closes it.
@@ -87,7 +100,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._agent import OpenIds, id_key, shown
+from streamguard.protocols._agent import IdSet, OpenIds, id_key, shown
 from streamguard.protocols._base import Checker, EventFindings, type_name
 from streamguard.protocols._fields import (
     ANY_VALUE,
@@ -376,6 +389,9 @@ _CONTINUES = {
     "REASONING_MESSAGE_END": ("reasoning", "messageId", True),
     "REASONING_END": ("span", "messageId", True),
 }
+#: The kinds of thing the client keeps in its message list by id, and what of a second
+#: one it appends to the first.
+_MERGED: Final[dict[str, str]] = {"text": "content", "tool": "arguments"}
 _WHAT = {
     "text": "text message",
     "tool": "tool call",
@@ -396,11 +412,14 @@ class AGUIChecker(Checker):
     """Checks one AG-UI event stream; see the module docstring."""
 
     __slots__ = (
+        "_calls",
         "_end_of_simple",
+        "_ended",
         "_framing_decided",
         "_ids",
         "_lanes_overflowed",
         "_pending",
+        "_run_ids",
         "_snapshot_seen",
         "_thinking",
         "_thinking_opened",
@@ -420,6 +439,8 @@ class AGUIChecker(Checker):
             rules.STATE_DELTA_BEFORE_SNAPSHOT,
             rules.INVALID_STATE_PATCH,
             rules.CRLF_FRAMING,
+            rules.TOOL_RESULT_WITHOUT_CALL,
+            rules.RUN_ID_MISMATCH,
         }
     )
 
@@ -439,6 +460,13 @@ class AGUIChecker(Checker):
         #: give the next ``THINKING_*`` continuation or end (absent: none, it mints one).
         self._thinking: dict[str, str | bytes] = {}
         self._thinking_opened = 0  # THINKING_* openers so far: their keys' serial numbers
+        #: Kind ("text", "tool") -> the ids that started and ended in this run: the client
+        #: holds a message or a call by each, and merges a second start into it.
+        self._ended: dict[str, IdSet] = {}
+        #: Tool calls started in any run of the stream, or held by a run's echoed input.
+        self._calls = IdSet(MAX_OPEN_IDS)
+        #: The current run's (threadId, runId) keys, as its RUN_STARTED gave them.
+        self._run_ids: tuple[str | bytes | None, str | bytes | None] | None = None
 
     # -- one event ------------------------------------------------------------------------
 
@@ -472,6 +500,8 @@ class AGUIChecker(Checker):
             return found.items
         if kind == START and phase in (_FINISHED, _ERRORED):
             self._new_run()
+        if kind == START and phase != _RUNNING:  # (a nested one is duplicate_run_started)
+            self._run_started(payload)
         self._close_chunk_streams(payload, kind_value)
         problem = shape_problem(payload, _EVENT_BASE_FIELDS) or shape_problem(payload, shape)
         if problem is None:
@@ -512,6 +542,7 @@ class AGUIChecker(Checker):
         self._pending.clear()
         self._lanes_overflowed = False
         self._thinking = dict.fromkeys(self._thinking, _FORGOTTEN)
+        self._ended.clear()
 
     @staticmethod
     def _outcome_problem(payload: dict[str, Any], kind: str) -> str | None:
@@ -536,12 +567,18 @@ class AGUIChecker(Checker):
             what, field = _OPENS[kind]
             value = payload.get(field)
             if type(value) is str:
-                self._ids.open(found, what, value, id_key(value), kind)
+                key = id_key(value)
+                self._open(found, what, value, key, kind)
         elif kind in _CONTINUES:
             what, field, closes = _CONTINUES[kind]
             value = payload.get(field)
             if type(value) is str:
-                self._ids.need_open(found, what, value, id_key(value), kind, closes)
+                key = id_key(value)
+                self._ids.need_open(found, what, value, key, kind, closes)
+                if closes:
+                    self._end(what, key)
+        elif kind == "TOOL_CALL_RESULT":
+            self._tool_result(found, payload.get("toolCallId"))
         elif kind in ("STEP_STARTED", "STEP_FINISHED"):
             name = payload.get("stepName")
             if type(name) is str:
@@ -561,6 +598,81 @@ class AGUIChecker(Checker):
             self._legacy_thinking(found, kind)
         elif kind == "RUN_FINISHED":
             self._ids.check_closed(found, kind, "the run finished", "the client throws")
+        if kind in ("RUN_FINISHED", "RUN_ERROR"):
+            self._check_run_ids(found, payload, kind)
+
+    def _open(
+        self, found: EventFindings, what: str, value: str, key: str | bytes, kind: str
+    ) -> None:
+        """A start (or a chunk that opens): a text message or a tool call that already
+        started and ended in this run is merged into the first by the client."""
+        ended = self._ended.get(what)
+        if ended is not None and ended.known(key) is True:
+            ended.discard(key)
+            found.add(
+                rules.ID_ALREADY_OPEN,
+                f" ({kind}): {_WHAT[what]} {shown(value)} already started and ended in this "
+                f"run; the client finds the {_WHAT[what]} it holds by that id and appends "
+                f"this one's {_MERGED[what]} to it",
+            )
+        self._ids.open(found, what, value, key, kind)
+        if what == "tool":
+            self._calls.add(key)
+
+    def _end(self, what: str, key: str | bytes) -> None:
+        """The ``what`` thing kept by ``key`` ended: remembered when the client keys it."""
+        if what not in _MERGED:
+            return
+        ended = self._ended.get(what)
+        if ended is None:
+            ended = self._ended[what] = IdSet(MAX_OPEN_IDS)
+        ended.add(key)
+
+    def _tool_result(self, found: EventFindings, call: object) -> None:
+        if type(call) is not str or self._calls.known(id_key(call)) is not False:
+            return
+        found.add(
+            rules.TOOL_RESULT_WITHOUT_CALL,
+            f" (TOOL_CALL_RESULT): tool call {shown(call)} was started by no event of this "
+            "stream and is not in the run's echoed input; unless the client's history holds "
+            "it (a resumed run), the client keeps the result as a tool message that answers "
+            "no call",
+        )
+
+    def _run_started(self, payload: dict[str, Any]) -> None:
+        """Keep the run's ids, and the tool calls its echoed input holds (the first
+        ``MAX_OPEN_IDS`` messages of it)."""
+        thread, run = payload.get("threadId"), payload.get("runId")
+        self._run_ids = (
+            id_key(thread) if type(thread) is str else None,
+            id_key(run) if type(run) is str else None,
+        )
+        run_input = payload.get("input")
+        messages = run_input.get("messages") if type(run_input) is dict else None
+        if type(messages) is not list:
+            return
+        for message in messages[:MAX_OPEN_IDS]:
+            calls = message.get("toolCalls") if type(message) is dict else None
+            if type(calls) is not list:
+                continue
+            for call in calls[:MAX_OPEN_IDS]:
+                call_id = call.get("id") if type(call) is dict else None
+                if type(call_id) is str:
+                    self._calls.add(id_key(call_id))
+
+    def _check_run_ids(self, found: EventFindings, payload: dict[str, Any], kind: str) -> None:
+        started = self._run_ids
+        if started is None:
+            return
+        for field, kept in zip(("threadId", "runId"), started, strict=True):
+            value = payload.get(field)
+            if kept is None or type(value) is not str or id_key(value) == kept:
+                continue
+            found.add(
+                rules.RUN_ID_MISMATCH,
+                f" ({kind}): `{field}` {shown(value)} is not the one RUN_STARTED gave; "
+                "code that tracks runs by id cannot match the run's end to its start",
+            )
 
     def _legacy_thinking(self, found: EventFindings, kind: str) -> None:
         """A deprecated ``THINKING_*`` event, followed as the compatibility layer translates
@@ -611,6 +723,7 @@ class AGUIChecker(Checker):
             pending = self._pending.pop(lane, None)
             if pending is not None:
                 self._ids.discard(pending[0], pending[1])
+                self._end(pending[0], pending[1])
 
     def _chunk(self, found: EventFindings, payload: dict[str, Any], kind: str) -> None:
         what, field = _CHUNKS[kind]
@@ -629,6 +742,7 @@ class AGUIChecker(Checker):
         if pending is not None:
             del self._pending[lane]
             self._ids.discard(pending[0], pending[1])
+            self._end(pending[0], pending[1])
         if value is None or key is None:
             found.add(
                 rules.ID_NOT_OPEN,
@@ -643,7 +757,7 @@ class AGUIChecker(Checker):
                 "`toolCallName`; the client throws",
             )
             return
-        self._ids.open(found, what, value, key, kind)
+        self._open(found, what, value, key, kind)
         self._pending[lane] = (what, key)
 
     # -- state patches --------------------------------------------------------------------

@@ -28,22 +28,43 @@ The payload handlers check each chunk's shape (``CHUNK_SHAPES``, read from
 - ``tool-input-delta`` needs a ``tool-input-start`` for its ``toolCallId`` in this stream
   (the client throws "Received tool-input-delta for missing tool call"); a call whose input
   started streaming must reach ``tool-input-available`` or ``tool-input-error``;
+- ``finish-step`` ends the open text and reasoning parts for ``ai`` 5 and 6, whose reader
+  resets its records of them there (``ai`` 7 keeps them): a delta or an end for one after
+  the ``finish-step`` is ``id_not_open``, since those clients throw on it;
+- a ``tool-output-available``, ``tool-output-error``, ``tool-output-denied`` or
+  ``tool-approval-request`` inside a step of this stream (after a ``start-step``, before
+  its ``finish-step``) for a ``toolCallId`` no chunk of this stream introduced
+  (``tool-input-start``, ``tool-input-available``, ``tool-input-error``; a ``reset-step``
+  drops the calls its step introduced, as the client drops their parts) is ``id_not_open``:
+  the client throws "No tool invocation found". Outside a step it is not checked: a stream
+  that continues the previous assistant message (after a tool approval, or a client-side
+  tool's output) answers that message's calls before its first ``start-step``, as
+  ``streamText`` does;
 - at ``finish`` (or at ``[DONE]`` when no ``finish`` came), a text or reasoning part still
   open, or a tool input still streaming, is ``id_not_closed``; after an ``error`` or an
   ``abort`` chunk nothing is expected to be closed;
+- a stream that sent ``start`` and reached ``[DONE]`` without ``finish`` (nor ``error``
+  or ``abort``) is ``missing_finish``, a warning: the client reads it, but the message has
+  no finish reason and code that waits for ``finish`` never runs (``@ai-sdk/langchain``'s
+  LangGraph streams before vercel/ai#11624);
 - ``reset-step`` drops every open part, as the client does; ``start-step`` and
-  ``finish-step`` must alternate (``step_not_balanced``, a warning: the client only marks
-  the boundary).
+  ``finish-step`` must alternate, and a step still open at ``finish`` or at ``[DONE]`` is
+  unbalanced (``step_not_balanced``, a warning: the client only marks the boundary).
+
+A body in which no event at all was dispatched is most often not an SSE body: the AI SDK
+4 data stream protocol (``0:"text"`` lines, served as ``text/plain`` with
+``x-vercel-ai-data-stream: v1``) reads as nothing to this protocol's reader, which shows an
+empty message and no error, so ``missing_terminal`` says so then.
 
 Deliberately not checked, because the official client accepts them and real servers send
 them: tool outputs, approvals and denials for a ``toolCallId`` this stream never opened
-(a chat that continues an assistant message reads them against the previous response), a
-tool call with input and no output at ``finish`` (a client-side tool, or one awaiting
-approval), a stream without ``start`` or without ``finish`` (``createUIMessageStream``
-sends only what the app writes), ``data-*`` chunks of any name (the protocol's extension
-point), ``message-metadata``, ``source-*``, ``file``, ``custom``, ``steering-message``,
-repeated ``tool-output-available`` (preliminary outputs), unknown extra keys on a known
-chunk (the schema is loose since ``ai`` 7.0.x).
+outside a step (see above), a tool call with input and no output at ``finish`` (a
+client-side tool, or one awaiting approval), a stream without ``start`` and without
+``finish`` (``createUIMessageStream`` sends only what the app writes, and a continuation
+may be such a fragment), ``data-*`` chunks of any name (the protocol's extension point),
+``message-metadata``, ``source-*``, ``file``, ``custom``, ``steering-message``, repeated
+``tool-output-available`` (preliminary outputs), unknown extra keys on a known chunk (the
+schema is loose since ``ai`` 7.0.x).
 
 The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
 from the table, so the page cannot drift from the machine).
@@ -65,7 +86,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._agent import OpenIds, id_key, shown
+from streamguard.protocols._agent import IdSet, OpenIds, id_key, shown
 from streamguard.protocols._base import Checker, EventFindings
 from streamguard.protocols._fields import (
     ANY_VALUE,
@@ -229,7 +250,13 @@ _NAMED = "event {index} ({name}) "
 _MISSING_DONE = broken(
     rules.MISSING_TERMINAL,
     "the body ended after {index} event(s) and {offset} byte(s) without the {protocol} "
-    "terminal signal (data: [DONE])",
+    "terminal signal (data: [DONE]){hint}",
+)
+#: What ``missing_terminal`` adds when the body dispatched no event at all.
+_NO_EVENTS_HINT: Final = (
+    "; no event at all: not an SSE body (an AI SDK 4 data stream, lines such as "
+    '0:"text" and d:{...}, reads as nothing to the UI message stream reader, which shows '
+    "an empty message without an error)"
 )
 
 LIFECYCLE: Final = Lifecycle(
@@ -294,7 +321,16 @@ _KINDS = {"finish": FINISH, "abort": ABORT, "error": ERROR}
 class AISDKUIChecker(Checker):
     """Checks one AI SDK UI message stream; see the module docstring."""
 
-    __slots__ = ("_parts", "_step_open", "_tools", "_unknown_types")
+    __slots__ = (
+        "_calls",
+        "_dispatched",
+        "_parts",
+        "_started",
+        "_step_calls",
+        "_step_open",
+        "_tools",
+        "_unknown_types",
+    )
 
     name = "ai_sdk_ui"
     LIFECYCLE = LIFECYCLE
@@ -307,15 +343,22 @@ class AISDKUIChecker(Checker):
             rules.ID_ALREADY_OPEN,
             rules.ID_NOT_CLOSED,
             rules.STEP_NOT_BALANCED,
+            rules.MISSING_FINISH,
         }
     )
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
-        self._parts = OpenIds(_PARTS, MAX_OPEN_IDS, _ON_REOPEN)
+        self._parts = OpenIds(_PARTS, MAX_OPEN_IDS, _ON_REOPEN, _ON_ASIDE)
         #: Tool calls whose input started streaming in this stream; True while it streams.
         self._tools: dict[str | bytes, bool] = {}
+        #: Tool calls a chunk of this stream introduced (the client holds a part for each),
+        #: and those of them its current step introduced (a reset-step drops those).
+        self._calls = IdSet(MAX_OPEN_IDS)
+        self._step_calls = IdSet(MAX_OPEN_IDS)
         self._step_open = False
+        self._started = False  # a start chunk came: the stream announced a message
+        self._dispatched = False  # an event came at all
         self._unknown_types: frozenset[str | bytes] = frozenset()
 
     def is_terminal(self, event: Event) -> bool:
@@ -325,9 +368,11 @@ class AISDKUIChecker(Checker):
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
         found = EventFindings(self, event, index)
+        self._dispatched = True
         if event.data == DONE:
             if self.phase in _PARTS_JUDGED_IN:
                 self._check_closed(found, "[DONE]")
+                self._check_ended_without_finish(found)
             found.step(TERMINAL, DONE)
             return found.items
         chunk = self.parse_object(event, index, found.items)
@@ -394,10 +439,16 @@ class AISDKUIChecker(Checker):
         closes = chunk["type"].endswith("-end")
         self._parts.need_open(found, _part_kind(chunk), part_id, id_key(part_id), name, closes)
 
+    def _introduce(self, key: str | bytes) -> None:
+        """A chunk introduced tool call ``key``: the client holds a part for it."""
+        if self._calls.add(key):
+            self._step_calls.add(key)
+
     def _tool_input_start(
         self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
     ) -> None:
         key = id_key(chunk["toolCallId"])
+        self._introduce(key)
         if key in self._tools or len(self._tools) < MAX_OPEN_IDS:
             self._tools[key] = True
 
@@ -416,15 +467,41 @@ class AISDKUIChecker(Checker):
         self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
     ) -> None:
         key = id_key(chunk["toolCallId"])
+        self._introduce(key)
         if key in self._tools:
             self._tools[key] = False
+
+    def _tool_answer(
+        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
+    ) -> None:
+        """An output, an error, a denial or an approval request: it needs the call's part.
+        Inside a step of this stream the call must be one this stream introduced; outside
+        one, it may be a call of the message this stream continues (not checked)."""
+        if not self._step_open:
+            return
+        call_id: str = chunk["toolCallId"]
+        if self._calls.known(id_key(call_id)) is False:
+            found.add(
+                rules.ID_NOT_OPEN,
+                f" ({name}): tool call {shown(call_id)} was introduced by no chunk of this "
+                "stream (tool-input-start, tool-input-available or tool-input-error; or its "
+                "step was reset), yet a step of this stream is open, so it answers no call of "
+                'an earlier message; the client throws "No tool invocation found"',
+            )
 
     def _reset_step(
         self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
     ) -> None:
-        # The client forgets the step's open parts and partial tool calls.
+        # The client forgets the step's open parts and partial tool calls, and removes the
+        # parts of the tool calls the step introduced.
         self._parts.clear()
         self._tools.clear()
+        if self._step_calls.overflowed:
+            self._calls.overflowed = True  # which calls went is unknown: stop judging
+        else:
+            for key in self._step_calls.held():
+                self._calls.discard(key)
+        self._step_calls.clear()
 
     def _start_step(
         self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
@@ -435,6 +512,7 @@ class AISDKUIChecker(Checker):
                 f" ({name}): a step is already open (no finish-step since the last start-step)",
             )
         self._step_open = True
+        self._step_calls.clear()
 
     def _finish_step(
         self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
@@ -442,6 +520,13 @@ class AISDKUIChecker(Checker):
         if not self._step_open:
             found.add(rules.STEP_NOT_BALANCED, f" ({name}): no step is open")
         self._step_open = False
+        # ai 5 and 6 reset their records of the open text and reasoning parts here.
+        self._parts.set_aside(_STEP_SCOPED)
+
+    def _message_start(
+        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
+    ) -> None:
+        self._started = True
 
     def _finish(self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings) -> None:
         if phase not in _PARTS_JUDGED_IN:
@@ -450,6 +535,26 @@ class AISDKUIChecker(Checker):
         if self._step_open:
             found.add(rules.STEP_NOT_BALANCED, f" ({name}): a step is still open (no finish-step)")
             self._step_open = False
+
+    def _check_ended_without_finish(self, found: EventFindings) -> None:
+        """[DONE] in the streaming phase: no finish, error or abort came."""
+        if self._step_open:
+            found.add(
+                rules.STEP_NOT_BALANCED,
+                f" ({DONE}): the message ended with a step still open (no finish-step)",
+            )
+            self._step_open = False
+        if self._started:
+            found.add(
+                rules.MISSING_FINISH,
+                f" ({DONE}): the message opened with start ended without the finish chunk; "
+                "the client keeps it without a finish reason, and code that waits for finish "
+                "never runs",
+            )
+
+    def message_fields(self) -> Mapping[str, object]:
+        # {hint}: what missing_terminal adds on a body that dispatched no event at all.
+        return {"hint": "" if self._dispatched else _NO_EVENTS_HINT}
 
     def _check_closed(self, found: EventFindings, what: str) -> None:
         """The parts still open when the message ends: each kind counted, none quoted."""
@@ -462,6 +567,13 @@ class AISDKUIChecker(Checker):
 #: The kinds of part opened by id, as messages name them.
 _PARTS = {"text": "text part", "reasoning": "reasoning part"}
 _ON_REOPEN = "the client forgets the first one, which stays streaming"
+_ON_ASIDE = (
+    " was still open at a finish-step; ai 5 and 6 reset their records of the open text and "
+    "reasoning parts at finish-step and throw on a later delta or end for one (ai 7 keeps "
+    "them): end a part before its step finishes"
+)
+#: The kinds of part the client forgets at finish-step (ai 5 and 6).
+_STEP_SCOPED: Final = ("text", "reasoning")
 
 
 def _part_kind(chunk: dict[str, Any]) -> str:
@@ -480,6 +592,10 @@ _ID_FIELDS = {
     "tool-input-delta": "toolCallId",
     "tool-input-available": "toolCallId",
     "tool-input-error": "toolCallId",
+    "tool-output-available": "toolCallId",
+    "tool-output-error": "toolCallId",
+    "tool-output-denied": "toolCallId",
+    "tool-approval-request": "toolCallId",
 }
 
 _HANDLERS = {
@@ -493,6 +609,11 @@ _HANDLERS = {
     "tool-input-delta": AISDKUIChecker._tool_input_delta,
     "tool-input-available": AISDKUIChecker._tool_input_done,
     "tool-input-error": AISDKUIChecker._tool_input_done,
+    "tool-output-available": AISDKUIChecker._tool_answer,
+    "tool-output-error": AISDKUIChecker._tool_answer,
+    "tool-output-denied": AISDKUIChecker._tool_answer,
+    "tool-approval-request": AISDKUIChecker._tool_answer,
+    "start": AISDKUIChecker._message_start,
     "reset-step": AISDKUIChecker._reset_step,
     "start-step": AISDKUIChecker._start_step,
     "finish-step": AISDKUIChecker._finish_step,

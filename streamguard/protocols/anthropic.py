@@ -95,6 +95,7 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import parse_json, preview
+from streamguard.protocols._skeleton import Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -184,6 +185,8 @@ _BLOCK_TYPES = frozenset(
 #: Beyond this many simultaneously open blocks (already a ``block_overlap``), the oldest
 #: is forgotten, so a hostile stream cannot make the checker's memory grow.
 _MAX_OPEN_BLOCKS = 64
+#: A text delta into an open text block, as ``_on_block_delta`` vouches for it.
+_TEXT_DELTA = Holes((("delta", "text"),))
 #: Distinct unknown event names reported per stream.
 _MAX_UNKNOWN_REPORTED = 8
 
@@ -538,7 +541,9 @@ class AnthropicChecker(Checker):
                 and delta.get("type") == "text_delta"
                 and type(delta.get("text")) is str
             ):
-                return  # the common case, most of every stream
+                # The common case, most of every stream: only the text differs next time.
+                self.repeatable(_TEXT_DELTA)
+                return
         problems: list[str] = []
         if type(block_index) is not int:
             problems.append(f"index is {type_name(block_index)}, expected an integer")

@@ -25,8 +25,11 @@ DOCS: tuple[RuleDoc, ...] = (
             start (steps are keyed by subagent and name), `SUBAGENT_FINISHED` or
             `SUBAGENT_ERROR` for a subagent that is not running, and a `*_CHUNK` shorthand
             without an id when no chunk stream of its kind is open. AI SDK: `text-delta`,
-            `text-end`, `reasoning-delta` or `reasoning-end` for a part that is not open, and
-            `tool-input-delta` for a call without a `tool-input-start` in this stream.""",
+            `text-end`, `reasoning-delta` or `reasoning-end` for a part that is not open (a
+            part still open at a `finish-step` counts as ended there, as `ai` 5 and 6 read it),
+            `tool-input-delta` for a call without a `tool-input-start` in this stream, and a
+            tool output, error, denial or approval request inside a step of this stream for a
+            call no chunk of the stream introduced.""",
         clients="""
             Both official clients throw, and the whole response fails. `@ag-ui/client`'s
             `verifyEvents` raises `AGUIError` "Cannot send 'TEXT_MESSAGE_CONTENT' event: No
@@ -34,9 +37,11 @@ DOCS: tuple[RuleDoc, ...] = (
             `processUIMessageStream` throws `UIMessageStreamError` "Received text-delta for
             missing text part with ID ... Ensure a "text-start" chunk is sent before any
             "text-delta" chunks"; `useChat` ends in its error state and the text already
-            streamed stops there. Tool outputs and approvals for a `toolCallId` the AI SDK
-            stream never opened are not reported: a chat that continues an assistant message
-            reads them against the previous response.""",
+            streamed stops there; "No tool invocation found for tool call ID ..." for an
+            output of a call it holds no part for. Tool outputs and approvals for a
+            `toolCallId` the AI SDK stream never opened, sent before its first `start-step`,
+            are not reported: a stream that continues an assistant message (after a tool
+            approval) answers the previous response's calls there, as `streamText` does.""",
         example="""
             data: {"type":"RUN_STARTED","threadId":"thread_1","runId":"run_1"}
 
@@ -61,14 +66,20 @@ DOCS: tuple[RuleDoc, ...] = (
             `TOOL_CALL_START`, `REASONING_START`, `REASONING_MESSAGE_START`, `STEP_STARTED` or
             `SUBAGENT_STARTED` (AG-UI) again before its end, or `text-start` or
             `reasoning-start` (AI SDK) for a part that has not ended. A chunk shorthand that
-            opens an id already opened by a start event counts too.""",
+            opens an id already opened by a start event counts too, and so does an AG-UI
+            `TEXT_MESSAGE_START` or `TOOL_CALL_START` (or the chunk that opens one) for an id
+            that already started and ended in the same run.""",
         clients="""
             `@ag-ui/client` throws: "Cannot send 'TEXT_MESSAGE_START' event: A text message
             with ID ... is already in progress. Complete it with 'TEXT_MESSAGE_END' first.",
             and the same for tool calls, reasoning, steps ("Step ... is already active") and
             subagents. The AI SDK client does not throw: it replaces its record of the active
             part and pushes a second one, so the first part stays in its `streaming` state
-            forever and the text is split between two parts.""",
+            forever and the text is split between two parts. A message or tool call started
+            again after its end passes `verifyEvents`, but the client finds the one it holds
+            by that id and appends to it: the second message's text runs on after the first's,
+            and the second call's arguments after the first's (`{"city":"Paris"}{"city":
+            "Rome"}`, which no tool can parse), and the second call is lost.""",
         example="""
             data: {"type":"RUN_STARTED","threadId":"thread_1","runId":"run_1"}
 
@@ -216,6 +227,54 @@ DOCS: tuple[RuleDoc, ...] = (
         fix="""
             Build patches with a JSON Patch library (`jsonpatch.make_patch(old, new)` in
             Python) rather than by hand, or send a `STATE_SNAPSHOT`.""",
+    ),
+    rule_doc(
+        "tool_result_without_call",
+        meaning="""
+            A `TOOL_CALL_RESULT` names a `toolCallId` that no `TOOL_CALL_START` (nor
+            `TOOL_CALL_CHUNK`) started in any run of the stream, and that the run's echoed
+            input (`RUN_STARTED.input.messages`, when the server sends it) does not hold. An
+            info: a run that resumes an interrupted one (`RunAgentInput.resume`) may answer a
+            call the client holds from an earlier response, which the stream cannot see.""",
+        clients="""
+            `@ag-ui/client` accepts the event. It places the result after the assistant message
+            that holds the call; with no such message it appends a tool message that answers
+            no call, and sends it back in the next run's `messages`, where model APIs that
+            pair tool results with calls (OpenAI's "messages with role 'tool' must be a
+            response to a preceding message with 'tool_calls'") refuse the request.""",
+        example="""
+            data: {"type":"RUN_STARTED","threadId":"thread_1","runId":"run_1"}
+
+            data: {"type":"TOOL_CALL_RESULT","messageId":"msg_2","toolCallId":"call_9","content":"42"}
+
+            data: {"type":"RUN_FINISHED","threadId":"thread_1","runId":"run_1"}
+            """,
+        fix="""
+            Emit `TOOL_CALL_START`, `TOOL_CALL_ARGS` and `TOOL_CALL_END` for a call before its
+            result, and keep the call's id the same from start to result (a framework that
+            renames ids between the model's call and its tool node breaks the pair).""",
+    ),
+    rule_doc(
+        "run_id_mismatch",
+        meaning="""
+            `RUN_FINISHED` names a `runId` or a `threadId` other than its `RUN_STARTED`'s (a
+            `RUN_ERROR` too, when it carries them, though its schema has no such field). The
+            protocol identifies a run by the pair. A warning: `@ag-ui/client` does not compare
+            them.""",
+        clients="""
+            `HttpAgent.runAgent` reads the run to its end either way. Code that tracks runs by
+            id (a UI that shows a run's status, a server that links `parentRunId`s, a gateway
+            that routes a thread's events) cannot match the end to its start: the run it
+            started stays running, and one it never saw ends.""",
+        example="""
+            data: {"type":"RUN_STARTED","threadId":"thread_1","runId":"run_1"}
+
+            data: {"type":"RUN_FINISHED","threadId":"thread_1","runId":"run_2"}
+            """,
+        fix="""
+            Send `RUN_FINISHED` with the `threadId` and `runId` of its `RUN_STARTED`, both
+            taken from the `RunAgentInput` the client posted, rather than minting new ids for
+            the end event.""",
     ),
     rule_doc(
         "crlf_framing",

@@ -80,7 +80,8 @@ DOCS: tuple[RuleDoc, ...] = (
         "step_not_balanced",
         meaning="""
             The `start-step` and `finish-step` chunks do not alternate: a `finish-step` with no
-            step open, a `start-step` while one is open, or a step still open at `finish`. A
+            step open, a `start-step` while one is open, or a step still open at `finish` (or
+            at `[DONE]` when no `finish` came). A
             step is one model call; `streamText` brackets every one. Streams that use no steps
             at all are fine.""",
         clients="""
@@ -106,5 +107,41 @@ DOCS: tuple[RuleDoc, ...] = (
         fix="""
             Emit `start-step` before each model call's chunks and `finish-step` after them,
             on every path; or emit neither.""",
+    ),
+    rule_doc(
+        "missing_finish",
+        meaning="""
+            The stream opened a message with `start` and reached `[DONE]` without the
+            `finish` chunk, and no `error` or `abort` chunk explains it. The protocol page
+            lists `finish` as the message's last part, and every AI SDK server sends it
+            (`streamText`, `createUIMessageStream` around them). Not reported on a stream
+            with neither `start` nor `finish`: a `createUIMessageStream` writer that sends
+            only parts, or a fragment continuing the previous message, is legitimate. A
+            warning: the client reads the stream.""",
+        clients="""
+            `readUIMessageStream` and `useChat` keep the message, but without a finish reason,
+            and the `onFinish` of server code that watches the chunks (`toUIMessageStream`'s
+            `onFinish`, persistence keyed on `finish`) never runs, so the saved conversation
+            lags behind what the user saw; the LangGraph streams of `@ai-sdk/langchain` ended
+            this way, with a `start-step` never finished, until vercel/ai#11624, and broke
+            multi-turn chats.""",
+        example="""
+            data: {"type":"start","messageId":"msg_1"}
+
+            data: {"type":"start-step"}
+
+            data: {"type":"text-start","id":"txt_1"}
+
+            data: {"type":"text-delta","id":"txt_1","delta":"Hello"}
+
+            data: {"type":"text-end","id":"txt_1"}
+
+            data: [DONE]
+            """,
+        note="No `finish-step` and no `finish`: `step_not_balanced` and `missing_finish`.",
+        fix="""
+            Send `finish-step` after each step and `finish` (with its `finishReason`) before
+            `[DONE]`, on every path that ends the stream normally; end with an `error` or
+            `abort` chunk on the others.""",
     ),
 )

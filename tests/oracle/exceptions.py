@@ -74,11 +74,12 @@ EXCEPTIONS: tuple[Exception_, ...] = (
     ),
     Exception_(
         "ai.readUIMessageStream",
-        "ai_sdk_ui/ok_continuation_without_start_or_finish*",
+        "ai_sdk_ui/ok_continuation_*",
         r"No tool invocation found",
         "harness",
         "The stream continues an assistant message the client already holds (a tool "
-        "approval of the previous turn); the oracle's reader starts with no message.",
+        "approval of the previous turn, answered before the stream's first start-step); the "
+        "oracle's reader starts with no message.",
     ),
     # -- protocol version ---------------------------------------------------------------
     Exception_(

@@ -1,0 +1,298 @@
+"""A frame's skeleton: its data with the values that vary from frame to frame as holes.
+
+Theory of operation
+-------------------
+A healthy stream is thousands of frames of one shape: the same keys, the same ids, the
+same literals, and only a piece of text (and perhaps a counter) new in each. Parsing each
+one as JSON and walking it again costs more than the app spent writing it. So the engine
+(``Checker.on_event``) keeps the skeletons of the last few frames a checker vouched for,
+and a frame that fits one of them byte for byte, holes aside, is not parsed: the checker
+takes the step it took for the frame the skeleton was learned from (``repeat_event``).
+
+What makes that exact:
+
+* **A checker vouches, the engine does not guess.** A handler calls ``Checker.repeatable``
+  only when the frame it just checked changed nothing a later rule reads, beyond what its
+  ``repeat_event`` does again (a counter), and found nothing; ``holes`` names the paths
+  whose values it did not read (the text) and ``values`` the ones it reads on a repeat (a
+  sequence number). Every other key, string, number and literal of the frame, and its
+  event name, is part of the skeleton and must come again unchanged.
+* **A hole is still JSON.** A text hole matches only a JSON string the full parser would
+  take: no raw control character, only the escapes JSON has, a ``\\u`` surrogate only as a
+  high and low pair (pydantic-core's parser refuses a lone one). A value hole matches only
+  a plain integer of at most 18 digits. Anything else misses, and the frame takes the full
+  path, which reports what is wrong with it.
+* **Whitespace may differ where the frame had some.** JSON ignores whitespace between
+  tokens and after the value, and servers pad frames with a varying number of spaces: a
+  run of it in the learned frame is a hole that takes any run (or none), and whitespace
+  after the value is never part of the skeleton. Whitespace inside a string is the
+  string's.
+* **Nothing is cached across a change.** The skeletons hold while every frame since they
+  were learned changed nothing: a frame checked in full that the checker did not vouch
+  for, a finding, or a new phase forgets them all.
+
+Learning a skeleton reads the frame's JSON a token at a time in Python (tens of
+microseconds), so a stream whose frames never repeat (a server that stamps each with a new
+id) must not pay it on each: after a skeleton is dropped unused, learning waits twice as
+many vouched frames as before (``MAX_LEARNING_WAIT`` at most); a hit resets the wait.
+A skeleton is one regular expression (its literal pieces escaped, its holes as above, a
+read hole a group), matched in one call: cheaper than the parse it saves. Memory is
+bounded: at most ``MAX_SKELETONS`` per stream, each learned from a frame of at most
+``MAX_SKELETON_CHARS`` characters; ``re.compile``'s cache hands streams whose frames look
+alike (every Anthropic text delta into block 0) one shared pattern.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+__all__ = [
+    "MAX_HOLES",
+    "MAX_LEARNING_WAIT",
+    "MAX_SKELETONS",
+    "MAX_SKELETON_CHARS",
+    "Holes",
+    "Path",
+    "ShapeCache",
+    "Skeleton",
+    "learn",
+    "learning",
+]
+
+#: A JSON path: object keys and array indices, from the top.
+Path = tuple[str | int, ...]
+
+#: Frames longer than this are not learned (they are rare and their parse dominates).
+MAX_SKELETON_CHARS: Final = 4096
+#: The skeletons a stream keeps at once (the shapes a healthy stream alternates between).
+MAX_SKELETONS: Final = 4
+#: The holes one skeleton may have (whitespace between tokens counts as one).
+MAX_HOLES: Final = 16
+#: The longest wait, in vouched frames, between two attempts to learn.
+MAX_LEARNING_WAIT: Final = 1024
+
+# A JSON string as pydantic-core reads it: no raw control character, the escapes JSON
+# has, and a \u surrogate only as a high-low pair; no raw surrogate either (the parser
+# decodes with replacement, so none comes from the wire, but the parse would refuse one).
+_STRING: Final = re.compile(
+    r'"[^"\\\x00-\x1f\ud800-\udfff]*(?:(?:\\["\\/bfnrt]'
+    r"|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4}"
+    r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r'[^"\\\x00-\x1f\ud800-\udfff]*)*"'
+)
+#: What JSON counts as whitespace (``str.rstrip()`` alone would take more).
+_JSON_WHITESPACE: Final = " \t\n\r"
+_INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+# The holes as pieces of a skeleton's pattern: a text hole is not read, a value hole is.
+_SPACE: Final = r"[ \t\n\r]*"
+_TEXT_HOLE: Final = f"(?:{_STRING.pattern})"
+_VALUE_HOLE: Final = f"({_INTEGER.pattern})"
+_TOKEN: Final = re.compile(
+    r"[ \t\n\r]*(?:"
+    r'(?P<string>"(?:[^"\\]|\\.)*")'
+    r"|(?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<word>true|false|null)"
+    r"|(?P<mark>[{}\[\]:,]))",
+    re.DOTALL,
+)
+
+
+class Skeleton:
+    """The learned frame: its event name, and one pattern that its literal pieces and its
+    holes make (a read hole is a group)."""
+
+    __slots__ = ("name", "pattern", "reads")
+
+    def __init__(self, name: str, pattern: re.Pattern[str], reads: bool) -> None:
+        self.name = name
+        self.pattern = pattern
+        self.reads = reads
+
+    def match(self, name: str, data: str) -> Sequence[str] | None:
+        """The read holes' texts when ``data`` (an event named ``name``) fits, else None."""
+        if name != self.name:
+            return None
+        found = self.pattern.fullmatch(data)
+        if found is None:
+            return None
+        return found.groups() if self.reads else _NO_VALUES
+
+
+#: A match that reads no hole.
+_NO_VALUES: Final[tuple[str, ...]] = ()
+
+
+def learn(
+    name: str, data: str, text_holes: frozenset[Path], value_holes: frozenset[Path]
+) -> Skeleton | None:
+    """The skeleton of ``data`` with a text hole at each path of ``text_holes`` that holds
+    a string and a value hole at each path of ``value_holes`` that holds an integer; None when
+    the frame is too long, is not one JSON value, has no hole, or has a hole's path twice
+    (a repeated key: which one the parser keeps is not the skeleton's business)."""
+    if len(data) > MAX_SKELETON_CHARS:
+        return None
+    pieces: list[str] = []  # the pattern's source: escaped literals and holes
+    holes = 0
+    reads = False
+    seen: set[Path] = set()
+    # One entry per open container: its keys so far (an object) or its next index (an array).
+    path: list[str | int] = []
+    containers: list[bool] = []  # True: an object
+    expecting_key = False
+    cut = 0  # where the current literal piece starts
+    filled = 0  # text and value holes (whitespace aside)
+    position = 0
+    end = len(data)
+    while position < end:
+        token = _TOKEN.match(data, position)
+        if token is None:
+            if data[position:].strip(_JSON_WHITESPACE):
+                return None
+            break  # whitespace after the value
+        start = token.start(token.lastgroup or 0)
+        if start > position:
+            # Whitespace between tokens: any amount (none included) gives the same value.
+            if holes >= MAX_HOLES:
+                return None
+            pieces += (re.escape(data[cut:position]), _SPACE)
+            holes += 1
+            cut = start
+        position = token.end()
+        mark = token.group("mark")
+        if mark is not None:
+            if mark == "{":
+                containers.append(True)
+                path.append("")
+                expecting_key = True
+            elif mark == "[":
+                containers.append(False)
+                path.append(0)
+                expecting_key = False
+            elif mark in "}]":
+                if not containers:
+                    return None
+                containers.pop()
+                path.pop()
+                expecting_key = False
+            elif mark == ",":
+                if not containers:
+                    return None
+                if containers[-1]:
+                    expecting_key = True
+                else:
+                    index = path[-1]
+                    path[-1] = index + 1 if isinstance(index, int) else 0
+            continue
+        if expecting_key:
+            key = token.group("string")
+            if key is None or "\\" in key:
+                return None  # an escaped key is not worth learning
+            path[-1] = key[1:-1]
+            expecting_key = False
+            continue
+        here = tuple(path)
+        if here in text_holes:
+            group, pattern, hole, read = "string", _STRING, _TEXT_HOLE, False
+        elif here in value_holes:
+            group, pattern, hole, read = "number", _INTEGER, _VALUE_HOLE, True
+        else:
+            continue
+        text = token.group(group)
+        if text is None or pattern.fullmatch(text) is None:
+            continue  # not what the hole holds (a null, a float): part of the skeleton
+        if here in seen or holes >= MAX_HOLES:
+            return None
+        seen.add(here)
+        filled += 1
+        pieces += (re.escape(data[cut : token.start(group)]), hole)
+        holes += 1
+        reads = reads or read
+        cut = position
+    if containers or not filled:
+        return None
+    pieces += (re.escape(data[cut:].rstrip(_JSON_WHITESPACE)), _SPACE)
+    # re.compile's own cache shares one pattern among the streams whose frames look alike.
+    return Skeleton(name, re.compile("".join(pieces)), reads)
+
+
+#: Whether streams learn skeletons: one switch for the process (``learning``).
+_LEARNING: Final[list[bool]] = [True]
+
+
+def learning(on: bool) -> None:
+    """Let streams learn skeletons (the default), or check every frame in full from now
+    on: the differential tests run each stream both ways and compare the reports."""
+    _LEARNING[0] = on
+
+
+class _Entry:
+    __slots__ = ("hits", "skeleton", "token")
+
+    def __init__(self, skeleton: Skeleton, token: object) -> None:
+        self.skeleton = skeleton
+        self.token = token
+        self.hits = 0
+
+
+class Holes:
+    """What a checker vouches for a kind of frame: the paths of its text holes (checked to
+    be JSON strings, not read) and of its value holes (integers, read on a repeat)."""
+
+    __slots__ = ("text", "values")
+
+    def __init__(self, text: tuple[Path, ...], values: tuple[Path, ...] = ()) -> None:
+        self.text: frozenset[Path] = frozenset(text)
+        self.values: frozenset[Path] = frozenset(values)
+
+
+class ShapeCache:
+    """A stream's skeletons, with the checker's token for each, and the learning wait."""
+
+    __slots__ = ("countdown", "entries", "wait")
+
+    def __init__(self) -> None:
+        self.entries: list[_Entry] = []
+        #: Vouched frames to let pass before the next attempt to learn, and the last wait.
+        self.countdown = 0
+        self.wait = 0
+
+    def find(self, name: str, data: str) -> tuple[object, Sequence[str]] | None:
+        """The token and read values of the skeleton ``data`` fits, if one does."""
+        for entry in self.entries:
+            values = entry.skeleton.match(name, data)
+            if values is not None:
+                entry.hits += 1
+                self.wait = 0
+                return entry.token, values
+        return None
+
+    def consider(self, name: str, data: str, holes: Holes, token: object) -> None:
+        """A frame the checker vouched for missed every skeleton: learn it (unless
+        waiting)."""
+        if not _LEARNING[0]:
+            return
+        if self.countdown:
+            self.countdown -= 1
+            return
+        skeleton = learn(name, data, holes.text, holes.values)
+        if skeleton is None:
+            self._back_off()
+            return
+        entries = self.entries
+        if len(entries) >= MAX_SKELETONS and entries.pop(0).hits == 0:
+            self._back_off()
+        entries.append(_Entry(skeleton, token))
+
+    def forget(self) -> None:
+        """Something changed: no skeleton holds any more."""
+        entries = self.entries
+        if entries:
+            if any(entry.hits == 0 for entry in entries):
+                self._back_off()
+            entries.clear()
+
+    def _back_off(self) -> None:
+        self.wait = min(self.wait * 2 or 1, MAX_LEARNING_WAIT)
+        self.countdown = self.wait

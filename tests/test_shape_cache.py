@@ -1,0 +1,393 @@
+"""The shape cache (``streamguard.protocols._skeleton``): a frame that fits the skeleton of
+one its checker vouched for skips the parse, and the report is the same to the byte.
+
+Three layers of proof: the skeleton's own rules (a hole holds only what the full parser
+takes), the engine's (nothing is cached across a change), and a differential run of every
+fixture, every real-world capture and seeded mutants, each checked with learning on and
+off, compared finding by finding, messages included.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+from pydantic_core import from_json
+
+from streamguard import check_stream
+from streamguard.protocols import _skeleton
+from streamguard.protocols._skeleton import (
+    MAX_LEARNING_WAIT,
+    MAX_SKELETON_CHARS,
+    MAX_SKELETONS,
+    Holes,
+    ShapeCache,
+    learn,
+)
+from streamguard.report import StreamReport
+
+from . import equivalence
+
+TEXT = frozenset({("delta", "text")})
+NONE: frozenset[tuple[str | int, ...]] = frozenset()
+HEAD = '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":'
+
+
+def delta(text: str) -> str:
+    return HEAD + text + "}}"
+
+
+def parses(data: str) -> bool:
+    try:
+        from_json(data)
+    except ValueError:
+        return False
+    return True
+
+
+# -- the skeleton --------------------------------------------------------------------------
+
+
+def test_a_text_hole_takes_any_json_string() -> None:
+    """A skeleton learned from one text fits frames whose text is any other JSON string."""
+    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT, NONE)
+    assert skeleton is not None
+    for text in [
+        "",
+        "x" * 5000,
+        "caf\u00e9 \U0001f600",
+        '\\n\\t\\\\\\/\\"',
+        "\\u00e9\\ud83d\\ude00",
+    ]:
+        assert skeleton.match("content_block_delta", delta(f'"{text}"')) == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\x"',  # no such escape
+        '"\\ud800"',  # a lone high surrogate
+        '"\\udc00\\ud800"',  # a pair the wrong way round
+        '"\\u00"',  # a short \u escape
+        '"a\tb"',  # a raw control character
+        '"a\x00"',
+        '"a"b"',  # an unescaped quote: not one string
+        '"a\\"',  # an escaped closing quote: unterminated
+        "null",
+        "1",
+        '["a"]',
+    ],
+)
+def test_a_text_hole_refuses_what_the_parser_refuses(text: str) -> None:
+    """A hole that is not one JSON string misses, so the full parse reports it."""
+    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT, NONE)
+    assert skeleton is not None
+    assert skeleton.match("content_block_delta", delta(text)) is None
+
+
+_HOLE_ALPHABET = st.sampled_from(
+    [
+        '"',
+        "\\",
+        "/",
+        "b",
+        "f",
+        "n",
+        "r",
+        "t",
+        "u",
+        "0",
+        "9",
+        "a",
+        "d",
+        "D",
+        "8",
+        "c",
+        "e",
+        " ",
+        "\t",
+        "\x00",
+        "\x7f",
+        "\u00e9",
+        "\U0001f600",
+        "\ud800",
+    ]
+)
+
+
+@given(st.lists(_HOLE_ALPHABET, max_size=14).map("".join))
+@example("\\ud83d\\ude00")
+@example("\\ud83d")
+@example('\\"')
+def test_a_fitting_frame_parses_as_the_template_does(inner: str) -> None:
+    """Whatever the text, a frame the skeleton fits is JSON of the template's structure."""
+    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT, NONE)
+    assert skeleton is not None
+    frame = delta(f'"{inner}"')
+    if skeleton.match("content_block_delta", frame) is not None:
+        value = from_json(frame)
+        assert isinstance(value["delta"]["text"], str)
+        assert {**value, "delta": {**value["delta"], "text": "Hi"}} == from_json(delta('"Hi"'))
+
+
+def test_every_literal_and_the_name_are_part_of_the_skeleton() -> None:
+    """Another index, key order, spacing, type or event name misses."""
+    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT, NONE)
+    assert skeleton is not None
+    assert skeleton.match("message", delta('"Hi"')) is None
+    for other in [
+        delta('"Hi"').replace('"index":0', '"index":1'),
+        delta('"Hi"')
+        .replace('"index":0,', "")
+        .replace('"type":"content_block_delta",', '"type":"content_block_delta","index":0,'),
+        delta('"Hi"').replace('"index":0', '"index": 0'),
+        delta('"Hi"').replace("text_delta", "thinking_delta"),
+        delta('"Hi"')[:-1],
+        delta('"Hi"') + "x",
+    ]:
+        if other != delta('"Hi"'):
+            assert skeleton.match("content_block_delta", other) is None, other
+
+
+def test_trailing_json_whitespace_may_differ() -> None:
+    """Servers pad frames with a varying number of spaces: any JSON whitespace after the
+    value fits, anything else does not."""
+    skeleton = learn("content_block_delta", delta('"Hi"') + "   ", TEXT, NONE)
+    assert skeleton is not None
+    for padding in ["", " ", " \t\r\n" * 5]:
+        assert skeleton.match("content_block_delta", delta('"Yo"') + padding) == ()
+    for padding in ["\x0c", "\u2028", " x", "\u00a0"]:
+        frame = delta('"Yo"') + padding
+        assert not parses(frame)
+        assert skeleton.match("content_block_delta", frame) is None
+
+
+def test_a_value_hole_reads_a_plain_integer_only() -> None:
+    """A value hole gives its text, and misses on anything but an integer of 18 digits."""
+    frame = '{"type":"response.output_text.delta","sequence_number":%s,"delta":%s}'
+    skeleton = learn(
+        "response.output_text.delta",
+        frame % ("7", '"a"'),
+        frozenset({("delta",)}),
+        frozenset({("sequence_number",)}),
+    )
+    assert skeleton is not None
+    assert skeleton.match("response.output_text.delta", frame % ("12", '"b"')) == ("12",)
+    assert skeleton.match("response.output_text.delta", frame % ("-0", '"b"')) == ("-0",)
+    for number in ["1.0", "1e2", "012", "9" * 19, '"12"', "null", "+1"]:
+        assert skeleton.match("response.output_text.delta", frame % (number, '"b"')) is None
+
+
+def test_learning_refuses_what_it_cannot_hold() -> None:
+    """No skeleton for a frame without a hole, too long, with a hole's path twice or an
+    escaped key."""
+    assert learn("x", '{"delta":{"text":null}}', TEXT, NONE) is None
+    assert learn("x", delta('"' + "a" * MAX_SKELETON_CHARS + '"'), TEXT, NONE) is None
+    assert learn("x", '{"delta":{"text":"a","text":"b"}}', TEXT, NONE) is None
+    assert learn("x", '{"delta":{"te\\u0078t":"a"}}', TEXT, NONE) is None
+    assert learn("x", '{"delta":{"text":"a"}', TEXT, NONE) is None
+
+
+def test_a_stream_that_never_repeats_learns_rarely() -> None:
+    """Frames that never fit their predecessor's skeleton make learning back off: about
+    2 log2(n) attempts for n frames, not n."""
+    cache = ShapeCache()
+    holes = Holes((("delta", "text"),))
+    attempts = 0
+    frames = 20_000
+    for number in range(frames):
+        frame = f'{{"id":{number},"delta":{{"text":"a"}}}}'  # a new id each time
+        assert cache.find("x", frame) is None
+        before = [entry.skeleton for entry in cache.entries]
+        cache.consider("x", frame, holes, None)
+        attempts += [entry.skeleton for entry in cache.entries] != before
+    assert attempts <= MAX_SKELETONS + 2 * frames.bit_length()
+    assert cache.wait == MAX_LEARNING_WAIT or attempts > 0
+
+
+# -- the engine ----------------------------------------------------------------------------
+
+
+def sse(name: str, payload: dict[str, Any] | str) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"event: {name}\ndata: {data}\n\n".encode()
+
+
+START = sse(
+    "message_start",
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1},
+        },
+    },
+)
+END = sse(
+    "message_delta",
+    {
+        "type": "message_delta",
+        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        "usage": {"output_tokens": 9},
+    },
+) + sse("message_stop", {"type": "message_stop"})
+
+
+def block_start(index: int) -> bytes:
+    block = {
+        "type": "content_block_start",
+        "index": index,
+        "content_block": {"type": "text", "text": ""},
+    }
+    return sse("content_block_start", block)
+
+
+def block_stop(index: int) -> bytes:
+    return sse("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def text(index: int, words: str) -> bytes:
+    payload = {
+        "type": "content_block_delta",
+        "index": index,
+        "delta": {"type": "text_delta", "text": words},
+    }
+    return sse("content_block_delta", payload)
+
+
+def both_ways(chunks: list[bytes], **options: Any) -> tuple[StreamReport, StreamReport]:
+    try:
+        cached = check_stream(chunks, **options)
+        _skeleton.learning(False)
+        full = check_stream(chunks, **options)
+    finally:
+        _skeleton.learning(True)
+    return cached, full
+
+
+def test_a_delta_for_a_closed_block_is_reported_though_its_bytes_repeat() -> None:
+    """The same delta bytes after the block stopped take the full path: the stop forgot
+    the skeleton."""
+    same = text(0, "again")
+    chunks = [START, block_start(0), same, same, same, block_stop(0), same, END]
+    cached, full = both_ways(chunks, protocol="anthropic")
+    assert [f.rule for f in cached.findings] == ["block_not_started"]
+    assert cached.findings == full.findings
+
+
+def test_the_cache_is_used_on_a_healthy_stream() -> None:
+    """A long healthy stream's text deltas fit the skeleton (the test above is not
+    vacuous): every delta after the first two is a hit."""
+    from streamguard import StreamMonitor
+
+    monitor = StreamMonitor("anthropic")
+    monitor.feed(START + block_start(0))
+    for number in range(50):
+        monitor.feed(text(0, f"word {number} "))
+    checker: Any = monitor._checker
+    assert sum(entry.hits for entry in checker._shapes.entries) == 49
+    monitor.feed(block_stop(0))
+    assert checker._shapes.entries == []
+
+
+# -- the differential run ----------------------------------------------------------------
+
+#: Hostile texts written into a hole of a late frame (valid and not).
+HOSTILE = [
+    '"\\x41"',
+    '"\\ud800"',
+    '"\\ud83d\\ude00"',
+    '"a\tb"',
+    '"\\u00e9"',
+    '"' + "long " * 3000 + '"',
+    "null",
+    "42",
+    '{"nested":"x"}',
+    '"\\\\"',
+    '"\\/"',
+    '"unterminated',
+]
+
+
+def hole_mutants(body: bytes, rng: random.Random) -> Iterator[bytes]:
+    """``body`` with the text of one of its later text frames replaced by hostile ones."""
+    frames = equivalence.frames(body)
+    marks = (b'"text":"', b'"content":"', b'"delta":"')
+    candidates = [i for i, frame in enumerate(frames) if any(m in frame for m in marks)]
+    if len(candidates) < 3:
+        return
+    for hostile in rng.sample(HOSTILE, 4):
+        target = rng.choice(candidates[2:])
+        frame = frames[target]
+        for mark in marks:
+            at = frame.find(mark)
+            if at >= 0:
+                start = at + len(mark) - 1
+                end = frame.find(b'"', start + 1)
+                while end > 0 and frame[end - 1 : end] == b"\\":
+                    end = frame.find(b'"', end + 1)
+                if end < 0:
+                    break
+                changed = frame[:start] + hostile.encode() + frame[end + 1 :]
+                yield b"".join([*frames[:target], changed, *frames[target + 1 :]])
+                break
+
+
+def facts(report: StreamReport) -> dict[str, Any]:
+    """Everything a report says, messages included."""
+    return {
+        "protocol": report.protocol,
+        "outcome": report.outcome,
+        "events": report.events,
+        "findings": [
+            (f.rule, f.severity, f.event_index, f.byte_offset, f.message) for f in report.findings
+        ],
+        "dropped": report.findings_dropped,
+        "skipped": report.skipped_checks,
+        "internal_error": report.internal_error,
+    }
+
+
+def differences(streams: Iterator[equivalence.Stream], seed: int) -> Iterator[str]:
+    rng = random.Random(seed)
+    for stream in streams:
+        bodies = (
+            [stream.body, *hole_mutants(stream.body, rng)]
+            if stream.recipe == "fixture"
+            else [stream.body]
+        )
+        for body in bodies:
+            variant = equivalence.Stream(
+                stream.id, stream.protocol, body, stream.request, stream.options
+            )
+            _, chunks = equivalence.chunk(variant, seed)
+            for mode in stream.modes:
+                options = dict(stream.options, protocol=mode, request=stream.request)
+                cached, full = both_ways(chunks, **options)
+                if facts(cached) != facts(full):
+                    yield f"{stream.id} ({mode}): {facts(cached)} != {facts(full)}"
+
+
+def test_every_fixture_and_capture_gives_the_same_report_both_ways() -> None:
+    """Every fixture and real-world capture, and hostile texts in their late frames."""
+    streams = equivalence.streams(total=0)
+    assert list(differences(streams, seed=1))[:5] == []
+
+
+@pytest.mark.slow
+def test_a_hundred_thousand_mutants_give_the_same_report_both_ways() -> None:
+    """Seeded mutants of every group (retyped values, dropped keys, cut frames, bad
+    bytes...) give the same report with and without the cache."""
+    streams = equivalence.streams(total=100_000, seed=26)
+    assert list(differences(streams, seed=26))[:5] == []
