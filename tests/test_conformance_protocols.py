@@ -669,10 +669,15 @@ def test_the_api_key_is_sent_and_never_shown(
     named: bool,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Sent the protocol's way (a bearer token; Anthropic's x-api-key), read from
     ``--api-key-env`` or the protocol's default variable, and in no output: table, JSON,
-    dry run, with findings too (a broken endpoint's report quotes most)."""
+    dry run, with findings too (a broken endpoint's report quotes most), nor in any log
+    record, httpx's debug ones included."""
+    import logging
+
+    caplog.set_level(logging.DEBUG)
     secret = f"sk-test-{protocol}-never-shown"
     variable = "FAKE_KEY" if named else battery(protocol).api_key_env
     for other in {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "FAKE_KEY"}:
@@ -697,3 +702,5 @@ def test_the_api_key_is_sent_and_never_shown(
         assert secret not in output
         assert "fake" in output
     assert "***" in outputs[2]  # the dry run says a key is sent, without it
+    assert caplog.records  # httpx logged the requests
+    assert secret not in caplog.text
