@@ -1145,6 +1145,17 @@ def _delta(at: float | None, start: float) -> float | None:
 # -- conformance ---------------------------------------------------------------------------
 
 
+def _positive_count(value: str) -> int:
+    """``--max-requests``, ``--budget-tokens``: a whole number above 0."""
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count <= 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {value!r}")
+    return count
+
+
 #: The most runs ``--repeat`` asks of each variant.
 MAX_REPEAT = 100
 
@@ -1913,7 +1924,7 @@ def _conformance_parser(commands: Any) -> None:
     )
     sub.add_argument(
         "--max-requests",
-        type=_positive_bytes,
+        type=_positive_count,
         metavar="N",
         help="send at most N requests; variants past it are skipped (not run)",
     )
@@ -1932,7 +1943,7 @@ def _conformance_parser(commands: Any) -> None:
     )
     sub.add_argument(
         "--budget-tokens",
-        type=_positive_bytes,
+        type=_positive_count,
         metavar="N",
         help="stop when the worst-case output tokens of the requests sent (each one's "
         "token cap, summed) would pass N; variants past it are skipped (not run)",

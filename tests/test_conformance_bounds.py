@@ -233,3 +233,13 @@ def test_repeat_is_bounded(value: str, capsys: pytest.CaptureFixture[str]) -> No
     code = main(["conformance", "http://127.0.0.1:9/v1", "--model", "m", "--repeat", value])
     assert code == 2
     assert "expected a whole number from 1 to 100" in capsys.readouterr()[1]
+
+
+@pytest.mark.parametrize("option", ["--budget-tokens", "--max-requests"])
+@pytest.mark.parametrize("value", ["0", "-5", "1.5"])
+def test_a_budget_is_a_whole_number_above_zero(
+    option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["conformance", "http://127.0.0.1:9/v1", "--model", "m", option, value])
+    assert code == 2
+    assert "expected a whole number above 0" in capsys.readouterr()[1]
