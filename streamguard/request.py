@@ -18,6 +18,9 @@ first ``MAX_REQUEST_IDS`` requests of a body are read: a valid id gives its key,
 is no JSON-RPC id (``true``, ``{}``, ``null``...) its JSON type (``jsonrpc_invalid_ids``: a
 finding for the checker); the requests past them are only counted
 (``jsonrpc_requests_unread``), and the checks that need their ids are skipped, with a note.
+Each valid id's method is kept beside it (``RequestFacts.jsonrpc_methods``) when it is one
+of MCP's known client requests (``JSONRPC_METHODS``), else as ``"other"``: the checker
+judges a result by the method it answers, and a method string never sizes what is kept.
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ from typing import Any
 from pydantic_core import from_json
 
 __all__ = [
+    "JSONRPC_METHODS",
     "MAX_REQUESTED_CHOICES",
     "MAX_REQUEST_CONTAINERS",
     "MAX_REQUEST_IDS",
     "MAX_STOP_SEQUENCES",
+    "OTHER_METHOD",
     "RequestFacts",
     "add_http_facts",
     "is_jsonrpc_batch",
@@ -78,6 +83,29 @@ _RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})
 #: The HTTP methods kept as a fact; any other reads as unknown.
 _HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
+#: The JSON-RPC methods kept per request id (MCP's client-to-server requests, whose results
+#: the checker knows the shape of); any other method string is kept as ``OTHER_METHOD``, so
+#: what is kept is never a string the client chose.
+JSONRPC_METHODS: frozenset[str] = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+    }
+)
+#: What a request's method outside ``JSONRPC_METHODS`` (or no string) is kept as.
+OTHER_METHOD = "other"
+
 _ABSENT: Any = object()
 #: The fields of a request that has none (a batch's facts are its ids alone).
 _NO_FIELDS: Mapping[str, Any] = {}
@@ -118,12 +146,14 @@ def _id_type(value: object) -> str:
 
 def _request_ids(
     messages: Iterable[object],
-) -> tuple[tuple[IdKey, ...], tuple[str, ...], int]:
+) -> tuple[tuple[IdKey, ...], tuple[str, ...], int, tuple[str, ...]]:
     """What the requests among JSON-RPC ``messages`` (a request has a ``method`` and an
     ``id``) say about their ids: the keys of the valid ids and the types of the invalid ones
-    among the first ``MAX_REQUEST_IDS`` requests, in order, and how many requests followed
-    them unread."""
+    among the first ``MAX_REQUEST_IDS`` requests, in order, how many requests followed
+    them unread, and the method of each valid id (``JSONRPC_METHODS`` or ``OTHER_METHOD``),
+    in the order of the keys."""
     ids: list[IdKey] = []
+    methods: list[str] = []
     invalid: list[str] = []
     unread = 0
     for message in messages:
@@ -138,7 +168,10 @@ def _request_ids(
             invalid.append(_id_type(value))
         else:
             ids.append(key)
-    return tuple(ids), tuple(invalid), unread
+            method = message["method"]
+            known = type(method) is str and method in JSONRPC_METHODS
+            methods.append(method if known else OTHER_METHOD)
+    return tuple(ids), tuple(invalid), unread, tuple(methods)
 
 
 class RequestFacts(Mapping[str, Any]):
@@ -163,7 +196,9 @@ class RequestFacts(Mapping[str, Any]):
     present only when there is something to say: ``jsonrpc_invalid_ids``, the types
     (``bool``, ``dict``, ``list``, ``null``) of the ids among those requests that are no
     JSON-RPC id (MCP requests carry a string or a number), and ``jsonrpc_requests_unread``,
-    how many requests followed the first ``MAX_REQUEST_IDS``. ``request`` is the body's
+    how many requests followed the first ``MAX_REQUEST_IDS``. Beside the keys, the
+    attribute ``jsonrpc_methods`` says which method each of those requests called (a known
+    MCP method or ``"other"``). ``request`` is the body's
     object, or the list of a 2025-03-26 batch. The request's head adds ``http_method``
     (``"GET"``, ``"POST"``, ...) and ``last_event_id`` (``True`` when a ``Last-Event-ID``
     header asked to resume): from ``add_http_facts``, or from those keys in ``request`` (how
@@ -176,6 +211,7 @@ class RequestFacts(Mapping[str, Any]):
         "_include_usage",
         "_jsonrpc_ids",
         "_jsonrpc_invalid",
+        "_jsonrpc_methods",
         "_jsonrpc_unread",
         "_last_event_id",
         "_logprobs",
@@ -198,6 +234,7 @@ class RequestFacts(Mapping[str, Any]):
         self._last_event_id: Any = _ABSENT
         self._jsonrpc_invalid: Any = _ABSENT
         self._jsonrpc_unread: Any = _ABSENT
+        self._jsonrpc_methods: tuple[str, ...] | None = None
         messages: list[Any] | None = None
         if isinstance(request, list):  # a batch: only its request ids are facts
             messages = request
@@ -205,8 +242,9 @@ class RequestFacts(Mapping[str, Any]):
         elif request.get("jsonrpc") == "2.0":
             messages = [request]
         if messages is not None:
-            ids, invalid, unread = _request_ids(messages)
+            ids, invalid, unread, methods = _request_ids(messages)
             self._jsonrpc_ids = ids
+            self._jsonrpc_methods = methods
             if invalid:
                 self._jsonrpc_invalid = invalid
             if unread:
@@ -272,6 +310,14 @@ class RequestFacts(Mapping[str, Any]):
         GET, or a body that could not be read), and a check that reads the body's facts
         must treat the request as unknown."""
         return self._body_read
+
+    @property
+    def jsonrpc_methods(self) -> tuple[str, ...] | None:
+        """The method each request of ``jsonrpc_ids`` called, in the same order: one of
+        ``JSONRPC_METHODS`` (what the MCP checker knows the result of), else
+        ``OTHER_METHOD``; None when the body was no JSON-RPC message. An attribute, not a
+        key: the facts read as a mapping stay what they were."""
+        return self._jsonrpc_methods
 
     def __getitem__(self, key: str) -> Any:
         if key == "stream_options" and self._include_usage is not _ABSENT:

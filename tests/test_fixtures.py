@@ -194,6 +194,7 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
         ),
         "duplicate_event_id": ("duplicate_event_id", "ok_priming_event_and_retry"),
         "event_after_terminal": ("event_after_terminal", "ok_progress_then_response"),
+        "schema_mismatch": ("schema_mismatch", "ok_tools_call_content_blocks"),
     },
     "a2a": {
         "invalid_json": ("invalid_json", "ok_keepalive_comments_and_empty_data"),

@@ -63,7 +63,11 @@ def error(id_: Any = 7, code: Any = -32603) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": "failed"}}
 
 
-PROGRESS = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+PROGRESS = {
+    "jsonrpc": "2.0",
+    "method": "notifications/progress",
+    "params": {"progressToken": 7, "progress": 1},
+}
 GET = {"http_method": "GET"}
 
 
@@ -712,7 +716,13 @@ def test_every_rule_is_documented_with_its_protocol() -> None:
         shared_with = ("a2a", "mcp") if name == "invalid_jsonrpc" else ("mcp",)
         assert RULES[name].protocols == shared_with
     raised = {r.name for r in MCPChecker.RAISES | MCPChecker.LIFECYCLE.rules}
-    shared = {"invalid_json", "missing_terminal", "duplicate_terminal", "event_after_terminal"}
+    shared = {
+        "invalid_json",
+        "missing_terminal",
+        "duplicate_terminal",
+        "event_after_terminal",
+        "schema_mismatch",  # results and params by method: the shape rule of every protocol
+    }
     assert raised - shared == own
 
 

@@ -438,7 +438,10 @@ def test_checked_streams_are_not_counted_as_unchecked() -> None:
 # -- checks skipped ---------------------------------------------------------------------------
 
 _MCP_REQUEST = {"jsonrpc": "2.0", "method": "tools/call", "params": {}}
-_PROGRESS = b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress"}\n\n'
+_PROGRESS = (
+    b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress",'
+    b'"params":{"progressToken":1,"progress":1}}\n\n'
+)
 _ANSWER = b'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n'
 
 

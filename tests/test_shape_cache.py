@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -320,28 +321,53 @@ HOSTILE = [
 ]
 
 
+#: Where a text hole's string starts in the frames of the protocols that vouch.
+TEXT_MARKS = (b'"text":"', b'"content":"', b'"delta":"')
+
+
+def with_text(frame: bytes, text: bytes) -> bytes | None:
+    """``frame`` with the first string after a ``TEXT_MARKS`` key replaced by ``text`` (a
+    JSON value's bytes, valid or not); None when it has none."""
+    for mark in TEXT_MARKS:
+        at = frame.find(mark)
+        if at < 0:
+            continue
+        start = at + len(mark) - 1
+        end = start + 1
+        while end < len(frame) and frame[end : end + 1] != b'"':
+            end += 2 if frame[end : end + 1] == b"\\" else 1
+        if end >= len(frame):
+            return None
+        return frame[:start] + text + frame[end + 1 :]
+    return None
+
+
+def stretched(body: bytes) -> bytes:
+    """``body`` with each text frame followed by three more like it, other texts in
+    them: the runs of look-alike frames the cache is for (fixtures are short)."""
+    out: list[bytes] = []
+    for frame in equivalence.frames(body):
+        out.append(frame)
+        if b"delta" not in frame.lower() and b"_CONTENT" not in frame:
+            continue  # a block's or a part's start: not a delta
+        for number in range(3):
+            again = with_text(frame, b'" more %d"' % number)
+            if again is not None:
+                out.append(again)
+    return b"".join(out)
+
+
 def hole_mutants(body: bytes, rng: random.Random) -> Iterator[bytes]:
     """``body`` with the text of one of its later text frames replaced by hostile ones."""
     frames = equivalence.frames(body)
-    marks = (b'"text":"', b'"content":"', b'"delta":"')
-    candidates = [i for i, frame in enumerate(frames) if any(m in frame for m in marks)]
+    candidates = [i for i, frame in enumerate(frames) if with_text(frame, b'""') is not None]
     if len(candidates) < 3:
         return
     for hostile in rng.sample(HOSTILE, 4):
         target = rng.choice(candidates[2:])
-        frame = frames[target]
-        for mark in marks:
-            at = frame.find(mark)
-            if at >= 0:
-                start = at + len(mark) - 1
-                end = frame.find(b'"', start + 1)
-                while end > 0 and frame[end - 1 : end] == b"\\":
-                    end = frame.find(b'"', end + 1)
-                if end < 0:
-                    break
-                changed = frame[:start] + hostile.encode() + frame[end + 1 :]
-                yield b"".join([*frames[:target], changed, *frames[target + 1 :]])
-                break
+        changed = with_text(frames[target], hostile.encode())
+        if changed is not None:
+            yield b"".join([*frames[:target], changed, *frames[target + 1 :]])
 
 
 def facts(report: StreamReport) -> dict[str, Any]:
@@ -359,14 +385,39 @@ def facts(report: StreamReport) -> dict[str, Any]:
     }
 
 
+#: The protocols whose checkers vouch for a kind of frame (``Checker.repeatable``).
+VOUCHING = ("anthropic", "ai_sdk_ui", "openai_chat")
+
+
+def hits(protocol: str, body: bytes, request: Any = None) -> int:
+    """How many frames of ``body`` skipped the parse."""
+    from streamguard import StreamMonitor
+
+    monitor = StreamMonitor(protocol, request=request)
+    monitor.feed(body)
+    checker: Any = monitor._checker
+    shapes = checker._shapes
+    return 0 if shapes is None else int(shapes.skipped)
+
+
+@pytest.mark.parametrize("protocol", VOUCHING)
+def test_the_stretched_fixtures_exercise_the_cache(protocol: str) -> None:
+    """The differential run below is not vacuous: most stretched fixtures with a text
+    frame skip the parse of some."""
+    fixtures = [s for s in equivalence.streams(total=0) if s.protocol == protocol]
+    longer = [(stretched(s.body), s.request) for s in fixtures if stretched(s.body) != s.body]
+    assert len(longer) >= 10
+    skipping = sum(hits(protocol, body, request) > 0 for body, request in longer)
+    assert skipping >= len(longer) // 2, (skipping, len(longer))
+
+
 def differences(streams: Iterator[equivalence.Stream], seed: int) -> Iterator[str]:
     rng = random.Random(seed)
     for stream in streams:
-        bodies = (
-            [stream.body, *hole_mutants(stream.body, rng)]
-            if stream.recipe == "fixture"
-            else [stream.body]
-        )
+        bodies = [stream.body]
+        if stream.recipe == "fixture":
+            longer = stretched(stream.body)
+            bodies += [longer, *hole_mutants(longer, rng)]
         for body in bodies:
             variant = equivalence.Stream(
                 stream.id, stream.protocol, body, stream.request, stream.options
@@ -385,9 +436,23 @@ def test_every_fixture_and_capture_gives_the_same_report_both_ways() -> None:
     assert list(differences(streams, seed=1))[:5] == []
 
 
+def stretched_corpus() -> equivalence.Corpus:
+    """The equivalence corpus with every source stretched: its mutants then break runs
+    of look-alike frames, where the cache is at work."""
+    corpus = equivalence.Corpus()
+    for name, group in corpus.groups.items():
+        corpus.groups[name] = [replace(s, body=stretched(s.body)) for s in group]
+    fixtures = [s for group in corpus.groups.values() for s in group if "@" not in s.id]
+    corpus.partners = {
+        name: fixtures if name == equivalence.AUTO else group
+        for name, group in corpus.groups.items()
+    }
+    return corpus
+
+
 @pytest.mark.slow
 def test_a_hundred_thousand_mutants_give_the_same_report_both_ways() -> None:
-    """Seeded mutants of every group (retyped values, dropped keys, cut frames, bad
-    bytes...) give the same report with and without the cache."""
-    streams = equivalence.streams(total=100_000, seed=26)
+    """Seeded mutants of every group's stretched sources (retyped values, dropped keys, cut
+    frames, bad bytes...) give the same report with and without the cache."""
+    streams = stretched_corpus().streams(total=100_000, seed=26)
     assert list(differences(streams, seed=26))[:5] == []

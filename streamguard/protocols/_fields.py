@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Final
 
 from streamguard import _wire
@@ -26,15 +27,31 @@ from streamguard.protocols._base import type_name
 __all__ = [
     "ANY_VALUE",
     "ARRAY",
+    "ARRAY_OF_STRINGS",
     "BOOLEAN",
+    "EACH",
     "INTEGER",
+    "LAX_BOOLEAN",
+    "LAX_FRACTION",
+    "LAX_INTEGER",
+    "LAX_NUMBER",
+    "LAX_STRING_OR_INTEGER",
+    "MAX_SHAPE_DEPTH",
+    "MAX_SHAPE_ITEMS",
+    "MAX_SHAPE_OBJECTS",
     "OBJECT",
     "OBJECT_OF_OBJECTS",
+    "OBJECT_OF_SCHEMAS",
+    "ONE",
+    "ONE_OR_EACH",
     "STRING",
     "STRING_OR_ARRAY",
     "STRING_OR_NUMBER",
     "Field",
+    "Nested",
+    "Shape",
     "is_number",
+    "nested_problem",
     "opt",
     "req",
     "shape_problem",
@@ -164,3 +181,223 @@ def _a(noun: str) -> str:
 
 def _listed(values: frozenset[str]) -> str:
     return ", ".join(sorted(values))
+
+
+# -- nested shapes ---------------------------------------------------------------------------
+#
+# A payload whose fields hold objects and lists of objects of their own shape (an MCP
+# result: ``tools[].inputSchema.type``) is declared as a ``Shape``: its flat ``Field``s,
+# the ``Nested`` fields that hold objects (or lists of them), and, for a tagged union
+# (content blocks by ``type``), one shape per tag value. ``nested_problem`` walks it. The
+# walk is bounded whatever the payload: a shape's depth is the declared table's (the wire
+# never adds a level), a list is read to its first ``MAX_SHAPE_ITEMS`` items, and a payload
+# to its first ``MAX_SHAPE_OBJECTS`` objects; past those the rest goes unchecked.
+
+#: The items of one list a nested shape checks.
+MAX_SHAPE_ITEMS: Final = 1024
+#: The objects of one payload a nested shape checks (lists of lists of objects multiply).
+MAX_SHAPE_OBJECTS: Final = 4096
+#: The deepest nesting walked; the declared tables are shallower, this guards a mistake.
+MAX_SHAPE_DEPTH: Final = 8
+
+#: Kinds as pydantic's lax mode reads JSON (the MCP SDK's models): a number is also a
+#: string that spells one, a bool; an integral number also a float without a fraction, a
+#: string of digits; a truth value also 0 and 1 and the strings pydantic reads as a bool.
+LAX_NUMBER: Final = "number"
+LAX_INTEGER: Final = "integral number"
+LAX_BOOLEAN: Final = "truth value"
+#: A number from 0 to 1, read as ``LAX_NUMBER`` is (MCP's priorities).
+LAX_FRACTION: Final = "number from 0 to 1"
+#: A string or an integral number as pydantic's lax mode reads ``str | int`` (an MCP
+#: request id or progress token: ``true`` reads as 1, ``0.5`` as neither).
+LAX_STRING_OR_INTEGER: Final = "string or integer"
+#: A list of strings (its first ``MAX_SHAPE_ITEMS`` items are looked at).
+ARRAY_OF_STRINGS: Final = "array of strings"
+#: An object whose values are objects or booleans (a JSON Schema's ``properties``: its
+#: first ``MAX_SHAPE_ITEMS`` values are looked at).
+OBJECT_OF_SCHEMAS: Final = "object of objects or booleans"
+
+_TRUTH_STRINGS: Final = frozenset(
+    {"0", "1", "true", "false", "t", "f", "yes", "no", "y", "n", "on", "off"}
+)
+
+
+def _is_lax_number(value: object) -> bool:
+    if type(value) is bool or type(value) is int or type(value) is float:
+        return True
+    if type(value) is str:
+        try:
+            float(value)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _is_lax_fraction(value: object) -> bool:
+    if isinstance(value, (str, int, float)):  # a bool is an int
+        try:
+            number = float(value)
+        except ValueError:
+            return False
+        return 0 <= number <= 1
+    return False
+
+
+def _is_lax_integer(value: object) -> bool:
+    if type(value) is bool or type(value) is int:
+        return True
+    if type(value) is float:
+        return value.is_integer()
+    if type(value) is str:
+        try:
+            int(value)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _is_lax_boolean(value: object) -> bool:
+    if type(value) is bool:
+        return True
+    if type(value) is int or type(value) is float:
+        return value == 0 or value == 1
+    return type(value) is str and value.strip().lower() in _TRUTH_STRINGS
+
+
+def _is_array_of_strings(value: object) -> bool:
+    return type(value) is list and all(type(item) is str for item in value[:MAX_SHAPE_ITEMS])
+
+
+def _is_object_of_schemas(value: object) -> bool:
+    return type(value) is dict and all(
+        type(item) is dict or type(item) is bool for item in islice(value.values(), MAX_SHAPE_ITEMS)
+    )
+
+
+_ACCEPTS[LAX_NUMBER] = _is_lax_number
+_ACCEPTS[LAX_INTEGER] = _is_lax_integer
+_ACCEPTS[LAX_FRACTION] = _is_lax_fraction
+_ACCEPTS[LAX_BOOLEAN] = _is_lax_boolean
+_ACCEPTS[ARRAY_OF_STRINGS] = _is_array_of_strings
+_ACCEPTS[LAX_STRING_OR_INTEGER] = lambda v: type(v) is str or _is_lax_integer(v)
+_ACCEPTS[OBJECT_OF_SCHEMAS] = _is_object_of_schemas
+
+#: How a ``Nested`` field holds its shape: one object, a list of objects, or either.
+ONE: Final = "one"
+EACH: Final = "each"
+ONE_OR_EACH: Final = "one or each"
+
+
+@dataclass(frozen=True, slots=True)
+class Nested:
+    """A field that holds an object of ``shape`` (``holds`` ``ONE``), a list of such objects
+    (``EACH``) or either (``ONE_OR_EACH``). Optional ones may be null when ``nullable``."""
+
+    name: str
+    shape: Shape
+    holds: str = ONE
+    required: bool = True
+    nullable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """An object's shape: its flat ``fields``, its ``nested`` ones, and, for a tagged union,
+    the field ``tag`` names and the shape of each of its values (``variants``: the tag must
+    be one of them). ``alternatives``, when given, are shapes one of which the object must
+    fit (an untagged union: a resource's text or blob contents)."""
+
+    fields: tuple[Field, ...] = ()
+    nested: tuple[Nested, ...] = ()
+    tag: str | None = None
+    variants: Mapping[str, Shape] | None = None
+    alternatives: tuple[Shape, ...] = ()
+
+
+def nested_problem(payload: Mapping[str, Any], shape: Shape, where: str = "") -> str | None:
+    """The first thing wrong with ``payload`` for ``shape`` (a nested one), or None. The
+    message names the path (``result.tools[2].inputSchema``), never a value."""
+    return _Walk().problem(payload, shape, where, 0)
+
+
+class _Walk:
+    """One walk of a nested shape, counting the objects it visits."""
+
+    __slots__ = ("objects",)
+
+    def __init__(self) -> None:
+        self.objects = 0
+
+    def problem(
+        self, payload: Mapping[str, Any], shape: Shape, where: str, depth: int
+    ) -> str | None:
+        self.objects += 1
+        if self.objects > MAX_SHAPE_OBJECTS or depth > MAX_SHAPE_DEPTH:
+            return None  # past the bound: the rest goes unchecked
+        problem = shape_problem(payload, shape.fields, where)
+        if problem is not None:
+            return problem
+        if shape.alternatives:
+            return self._alternatives(payload, shape.alternatives, where, depth)
+        for nested in shape.nested:
+            problem = self._nested(payload, nested, where, depth)
+            if problem is not None:
+                return problem
+        if shape.tag is not None and shape.variants is not None:
+            tag = Field(shape.tag, STRING, True, frozenset(shape.variants))
+            problem = shape_problem(payload, (tag,), where)
+            if problem is not None:
+                return problem
+            return self.problem(payload, shape.variants[payload[shape.tag]], where, depth)
+        return None
+
+    def _alternatives(
+        self, payload: Mapping[str, Any], alternatives: tuple[Shape, ...], where: str, depth: int
+    ) -> str | None:
+        """None when ``payload`` fits one of the shapes; else the problem of the first whose
+        first field it carries (the one it meant to be), or of the first."""
+        problems: list[str] = []
+        for alternative in alternatives:
+            problem = self.problem(payload, alternative, where, depth)
+            if problem is None:
+                return None
+            problems.append(problem)
+        for alternative, problem in zip(alternatives, problems, strict=True):
+            if alternative.fields and alternative.fields[0].name in payload:
+                return problem
+        return problems[0]
+
+    def _nested(
+        self, payload: Mapping[str, Any], nested: Nested, where: str, depth: int
+    ) -> str | None:
+        name = nested.name
+        path = f"{where}.{name}" if where else name
+        if name not in payload:
+            return f"field `{path}` is missing" if nested.required else None
+        value = payload[name]
+        if value is None:
+            if nested.required:
+                return f"field `{path}` is null, not {_a(_holding(nested.holds))}"
+            return (
+                None
+                if nested.nullable
+                else (f"field `{path}` is null; an optional field is left out, never null")
+            )
+        if type(value) is dict and nested.holds != EACH:
+            return self.problem(value, nested.shape, path, depth + 1)
+        if type(value) is list and nested.holds != ONE:
+            for number, item in enumerate(value[:MAX_SHAPE_ITEMS]):
+                place = f"{path}[{number}]"
+                if type(item) is not dict:
+                    return f"field `{place}` is {_a(type_name(item))}, not an object"
+                problem = self.problem(item, nested.shape, place, depth + 1)
+                if problem is not None:
+                    return problem
+            return None
+        return f"field `{path}` is {_a(type_name(value))}, not {_a(_holding(nested.holds))}"
+
+
+def _holding(holds: str) -> str:
+    return {ONE: OBJECT, EACH: ARRAY, ONE_OR_EACH: "object or array"}[holds]

@@ -250,10 +250,12 @@ class Holes:
 class ShapeCache:
     """A stream's skeletons, with the checker's token for each, and the learning wait."""
 
-    __slots__ = ("countdown", "entries", "wait")
+    __slots__ = ("countdown", "entries", "skipped", "wait")
 
     def __init__(self) -> None:
         self.entries: list[_Entry] = []
+        #: Frames that fit a skeleton, over the stream's life (for tests and benchmarks).
+        self.skipped = 0
         #: Vouched frames to let pass before the next attempt to learn, and the last wait.
         self.countdown = 0
         self.wait = 0
@@ -264,6 +266,7 @@ class ShapeCache:
             values = entry.skeleton.match(name, data)
             if values is not None:
                 entry.hits += 1
+                self.skipped += 1
                 self.wait = 0
                 return entry.token, values
         return None

@@ -111,6 +111,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
+from streamguard.protocols._skeleton import Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -318,6 +319,10 @@ _PARTS_JUDGED_IN = frozenset({_STREAMING})
 _KINDS = {"finish": FINISH, "abort": ABORT, "error": ERROR}
 
 
+#: A text or reasoning delta, as ``AISDKUIChecker._continue`` vouches for it.
+_DELTA_TEXT = Holes((("delta",),))
+
+
 class AISDKUIChecker(Checker):
     """Checks one AI SDK UI message stream; see the module docstring."""
 
@@ -438,6 +443,9 @@ class AISDKUIChecker(Checker):
         part_id: str = chunk["id"]
         closes = chunk["type"].endswith("-end")
         self._parts.need_open(found, _part_kind(chunk), part_id, id_key(part_id), name, closes)
+        if not closes:
+            # A delta of an open part changes nothing: the next one differs in its text.
+            self.repeatable(_DELTA_TEXT)
 
     def _introduce(self, key: str | bytes) -> None:
         """A chunk introduced tool call ``key``: the client holds a part for it."""

@@ -56,6 +56,21 @@ allows it, and the Python SDK routes such errors to the GET stream. Event ids mu
 back: an id in effect that returns to a value it had before another one is
 ``duplicate_event_id``.
 
+Results and params are checked by method (``schema_mismatch``, error: the mcp 2.3 client
+raises a ValidationError on the result, answers the server request with an error, drops the
+notification). The request's facts keep the method of each owed id when it is one of MCP's
+client requests (``RequestFacts.jsonrpc_methods``); the answer to such an id has its
+``result`` checked against ``RESULT_SHAPES[method]``, and a server request's or
+notification's message against ``PARAMS_SHAPES[method]`` (the ones whose ``params`` the
+client requires). The shapes are data in the shared vocabulary (``_fields.Shape``), declared
+after the client's pydantic models as its lax mode reads JSON: open objects, optional fields
+left out or null, numbers that may be strings. An answer to an id whose method is unknown
+(another method, no request, an id two requests of a batch share with different methods),
+an error answer, a repeat and a message already ``invalid_jsonrpc`` are not checked: the
+lookup costs one dict probe, and nothing is walked. The walk is bounded
+(``_fields.MAX_SHAPE_ITEMS`` items per list, ``MAX_SHAPE_OBJECTS`` objects per payload) and
+its finding names the method (a key of the tables) and the path, never a value.
+
 Deliberately clean: notifications and server requests before the response, events with
 empty data (priming, keepalive), ``retry`` fields, events named other than ``message``
 (clients skip them; the legacy HTTP+SSE transport's ``endpoint`` event marks a GET stream
@@ -89,9 +104,26 @@ from streamguard import _wire, rules
 from streamguard.protocols._agent import id_key
 from streamguard.protocols._base import NO_FINDINGS, Checker, EventFindings, type_name
 from streamguard.protocols._fields import (
+    ANY_VALUE,
+    ARRAY,
+    ARRAY_OF_STRINGS,
+    EACH,
     INTEGER,
+    LAX_BOOLEAN,
+    LAX_FRACTION,
+    LAX_INTEGER,
+    LAX_NUMBER,
+    LAX_STRING_OR_INTEGER,
     OBJECT,
+    OBJECT_OF_SCHEMAS,
+    ONE,
+    ONE_OR_EACH,
+    STRING,
     STRING_OR_NUMBER,
+    Field,
+    Nested,
+    Shape,
+    nested_problem,
     opt,
     req,
     shape_problem,
@@ -273,6 +305,305 @@ def jsonrpc_problem(message: Mapping[str, Any]) -> str | None:
     return problem
 
 
+# -- results and params by method ------------------------------------------------------------
+#
+# The shapes the mcp 2.3 client's models enforce (``mcp_types``' 2025-11-25 wire models,
+# which the client validates every result, server request and notification against), as
+# pydantic's lax mode reads JSON: an optional field may be null (``X | None = None``), a
+# number may be a string that spells one, and unknown keys are always allowed (MCP objects
+# are open; ``_meta`` everywhere). Only what the client rejects is declared.
+
+
+def _may(name: str, kind: str = STRING, values: tuple[str, ...] | None = None) -> Field:
+    """An optional field of an MCP object: left out or null (pydantic reads both as None)."""
+    return opt(name, kind, values, nullable=True)
+
+
+def _may_hold(name: str, shape: Shape, holds: str = ONE) -> Nested:
+    """An optional nested field of an MCP object, left out or null."""
+    return Nested(name, shape, holds, required=False, nullable=True)
+
+
+_META: Final = _may("_meta", OBJECT)
+_ROLES: Final = ("assistant", "user")
+_LOG_LEVELS: Final = (
+    "alert",
+    "critical",
+    "debug",
+    "emergency",
+    "error",
+    "info",
+    "notice",
+    "warning",
+)
+_ICONS: Final = _may_hold(
+    "icons",
+    Shape((req("src"), _may("mimeType"), _may("sizes", ARRAY_OF_STRINGS), _may("theme"))),
+    EACH,
+)
+_ANNOTATIONS: Final = _may_hold(
+    "annotations",
+    Shape(
+        (_may("audience", ARRAY_OF_STRINGS), _may("lastModified"), _may("priority", LAX_FRACTION))
+    ),
+)
+#: A resource's contents: text or a base64 blob, each with its uri (an untagged union; the
+#: first field of each alternative is the one that says which it meant to be).
+_RESOURCE_CONTENTS: Final = Shape(
+    alternatives=(
+        Shape((req("text"), req("uri"), _may("mimeType"), _META)),
+        Shape((req("blob"), req("uri"), _may("mimeType"), _META)),
+    )
+)
+_TEXT: Final = Shape((req("text"), _META), (_ANNOTATIONS,))
+_MEDIA: Final = Shape((req("data"), req("mimeType"), _META), (_ANNOTATIONS,))
+#: A content block (a tool result's, a prompt message's), tagged by ``type``.
+_CONTENT_BLOCK: Final = Shape(
+    tag="type",
+    variants={
+        "text": _TEXT,
+        "image": _MEDIA,
+        "audio": _MEDIA,
+        "resource_link": Shape(
+            (
+                req("name"),
+                req("uri"),
+                _may("title"),
+                _may("description"),
+                _may("mimeType"),
+                _may("size", LAX_INTEGER),
+                _META,
+            ),
+            (_ANNOTATIONS, _ICONS),
+        ),
+        "resource": Shape((_META,), (_ANNOTATIONS, Nested("resource", _RESOURCE_CONTENTS))),
+    },
+)
+#: A sampling message's content block: text, media, and the tool use and result blocks.
+_SAMPLING_BLOCK: Final = Shape(
+    tag="type",
+    variants={
+        "text": _TEXT,
+        "image": _MEDIA,
+        "audio": _MEDIA,
+        "tool_use": Shape((req("id"), req("name"), req("input", OBJECT), _META)),
+        "tool_result": Shape(
+            (
+                req("toolUseId"),
+                req("content", ARRAY),
+                _may("isError", LAX_BOOLEAN),
+                _may("structuredContent", OBJECT),
+                _META,
+            )
+        ),
+    },
+)
+#: A tool's input or output schema: a JSON Schema object whose root type is ``object``.
+_TOOL_SCHEMA: Final = Shape(
+    (
+        req("type", STRING, ("object",)),
+        _may("$schema"),
+        _may("properties", OBJECT_OF_SCHEMAS),
+        _may("required", ARRAY_OF_STRINGS),
+    )
+)
+_IMPLEMENTATION: Final = Shape(
+    (req("name"), req("version"), _may("title"), _may("description"), _may("websiteUrl")),
+    (_ICONS,),
+)
+_LIST_CHANGED: Final = Shape((_may("listChanged", LAX_BOOLEAN),))
+_CAPABILITIES: Final = Shape(
+    (
+        _may("completions", OBJECT),
+        _may("experimental", OBJECT),
+        _may("logging", OBJECT),
+        _may("tasks", OBJECT),
+    ),
+    (
+        _may_hold("prompts", _LIST_CHANGED),
+        _may_hold(
+            "resources", Shape((_may("listChanged", LAX_BOOLEAN), _may("subscribe", LAX_BOOLEAN)))
+        ),
+        _may_hold("tools", _LIST_CHANGED),
+    ),
+)
+_TOOL: Final = Shape(
+    (req("name"), _may("title"), _may("description"), _META),
+    (
+        Nested("inputSchema", _TOOL_SCHEMA),
+        _may_hold("outputSchema", _TOOL_SCHEMA),
+        _may_hold(
+            "annotations",
+            Shape(
+                (
+                    _may("title"),
+                    _may("readOnlyHint", LAX_BOOLEAN),
+                    _may("destructiveHint", LAX_BOOLEAN),
+                    _may("idempotentHint", LAX_BOOLEAN),
+                    _may("openWorldHint", LAX_BOOLEAN),
+                )
+            ),
+        ),
+        _ICONS,
+    ),
+)
+_RESOURCE: Final = Shape(
+    (
+        req("name"),
+        req("uri"),
+        _may("title"),
+        _may("description"),
+        _may("mimeType"),
+        _may("size", LAX_INTEGER),
+        _META,
+    ),
+    (_ANNOTATIONS, _ICONS),
+)
+_RESOURCE_TEMPLATE: Final = Shape(
+    (req("name"), req("uriTemplate"), _may("title"), _may("description"), _may("mimeType"), _META),
+    (_ANNOTATIONS, _ICONS),
+)
+_PROMPT: Final = Shape(
+    (req("name"), _may("title"), _may("description"), _META),
+    (
+        _may_hold(
+            "arguments",
+            Shape((req("name"), _may("title"), _may("description"), _may("required", LAX_BOOLEAN))),
+            EACH,
+        ),
+        _ICONS,
+    ),
+)
+_PAGE: Final = (_may("nextCursor"), _META)
+_EMPTY: Final = Shape((_META,))
+
+#: The shape of the ``result`` that answers each known request method (the keys are
+#: ``request.JSONRPC_METHODS``), as the client validates it before the call returns.
+RESULT_SHAPES: Final[dict[str, Shape]] = {
+    "initialize": Shape(
+        (req("protocolVersion"), _may("instructions"), _META),
+        (Nested("capabilities", _CAPABILITIES), Nested("serverInfo", _IMPLEMENTATION)),
+    ),
+    "ping": _EMPTY,
+    "tools/list": Shape(_PAGE, (Nested("tools", _TOOL, EACH),)),
+    "tools/call": Shape(
+        # ``isError`` defaults to false in the client's model and may not be null.
+        (opt("isError", LAX_BOOLEAN), _may("structuredContent", OBJECT), _META),
+        (Nested("content", _CONTENT_BLOCK, EACH),),
+    ),
+    "resources/list": Shape(_PAGE, (Nested("resources", _RESOURCE, EACH),)),
+    "resources/templates/list": Shape(
+        _PAGE, (Nested("resourceTemplates", _RESOURCE_TEMPLATE, EACH),)
+    ),
+    "resources/read": Shape((_META,), (Nested("contents", _RESOURCE_CONTENTS, EACH),)),
+    "resources/subscribe": _EMPTY,
+    "resources/unsubscribe": _EMPTY,
+    "prompts/list": Shape(_PAGE, (Nested("prompts", _PROMPT, EACH),)),
+    "prompts/get": Shape(
+        (_may("description"), _META),
+        (
+            Nested(
+                "messages",
+                Shape((req("role", STRING, _ROLES),), (Nested("content", _CONTENT_BLOCK),)),
+                EACH,
+            ),
+        ),
+    ),
+    "completion/complete": Shape(
+        (_META,),
+        (
+            Nested(
+                "completion",
+                Shape(
+                    (
+                        req("values", ARRAY_OF_STRINGS),
+                        _may("total", LAX_INTEGER),
+                        _may("hasMore", LAX_BOOLEAN),
+                    )
+                ),
+            ),
+        ),
+    ),
+    "logging/setLevel": _EMPTY,
+}
+
+
+def _params(*fields: Field, nested: tuple[Nested, ...] = ()) -> Shape:
+    """A message whose ``params`` the client requires, with these fields (and ``_meta``)."""
+    return Shape(nested=(Nested("params", Shape((*fields, _META), nested)),))
+
+
+#: An elicitation's params: a URL to open, or a form (whose ``mode`` may be left out).
+_ELICITATION: Final = Shape(
+    alternatives=(
+        Shape((req("elicitationId"), req("url"), req("mode", STRING, ("url",)), req("message"))),
+        Shape(
+            (req("message"), opt("mode", STRING, ("form",))),  # defaults to "form", never null
+            (
+                Nested(
+                    "requestedSchema",
+                    Shape(
+                        (
+                            req("type", STRING, ("object",)),
+                            req("properties", OBJECT),
+                            _may("required", ARRAY_OF_STRINGS),
+                            _may("$schema"),
+                        )
+                    ),
+                ),
+            ),
+        ),
+    )
+)
+_SAMPLING_MESSAGE: Final = Shape(
+    (req("role", STRING, _ROLES), _META), (Nested("content", _SAMPLING_BLOCK, ONE_OR_EACH),)
+)
+
+#: The shape of a server-to-client request or notification, by its method: the ones whose
+#: ``params`` the client requires (it answers a server request it cannot read with an
+#: error, and drops a notification it cannot read). The methods whose params are optional
+#: (``ping``, ``roots/list``, the ``list_changed`` notifications) are not here.
+PARAMS_SHAPES: Final[dict[str, Shape]] = {
+    "sampling/createMessage": _params(
+        req("maxTokens", LAX_INTEGER),
+        _may("systemPrompt"),
+        _may("includeContext", STRING, ("allServers", "none", "thisServer")),
+        _may("temperature", LAX_NUMBER),
+        _may("stopSequences", ARRAY_OF_STRINGS),
+        _may("metadata", OBJECT),
+        _may("tools", ARRAY),
+        _may("toolChoice", OBJECT),
+        nested=(
+            Nested("messages", _SAMPLING_MESSAGE, EACH),
+            _may_hold(
+                "modelPreferences",
+                Shape(
+                    (
+                        _may("costPriority", LAX_FRACTION),
+                        _may("speedPriority", LAX_FRACTION),
+                        _may("intelligencePriority", LAX_FRACTION),
+                    ),
+                    (_may_hold("hints", Shape((_may("name"),)), EACH),),
+                ),
+            ),
+        ),
+    ),
+    "elicitation/create": Shape(nested=(Nested("params", _ELICITATION),)),
+    "notifications/progress": _params(
+        req("progressToken", LAX_STRING_OR_INTEGER),
+        req("progress", LAX_NUMBER),
+        _may("total", LAX_NUMBER),
+        _may("message"),
+    ),
+    "notifications/message": _params(
+        req("level", STRING, _LOG_LEVELS), req("data", ANY_VALUE), _may("logger")
+    ),
+    "notifications/resources/updated": _params(req("uri")),
+    "notifications/cancelled": _params(_may("requestId", LAX_STRING_OR_INTEGER), _may("reason")),
+    "notifications/elicitation/complete": _params(req("elicitationId")),
+}
+
+
 def _shown_id(value: object) -> str:
     """An id as a message may show it: its JSON type, size and hash, never the id."""
     if type(value) is str:
@@ -290,6 +621,7 @@ class MCPChecker(Checker):
         "_event_ids",
         "_invalid_ids",
         "_last_event_key",
+        "_methods",
         "_owed",
         "_requests",
         "_standalone",
@@ -302,6 +634,7 @@ class MCPChecker(Checker):
         {
             rules.INVALID_JSON,
             rules.INVALID_JSONRPC,
+            rules.SCHEMA_MISMATCH,
             rules.DUPLICATE_RESPONSE,  # within a batch; else the table's
             rules.UNREQUESTED_RESPONSE,
             rules.RESPONSE_ON_STANDALONE_STREAM,
@@ -334,11 +667,16 @@ class MCPChecker(Checker):
         self._unread = 0
         #: The types of the request ids that are no JSON-RPC id, until they are reported.
         self._invalid_ids: tuple[str, ...] = ()
+        #: Owed request id -> the method it called, for the ids whose method has a result
+        #: shape (``RESULT_SHAPES``); None when there are none.
+        self._methods: dict[IdKey, str] | None = None
         if method != "GET" and type(ids) is tuple:
             owed: dict[IdKey, int] = {}
             for key in ids:
                 owed[key] = owed.get(key, 0) + 1
             self._owed = owed
+            if type(request) is RequestFacts:
+                self._methods = _methods_by_id(ids, request.jsonrpc_methods)
             self._requests = len(ids)
             if type(unread) is int and unread > 0:
                 self._unread = unread
@@ -487,6 +825,10 @@ class MCPChecker(Checker):
         if problem is not None:
             found.add(rules.INVALID_JSONRPC, f"{where}: {problem}")
         if "method" in message:
+            if problem is None:  # one mistake, one finding
+                shape = PARAMS_SHAPES.get(message["method"])
+                if shape is not None:
+                    self._check_shape(found, message, shape, "", message["method"], where)
             return OTHER, "a request" if "id" in message else "a notification"
         if "result" not in message and "error" not in message:
             return OTHER, "not a JSON-RPC message"
@@ -494,11 +836,39 @@ class MCPChecker(Checker):
         key = jsonrpc_id_key(raw_id)
         if key is None:
             return RESPONSE, "a response"  # answers nothing (or its id was just reported)
+        methods = self._methods
+        if methods is not None and problem is None and "result" in message:
+            answered = methods.get(key)
+            owed = self._owed
+            if answered is not None and owed is not None and key in owed:  # not a repeat
+                shape = RESULT_SHAPES[answered]
+                what = f"the result of {answered}"
+                self._check_shape(found, message["result"], shape, "result", what, where)
         is_error = "error" in message and "result" not in message
         kind = self._answer(found, key, raw_id, is_error, where)
         if kind == REPEAT:
             return kind, f"a second response to the request with {_shown_id(raw_id)}"
         return kind, "a response"
+
+    def _check_shape(
+        self,
+        found: EventFindings,
+        payload: dict[str, Any],
+        shape: Shape,
+        path: str,
+        what: str,
+        where: str,
+    ) -> None:
+        """A ``schema_mismatch`` when ``payload`` (a response's ``result``, or a request's or
+        notification's message) does not fit the shape its method's client model enforces.
+        ``what`` names the method by a key of the shape tables (a known token, never the
+        wire's string); ``path`` is where ``payload`` sits in the message."""
+        problem = nested_problem(payload, shape, path)
+        if problem is not None:
+            found.add(
+                rules.SCHEMA_MISMATCH,
+                f"{where} ({what}): {problem}; the mcp client's model rejects it",
+            )
 
     def _answer(
         self, found: EventFindings, key: IdKey, raw_id: object, is_error: bool, where: str
@@ -575,6 +945,27 @@ class MCPChecker(Checker):
             f": event id {_wire.describe(value)} was an earlier event's; a client that resumes "
             "from it with Last-Event-ID is replayed from the wrong place",
         )
+
+
+def _methods_by_id(
+    ids: tuple[IdKey, ...], methods: tuple[str, ...] | None
+) -> dict[IdKey, str] | None:
+    """Each request id whose method has a result shape, and that method; None when no id
+    has one. An id that two requests of a batch share with different methods is left out:
+    which of them an answer is for cannot be told."""
+    if methods is None or len(methods) != len(ids):
+        return None
+    known: dict[IdKey, str] = {}
+    ambiguous: set[IdKey] = set()
+    for key, method in zip(ids, methods, strict=True):
+        if key in ambiguous:
+            continue
+        if method not in RESULT_SHAPES or known.get(key, method) != method:
+            known.pop(key, None)
+            ambiguous.add(key)
+            continue
+        known[key] = method
+    return known or None
 
 
 def _folded(items: list[Finding]) -> list[Finding]:

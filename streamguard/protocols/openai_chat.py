@@ -85,6 +85,7 @@ from streamguard.protocols._shapes import (
     ChatUsage,
     validate_chat_chunk,
 )
+from streamguard.protocols._skeleton import Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -242,6 +243,11 @@ _LIFECYCLE = replace(
 
 
 # -- State ------------------------------------------------------------------------------
+
+
+#: A content chunk of an open choice, as ``_fast_path`` vouches for it: the text and the
+#: ``obfuscation`` padding differ from chunk to chunk, nothing else.
+_CONTENT_DELTA = Holes((("choices", 0, "delta", "content"), ("obfuscation",)))
 
 
 class _ToolCall:
@@ -501,7 +507,19 @@ class OpenAIChatChecker(Checker):
         ):
             return False
         state.deltas += 1
+        # The next chunk of this shape differs in its text (and padding) only: it takes
+        # the same step, which ``repeat_event`` takes again.
+        self.repeatable(_CONTENT_DELTA, state)
         return True
+
+    def repeat_event(
+        self, event: Event, index: int, token: object, values: Sequence[str]
+    ) -> Sequence[Finding] | None:
+        """One more content chunk of the choice ``token`` (``_fast_path``'s step)."""
+        if type(token) is not _ChoiceState:
+            return None
+        token.deltas += 1
+        return NO_FINDINGS
 
     # -- payload handlers, one per kind (``_HANDLERS``) --------------------------------------
 

@@ -15,11 +15,14 @@ its message are the verdict's ``error``.
 - ``ai_sdk_ui``, ``ag_ui``: the ``ai`` package's chat reader and ``@ag-ui/client``'s
   ``HttpAgent`` under Node (``node_clients.mjs``), one Node process for a batch of bodies;
 - ``mcp``: each ``message`` event's data through the MCP SDK's ``jsonrpc_message_adapter``, as
-  its Streamable HTTP client transport reads it.
+  its Streamable HTTP client transport reads it, then by method as its ``ClientSession``
+  does: a result against the model of the method the request (the fixture's) called, a
+  server request's or notification's params against its method's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -162,16 +165,66 @@ def _gemini_stream(request: Mapping[str, Any] | None) -> None:
             _ = chunk.text
 
 
+#: The protocol version the oracle's MCP client validates at: the SDK's own fallback before
+#: (and without) a negotiated version.
+_MCP_VERSION = "2025-11-25"
+
+
+def _mcp_id(value: Any) -> tuple[str, Any]:
+    """A JSON-RPC id as the client matches it: by JSON type and value."""
+    return ("string" if isinstance(value, str) else "number", value)
+
+
+def _mcp_asked(request: Mapping[str, Any] | Sequence[Any] | None) -> dict[tuple[str, Any], str]:
+    """Request id -> the method it called, for the requests of the POST (a message or a
+    2025-03-26 batch): what the client session knows when it validates a result."""
+    if request is None:
+        return {}
+    messages = list(request) if isinstance(request, list) else [request]
+    return {
+        _mcp_id(message["id"]): message["method"]
+        for message in messages
+        if isinstance(message, dict) and "id" in message and isinstance(message.get("method"), str)
+    }
+
+
+def _mcp_message(raw: Any, asked: Mapping[tuple[str, Any], str]) -> None:
+    """Validate one message by its method, as ``ClientSession`` does: a result against the
+    model of the method its request called (``send_request``), a server request's and a
+    notification's params against theirs (``_on_request``, ``_on_notify``: an unknown method
+    is answered or dropped, not a failure; a known one that does not validate fails the
+    request or loses the notification)."""
+    from mcp_types import methods
+
+    if not isinstance(raw, dict):
+        return
+    method = raw.get("method")
+    if isinstance(method, str):
+        parse = methods.parse_server_request if "id" in raw else methods.parse_server_notification
+        # A method the client does not know is answered "not found", or dropped: no failure.
+        with contextlib.suppress(KeyError):
+            parse(method, _MCP_VERSION, raw.get("params"))
+        return
+    if "result" in raw and "id" in raw:
+        asked_method = asked.get(_mcp_id(raw["id"]))
+        if asked_method is not None:
+            # A method without a result model: the client returns the result as it is.
+            with contextlib.suppress(KeyError):
+                methods.parse_server_result(asked_method, _MCP_VERSION, raw["result"])
+
+
 def _mcp_messages(request: Mapping[str, Any] | None) -> None:
     from httpx_sse import EventSource
     from mcp.types import jsonrpc_message_adapter
 
+    asked = _mcp_asked(request)
     with _BODY.http_client() as client:
         response = client.post("http://oracle.invalid/mcp")
         for sse in EventSource(response).iter_sse():
             # The transport reads message events; an empty data is a priming event.
             if sse.event == "message" and sse.data:
                 jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
+                _mcp_message(json.loads(sse.data), asked)
 
 
 _Client = Callable[[Mapping[str, Any] | None], None]
@@ -181,7 +234,7 @@ PYTHON_CLIENTS: dict[str, dict[str, _Client]] = {
     "openai_responses": {"openai.responses.stream": _responses_helper},
     "anthropic": {"anthropic.messages.stream": _anthropic_helper},
     "gemini": {"google-genai.generate_content_stream": _gemini_stream},
-    "mcp": {"mcp.jsonrpc_message_adapter": _mcp_messages},
+    "mcp": {"mcp.messages_by_method": _mcp_messages},
 }
 
 

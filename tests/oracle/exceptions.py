@@ -83,7 +83,7 @@ EXCEPTIONS: tuple[Exception_, ...] = (
     ),
     # -- protocol version ---------------------------------------------------------------
     Exception_(
-        "mcp.jsonrpc_message_adapter",
+        "mcp.messages_by_method",
         "mcp/ok_batch_2025_03_26*",
         r"Input should be an object",
         "protocol version",
@@ -91,7 +91,7 @@ EXCEPTIONS: tuple[Exception_, ...] = (
         "mcp 2.3 client reads the newer versions only.",
     ),
     Exception_(
-        "mcp.jsonrpc_message_adapter",
+        "mcp.messages_by_method",
         "mcp/ok_string_and_integer_ids*",
         r"Input should be an object",
         "protocol version",
@@ -99,7 +99,7 @@ EXCEPTIONS: tuple[Exception_, ...] = (
     ),
     # -- stricter client than the spec ----------------------------------------------------
     Exception_(
-        "mcp.jsonrpc_message_adapter",
+        "mcp.messages_by_method",
         "mcp/ok_standalone_get*",
         r"Field required \[type=missing, input_value=\{'jsonrpc': '2\.0', 'error",
         "stricter client",
