@@ -4,8 +4,9 @@ Subcommands:
 
 * ``check FILE...``: raw body bytes as ``curl -N`` saves them (``-`` for stdin);
 * ``probe URL``: one real request, checked as it arrives, with its timing (needs httpx);
-* ``conformance URL``: a battery of Chat Completions requests, one option at a time, each
-  stream read as ``probe`` reads it and judged (``streamguard.conformance``; needs httpx);
+* ``conformance URL``: a battery of Chat Completions, Responses or Anthropic Messages
+  requests, one option at a time, each stream read as ``probe`` reads it and judged
+  (``streamguard.conformance``; needs httpx);
 * ``rules``: the rule catalog, as a table or as the markdown docs page;
 * ``info``: which build of the core runs and why, the installed extras, the protocols;
 * ``demo``: the demo app under uvicorn, healthy and broken streams (needs the testing extra).
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib.machinery import EXTENSION_SUFFIXES
 from importlib.metadata import PackageNotFoundError, metadata, requires, version
@@ -741,12 +742,18 @@ class _ProbeReader:
         request: RequestFacts | None,
         started: float,
         recording: BinaryIO,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         from streamguard.config import TimerConfig
 
+        # The clock each chunk is read at: the real one, or the arrival times of a capture
+        # that ``conformance --replay`` reads again.
+        self._clock = clock
+        self.end: StreamEnd | None = None
+        self.cause: BaseException | None = None
         if request is None:  # the request's head still says its method and Last-Event-ID
             request = add_http_facts(None, response.request.method, response.request.headers.raw)
-        self._now = time.monotonic()  # one clock reading per chunk, as collect does
+        self._now = clock()  # one clock reading per chunk, as collect does
         self.started = started
         self.monitor = StreamMonitor(
             protocol,
@@ -811,7 +818,7 @@ class _ProbeReader:
                 self._more_finish_reasons += 1
 
     def feed(self, chunk: bytes) -> None:
-        self._now = time.monotonic()
+        self._now = self._clock()
         self.received += len(chunk)
         if len(self._head) < PREVIEW_BYTES:
             self._head += chunk[: PREVIEW_BYTES - len(self._head)]
@@ -822,7 +829,8 @@ class _ProbeReader:
     def finish(
         self, end: StreamEnd, error: BaseException | None = None, stopped_by: str | None = None
     ) -> _Probed:
-        self._now = time.monotonic()
+        self._now = self._clock()
+        self.end, self.cause = end, error
         report = self.monitor.finish(end, cause=error)
         self._transcribe_undecided()  # decided at the end of the body
         why_not = None
@@ -1137,6 +1145,34 @@ def _delta(at: float | None, start: float) -> float | None:
 # -- conformance ---------------------------------------------------------------------------
 
 
+def _positive_count(value: str) -> int:
+    """``--max-requests``, ``--budget-tokens``: a whole number above 0."""
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count <= 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {value!r}")
+    return count
+
+
+#: The most runs ``--repeat`` asks of each variant.
+MAX_REPEAT = 100
+
+
+def _repeat_count(value: str) -> int:
+    """``--repeat``: a whole number of runs from 1 to ``MAX_REPEAT``."""
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_REPEAT:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MAX_REPEAT}, got {value!r}"
+        )
+    return count
+
+
 def _variant_names(value: str) -> list[str]:
     """``--variants``: names separated by commas, or ``all``."""
     names = [name.strip() for name in value.split(",") if name.strip()]
@@ -1145,11 +1181,14 @@ def _variant_names(value: str) -> list[str]:
     return names
 
 
-def _conformance_reader(httpx: Any, max_bytes: int, max_time: float) -> Any:
+def _conformance_reader(httpx: Any, max_bytes: int, max_time: float, protocol: str) -> Any:
     """The conformance run's ``StreamReader``: each stream read as ``probe`` reads it
-    (``_ProbeReader``, ``_read_response``: the engine with the request's facts, bounded by
-    ``--max-bytes`` and ``--max-time``), or, for the abort variant, until its first content."""
+    (``_ProbeReader``, ``_read_response``: ``protocol``'s checker with the request's facts,
+    bounded by ``--max-bytes`` and ``--max-time``), or, for the abort variant, until its
+    first content."""
     from streamguard import conformance
+
+    has_content = conformance.battery(protocol).has_content
 
     def read(
         client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str], abort: bool
@@ -1159,24 +1198,140 @@ def _conformance_reader(httpx: Any, max_bytes: int, max_time: float) -> Any:
             recording = cast(BinaryIO, spool)
             started = time.monotonic()
             with client.stream("POST", url, content=content, headers=dict(headers)) as response:
-                reader = _ProbeReader(
-                    response, conformance.PROTOCOL, RequestFacts(body), started, recording
-                )
+                reader = _ProbeReader(response, protocol, RequestFacts(body), started, recording)
                 if abort:
-                    probed = _read_until_content(reader, response)
+                    probed = _read_until_content(reader, response, has_content)
                 else:
                     probed = _read_response(httpx, response, reader, max_bytes, max_time)
             arrivals = list(_recorded(recording))
-        return conformance.stream_read(probed, arrivals, started)
+        read = conformance.stream_read(probed, arrivals, started)
+        read.retry_after = _retry_after(response.headers.get("retry-after"))
+        read.content_length = response.headers.get("content-length")
+        read.end = None if reader.end is None else reader.end.value
+        read.cause = None if reader.cause is None else type(reader.cause).__name__
+        return read
 
     return read
 
 
-def _read_until_content(reader: _ProbeReader, response: Any) -> _Probed:
-    """Feed ``reader`` until an event carries content, then stop: the client leaves (the
-    connection closes as the response's block exits, the rest unread)."""
-    from streamguard.conformance import has_content
+@dataclass(frozen=True, slots=True)
+class _SavedRequest:
+    url: Any
+    method: str = "POST"
 
+
+@dataclass(frozen=True, slots=True)
+class _SavedResponse:
+    """What ``_ProbeReader`` reads of a response, from a capture's header."""
+
+    status_code: int
+    headers: dict[str, str]
+    request: _SavedRequest
+
+
+def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max_bytes: int) -> Any:
+    """``conformance --replay``'s ``StreamReader``: no network; each request is answered
+    by the next capture ``--save`` wrote for the same body (in the order they were read:
+    the saved variants', each one's captures in order),
+    read again as the run read it (``_ProbeReader`` at the chunks' arrival times, ended as
+    the live read ended). A request without one raises ``NotReplayable``."""
+    from urllib.parse import urlsplit as split
+
+    from streamguard import conformance
+
+    # Only the headers are read up front (one line each); a capture's chunks are read when
+    # its request comes, at most --max-bytes of them.
+    queues: dict[str, list[tuple[dict[str, Any], Path]]] = {}
+    names = [name for variant in saved["variants"] for name in variant.get("captures", ())]
+    for name in names:  # each checked by load_saved: a capture name, in the directory
+        path = directory / name
+        with _reading(str(path), "a saved capture"), open(path, "rb") as file:
+            try:
+                header = read_capture_header(next(capture_lines(file), ""))
+            except ValueError as exc:
+                raise InputError(f"{path}: not a readable capture: {exc}") from None
+        if header.get("protocol") != protocol or not isinstance(header.get("request"), dict):
+            continue
+        key = json.dumps(header["request"], sort_keys=True)
+        queues.setdefault(key, []).append((header, path))
+
+    def arrivals_of(path: Path) -> list[Arrival]:
+        arrivals, size = [], 0
+        with _reading(str(path), "a saved capture"), open(path, "rb") as file:
+            try:
+                lines = capture_lines(file)
+                next(lines, "")
+                for arrival in capture_arrivals(lines):
+                    size += len(arrival.data)
+                    if size > max_bytes:
+                        raise ValueError(f"more than --max-bytes {max_bytes} body bytes")
+                    arrivals.append(arrival)
+            except ValueError as exc:
+                raise InputError(f"{path}: not a readable capture: {exc}") from None
+        return arrivals
+
+    def read(
+        client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str], abort: bool
+    ) -> conformance.StreamRead:
+        queue = queues.get(json.dumps(body, sort_keys=True))
+        if not queue:
+            raise conformance.NotReplayable(
+                "a request has no capture: it got no answer live (a hang, a connect error)"
+            )
+        header, path = queue.pop(0)
+        arrivals = arrivals_of(path)
+        now = [0.0]
+        media = {
+            key.replace("_", "-"): str(header[key])
+            for key in ("content_type", "content_encoding", "content_length")
+            if isinstance(header.get(key), str)
+        }
+        status = header.get("status")
+        response = _SavedResponse(
+            status if type(status) is int else 0, media, _SavedRequest(split(url))
+        )
+        with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
+            recording = cast(BinaryIO, spool)
+            reader = _ProbeReader(
+                response, protocol, RequestFacts(body), 0.0, recording, clock=lambda: now[0]
+            )
+            for arrival in arrivals:
+                now[0] = arrival.at
+                reader.feed(arrival.data)
+            probed = reader.finish(*_saved_end(header))
+        return conformance.stream_read(probed, arrivals, 0.0)
+
+    return read
+
+
+def _saved_end(header: Mapping[str, Any]) -> tuple[StreamEnd, BaseException | None, str | None]:
+    """How a saved read ended: its ``StreamEnd``, the error that ended it (of the saved
+    type's name, which is all a report names of it), and what stopped it."""
+    try:
+        end = StreamEnd(header.get("end"))
+    except ValueError:
+        end = StreamEnd.BODY_ENDED
+    cause_name = header.get("cause")
+    cause = None
+    if isinstance(cause_name, str) and cause_name.isidentifier() and len(cause_name) <= 64:
+        cause = type(cause_name, (Exception,), {})()
+    stopped = header.get("stopped") if end is StreamEnd.CLIENT_DISCONNECT else None
+    return end, cause, stopped if isinstance(stopped, str) else None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """A ``Retry-After`` given in seconds (a date, or anything else, is None)."""
+    if value is None or not value.strip().isdigit() or len(value.strip()) > 6:
+        return None
+    return float(value.strip())
+
+
+def _read_until_content(
+    reader: _ProbeReader, response: Any, has_content: Callable[[str], bool]
+) -> _Probed:
+    """Feed ``reader`` until an event carries content (``has_content``, the protocol's),
+    then stop: the client leaves (the connection closes as the response's block exits, the
+    rest unread)."""
     parser = EventParser()
     try:
         for piece in response.iter_raw():
@@ -1192,23 +1347,37 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     from streamguard import conformance, conformance_report
 
     out, err = sys.stdout, sys.stderr
+    try:  # before any request: a malformed file must not cost a run
+        expected = conformance_report.read_expected_failures(args.expected_failures)
+    except ValueError as exc:
+        print(f"streamguard conformance: error: --expected-failures {exc}", file=err)
+        return EXIT_USAGE
+    if args.replay is not None:
+        if args.url is not None or args.save is not None or args.dry_run:
+            print(
+                "streamguard conformance: error: --replay reads a saved run: no URL, "
+                "--save or --dry-run with it",
+                file=err,
+            )
+            return EXIT_USAGE
+        return _replay_conformance(args, expected)
+    if args.url is None or args.model is None:
+        print("streamguard conformance: error: URL and --model are required", file=err)
+        return EXIT_USAGE
+    battery = conformance.battery(args.protocol)
     try:
-        variants = conformance.select(args.variants)
+        variants = conformance.select(args.variants, args.protocol)
     except KeyError as exc:
-        known = ", ".join(v.name for v in conformance.CHAT_VARIANTS)
+        known = ", ".join(v.name for v in battery.variants)
         print(
             f"streamguard conformance: error: unknown variant(s) {exc.args[0]}; "
             f"expected some of: {known}, or all",
             file=err,
         )
         return EXIT_USAGE
-    try:  # before any request: a malformed file must not cost a run
-        expected = conformance_report.read_expected_failures(args.expected_failures)
-    except ValueError as exc:
-        print(f"streamguard conformance: error: --expected-failures {exc}", file=err)
-        return EXIT_USAGE
-    api_key = conformance.api_key_from(args.api_key_env)
-    if api_key is None and args.api_key_env != conformance.DEFAULT_API_KEY_ENV:
+    api_key_env = args.api_key_env or battery.api_key_env
+    api_key = conformance.api_key_from(api_key_env)
+    if api_key is None and args.api_key_env is not None:
         # Named on purpose: a missing key would only show as 401s, variant after variant.
         print(
             f"streamguard conformance: error: --api-key-env {args.api_key_env}: the "
@@ -1224,23 +1393,36 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         twin=args.twin,
         fail_on=Severity(args.fail_on),
         max_requests=args.max_requests,
+        protocol=args.protocol,
+        repeat=args.repeat,
+        budget_tokens=args.budget_tokens,
+        save=None if args.save is None else Path(args.save),
     )
     if args.dry_run:
         rows = conformance.plan(settings, variants)
         if args.format == "json":
-            print(json.dumps({"endpoint": _shown_url(args.url), "plan": rows}), file=out)
+            shown_plan = {"endpoint": _shown_url(args.url), "protocol": args.protocol, "plan": rows}
+            print(json.dumps(shown_plan), file=out)
             return EXIT_OK
-        auth = "authorization: Bearer ***" if api_key else "no authorization header"
-        print(f"POST {_shown_url(conformance.chat_url(args.url))} ({auth})", file=out)
-        table_rows = [["variant", "requests", "max output tokens"]]
+        auth = battery.shown_auth(api_key)
+        print(f"POST {_shown_url(battery.url(args.url))} ({auth})", file=out)
+        table_rows = [["variant", "requests", "max output tokens", "runs"]]
         table_rows += [
-            [r["variant"], str(r["requests"]), str(r["max_output_tokens"])] for r in rows
+            [
+                r["variant"],
+                str(r["requests"]),
+                str(r["max_output_tokens"]),
+                r["not_run"] or "yes",
+            ]
+            for r in rows
         ]
+        run = [r for r in rows if r["not_run"] is None]
         table_rows.append(
             [
-                "total",
-                str(sum(r["requests"] for r in rows)),
-                str(sum(r["max_output_tokens"] for r in rows)),
+                "total (run)",
+                str(sum(r["requests"] for r in run)),
+                str(sum(r["max_output_tokens"] for r in run)),
+                "",
             ]
         )
         print(table(table_rows), file=out)
@@ -1258,17 +1440,62 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         if progress:
             print(f"{result.name}: {result.outcome.value}", file=err)
 
-    read = _conformance_reader(httpx, args.max_bytes, args.max_time)
-    endpoint = _shown_url(conformance.chat_url(args.url))
+    read = _conformance_reader(httpx, args.max_bytes, args.max_time, args.protocol)
+    endpoint = _shown_url(battery.url(args.url))
     try:
+        if settings.save is not None:
+            settings.save.mkdir(parents=True, exist_ok=True)
         summary = conformance.run_conformance(settings, variants, read, endpoint, shown)
+        if settings.save is not None:
+            saved = conformance.saved_json(summary, settings)
+            with open(settings.save / conformance.SAVED_SUMMARY, "w", encoding="utf-8") as file:
+                json.dump(saved, file, indent=1)
+    except OSError as exc:
+        print(f"streamguard conformance: error: --save {args.save}: {exc.strerror}", file=err)
+        return EXIT_USAGE
     except ValueError as exc:  # httpx.InvalidURL, UnsupportedProtocol's cousins
         print(f"streamguard conformance: error: {_shown_url(args.url)}: {exc}", file=err)
         return EXIT_USAGE
+    _print_conformance(args, summary, out)
+    return _conformance_outputs(args, conformance.summary_json(summary), expected)
+
+
+def _print_conformance(args: argparse.Namespace, summary: Any, out: TextIO) -> None:
+    from streamguard import conformance
+
     if args.format == "json":
         print(json.dumps(conformance.summary_json(summary)), file=out)
     else:
         print(conformance.summary_text(summary), file=out)
+
+
+def _replay_conformance(args: argparse.Namespace, expected: Sequence[ExpectedFailure]) -> int:
+    """``--replay DIR``: the saved run's captures judged again, offline, with the checks
+    of this version; the same report."""
+    from streamguard import conformance
+
+    err = sys.stderr
+    directory = Path(args.replay)
+    try:
+        saved = conformance.load_saved(directory)
+        read = _replay_reader(directory, saved, saved["protocol"], args.max_bytes)
+    except (ValueError, InputError) as exc:
+        print(f"streamguard conformance: error: --replay: {exc}", file=err)
+        return EXIT_USAGE
+    try:
+        import httpx  # noqa: F401  (the run's client is made, never used)
+    except ImportError:
+        print(f"streamguard conformance: error: needs httpx: {_INSTALL_HINT}", file=err)
+        return EXIT_USAGE
+    settings = conformance.replay_settings(saved)
+    variants = conformance.replay_variants(saved)
+    try:
+        summary = conformance.run_conformance(settings, variants, read, str(saved["endpoint"]))
+    except InputError as exc:  # a capture that does not read, or reads past --max-bytes
+        print(f"streamguard conformance: error: --replay: {exc}", file=err)
+        return EXIT_USAGE
+    summary = conformance.replayed(saved, summary)
+    _print_conformance(args, summary, sys.stdout)
     return _conformance_outputs(args, conformance.summary_json(summary), expected)
 
 
@@ -1639,30 +1866,44 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _conformance_parser(commands: Any) -> None:
-    from streamguard.conformance import CHAT_VARIANTS, DEFAULT_API_KEY_ENV
+    from streamguard.conformance import PROTOCOL, PROTOCOLS, battery
+
+    def listed(protocol: str) -> str:
+        variants = battery(protocol).variants
+        names = ", ".join(f"{v.name}{' (opt-in)' if v.opt_in else ''}" for v in variants)
+        return f"{protocol}: {names}"
 
     sub = commands.add_parser(
         "conformance",
-        help="run a battery of streaming requests against an OpenAI-compatible endpoint",
-        description="Send Chat Completions streaming requests, one option at a time (plain, "
-        "usage on and off, n, stop, length, tools, logprobs, JSON mode, abort), check each "
-        "stream as probe does and judge what the option asks for. Variants: "
-        + ", ".join(f"{v.name}{' (opt-in)' if v.opt_in else ''}" for v in CHAT_VARIANTS)
+        help="run a battery of streaming requests against an OpenAI- or "
+        "Anthropic-compatible endpoint",
+        description="Send streaming requests, one option at a time (Chat Completions: "
+        "plain, usage on and off, n, stop, length, tools, logprobs, JSON mode, abort; "
+        "Responses and Anthropic Messages: plain, truncation, tools, abort and a few more), "
+        "check each stream as probe does and judge what the option asks for. Variants: "
+        + "; ".join(listed(protocol) for protocol in PROTOCOLS)
         + f". Needs httpx ({_INSTALL_HINT}).",
         epilog="Exit codes: 0 every variant passed or was skipped (or failed as "
-        "--expected-failures lists); 1 a variant failed or errored unexpectedly, or an "
-        "expected failure is stale; 2 usage error (a malformed --expected-failures file, an "
-        "--html or --junit that cannot be written); 141 the output's reader left early "
-        "(| head).",
+        "--expected-failures lists); 1 a variant failed, errored or was flaky "
+        "unexpectedly, or an expected failure is stale; 2 usage error (a malformed "
+        "--expected-failures file, an --html or --junit that cannot be written); 141 the "
+        "output's reader left early (| head).",
     )
-    sub.add_argument("url", metavar="URL", help="the base URL (http://host:8000/v1)")
-    sub.add_argument("--model", required=True, help="the model name sent in every request")
+    sub.add_argument("url", metavar="URL", nargs="?", help="the base URL (http://host:8000/v1)")
+    sub.add_argument("--model", help="the model name sent in every request (required)")
+    sub.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default=PROTOCOL,
+        help="the API the endpoint speaks: POST {URL}/chat/completions, {URL}/responses or "
+        f"{{URL}}/messages (default: {PROTOCOL})",
+    )
     sub.add_argument(
         "--api-key-env",
-        default=DEFAULT_API_KEY_ENV,
         metavar="NAME",
-        help="the environment variable holding the API key, sent as a bearer token and "
-        f"never shown (default: {DEFAULT_API_KEY_ENV}; unset: no authorization header)",
+        help="the environment variable holding the API key, sent as a bearer token "
+        "(anthropic: x-api-key) and never shown (default: OPENAI_API_KEY, anthropic: "
+        "ANTHROPIC_API_KEY; the default unset: no key sent)",
     )
     sub.add_argument(
         "--variants",
@@ -1683,9 +1924,37 @@ def _conformance_parser(commands: Any) -> None:
     )
     sub.add_argument(
         "--max-requests",
-        type=_positive_bytes,
+        type=_positive_count,
         metavar="N",
         help="send at most N requests; variants past it are skipped (not run)",
+    )
+    sub.add_argument(
+        "--save",
+        metavar="DIR",
+        help="write each stream read to DIR/<variant>.jsonl (probe --save's capture "
+        "format; a variant's later streams <variant>-2.jsonl, ...) and the report, with "
+        "every body sent, to DIR/conformance.json",
+    )
+    sub.add_argument(
+        "--replay",
+        metavar="DIR",
+        help="judge the captures --save wrote to DIR again, offline (no URL, nothing "
+        "sent), and print the same report",
+    )
+    sub.add_argument(
+        "--budget-tokens",
+        type=_positive_count,
+        metavar="N",
+        help="stop when the worst-case output tokens of the requests sent (each one's "
+        "token cap, summed) would pass N; variants past it are skipped (not run)",
+    )
+    sub.add_argument(
+        "--repeat",
+        type=_repeat_count,
+        default=1,
+        metavar="K",
+        help="run each variant K times (at most 100); one whose runs disagree is flaky, "
+        "and fails (default: 1)",
     )
     sub.add_argument(
         "--timeout",

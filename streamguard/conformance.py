@@ -1,4 +1,5 @@
-"""``streamguard conformance``: is an endpoint's streaming really OpenAI-compatible?
+"""``streamguard conformance``: is an endpoint's streaming really OpenAI- (or Anthropic-)
+compatible?
 
 ``streamguard probe`` checks one request. Servers that speak the OpenAI Chat Completions
 protocol (vLLM, SGLang, llama.cpp's server, TGI, Ollama, gateways) break, in practice,
@@ -6,7 +7,12 @@ under one request option at a time: the finish reason dropped or ``""``, a finis
 last choice only with ``n: 2``, tool-call headers repeated on every delta, streamed tool
 calls ending ``stop``, a usage chunk that does not add up, a client that leaves and hangs
 the next request. This module runs a battery of streaming requests against a live
-endpoint, one variant at a time, and judges each.
+endpoint, one variant at a time, and judges each. The same runs, with batteries of their
+own, for the OpenAI Responses API (``--protocol openai_responses``,
+``streamguard.conformance_responses``) and Anthropic Messages (``--protocol anthropic``,
+``streamguard.conformance_anthropic``): a ``Battery`` is the protocol's variants, its base
+request, its endpoint path and authentication, and the check every stream of it gets; the
+runner, the reader and the outcomes are shared.
 
 A variant is data (``Variant``): the changes it makes to a small base request, the checks
 it adds, and what kind of exchange it is (one stream, an abort followed by health
@@ -32,39 +38,71 @@ One outcome per variant (``VariantOutcome``):
   ``--fail-on warning``. (One choice for ``n: 2`` is ``feature_ignored`` too, and fails
   all the same: the engine, told ``n``, misses the other choice's finish.)
 * ``error``: the endpoint could not be reached, or answered 429, 5xx, or a 4xx to a
-  request that exercises no option, before streaming.
+  request that exercises no option, before streaming (after the one retry);
+* ``flaky`` (``--repeat``): the runs that judged disagree; it fails the run.
 
 Every request is small: each variant sets ``max_tokens`` (at most ``DEFAULT_TOKEN_CAP``
-unless it is the opt-in ``long`` variant), and ``--max-requests`` bounds the run. The API
-key is read from an environment variable and only ever sent, never shown.
+unless it is the opt-in ``long`` variant; Responses ``max_output_tokens``), and
+``--max-requests`` and ``--budget-tokens`` bound the run. A request that fails before its
+first byte is retried at most once, within those budgets. The API key is read from an
+environment variable and only ever sent, never shown, never saved.
+
+``--save DIR`` writes each stream read in probe's capture format and the report with
+every body sent; ``--replay DIR`` judges the captures again offline through the same
+runners, its reader answering each request with the next capture saved for that body.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from streamguard._format import severity_at_least
+from streamguard.conformance_anthropic import ANTHROPIC_BATTERY
+from streamguard.conformance_base import (
+    ABORT_CYCLES,
+    CONCURRENT_STREAMS,
+    CONFORMANCE_RULES,
+    DEFAULT_TOKEN_CAP,
+    Battery,
+    Exchange,
+    NotExercised,
+    Variant,
+    VariantFinding,
+    found,
+    json_object,
+    mapping,
+    sequence,
+)
+from streamguard.conformance_responses import RESPONSES_BATTERY
 from streamguard.protocols.openai_chat import FINISH_REASONS
 from streamguard.report import Outcome, Severity
 from streamguard.request import RequestFacts
 from streamguard.sse import EventParser
+from streamguard.timeline import Arrival, write_capture
 
 __all__ = [
+    "CHAT_BATTERY",
     "CHAT_VARIANTS",
     "CONFORMANCE_RULES",
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_TOKEN_CAP",
     "PROTOCOL",
+    "PROTOCOLS",
+    "Battery",
     "Exchange",
     "NotExercised",
+    "NotReplayable",
     "RunSettings",
     "RunSummary",
     "StreamRead",
@@ -75,28 +113,37 @@ __all__ = [
     "VariantResult",
     "api_key_from",
     "base_request",
+    "battery",
+    "capture_name",
     "chat_url",
+    "concurrent_requests",
+    "found",
     "has_content",
+    "json_object",
+    "load_saved",
+    "mapping",
     "plan",
     "reference_markdown",
+    "replay_settings",
+    "replay_variants",
+    "replayed",
     "run_conformance",
+    "saved_json",
     "select",
+    "sequence",
     "stream_read",
     "summary_json",
     "summary_text",
+    "twin_body",
     "variant_request",
 ]
 
+#: The protocol a run speaks unless ``--protocol`` names another.
 PROTOCOL = "openai_chat"
+#: Every protocol a run can speak (``--protocol``), each with its battery (``battery``).
+PROTOCOLS: tuple[str, ...] = ("openai_chat", "openai_responses", "anthropic")
 #: The environment variable the API key is read from unless ``--api-key-env`` names another.
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
-#: The ``max_tokens`` every default variant stays within: a full run costs a few hundred
-#: output tokens (``plan`` and ``--dry-run`` give the exact worst case).
-DEFAULT_TOKEN_CAP = 64
-#: Open/close cycles after an abort (the MCP conformance suite's cancellation scenario).
-ABORT_CYCLES = 5
-#: Concurrent streams of the ``concurrent`` variant.
-CONCURRENT_STREAMS = 4
 #: How many findings of one rule a variant keeps (an endless stream repeats them).
 MAX_FINDINGS_PER_RULE = 20
 #: The largest non-streamed answer read (``--twin``), in bytes.
@@ -110,202 +157,19 @@ class VariantOutcome(StrEnum):
     FAIL = "fail"
     SKIPPED = "skipped"
     ERROR = "error"
+    #: ``--repeat``: the runs that judged (pass, fail, error) disagree.
+    FLAKY = "flaky"
 
 
-#: The outcomes that make the command exit 1.
-FAILED: frozenset[VariantOutcome] = frozenset({VariantOutcome.FAIL, VariantOutcome.ERROR})
-
-#: The rules the variant checks add (the engine's own are in the rule catalog): each one's
-#: severity and what it means. Local to this command; a finding's ``source`` says
-#: ``variant``.
-CONFORMANCE_RULES: dict[str, tuple[Severity, str]] = {
-    "not_an_event_stream": (
-        Severity.ERROR,
-        "a 2xx answer to a streaming request that is not text/event-stream",
-    ),
-    "stream_incomplete": (
-        Severity.ERROR,
-        "the stream did not complete (connection lost, stalled, cut short)",
-    ),
-    "finish_reason_empty": (
-        Severity.ERROR,
-        'a finish_reason of "" (clients that map it to an enum fail)',
-    ),
-    "chunk_field_changed": (
-        Severity.WARNING,
-        "model or created differs between the chunks of one stream",
-    ),
-    "usage_over_max_tokens": (Severity.ERROR, "completion_tokens above the request's max_tokens"),
-    "choice_missing": (Severity.ERROR, "a choice index below n that never streamed"),
-    "stop_sequence_in_content": (Severity.ERROR, "the content holds a requested stop sequence"),
-    "length_not_reported": (
-        Severity.ERROR,
-        "the answer hit max_tokens but did not finish with length",
-    ),
-    "length_token_count": (
-        Severity.ERROR,
-        "finish_reason length, but completion_tokens is not max_tokens",
-    ),
-    "tool_call_type_missing": (
-        Severity.WARNING,
-        'a tool call\'s first delta without type "function"',
-    ),
-    "tool_call_id_duplicate": (Severity.ERROR, "two tool calls of one choice share an id"),
-    "tool_calls_finish_mismatch": (
-        Severity.ERROR,
-        "tool calls streamed, but the finish_reason does not say so",
-    ),
-    "tool_choice_not_followed": (Severity.ERROR, "a forced function was not the one called"),
-    "tool_call_name_unknown": (
-        Severity.ERROR,
-        "a tool call's name, assembled as clients assemble it, is no "
-        "tool of the request (the name sent again on later deltas)",
-    ),
-    "logprobs_missing": (Severity.ERROR, "a content chunk without logprobs when others carry them"),
-    "logprobs_width": (
-        Severity.ERROR,
-        "a logprobs entry without top_logprobs entries as requested",
-    ),
-    "logprobs_token_mismatch": (
-        Severity.WARNING,
-        "a chunk's logprob tokens do not join to its content",
-    ),
-    "json_content_invalid": (
-        Severity.ERROR,
-        "JSON mode finished stop, but the content is no JSON object",
-    ),
-    "json_schema_mismatch": (
-        Severity.ERROR,
-        "structured output without a property the schema requires",
-    ),
-    "feature_ignored": (Severity.WARNING, "the request's option left no trace in a clean stream"),
-    "stream_differs_from_response": (
-        Severity.ERROR,
-        "the assembled stream differs from the non-streamed answer",
-    ),
-    "hang_after_abort": (
-        Severity.ERROR,
-        "after a client left mid-stream, the next request did not complete",
-    ),
-    "stream_id_shared": (Severity.ERROR, "two concurrent streams share a chunk id"),
-    "cross_talk": (Severity.ERROR, "a concurrent stream carried another stream's marker"),
-    "twin_unavailable": (
-        Severity.WARNING,
-        "--twin: the non-streamed request got no 200 JSON answer to compare with",
-    ),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class VariantFinding:
-    """One finding on a variant: the engine's (``source="engine"``) or the variant's."""
-
-    rule: str
-    severity: Severity
-    message: str
-    source: str = "variant"
-    #: An engine finding on the option the variant is about (``Variant.focus``): it fails
-    #: the variant whatever its severity.
-    focus: bool = False
-
-
-class NotExercised(Exception):
-    """A check could not judge: the model did not do what the variant needs."""
-
-
-@dataclass(frozen=True, slots=True)
-class Exchange:
-    """What one streamed request gave, as a variant's checks read it."""
-
-    request: Mapping[str, Any]
-    facts: RequestFacts
-    #: The JSON object of each event, in order (events that are no JSON object are left
-    #: out; ``[DONE]`` among them).
-    chunks: tuple[Mapping[str, Any], ...]
-
-    def choices(self) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any]]]:
-        """Each ``(chunk, choice)`` in order, for choices that are objects with an index."""
-        for chunk in self.chunks:
-            choices = chunk.get("choices")
-            if not isinstance(choices, list):
-                continue
-            for choice in choices:
-                if isinstance(choice, dict) and type(choice.get("index")) is int:
-                    yield chunk, choice
-
-    def texts(self) -> dict[int, str]:
-        """The content each choice index streamed, joined."""
-        texts: dict[int, str] = {}
-        for _, choice in self.choices():
-            content = _delta(choice).get("content")
-            if isinstance(content, str):
-                texts[choice["index"]] = texts.get(choice["index"], "") + content
-        return texts
-
-    def finishes(self) -> dict[int, list[Any]]:
-        """The non-null finish reasons of each choice index, in order."""
-        finishes: dict[int, list[Any]] = {}
-        for _, choice in self.choices():
-            reason = choice.get("finish_reason")
-            if reason is not None:
-                finishes.setdefault(choice["index"], []).append(reason)
-        return finishes
-
-    def usage(self) -> Mapping[str, Any] | None:
-        """The last non-null ``usage`` of the stream."""
-        found = None
-        for chunk in self.chunks:
-            if isinstance(chunk.get("usage"), dict):
-                found = chunk["usage"]
-        return found
-
-    def tool_calls(self) -> dict[int, dict[int, list[Mapping[str, Any]]]]:
-        """The tool-call deltas of each choice, by tool-call index, in order."""
-        calls: dict[int, dict[int, list[Mapping[str, Any]]]] = {}
-        for _, choice in self.choices():
-            for delta in _list(_delta(choice).get("tool_calls")):
-                if isinstance(delta, dict) and type(delta.get("index")) is int:
-                    by_index = calls.setdefault(choice["index"], {})
-                    by_index.setdefault(delta["index"], []).append(delta)
-        return calls
-
-
-#: A variant's check: findings on an exchange, or ``NotExercised``.
-Check = Callable[[Exchange], Iterable[VariantFinding]]
-
-
-@dataclass(frozen=True, slots=True)
-class Variant:
-    """One request of the battery: the body it sends and what it adds to the checks."""
-
-    name: str
-    summary: str
-    #: Merged over the base request (``model``, one user message, ``stream``,
-    #: ``temperature: 0``, ``max_tokens``).
-    body: Mapping[str, Any] = field(default_factory=dict)
-    checks: tuple[Check, ...] = ()
-    #: ``stream`` (one request), ``abort`` (leave after the first content, then health
-    #: requests and open/close cycles), ``concurrent`` (streams at once, with markers).
-    kind: str = "stream"
-    #: Run only when asked for by name (``--variants long,...`` or ``all``).
-    opt_in: bool = False
-    #: The request parameter the variant exercises: a 4xx naming it is "unsupported".
-    feature: str | None = None
-    #: With ``--twin``: the aspects of the non-streamed answer not compared (None: no
-    #: twin for this variant; ``usage`` is never compared).
-    twin_ignores: frozenset[str] | None = None
-    #: The engine's rules that judge the option under test: a finding of one of them
-    #: fails this variant even when the engine rates it a warning (in production a
-    #: warning; here, the very thing the variant asks about).
-    focus: frozenset[str] = frozenset()
-
-    def requests(self, twin: bool) -> int:
-        """How many requests the variant sends."""
-        if self.kind == "abort":
-            return ABORT_CYCLES + 3
-        if self.kind == "concurrent":
-            return CONCURRENT_STREAMS
-        return 2 if twin and self.twin_ignores is not None else 1
+#: The outcomes that make the command exit 1. A flaky variant fails the run: it broke in
+#: at least one of its runs, and a client meets that run sooner or later (vllm#27572's
+#: tool streams that end without a finish now and then); a run that was skipped (the model
+#: did not do the thing) judged nothing and makes no variant flaky.
+FAILED: frozenset[VariantOutcome] = frozenset(
+    {VariantOutcome.FAIL, VariantOutcome.ERROR, VariantOutcome.FLAKY}
+)
+#: The most seconds a ``Retry-After`` is waited for before the one retry.
+MAX_RETRY_AFTER = 10.0
 
 
 def _delta(choice: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -313,13 +177,8 @@ def _delta(choice: Mapping[str, Any]) -> Mapping[str, Any]:
     return delta if isinstance(delta, dict) else {}
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _found(rule: str, message: str) -> VariantFinding:
-    """A finding of one of ``CONFORMANCE_RULES``, at its severity."""
-    return VariantFinding(rule, CONFORMANCE_RULES[rule][0], message)
+_list = sequence
+_found = found
 
 
 # -- checks every stream gets ------------------------------------------------------------------
@@ -556,8 +415,7 @@ def check_json(exchange: Exchange) -> Iterator[VariantFinding]:
                 yield _found("json_schema_mismatch", f"choice {index}: missing {missing}")
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
+_dict = mapping
 
 
 def _token(value: Any) -> str:
@@ -759,7 +617,7 @@ CHAT_VARIANTS: tuple[Variant, ...] = (
 
 
 def base_request(model: str) -> dict[str, Any]:
-    """The request every variant starts from."""
+    """The request every Chat Completions variant starts from."""
     return {
         "model": model,
         "messages": [{"role": "user", "content": _COUNT}],
@@ -770,15 +628,51 @@ def base_request(model: str) -> dict[str, Any]:
 
 
 def variant_request(variant: Variant, model: str) -> dict[str, Any]:
-    """The body a variant sends."""
-    return {**base_request(model), **variant.body}
+    """The body a Chat Completions variant sends."""
+    return CHAT_BATTERY.request(variant, model)
 
 
 def chat_url(base_url: str) -> str:
     """The Chat Completions URL of a base URL (``http://host/v1``), or the URL itself when
     it already names the endpoint."""
-    url = base_url.rstrip("/")
-    return url if url.endswith("/chat/completions") else f"{url}/chat/completions"
+    return CHAT_BATTERY.url(base_url)
+
+
+def has_content(data: str) -> bool:
+    """Whether an event's data is a chunk with content: where the abort variant leaves."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return False
+    if not isinstance(chunk, dict):
+        return False
+    return any(
+        isinstance(choice, dict) and bool(_delta(choice).get("content"))
+        for choice in _list(chunk.get("choices"))
+    )
+
+
+#: The Chat Completions battery (``--protocol openai_chat``, the default).
+CHAT_BATTERY = Battery(
+    protocol="openai_chat",
+    title="OpenAI Chat Completions",
+    variants=CHAT_VARIANTS,
+    path="/chat/completions",
+    api_key_env=DEFAULT_API_KEY_ENV,
+    base_request=base_request,
+    common=check_common,
+    has_content=has_content,
+)
+
+
+_BATTERIES: dict[str, Battery] = {
+    battery.protocol: battery for battery in (CHAT_BATTERY, RESPONSES_BATTERY, ANTHROPIC_BATTERY)
+}
+
+
+def battery(protocol: str) -> Battery:
+    """The battery of ``protocol`` (one of ``PROTOCOLS``); ``KeyError`` for another."""
+    return _BATTERIES[protocol]
 
 
 # -- running -----------------------------------------------------------------------------------
@@ -795,6 +689,22 @@ class RunSettings:
     twin: bool = False
     fail_on: Severity = Severity.ERROR
     max_requests: int | None = None
+    #: The protocol spoken (``PROTOCOLS``): which battery's requests, path and headers.
+    protocol: str = PROTOCOL
+    #: ``--repeat``: how many times each variant runs.
+    repeat: int = 1
+    #: ``--budget-tokens``: the most worst-case output tokens the run's requests may
+    #: allow, summed (None: no bound).
+    budget_tokens: int | None = None
+    #: One retry of a request that failed before its first byte (a connect error, or a
+    #: 429 or 5xx answered before any stream), within the budgets.
+    retry: bool = True
+    #: ``--save``: the directory each stream is written to, in probe's capture format.
+    save: Path | None = None
+
+    @property
+    def battery(self) -> Battery:
+        return battery(self.protocol)
 
     def headers(self) -> dict[str, str]:
         headers = {
@@ -802,8 +712,7 @@ class RunSettings:
             "accept-encoding": "identity",
             "content-type": "application/json",
         }
-        if self.api_key:
-            headers["authorization"] = f"Bearer {self.api_key}"
+        headers.update(self.battery.auth_headers(self.api_key))
         return headers
 
 
@@ -823,6 +732,17 @@ class VariantResult:
     time_to_first_byte: float | None = None
     max_gap: float | None = None
     duration: float | None = None
+    #: What made each retry (``HTTP 503``, ``ConnectError``): at most one per request,
+    #: before its first byte.
+    retries: tuple[str, ...] = ()
+    #: ``--repeat``: the outcome of each run, in order (one run: its outcome).
+    runs: tuple[VariantOutcome, ...] = ()
+    #: Every body the variant sent, in order (retries and twins included; never a key).
+    bodies: tuple[Mapping[str, Any], ...] = ()
+    #: ``--save``: the capture files of the variant's streams, in order.
+    captures: tuple[str, ...] = ()
+    #: ``--replay``: what of the variant could not be judged again offline.
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -832,6 +752,10 @@ class RunSummary:
     endpoint: str
     model: str
     results: tuple[VariantResult, ...]
+    protocol: str = PROTOCOL
+    #: The worst-case output tokens of the requests sent, retries included (what
+    #: ``--budget-tokens`` bounds).
+    tokens: int = 0
 
     @property
     def failed(self) -> bool:
@@ -856,6 +780,18 @@ class StreamRead:
     max_gap: float | None
     duration: float | None
     stopped: str | None
+    #: The answer's ``Retry-After`` in seconds, when it gave one as a number (the reader
+    #: sets it; None otherwise).
+    retry_after: float | None = None
+    #: What ``--save`` writes and ``--replay`` reads again: the response head's media
+    #: headers, each chunk with its arrival time, how the read ended (a
+    #: ``streamguard.monitor.StreamEnd`` value) and the type of the error that ended it.
+    content_type: str | None = None
+    content_encoding: str | None = None
+    content_length: str | None = None
+    arrivals: tuple[Arrival, ...] = ()
+    end: str | None = None
+    cause: str | None = None
 
 
 #: How a run reads one streamed request: ``(client, url, body, headers,
@@ -873,27 +809,80 @@ class _Endpoint:
         self.httpx = httpx
         self.settings = settings
         self.read = read
-        self.url = chat_url(settings.base_url)
+        self.battery = settings.battery
+        self.url = self.battery.url(settings.base_url)
         self.client = httpx.Client(timeout=settings.timeout)
+        # What the run sent (retries included), and what the variant under way may still
+        # spend on retries without passing --max-requests or --budget-tokens. The
+        # concurrent variant's threads count too: under a lock.
+        self._lock = threading.Lock()
+        self.sent = 0
+        self.sent_tokens = 0
+        self.retries: list[str] = []
+        self.spare_requests = 0
+        self.spare_tokens = 0
+        self.bodies: list[Mapping[str, Any]] = []
+        #: ``--save``: the streams read since the last variant's were written.
+        self.captured: list[tuple[Mapping[str, Any], StreamRead]] = []
 
     def close(self) -> None:
         self.client.close()
+
+    def _count(self, body: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.sent += 1
+            self.sent_tokens += self.battery.worst_case_tokens(body)
+            self.bodies.append(body)
+
+    def _may_retry(self, body: Mapping[str, Any], cause: str) -> bool:
+        """Whether one more request for ``body`` fits the budgets; if so, it is booked."""
+        tokens = self.battery.worst_case_tokens(body)
+        with self._lock:
+            if not self.settings.retry or self.spare_requests < 1 or self.spare_tokens < tokens:
+                return False
+            self.spare_requests -= 1
+            self.spare_tokens -= tokens
+            self.retries.append(cause)
+            return True
 
     def stream(
         self, body: Mapping[str, Any], abort_after_content: bool = False, client: Any = None
     ) -> StreamRead:
         """Send ``body`` and read the stream through the run's reader (the engine with the
         request's facts); with ``abort_after_content``, leave after the first event that
-        carries content. Raises httpx's errors from before the response."""
-        return self.read(
-            client or self.client, self.url, body, self.settings.headers(), abort_after_content
-        )
+        carries content. Raises httpx's errors from before the response.
+
+        A request that failed before its first byte (it could not connect, or it was
+        answered 429 or 5xx, not a stream) is sent once more, after the answer's
+        ``Retry-After`` (at most ``MAX_RETRY_AFTER``), when the budgets leave room for it;
+        never once a stream began."""
+        headers = self.settings.headers()
+        for attempt in (1, 2):
+            self._count(body)
+            try:
+                read = self.read(
+                    client or self.client, self.url, body, headers, abort_after_content
+                )
+            except self.httpx.ConnectError as exc:
+                if attempt == 1 and self._may_retry(body, type(exc).__name__):
+                    continue
+                raise
+            if self.settings.save is not None:
+                with self._lock:
+                    self.captured.append((body, read))
+            retryable = read.status == 429 or read.status >= 500
+            before_stream = retryable and not read.is_event_stream
+            if attempt == 1 and before_stream and self._may_retry(body, f"HTTP {read.status}"):
+                time.sleep(min(read.retry_after or 0.0, MAX_RETRY_AFTER))
+                continue
+            return read
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def answer(self, body: Mapping[str, Any]) -> Any:
         """The non-streamed answer to ``body`` (``stream`` false), read within
         ``MAX_TWIN_BYTES``; None when it is not a 200 JSON object."""
-        twin = {k: v for k, v in body.items() if k != "stream_options"}
-        twin["stream"] = False
+        twin = twin_body(body)
+        self._count(twin)
         headers = {**self.settings.headers(), "accept": "application/json"}
         data = bytearray()
         with self.client.stream(
@@ -912,7 +901,14 @@ class _Endpoint:
         return value if isinstance(value, dict) else None
 
 
-def stream_read(probed: Any, arrivals: Sequence[Any], started: float) -> StreamRead:
+def twin_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body ``--twin`` sends for a streamed request's ``body``: the same, unstreamed."""
+    twin = {k: v for k, v in body.items() if k != "stream_options"}
+    twin["stream"] = False
+    return twin
+
+
+def stream_read(probed: Any, arrivals: Sequence[Arrival], started: float) -> StreamRead:
     """A ``StreamRead`` from what the probe's reader gave: its ``_Probed`` (duck-typed:
     ``status_code``, ``is_event_stream``, ``head``, ``report``, ``stopped_by``,
     ``error``) and the recorded arrivals (``at``, ``data``; at most ``--max-bytes``)."""
@@ -933,20 +929,9 @@ def stream_read(probed: Any, arrivals: Sequence[Any], started: float) -> StreamR
         max_gap=max(gaps) if gaps else None,
         duration=report.duration,
         stopped=probed.stopped_by or probed.error,
-    )
-
-
-def has_content(data: str) -> bool:
-    """Whether an event's data is a chunk with content: where the abort variant leaves."""
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        return False
-    if not isinstance(chunk, dict):
-        return False
-    return any(
-        isinstance(choice, dict) and bool(_delta(choice).get("content"))
-        for choice in _list(chunk.get("choices"))
+        content_type=probed.content_type,
+        content_encoding=probed.content_encoding,
+        arrivals=tuple(arrivals),
     )
 
 
@@ -1027,11 +1012,11 @@ def _stream_findings(read: StreamRead) -> list[VariantFinding]:
 
 
 def _variant_checks(
-    variant: Variant, exchange: Exchange
+    battery: Battery, variant: Variant, exchange: Exchange
 ) -> tuple[list[VariantFinding], str | None]:
     findings: list[VariantFinding] = []
     not_exercised = None
-    for check in (check_common, *variant.checks):
+    for check in (battery.common, *variant.checks):
         try:
             findings.extend(check(exchange))
         except NotExercised as exc:
@@ -1041,13 +1026,13 @@ def _variant_checks(
 
 def _run_stream(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     settings = endpoint.settings
-    request = variant_request(variant, settings.model)
+    request = endpoint.battery.request(variant, settings.model)
     read = endpoint.stream(request)
     if not read.is_event_stream:
         return _refused(variant, request, read)
     findings = _stream_findings(read)
     exchange = Exchange(request, RequestFacts(request), _chunks(read.body))
-    more, not_exercised = _variant_checks(variant, exchange)
+    more, not_exercised = _variant_checks(endpoint.battery, variant, exchange)
     findings += more
     requests = 1
     if settings.twin and variant.twin_ignores is not None:
@@ -1080,8 +1065,8 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     a health request again, each within ``--timeout``: a hang is ``hang_after_abort``."""
     httpx = endpoint.httpx
     settings = endpoint.settings
-    request = variant_request(variant, settings.model)
-    health = base_request(settings.model)
+    request = endpoint.battery.request(variant, settings.model)
+    health = endpoint.battery.base_request(settings.model)
     findings: list[VariantFinding] = []
     not_exercised = None
     requests = 0
@@ -1121,18 +1106,31 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     return _judge(variant, request, findings, settings, requests, not_exercised)
 
 
+#: What a plan shows for a run's id in the concurrent variant's markers.
+_PLAN_RUN = "<run>"
+
+
+def _marker(run: str, k: int) -> str:
+    return f"MARK{run}X{k}"
+
+
+def concurrent_requests(request: Mapping[str, Any], run: str) -> list[dict[str, Any]]:
+    """The concurrent variant's bodies: ``request``, each asking to repeat its own marker."""
+    return [
+        {
+            **request,
+            "messages": [{"role": "user", "content": f"Repeat exactly: {_marker(run, k)}"}],
+        }
+        for k in range(CONCURRENT_STREAMS)
+    ]
+
+
 def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     """``CONCURRENT_STREAMS`` streams at once, each asked to repeat its own marker."""
     settings = endpoint.settings
     run = uuid.uuid4().hex[:8]
-    markers = [f"MARK{run}X{k}" for k in range(CONCURRENT_STREAMS)]
-    requests = [
-        {
-            **variant_request(variant, settings.model),
-            "messages": [{"role": "user", "content": f"Repeat exactly: {marker}"}],
-        }
-        for marker in markers
-    ]
+    markers = [_marker(run, k) for k in range(CONCURRENT_STREAMS)]
+    requests = concurrent_requests(endpoint.battery.request(variant, settings.model), run)
     reads: list[StreamRead | BaseException | None] = [None] * len(requests)
 
     def one(k: int) -> None:
@@ -1184,18 +1182,19 @@ _RUNNERS: dict[str, Callable[[_Endpoint, Variant], VariantResult]] = {
 }
 
 
-def select(names: Sequence[str] | None) -> tuple[Variant, ...]:
-    """The variants ``names`` selects (``all``: every one, the opt-in ones too; None: the
-    default ones); ``KeyError`` names an unknown one."""
+def select(names: Sequence[str] | None, protocol: str = PROTOCOL) -> tuple[Variant, ...]:
+    """The variants of ``protocol``'s battery ``names`` selects (``all``: every one, the
+    opt-in ones too; None: the default ones); ``KeyError`` names an unknown one."""
+    variants = battery(protocol).variants
     if not names:
-        return tuple(v for v in CHAT_VARIANTS if not v.opt_in)
+        return tuple(v for v in variants if not v.opt_in)
     if list(names) == ["all"]:
-        return CHAT_VARIANTS
-    known = {v.name: v for v in CHAT_VARIANTS}
+        return variants
+    known = {v.name: v for v in variants}
     unknown = [name for name in names if name not in known]
     if unknown:
         raise KeyError(", ".join(unknown))
-    return tuple(v for v in CHAT_VARIANTS if v.name in set(names))
+    return tuple(v for v in variants if v.name in set(names))
 
 
 def run_conformance(
@@ -1205,77 +1204,162 @@ def run_conformance(
     shown_endpoint: str,
     on_result: Callable[[VariantResult], None] | None = None,
 ) -> RunSummary:
-    """Run ``variants`` one at a time against the endpoint, each stream read by ``read``;
-    ``shown_endpoint`` is the endpoint as the report shows it (no credentials). Needs
-    httpx."""
+    """Run ``variants`` one at a time against the endpoint, each ``settings.repeat``
+    times, each stream read by ``read``; ``shown_endpoint`` is the endpoint as the report
+    shows it (no credentials). A variant whose requests would pass ``--max-requests`` or
+    ``--budget-tokens`` is skipped, not run. Needs httpx."""
     import httpx
 
     endpoint = _Endpoint(httpx, settings, read)
     results: list[VariantResult] = []
-    spent = 0
     try:
         for variant in variants:
-            request = variant_request(variant, settings.model)
-            needed = variant.requests(settings.twin)
-            if settings.max_requests is not None and spent + needed > settings.max_requests:
-                result = VariantResult(
-                    variant.name,
-                    VariantOutcome.SKIPPED,
-                    f"not run: --max-requests {settings.max_requests} spent",
-                    request,
-                    (),
-                    0,
-                )
+            request = endpoint.battery.request(variant, settings.model)
+            needed, tokens = _needs(endpoint.battery, variant, settings)
+            why = _not_run(settings, endpoint.sent, endpoint.sent_tokens, needed, tokens)
+            if why is not None:
+                skipped = VariantOutcome.SKIPPED
+                result = VariantResult(variant.name, skipped, why, request, (), 0, runs=(skipped,))
             else:
-                try:
-                    result = _RUNNERS[variant.kind](endpoint, variant)
-                except httpx.HTTPError as exc:
-                    result = VariantResult(
-                        variant.name,
-                        VariantOutcome.ERROR,
-                        f"request failed: {type(exc).__name__}",
-                        request,
-                        (),
-                        1,
+                endpoint.spare_requests = _spare(settings.max_requests, endpoint.sent + needed)
+                endpoint.spare_tokens = _spare(
+                    settings.budget_tokens, endpoint.sent_tokens + tokens
+                )
+                sent, retried = endpoint.sent, len(endpoint.retries)
+                runs = [_run_once(httpx, endpoint, variant) for _ in range(settings.repeat)]
+                captures: tuple[str, ...] = ()
+                if settings.save is not None:
+                    captures = _write_captures(
+                        settings.save, variant.name, endpoint.captured, shown_endpoint, settings
                     )
-            spent += result.requests
+                    endpoint.captured.clear()
+                result = replace(
+                    _combined(runs),
+                    requests=endpoint.sent - sent,
+                    retries=tuple(endpoint.retries[retried:]),
+                    bodies=tuple(endpoint.bodies[sent:]),
+                    captures=captures,
+                )
             results.append(result)
             if on_result is not None:
                 on_result(result)
     finally:
         endpoint.close()
-    return RunSummary(shown_endpoint, settings.model, tuple(results))
+    return RunSummary(
+        shown_endpoint, settings.model, tuple(results), settings.protocol, endpoint.sent_tokens
+    )
+
+
+#: The room for retries when no budget bounds it (each request retries at most once).
+_UNBOUNDED = 1 << 62
+
+
+def _spare(limit: int | None, committed: int) -> int:
+    """What a budget leaves for retries once the variant's own requests are counted."""
+    return _UNBOUNDED if limit is None else max(0, limit - committed)
+
+
+def _needs(battery: Battery, variant: Variant, settings: RunSettings) -> tuple[int, int]:
+    """The requests a variant sends over its ``--repeat`` runs, and their worst-case
+    output tokens (retries aside)."""
+    bodies = _bodies(battery, variant, settings.model, settings.twin)
+    tokens = sum(battery.worst_case_tokens(body) for body in bodies)
+    return len(bodies) * settings.repeat, tokens * settings.repeat
+
+
+def _not_run(
+    settings: RunSettings, spent: int, spent_tokens: int, needed: int, tokens: int
+) -> str | None:
+    """Why a variant is not run (its requests would pass a budget), or None: the run and
+    the plan decide alike."""
+    if settings.max_requests is not None and spent + needed > settings.max_requests:
+        return f"not run: --max-requests {settings.max_requests} spent"
+    if settings.budget_tokens is not None and spent_tokens + tokens > settings.budget_tokens:
+        return f"not run: --budget-tokens {settings.budget_tokens} spent"
+    return None
+
+
+def _run_once(httpx: Any, endpoint: _Endpoint, variant: Variant) -> VariantResult:
+    try:
+        return _RUNNERS[variant.kind](endpoint, variant)
+    except NotReplayable as exc:
+        request = endpoint.battery.request(variant, endpoint.settings.model)
+        reason = f"not re-judged offline: {exc}"
+        return VariantResult(variant.name, VariantOutcome.SKIPPED, reason, request, (), 0)
+    except httpx.HTTPError as exc:
+        request = endpoint.battery.request(variant, endpoint.settings.model)
+        reason = f"request failed: {type(exc).__name__}"
+        return VariantResult(variant.name, VariantOutcome.ERROR, reason, request, (), 1)
+
+
+def _combined(runs: Sequence[VariantResult]) -> VariantResult:
+    """One result for a variant's runs. Runs that judged (pass, fail, error) and disagree
+    make it ``flaky``, with the findings of the runs that did not pass; runs that agree
+    give their outcome, with the first such run's findings; skipped runs judged nothing
+    (the model did not do the thing) and count only when every run was skipped."""
+    outcomes = tuple(run.outcome for run in runs)
+    judged = [run for run in runs if run.outcome is not VariantOutcome.SKIPPED]
+    verdicts = {run.outcome for run in judged}
+    if len(verdicts) > 1:
+        counts = ", ".join(
+            f"{outcomes.count(outcome)} {outcome.value}"
+            for outcome in VariantOutcome
+            if outcome in outcomes
+        )
+        failed = [run for run in judged if run.outcome is not VariantOutcome.PASS]
+        return replace(
+            runs[0],
+            outcome=VariantOutcome.FLAKY,
+            reason=f"flaky: {counts} of {len(runs)} runs",
+            findings=_capped(finding for run in failed for finding in run.findings),
+            runs=outcomes,
+        )
+    return replace(judged[0] if judged else runs[0], runs=outcomes)
 
 
 # -- the plan and the report -------------------------------------------------------------------
 
 
-def _bodies(variant: Variant, model: str, twin: bool) -> list[dict[str, Any]]:
+def _bodies(battery: Battery, variant: Variant, model: str, twin: bool) -> list[dict[str, Any]]:
     """Every request body a variant sends, in order (``_run_abort`` sends the abort's
     request for the abort and each cycle, the base request for the two health checks;
     ``_run_concurrent`` one per stream; a twin the same body unstreamed)."""
-    request = variant_request(variant, model)
+    request = battery.request(variant, model)
     if variant.kind == "abort":
-        health = base_request(model)
+        health = battery.base_request(model)
         return [request, health, *[request] * ABORT_CYCLES, health]
     if variant.kind == "concurrent":
-        return [request] * CONCURRENT_STREAMS
-    return [request] * variant.requests(twin)
+        return concurrent_requests(request, _PLAN_RUN)
+    if twin and variant.twin_ignores is not None:
+        return [request, twin_body(request)]
+    return [request]
 
 
 def plan(settings: RunSettings, variants: Sequence[Variant]) -> list[dict[str, Any]]:
-    """What a run would send, variant by variant: the requests, the body of the first, and
-    the worst-case output tokens (``max_tokens`` x ``n``, summed over its requests)."""
+    """What a run would send, variant by variant (each ``--repeat`` times): the requests,
+    the body of the first,
+    every body in the order sent (``bodies``; the concurrent variant's markers carry
+    ``<run>`` where a run puts its own id), and the worst-case output tokens (the cap x
+    ``n``, summed over its requests), and why it would not run (``not_run``: it would pass
+    ``--max-requests`` or ``--budget-tokens``; None when it runs). A retry, made only when
+    a request fails before its first byte, is not planned: it comes out of the budgets."""
     rows = []
+    chosen = settings.battery
+    spent = spent_tokens = 0
     for variant in variants:
-        bodies = _bodies(variant, settings.model, settings.twin)
-        tokens = sum(int(body["max_tokens"]) * int(body.get("n", 1)) for body in bodies)
+        bodies = _bodies(chosen, variant, settings.model, settings.twin) * settings.repeat
+        needed, tokens = _needs(chosen, variant, settings)
+        why = _not_run(settings, spent, spent_tokens, needed, tokens)
+        if why is None:
+            spent, spent_tokens = spent + needed, spent_tokens + tokens
         rows.append(
             {
                 "variant": variant.name,
-                "requests": len(bodies),
+                "requests": needed,
                 "max_output_tokens": tokens,
                 "request": bodies[0],
+                "bodies": bodies,
+                "not_run": why,
             }
         )
     return rows
@@ -1298,9 +1382,10 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
     return {
         "endpoint": summary.endpoint,
         "model": summary.model,
-        "protocol": PROTOCOL,
+        "protocol": summary.protocol,
         "streamguard": __version__,
         "requests": summary.requests,
+        "max_output_tokens": summary.tokens,
         "failed": summary.failed,
         "variants": [
             {
@@ -1308,6 +1393,10 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
                 "outcome": result.outcome.value,
                 "reason": result.reason,
                 "requests": result.requests,
+                "note": result.note,
+                "runs": [outcome.value for outcome in result.runs],
+                "retries": list(result.retries),
+                "captures": list(result.captures),
                 "request": result.request,
                 "findings": [_finding_json(f) for f in result.findings],
                 "timing": {
@@ -1338,6 +1427,12 @@ def summary_text(summary: RunSummary) -> str:
         rows.append([result.name, result.outcome.value, shown])
     lines = [f"endpoint {summary.endpoint}, model {summary.model}", "", table(rows)]
     for result in summary.results:
+        if result.retries:
+            causes = ", ".join(result.retries)
+            lines += ["", f"{result.name}: retried before the first byte ({causes})"]
+        if result.note:
+            lines += ["", f"{result.name}: {result.note}"]
+    for result in summary.results:
         if not result.findings:
             continue
         lines += ["", f"{result.name}:"]
@@ -1349,10 +1444,155 @@ def summary_text(summary: RunSummary) -> str:
         counts[result.outcome] += 1
     lines += [
         "",
-        ", ".join(f"{counts[o]} {o.value}" for o in VariantOutcome)
+        ", ".join(
+            f"{counts[o]} {o.value}"
+            for o in VariantOutcome
+            if o is not VariantOutcome.FLAKY or counts[o]
+        )
         + f"; {summary.requests} requests",
     ]
     return "\n".join(lines)
+
+
+# -- --save and --replay ----------------------------------------------------------------------
+
+#: The largest ``conformance.json`` ``--replay`` reads, in bytes.
+MAX_SAVED_SUMMARY_BYTES = 16 * 1024 * 1024
+#: A capture file's name as ``--save`` writes it (``capture_name``): a variant's name, then
+#: a number from 2 for its second stream on. ``--replay`` reads no other name.
+_CAPTURE_NAME = re.compile(r"[a-z0-9_]{1,64}(-[0-9]{1,6})?\.jsonl")
+SAVED_SUMMARY = "conformance.json"
+
+
+class NotReplayable(Exception):
+    """``--replay``: a request of the saved run has no capture to read again."""
+
+
+def capture_name(variant: str, k: int) -> str:
+    """The file of a variant's ``k``-th stream (from 1): ``plain.jsonl``, ``abort-2.jsonl``."""
+    return f"{variant}.jsonl" if k == 1 else f"{variant}-{k}.jsonl"
+
+
+def _write_captures(
+    directory: Path,
+    variant: str,
+    captured: Sequence[tuple[Mapping[str, Any], StreamRead]],
+    endpoint: str,
+    settings: RunSettings,
+) -> tuple[str, ...]:
+    """Write each stream a variant read in probe's capture format (``probe --save``'s
+    header, with what ``--replay`` needs besides: the request, how the read ended)."""
+    names = []
+    for k, (body, read) in enumerate(captured, start=1):
+        name = capture_name(variant, k)
+        header = {
+            "url": endpoint,
+            "status": read.status,
+            "content_type": read.content_type,
+            "protocol": settings.protocol,
+            "variant": variant,
+            "request": body,
+            "content_encoding": read.content_encoding,
+            "content_length": read.content_length,
+            "end": read.end,
+            "cause": read.cause,
+            "stopped": read.stopped,
+        }
+        with open(directory / name, "w", encoding="utf-8") as out:
+            write_capture(out, header, read.arrivals)
+        names.append(name)
+    return tuple(names)
+
+
+def saved_json(summary: RunSummary, settings: RunSettings) -> dict[str, Any]:
+    """``DIR/conformance.json``: the summary JSON (each variant's capture files among it)
+    with what ``--replay`` needs besides: the run's ``repeat`` and ``twin``, and per variant
+    every body sent."""
+    saved = summary_json(summary)
+    saved["repeat"] = settings.repeat
+    saved["twin"] = settings.twin
+    for shown, result in zip(saved["variants"], summary.results, strict=True):
+        shown["bodies"] = list(result.bodies)
+    return saved
+
+
+def load_saved(directory: Path) -> dict[str, Any]:
+    """The ``conformance.json`` of a ``--save`` directory, checked for what ``--replay``
+    reads; ``ValueError`` says what is wrong."""
+    path = directory / SAVED_SUMMARY
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_SAVED_SUMMARY_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror}") from None
+    if len(data) > MAX_SAVED_SUMMARY_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_SAVED_SUMMARY_BYTES} bytes")
+    try:
+        saved = json.loads(data)
+    except ValueError:
+        raise ValueError(f"{path}: not JSON") from None
+    if not isinstance(saved, dict) or saved.get("protocol") not in PROTOCOLS:
+        raise ValueError(f"{path}: not a conformance run saved by --save")
+    known = {v.name for v in battery(saved["protocol"]).variants}
+    for variant in sequence(saved.get("variants")):
+        names = sequence(mapping(variant).get("captures"))
+        if mapping(variant).get("name") not in known or not all(
+            isinstance(n, str) and _CAPTURE_NAME.fullmatch(n) for n in names
+        ):
+            raise ValueError(f"{path}: a variant that --save did not write")
+    if not isinstance(saved.get("model"), str) or type(saved.get("repeat")) is not int:
+        raise ValueError(f"{path}: not a conformance run saved by --save")
+    return saved
+
+
+def replay_settings(saved: Mapping[str, Any]) -> RunSettings:
+    """The settings a replay runs with: the saved run's protocol, model and repeat; no
+    twin (its answers were not streams: nothing was saved), no budget (nothing is sent)."""
+    return RunSettings(
+        base_url=str(saved.get("endpoint", "")),
+        model=saved["model"],
+        protocol=saved["protocol"],
+        repeat=max(1, saved["repeat"]),
+    )
+
+
+def replay_variants(saved: Mapping[str, Any]) -> tuple[Variant, ...]:
+    """The saved variants a replay judges again: those that ran (they have captures),
+    but the concurrent one (its streams' markers are new each run)."""
+    chosen = battery(saved["protocol"])
+    ran = {v["name"] for v in saved["variants"] if v.get("captures")}
+    return tuple(v for v in chosen.variants if v.name in ran and v.kind != "concurrent")
+
+
+def replayed(saved: Mapping[str, Any], summary: RunSummary) -> RunSummary:
+    """The replay's summary in the saved run's order: each variant judged again, with a
+    note on what could not be, and the variants that could not be judged at all."""
+    chosen = battery(saved["protocol"])
+    kinds = {v.name: v for v in chosen.variants}
+    judged = {result.name: result for result in summary.results}
+    results = []
+    for shown in saved["variants"]:
+        name = shown["name"]
+        variant = kinds[name]
+        result = judged.get(name)
+        if result is None:
+            if variant.kind == "concurrent" and shown.get("captures"):
+                why = "not re-judged offline: concurrent streams need a live exchange"
+            else:
+                why = f"not re-judged offline: no capture (live: {shown.get('outcome')})"
+            request = chosen.request(variant, summary.model)
+            result = VariantResult(name, VariantOutcome.SKIPPED, why, request, (), 0)
+        notes = []
+        if variant.kind == "abort":
+            notes.append(
+                "the health requests are judged again from their captures; how long they "
+                "took (a hang) is not"
+            )
+        if saved.get("twin") and variant.twin_ignores is not None:
+            notes.append("--twin's non-streamed answer is not judged again offline")
+        captures = tuple(str(name) for name in shown.get("captures", ()))
+        results.append(replace(result, note="; ".join(notes), captures=captures))
+    return replace(summary, results=tuple(results))
 
 
 def api_key_from(env: str | None) -> str | None:
@@ -1365,15 +1605,24 @@ def api_key_from(env: str | None) -> str | None:
 def reference_markdown() -> str:
     """The variants and the conformance rules as markdown tables: the generated part of
     ``docs/conformance.md`` (a test keeps the page in step)."""
-    lines = [
-        "| variant | requests | what it checks |",
-        "|---|---|---|",
-    ]
-    for variant in CHAT_VARIANTS:
-        name = f"`{variant.name}`" + (" (opt-in)" if variant.opt_in else "")
-        summary = variant.summary.removeprefix("opt-in: ")
-        lines.append(f"| {name} | {variant.requests(twin=False)} | {summary} |")
-    lines += ["", "| rule | severity | meaning |", "|---|---|---|"]
+    lines: list[str] = []
+    for protocol in PROTOCOLS:
+        chosen = battery(protocol)
+        lines += [
+            f"### {chosen.title} (`--protocol {protocol}`)",
+            "",
+            f"`POST {{base}}{chosen.path}`; the key from `{chosen.api_key_env}`; every "
+            f"request sets `{chosen.cap_key}`.",
+            "",
+            "| variant | requests | what it checks |",
+            "|---|---|---|",
+        ]
+        for variant in chosen.variants:
+            name = f"`{variant.name}`" + (" (opt-in)" if variant.opt_in else "")
+            summary = variant.summary.removeprefix("opt-in: ")
+            lines.append(f"| {name} | {variant.requests(twin=False)} | {summary} |")
+        lines.append("")
+    lines += ["### Rules", "", "| rule | severity | meaning |", "|---|---|---|"]
     for rule, (severity, meaning) in CONFORMANCE_RULES.items():
         lines.append(f"| `{rule}` | {severity.value} | {meaning} |")
     return "\n".join(lines) + "\n"

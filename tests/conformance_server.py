@@ -1,4 +1,4 @@
-"""A fake OpenAI-compatible Chat Completions endpoint, for ``streamguard conformance`` tests.
+"""Fake OpenAI- and Anthropic-compatible endpoints, for ``streamguard conformance`` tests.
 
 ``build_chat_app()`` serves every variant of the conformance battery correctly: streamed
 and non-streamed answers, ``n``, ``stop``, ``max_tokens`` (``length``), forced and parallel
@@ -10,6 +10,12 @@ Each real bug the conformance command hunts for can be switched on by name (``BU
 modelled on the issue that reported it; ``refuse`` makes the endpoint answer 400 naming a
 parameter (an "unsupported" feature) and ``ignore`` drop a feature silently (an "ignored"
 one).
+
+``build_responses_app()`` and ``build_anthropic_app()`` do the same for the OpenAI
+Responses API (``/v1/responses``) and Anthropic Messages (``/v1/messages``): a healthy
+stream for every variant of their batteries, and the bugs of ``RESPONSES_BUGS`` and
+``ANTHROPIC_BUGS``. Every fake records each request body it receives (``FakeState.bodies``)
+and the credentials it was sent.
 """
 
 from __future__ import annotations
@@ -27,7 +33,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["BUGS", "FakeState", "build_chat_app"]
+__all__ = [
+    "ANTHROPIC_BUGS",
+    "BUGS",
+    "RESPONSES_BUGS",
+    "FakeState",
+    "build_anthropic_app",
+    "build_chat_app",
+    "build_responses_app",
+]
 
 #: The injectable bugs, each after the issue that reported it.
 BUGS = frozenset(
@@ -89,6 +103,23 @@ class FakeState:
     tokens_allowed: int = 0
     #: The Authorization header of the last request (None: none sent).
     authorization: str | None = None
+    #: The x-api-key and anthropic-version headers of the last request (Anthropic).
+    api_key_header: str | None = None
+    anthropic_version: str | None = None
+    #: Every request body received, in order.
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    #: The bugs show on every ``bug_every``-th request only (an intermittent bug: 2 makes
+    #: the first request clean, the second broken, ...).
+    bug_every: int = 1
+    #: The first ``unavailable`` requests are answered 503 with ``Retry-After: 0`` (or,
+    #: with ``unavailable_stream``, a 200 stream cut before its end), before any stream.
+    unavailable: int = 0
+    unavailable_stream: bool = False
+
+    def active_bugs(self) -> frozenset[str]:
+        """The bugs of the request being answered."""
+        return self.bugs if self.requests % self.bug_every == 0 else frozenset()
+
     #: Generations still running after their client left (``hang_after_disconnect``).
     leaked: int = 0
     #: Set by a test at teardown: a leaked generation then ends, so the server can stop.
@@ -179,14 +210,42 @@ def _logprobs(token: str, width: int) -> dict[str, Any]:
     return {"content": [{"token": token, "logprob": -0.1, "bytes": None, "top_logprobs": top}]}
 
 
+def _unavailable(state: FakeState) -> Response | None:
+    """A 503 before any stream, or a stream cut after its first byte, while
+    ``state.unavailable`` requests are left to spoil."""
+    if state.requests > state.unavailable:
+        return None
+    if state.unavailable_stream:
+
+        async def cut() -> AsyncIterator[bytes]:
+            yield b": the first byte, then nothing\n\n"
+
+        return StreamingResponse(cut(), media_type="text/event-stream")
+    return JSONResponse(
+        {"error": {"message": "overloaded"}}, status_code=503, headers={"retry-after": "0"}
+    )
+
+
+async def _received(request: Request, state: FakeState) -> dict[str, Any]:
+    """Count and record a request: its body and its credentials."""
+    state.requests += 1
+    state.authorization = request.headers.get("authorization")
+    state.api_key_header = request.headers.get("x-api-key")
+    state.anthropic_version = request.headers.get("anthropic-version")
+    body: dict[str, Any] = await request.json()
+    state.bodies.append(body)
+    return body
+
+
 def build_chat_app(state: FakeState) -> Starlette:
     """The fake endpoint at ``/v1/chat/completions`` (and ``/v1/models``)."""
 
     async def completions(request: Request) -> Response:
-        state.requests += 1
-        state.authorization = request.headers.get("authorization")
-        body = await request.json()
+        body = await _received(request, state)
         state.tokens_allowed += int(body.get("max_tokens", 0)) * int(body.get("n", 1))
+        unavailable = _unavailable(state)
+        if unavailable is not None:
+            return unavailable
         while state.leaked and not state.release.is_set():  # a leaked generation holds on
             await asyncio.sleep(0.01)
         for name in state.refuse:
@@ -242,7 +301,7 @@ def _completion(body: dict[str, Any], answers: list[_Answer], state: FakeState) 
 async def _stream(
     body: dict[str, Any], answers: list[_Answer], state: FakeState
 ) -> AsyncIterator[bytes]:
-    bugs = state.bugs
+    bugs = state.active_bugs()
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     width = int(body.get("top_logprobs") or 1)
     logprobs = body.get("logprobs") is True and "logprobs" not in state.ignore
@@ -330,3 +389,329 @@ async def _stream(
         if "hang_after_disconnect" in bugs:
             state.leaked += 1
         raise
+
+
+# -- the Responses and Anthropic fakes -----------------------------------------------------
+
+#: The Responses fake's injectable bugs.
+RESPONSES_BUGS = frozenset(
+    {
+        # A stream that ends after its last item, without response.completed (gateways that
+        # stop relaying at the last delta; the OpenResponses suite's first check).
+        "no_completed",
+        # A truncated answer reported as response.completed, status completed, with no
+        # incomplete_details (servers that map every finish to "completed").
+        "incomplete_as_completed",
+        # Function-call arguments that do not parse: the closing brace never streamed.
+        "arguments_invalid",
+        # The terminal response's output holds the text without its last delta (a gateway
+        # that builds the final snapshot from a stale copy).
+        "final_output_stale",
+        "hang_after_disconnect",
+    }
+)
+
+#: The Anthropic fake's injectable bugs.
+ANTHROPIC_BUGS = frozenset(
+    {
+        # A stream that ends after message_delta, without message_stop.
+        "no_message_stop",
+        # A truncated answer reported with stop_reason end_turn (compatibility layers that
+        # map every finish to end_turn).
+        "end_turn_on_truncation",
+        # tool_use input fragments that do not join to JSON.
+        "arguments_invalid",
+        "hang_after_disconnect",
+    }
+)
+
+_JSON_TOKENS = ['{"', "city", '":', ' "', "Paris", '"}']
+
+
+@dataclass
+class _Reply:
+    """One answer: text tokens or tool calls, whether the cap cut it, the stop hit."""
+
+    tokens: list[str]
+    calls: list[_Call]
+    truncated: bool = False
+    stopped_by: str | None = None
+
+    @property
+    def output_tokens(self) -> int:
+        return len(self.tokens) + 4 * len(self.calls)
+
+
+def _reply(
+    prompt: str, cap: int, forced: str | None, tools: bool, json_mode: bool, stops: list[str]
+) -> _Reply:
+    """The answer a deterministic model gives: tool calls when a tool is forced (two when
+    the prompt names two cities and the call is not forced by name), JSON in JSON mode,
+    else words; cut at a stop sequence, then at ``cap`` tokens."""
+    if tools and forced is not None:
+        cities = ["Paris", "Tokyo"] if "Tokyo" in prompt and forced == "" else ["Paris"]
+        calls = [
+            _Call(f"call_{i}", "get_weather", json.dumps({"city": city}))
+            for i, city in enumerate(cities)
+        ]
+        return _Reply([], calls)
+    if json_mode:
+        tokens = list(_JSON_TOKENS)
+    else:
+        count = 200 if "long" in prompt else len(_WORDS)
+        tokens = [f"{_WORDS[i % len(_WORDS)]} " for i in range(count)]
+    text, stopped_by = "", None
+    for i, token in enumerate(tokens):
+        hit = next((stop for stop in stops if stop in text + token), None)
+        if hit is not None:
+            tokens, stopped_by = tokens[:i], hit
+            break
+        text += token
+    if len(tokens) > cap:
+        return _Reply(tokens[:cap], [], truncated=True)
+    return _Reply(tokens, [], stopped_by=stopped_by)
+
+
+def _refused(body: dict[str, Any], state: FakeState) -> Response | None:
+    for name in state.refuse:
+        if name in body:
+            return JSONResponse(
+                {"error": {"message": f"{name} is not supported", "param": name}},
+                status_code=400,
+            )
+    return None
+
+
+async def _held(state: FakeState) -> None:
+    """A leaked generation (``hang_after_disconnect``) holds every later request."""
+    while state.leaked and not state.release.is_set():
+        await asyncio.sleep(0.01)
+
+
+async def _guarded(events: AsyncIterator[bytes], state: FakeState) -> AsyncIterator[bytes]:
+    """Stream ``events``; a client that leaves mid-stream leaks the generation when the
+    server has the bug."""
+    try:
+        async for event in events:
+            yield event
+    except BaseException:
+        if "hang_after_disconnect" in state.bugs:
+            state.leaked += 1
+        raise
+
+
+def build_responses_app(state: FakeState) -> Starlette:
+    """The fake Responses endpoint at ``/v1/responses``."""
+
+    async def responses(request: Request) -> Response:
+        body = await _received(request, state)
+        state.tokens_allowed += int(body.get("max_output_tokens", 0))
+        unavailable = _unavailable(state)
+        if unavailable is not None:
+            return unavailable
+        await _held(state)
+        refused = _refused(body, state)
+        if refused is not None:
+            return refused
+        prompt = body.get("input") if isinstance(body.get("input"), str) else ""
+        cap = int(body.get("max_output_tokens", 10_000))
+        if "max_output_tokens" in state.ignore:
+            cap = 10_000
+        choice = None if "tool_choice" in state.ignore else body.get("tool_choice")
+        forced = None
+        if choice == "required":
+            forced = ""
+        elif isinstance(choice, dict):
+            forced = str(choice.get("name"))
+        json_mode = (body.get("text") or {}).get("format", {}).get("type") == "json_object"
+        reply = _reply(prompt, cap, forced, bool(body.get("tools")), json_mode, [])
+        events = _responses_stream(body, reply, state)
+        return StreamingResponse(_guarded(events, state), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/responses", responses, methods=["POST"])])
+
+
+async def _responses_stream(
+    body: dict[str, Any], reply: _Reply, state: FakeState
+) -> AsyncIterator[bytes]:
+    bugs = state.active_bugs()
+    sequence = 0
+    response_id = f"resp_{uuid.uuid4().hex}"
+    paced = "long" in str(body.get("input"))
+
+    def event(kind: str, **fields: Any) -> bytes:
+        nonlocal sequence
+        payload = {"type": kind, **fields, "sequence_number": sequence}
+        sequence += 1
+        return f"event: {kind}\ndata: {json.dumps(payload)}\n\n".encode()
+
+    def response(status: str, output: list[Any], usage: Any, details: Any = None) -> Any:
+        return {
+            "id": response_id,
+            "object": "response",
+            "created_at": 1700000000,
+            "status": status,
+            "error": None,
+            "incomplete_details": details,
+            "model": body.get("model", "fake"),
+            "output": output,
+            "max_output_tokens": body.get("max_output_tokens"),
+            "usage": usage,
+        }
+
+    yield event("response.created", response=response("in_progress", [], None))
+    yield event("response.in_progress", response=response("in_progress", [], None))
+    output: list[Any] = []
+    if reply.calls:
+        for position, call in enumerate(reply.calls):
+            arguments = call.arguments[:-1] if "arguments_invalid" in bugs else call.arguments
+            item = {
+                "id": f"fc_{position}",
+                "type": "function_call",
+                "status": "in_progress",
+                "arguments": "",
+                "call_id": call.id,
+                "name": call.name,
+            }
+            yield event("response.output_item.added", output_index=position, item=item)
+            half = len(arguments) // 2
+            for part in (arguments[:half], arguments[half:]):
+                yield event(
+                    "response.function_call_arguments.delta",
+                    item_id=item["id"],
+                    output_index=position,
+                    delta=part,
+                )
+            yield event(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=position,
+                arguments=arguments,
+            )
+            done = {**item, "status": "completed", "arguments": arguments}
+            yield event("response.output_item.done", output_index=position, item=done)
+            output.append(done)
+    else:
+        item_id = "msg_0"
+        item = {"id": item_id, "type": "message", "status": "in_progress", "content": [],
+                "role": "assistant"}  # fmt: skip
+        yield event("response.output_item.added", output_index=0, item=item)
+        part = {"type": "output_text", "annotations": [], "text": ""}
+        where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+        yield event("response.content_part.added", **where, part=part)
+        for token in reply.tokens:
+            yield event("response.output_text.delta", **where, delta=token, logprobs=[])
+            await asyncio.sleep(0.01 if paced else 0)
+        text = "".join(reply.tokens)
+        yield event("response.output_text.done", **where, text=text, logprobs=[])
+        yield event("response.content_part.done", **where, part={**part, "text": text})
+        incomplete = reply.truncated and "incomplete_as_completed" not in bugs
+        final_text = "".join(reply.tokens[:-1]) if "final_output_stale" in bugs else text
+        done = {
+            **item,
+            "status": "incomplete" if incomplete else "completed",
+            "content": [{**part, "text": final_text}],
+        }
+        yield event("response.output_item.done", output_index=0, item=done)
+        output.append(done)
+    if "no_completed" in bugs:
+        return
+    usage = {
+        "input_tokens": _PROMPT_TOKENS,
+        "output_tokens": reply.output_tokens,
+        "total_tokens": _PROMPT_TOKENS + reply.output_tokens,
+    }
+    if reply.truncated and "incomplete_as_completed" not in bugs:
+        details = {"reason": "max_output_tokens"}
+        yield event("response.incomplete", response=response("incomplete", output, usage, details))
+    else:
+        yield event("response.completed", response=response("completed", output, usage))
+
+
+def build_anthropic_app(state: FakeState) -> Starlette:
+    """The fake Messages endpoint at ``/v1/messages``."""
+
+    async def messages(request: Request) -> Response:
+        body = await _received(request, state)
+        state.tokens_allowed += int(body.get("max_tokens", 0))
+        unavailable = _unavailable(state)
+        if unavailable is not None:
+            return unavailable
+        await _held(state)
+        refused = _refused(body, state)
+        if refused is not None:
+            return refused
+        if type(body.get("max_tokens")) is not int:  # Anthropic requires it
+            return JSONResponse(
+                {"type": "error", "error": {"type": "invalid_request_error",
+                                            "message": "max_tokens: Field required"}},
+                status_code=400,
+            )  # fmt: skip
+        messages = body.get("messages") or [{}]
+        prompt = messages[-1].get("content", "")
+        cap = 10_000 if "max_tokens" in state.ignore else body["max_tokens"]
+        choice = {} if "tool_choice" in state.ignore else (body.get("tool_choice") or {})
+        forced = None
+        if choice.get("type") == "any":
+            forced = ""
+        elif choice.get("type") == "tool":
+            forced = str(choice.get("name"))
+        stops = list(body.get("stop_sequences") or [])
+        reply = _reply(prompt, cap, forced, bool(body.get("tools")), False, stops)
+        events = _anthropic_stream(body, reply, state)
+        return StreamingResponse(_guarded(events, state), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+
+
+async def _anthropic_stream(
+    body: dict[str, Any], reply: _Reply, state: FakeState
+) -> AsyncIterator[bytes]:
+    bugs = state.active_bugs()
+    paced = "long" in json.dumps(body.get("messages"))
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n".encode()
+
+    message = {
+        "id": f"msg_{uuid.uuid4().hex}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "fake"),
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": _PROMPT_TOKENS, "output_tokens": 1},
+    }
+    yield event("message_start", message=message)
+    yield event("ping")
+    if reply.calls:
+        for index, call in enumerate(reply.calls):
+            block = {"type": "tool_use", "id": f"toolu_{index}", "name": call.name, "input": {}}
+            yield event("content_block_start", index=index, content_block=block)
+            arguments = call.arguments[:-1] if "arguments_invalid" in bugs else call.arguments
+            half = len(arguments) // 2
+            for part in ("", arguments[:half], arguments[half:]):
+                delta = {"type": "input_json_delta", "partial_json": part}
+                yield event("content_block_delta", index=index, delta=delta)
+            yield event("content_block_stop", index=index)
+        stop_reason: str = "tool_use"
+    else:
+        yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+        for token in reply.tokens:
+            delta = {"type": "text_delta", "text": token}
+            yield event("content_block_delta", index=0, delta=delta)
+            await asyncio.sleep(0.01 if paced else 0)
+        yield event("content_block_stop", index=0)
+        stop_reason = "end_turn"
+        if reply.truncated and "end_turn_on_truncation" not in bugs:
+            stop_reason = "max_tokens"
+        elif reply.stopped_by is not None:
+            stop_reason = "stop_sequence"
+    yield event(
+        "message_delta",
+        delta={"stop_reason": stop_reason, "stop_sequence": reply.stopped_by},
+        usage={"output_tokens": reply.output_tokens},
+    )
+    if "no_message_stop" not in bugs:
+        yield event("message_stop")

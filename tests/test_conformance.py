@@ -645,8 +645,11 @@ def test_a_variant_check_names_its_rule_and_spares_the_look_alike(
 
 
 def test_every_conformance_rule_is_tested() -> None:
-    """Each rule of the variant checks has a case above or a test against the fake."""
-    tested = {case[4] for case in CHECK_CASES}
+    """Each rule of the variant checks has a case above, a test against the fake, or a
+    case of the Responses and Anthropic checks (``test_conformance_protocols``)."""
+    from tests.test_conformance_protocols import TESTED_RULES
+
+    tested = {case[4] for case in CHECK_CASES} | TESTED_RULES
     tested |= {rule for expected in EXPECTED.values() for rule in expected.values()}
     tested |= {
         "not_an_event_stream",  # below
