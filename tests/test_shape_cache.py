@@ -9,8 +9,10 @@ off, compared finding by finding, messages included.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -35,7 +37,6 @@ from streamguard.report import StreamReport
 from . import equivalence
 
 TEXT = frozenset({("delta", "text")})
-NONE: frozenset[tuple[str | int, ...]] = frozenset()
 HEAD = '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":'
 
 
@@ -56,7 +57,7 @@ def parses(data: str) -> bool:
 
 def test_a_text_hole_takes_any_json_string() -> None:
     """A skeleton learned from one text fits frames whose text is any other JSON string."""
-    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT, NONE)
+    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT)
     assert skeleton is not None
     for text in [
         "",
@@ -86,7 +87,7 @@ def test_a_text_hole_takes_any_json_string() -> None:
 )
 def test_a_text_hole_refuses_what_the_parser_refuses(text: str) -> None:
     """A hole that is not one JSON string misses, so the full parse reports it."""
-    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT, NONE)
+    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT)
     assert skeleton is not None
     assert skeleton.match("content_block_delta", delta(text)) is None
 
@@ -127,7 +128,7 @@ _HOLE_ALPHABET = st.sampled_from(
 @example('\\"')
 def test_a_fitting_frame_parses_as_the_template_does(inner: str) -> None:
     """Whatever the text, a frame the skeleton fits is JSON of the template's structure."""
-    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT, NONE)
+    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT)
     assert skeleton is not None
     frame = delta(f'"{inner}"')
     if skeleton.match("content_block_delta", frame) is not None:
@@ -138,7 +139,7 @@ def test_a_fitting_frame_parses_as_the_template_does(inner: str) -> None:
 
 def test_every_literal_and_the_name_are_part_of_the_skeleton() -> None:
     """Another index, key order, spacing, type or event name misses."""
-    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT, NONE)
+    skeleton = learn("content_block_delta", delta('"Hi"'), TEXT)
     assert skeleton is not None
     assert skeleton.match("message", delta('"Hi"')) is None
     for other in [
@@ -158,7 +159,7 @@ def test_every_literal_and_the_name_are_part_of_the_skeleton() -> None:
 def test_trailing_json_whitespace_may_differ() -> None:
     """Servers pad frames with a varying number of spaces: any JSON whitespace after the
     value fits, anything else does not."""
-    skeleton = learn("content_block_delta", delta('"Hi"') + "   ", TEXT, NONE)
+    skeleton = learn("content_block_delta", delta('"Hi"') + "   ", TEXT)
     assert skeleton is not None
     for padding in ["", " ", " \t\r\n" * 5]:
         assert skeleton.match("content_block_delta", delta('"Yo"') + padding) == ()
@@ -175,7 +176,7 @@ def test_a_value_hole_reads_a_plain_integer_only() -> None:
         "response.output_text.delta",
         frame % ("7", '"a"'),
         frozenset({("delta",)}),
-        frozenset({("sequence_number",)}),
+        (("sequence_number",),),
     )
     assert skeleton is not None
     assert skeleton.match("response.output_text.delta", frame % ("12", '"b"')) == ("12",)
@@ -184,14 +185,26 @@ def test_a_value_hole_reads_a_plain_integer_only() -> None:
         assert skeleton.match("response.output_text.delta", frame % (number, '"b"')) is None
 
 
+def test_value_holes_come_in_the_order_the_checker_listed() -> None:
+    """A string value hole gives its JSON text; the values come as listed, not as met; a
+    frame without a listed value path is not learned."""
+    frame = '{"seq":%s,"id":%s,"text":"t"}'
+    listed = (("id",), ("seq",))
+    skeleton = learn("x", frame % ("1", '"a"'), frozenset({("text",)}), listed)
+    assert skeleton is not None
+    assert skeleton.match("x", frame % ("2", '"b\\n"')) == ('"b\\n"', "2")
+    assert skeleton.match("x", frame % ("2", "7")) is None  # a string hole stays a string
+    assert learn("x", '{"seq":1,"text":"t"}', frozenset({("text",)}), listed) is None
+
+
 def test_learning_refuses_what_it_cannot_hold() -> None:
     """No skeleton for a frame without a hole, too long, with a hole's path twice or an
     escaped key."""
-    assert learn("x", '{"delta":{"text":null}}', TEXT, NONE) is None
-    assert learn("x", delta('"' + "a" * MAX_SKELETON_CHARS + '"'), TEXT, NONE) is None
-    assert learn("x", '{"delta":{"text":"a","text":"b"}}', TEXT, NONE) is None
-    assert learn("x", '{"delta":{"te\\u0078t":"a"}}', TEXT, NONE) is None
-    assert learn("x", '{"delta":{"text":"a"}', TEXT, NONE) is None
+    assert learn("x", '{"delta":{"text":null}}', TEXT) is None
+    assert learn("x", delta('"' + "a" * MAX_SKELETON_CHARS + '"'), TEXT) is None
+    assert learn("x", '{"delta":{"text":"a","text":"b"}}', TEXT) is None
+    assert learn("x", '{"delta":{"te\\u0078t":"a"}}', TEXT) is None
+    assert learn("x", '{"delta":{"text":"a"}', TEXT) is None
 
 
 def test_a_stream_that_never_repeats_learns_rarely() -> None:
@@ -342,6 +355,9 @@ def with_text(frame: bytes, text: bytes) -> bytes | None:
     return None
 
 
+SEQUENCE = re.compile(rb'"sequence_number":\s*\d+')
+
+
 def stretched(body: bytes) -> bytes:
     """``body`` with each text frame followed by three more like it, other texts in
     them: the runs of look-alike frames the cache is for (fixtures are short)."""
@@ -354,7 +370,11 @@ def stretched(body: bytes) -> bytes:
             again = with_text(frame, b'" more %d"' % number)
             if again is not None:
                 out.append(again)
-    return b"".join(out)
+    body = b"".join(out)
+    if b'"sequence_number":' in body:  # Responses: number the copies on
+        numbers = itertools.count()
+        body = SEQUENCE.sub(lambda m: b'"sequence_number":%d' % next(numbers), body)
+    return body
 
 
 def hole_mutants(body: bytes, rng: random.Random) -> Iterator[bytes]:
@@ -386,7 +406,7 @@ def facts(report: StreamReport) -> dict[str, Any]:
 
 
 #: The protocols whose checkers vouch for a kind of frame (``Checker.repeatable``).
-VOUCHING = ("anthropic", "ai_sdk_ui", "openai_chat")
+VOUCHING = ("anthropic", "ai_sdk_ui", "openai_chat", "openai_responses")
 
 
 def hits(protocol: str, body: bytes, request: Any = None) -> int:

@@ -241,12 +241,14 @@ class Checker:
         """``check_event``, or ``repeat_event`` for a frame that fits a skeleton (see
         ``_skeleton``): the same findings either way."""
         shapes = self._shapes
+        declined = False
         if shapes is not None and shapes.entries:
             hit = shapes.find(event.event, event.data)
             if hit is not None:
                 repeated = self.repeat_event(event, index, hit[0], hit[1])
                 if repeated is not None:
                     return repeated
+                declined = True  # its skeleton is known already
         phase = self.phase
         found = self.check_event(event, index)
         vouched = self._vouched
@@ -255,7 +257,8 @@ class Checker:
             if not found and self.phase == phase:
                 if shapes is None:
                     shapes = self._shapes = ShapeCache()
-                shapes.consider(event.event, event.data, vouched, self._vouch_token)
+                if not declined:
+                    shapes.consider(event.event, event.data, vouched, self._vouch_token)
                 return found
         if shapes is not None:
             shapes.forget()

@@ -19,9 +19,9 @@ What makes that exact:
   event name, is part of the skeleton and must come again unchanged.
 * **A hole is still JSON.** A text hole matches only a JSON string the full parser would
   take: no raw control character, only the escapes JSON has, a ``\\u`` surrogate only as a
-  high and low pair (pydantic-core's parser refuses a lone one). A value hole matches only
-  a plain integer of at most 18 digits. Anything else misses, and the frame takes the full
-  path, which reports what is wrong with it.
+  high and low pair (pydantic-core's parser refuses a lone one). A value hole holds what
+  it held when learned: such a string, or a plain integer of at most 18 digits. Anything
+  else misses, and the frame takes the full path, which reports what is wrong with it.
 * **Whitespace may differ where the frame had some.** JSON ignores whitespace between
   tokens and after the value, and servers pad frames with a varying number of spaces: a
   run of it in the learned frame is a hole that takes any run (or none), and whitespace
@@ -89,6 +89,7 @@ _INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
 _SPACE: Final = r"[ \t\n\r]*"
 _TEXT_HOLE: Final = f"(?:{_STRING.pattern})"
 _VALUE_HOLE: Final = f"({_INTEGER.pattern})"
+_READ_TEXT_HOLE: Final = f"({_STRING.pattern})"
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*(?:"
     r'(?P<string>"(?:[^"\\]|\\.)*")'
@@ -103,12 +104,13 @@ class Skeleton:
     """The learned frame: its event name, and one pattern that its literal pieces and its
     holes make (a read hole is a group)."""
 
-    __slots__ = ("name", "pattern", "reads")
+    __slots__ = ("name", "order", "pattern")
 
-    def __init__(self, name: str, pattern: re.Pattern[str], reads: bool) -> None:
+    def __init__(self, name: str, pattern: re.Pattern[str], order: tuple[int, ...]) -> None:
         self.name = name
         self.pattern = pattern
-        self.reads = reads
+        #: For each value hole, as the checker listed them, its group among the frame's.
+        self.order = order
 
     def match(self, name: str, data: str) -> Sequence[str] | None:
         """The read holes' texts when ``data`` (an event named ``name``) fits, else None."""
@@ -117,26 +119,34 @@ class Skeleton:
         found = self.pattern.fullmatch(data)
         if found is None:
             return None
-        return found.groups() if self.reads else _NO_VALUES
+        order = self.order
+        if not order:
+            return _NO_VALUES
+        groups = found.groups()
+        return groups if order == _IN_ORDER[len(order)] else tuple(groups[i] for i in order)
 
 
 #: A match that reads no hole.
 _NO_VALUES: Final[tuple[str, ...]] = ()
+#: The order of value holes met as listed, by their number.
+_IN_ORDER: Final = tuple(tuple(range(n)) for n in range(MAX_HOLES + 1))
 
 
 def learn(
-    name: str, data: str, text_holes: frozenset[Path], value_holes: frozenset[Path]
+    name: str, data: str, text_holes: frozenset[Path], value_holes: tuple[Path, ...] = ()
 ) -> Skeleton | None:
     """The skeleton of ``data`` with a text hole at each path of ``text_holes`` that holds
-    a string and a value hole at each path of ``value_holes`` that holds an integer; None when
-    the frame is too long, is not one JSON value, has no hole, or has a hole's path twice
-    (a repeated key: which one the parser keeps is not the skeleton's business)."""
+    a string, and a value hole at each path of ``value_holes``, which must hold an integer
+    or a string (a match gives their texts in that order); None when the frame is too
+    long, is not one JSON value, has no hole, lacks a value hole's path, or has a hole's
+    path twice (a repeated key: which one the parser keeps is not the skeleton's
+    business)."""
     if len(data) > MAX_SKELETON_CHARS:
         return None
     pieces: list[str] = []  # the pattern's source: escaped literals and holes
     holes = 0
-    reads = False
     seen: set[Path] = set()
+    read_paths: list[Path] = []  # the value holes' paths, in the frame's order
     # One entry per open container: its keys so far (an object) or its next index (an array).
     path: list[str | int] = []
     containers: list[bool] = []  # True: an object
@@ -196,7 +206,10 @@ def learn(
         if here in text_holes:
             group, pattern, hole, read = "string", _STRING, _TEXT_HOLE, False
         elif here in value_holes:
-            group, pattern, hole, read = "number", _INTEGER, _VALUE_HOLE, True
+            if token.group("string") is not None:
+                group, pattern, hole, read = "string", _STRING, _READ_TEXT_HOLE, True
+            else:
+                group, pattern, hole, read = "number", _INTEGER, _VALUE_HOLE, True
         else:
             continue
         text = token.group(group)
@@ -208,13 +221,15 @@ def learn(
         filled += 1
         pieces += (re.escape(data[cut : token.start(group)]), hole)
         holes += 1
-        reads = reads or read
+        if read:
+            read_paths.append(here)
         cut = position
-    if containers or not filled:
-        return None
+    if containers or not filled or len(read_paths) != len(value_holes):
+        return None  # (a value hole's path missing, or holding neither kind)
     pieces += (re.escape(data[cut:].rstrip(_JSON_WHITESPACE)), _SPACE)
+    order = tuple(read_paths.index(wanted) for wanted in value_holes)
     # re.compile's own cache shares one pattern among the streams whose frames look alike.
-    return Skeleton(name, re.compile("".join(pieces)), reads)
+    return Skeleton(name, re.compile("".join(pieces)), order)
 
 
 #: Whether streams learn skeletons: one switch for the process (``learning``).
@@ -238,13 +253,14 @@ class _Entry:
 
 class Holes:
     """What a checker vouches for a kind of frame: the paths of its text holes (checked to
-    be JSON strings, not read) and of its value holes (integers, read on a repeat)."""
+    be JSON strings, not read) and of its value holes (an integer or a string, whose texts
+    ``repeat_event`` gets in this order)."""
 
     __slots__ = ("text", "values")
 
     def __init__(self, text: tuple[Path, ...], values: tuple[Path, ...] = ()) -> None:
         self.text: frozenset[Path] = frozenset(text)
-        self.values: frozenset[Path] = frozenset(values)
+        self.values = values
 
 
 class ShapeCache:

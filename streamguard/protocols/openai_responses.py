@@ -75,6 +75,7 @@ from pydantic import ValidationError
 from streamguard import rules
 from streamguard._wire import describe, kept_key, number, token
 from streamguard.protocols._base import (
+    NO_FINDINGS,
     Checker,
     EventFindings,
     KeptText,
@@ -99,6 +100,7 @@ from streamguard.protocols._lifecycle import (
 )
 from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
 from streamguard.protocols._shapes import RESPONSES_EVENT, ResponsesEvent, ResponsesResponse
+from streamguard.protocols._skeleton import Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -310,6 +312,11 @@ def _lifecycle() -> Lifecycle:
 
 
 _LIFECYCLE = _lifecycle()
+
+
+#: A text delta, as ``_on_text`` vouches for it: its sequence number and its text are read
+#: on a repeat (the text is kept for the check at its .done), its padding is not.
+_TEXT_DELTA = Holes((("obfuscation",),), (("sequence_number",), ("delta",)))
 
 
 class _Text:
@@ -823,8 +830,11 @@ class OpenAIResponsesChecker(Checker):
                     if text.deltas is None:
                         text.deltas = KeptText()
                     text.deltas.add(self, delta)  # past the stream's budget: none compared
+                    self.repeatable(_TEXT_DELTA, text)
                 else:  # not a string, or another family's delta
                     self._forget(text)
+            else:
+                self.repeatable(_TEXT_DELTA, text)
             return
         text.done = True
         done_text = payload.get(final)
@@ -839,6 +849,21 @@ class OpenAIResponsesChecker(Checker):
         self._forget(text)
 
     # -- kept state ----------------------------------------------------------------------
+
+    def repeat_event(
+        self, event: Event, index: int, token: object, values: Sequence[str]
+    ) -> Sequence[Finding] | None:
+        """One more delta of the text ``token`` (``_on_text``'s step): its sequence number
+        must be the next one, and its text is kept as the first was."""
+        if type(token) is not _Text or token.done:
+            return None
+        sequence = int(values[0])
+        if sequence != self._next_sequence:
+            return None  # the full check reports the gap
+        self._next_sequence = sequence + 1
+        if token.compare and token.deltas is not None:
+            token.deltas.add(self, parse_json(values[1]))
+        return NO_FINDINGS
 
     def _forget(self, text: _Text) -> None:
         """Stop keeping a text's deltas and give their room back to the stream's budget."""
