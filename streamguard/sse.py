@@ -104,6 +104,9 @@ _WINDOW = 32 * 1024
 _MAX_UNKNOWN_FIELDS = 8
 _MAX_KEPT_NAME_BYTES = 64
 _FIELD_NAMES = frozenset((b"data", b"event", b"id", b"retry"))
+#: The one-character part codes of the AI SDK 4 data stream protocol (``0:`` text, ``9:``
+#: a tool call, ``d:`` the finish...): a body of such lines read as SSE.
+_DATA_STREAM_PARTS = frozenset(bytes([code]) for code in b"0123456789abcdefghijk")
 #: How much of the first data line of an event left unfinished ``close`` returns.
 _PENDING_LINE_BYTES = 64 * 1024
 
@@ -610,11 +613,14 @@ class EventParser:
         seen.add(key)
         # A known name in other letters or with spaces is the usual cause; saying so
         # reveals only that the name is one of four.
-        hint = (
-            " (a known field name, spelled differently: names are exact)"
-            if name.strip().lower() in _FIELD_NAMES
-            else ""
-        )
+        if name.strip().lower() in _FIELD_NAMES:
+            hint = " (a known field name, spelled differently: names are exact)"
+        elif name in _DATA_STREAM_PARTS:
+            # ``0:"text"``, ``d:{...}``: AI SDK 4's data stream, which ai 5's clients and
+            # every SSE client drop line by line (saying so names a protocol, not the data).
+            hint = " (a line like 0:\"text\" is the AI SDK 4 data stream protocol, not SSE)"
+        else:
+            hint = ""
         self._found(
             rules.UNKNOWN_FIELD.finding(
                 f"unknown field {describe(name)} at byte {line_start} is ignored by clients{hint}",

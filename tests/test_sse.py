@@ -596,6 +596,14 @@ def test_unknown_field_that_misspells_a_known_one_says_so(name: bytes) -> None:
     assert "spelled differently" not in findings[0].message
 
 
+def test_an_ai_sdk_4_data_stream_line_is_named() -> None:
+    """A body of AI SDK 4 data stream lines read as SSE says which protocol it is."""
+    _, findings = parse_all([b'0:"Hello"\n0:" world"\nd:{"finishReason":"stop"}\n'])
+    assert "AI SDK 4 data stream" in findings[0].message
+    _, findings = parse_all([b"xy: 1\n\n"])
+    assert "AI SDK 4" not in findings[0].message
+
+
 # -- memory: bounded by max_event_bytes, with a small constant ----------------------------
 
 MIB = 1 << 20
