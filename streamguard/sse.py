@@ -618,7 +618,7 @@ class EventParser:
         elif name in _DATA_STREAM_PARTS:
             # ``0:"text"``, ``d:{...}``: AI SDK 4's data stream, which ai 5's clients and
             # every SSE client drop line by line (saying so names a protocol, not the data).
-            hint = " (a line like 0:\"text\" is the AI SDK 4 data stream protocol, not SSE)"
+            hint = ' (a line like 0:"text" is the AI SDK 4 data stream protocol, not SSE)'
         else:
             hint = ""
         self._found(
