@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from streamguard import StreamGuardMiddleware
 from streamguard.metrics import metrics_app
+from streamguard.protocols._skeleton import learning
 
 FRAMES = int(os.environ.get("STREAMGUARD_BENCH_FRAMES", "2000"))
 
@@ -110,6 +111,9 @@ structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
 
 _choice = os.environ.get("STREAMGUARD_BENCH_MIDDLEWARE", "none")
 served: ASGIApp
+if _choice == "streamguard-full":  # every frame parsed: the shape cache's own figure
+    learning(False)
+    _choice = "streamguard"
 if _choice == "streamguard":
     # /idle is left to auto-detection (watch_unlisted); the others are declared.
     served = StreamGuardMiddleware(

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp
 
 from benchmarks.e2e_app import FRAMES, NoopMiddleware
 from streamguard import StreamGuardMiddleware
+from streamguard.protocols._skeleton import learning
 
 __all__ = ["served"]
 
@@ -72,6 +73,9 @@ async def ready() -> dict[str, bool]:
 
 
 _choice = os.environ.get("STREAMGUARD_BENCH_MIDDLEWARE", "none")
+if _choice == "streamguard-full":  # every frame parsed: the shape cache's own figure
+    learning(False)
+    _choice = "streamguard"
 if _choice == "streamguard":
     app.add_middleware(StreamGuardMiddleware, routes={"/stream": "openai_chat"})
 elif _choice == "noop":
