@@ -17,8 +17,7 @@ from __future__ import annotations
 import json
 import sys
 
-from benchmarks._anchors import rechunk, split_and_load, without_shape_cache
-from benchmarks._timing import best_of, print_table, write_results
+from benchmarks._anchors import against_split
 from streamguard import check_stream
 
 __all__ = ["anthropic_frames", "main"]
@@ -105,33 +104,7 @@ def checked(chunks: list[bytes]) -> int:
 
 
 def main() -> int:
-    frames = anthropic_frames()
-    events = len(frames)
-    rows = []
-    for cut_name, chunks in (
-        ("frame-per-chunk", frames),
-        ("16KiB-chunks", rechunk(frames, 16 * 1024)),
-        ("ragged-97B", rechunk(frames, 97)),
-    ):
-        assert split_and_load(chunks) == checked(chunks) == events, cut_name
-        anchor_s = best_of(lambda chunks=chunks: split_and_load(chunks))  # type: ignore[misc]
-        checked_s = best_of(lambda chunks=chunks: checked(chunks))  # type: ignore[misc]
-        full_s = best_of(without_shape_cache(lambda chunks=chunks: checked(chunks)))  # type: ignore[misc]
-        rows.append(
-            {
-                "case": f"anthropic {cut_name}",
-                "frames": events,
-                "anchor_us_per_frame": anchor_s / events * 1e6,
-                "checked_us_per_frame": checked_s / events * 1e6,
-                "full_check_us_per_frame": full_s / events * 1e6,
-                "ratio_vs_anchor": checked_s / anchor_s,
-            }
-        )
-    print_table(rows)
-    path = write_results("check_anthropic", rows)
-    worst = max(float(row["ratio_vs_anchor"]) for row in rows)  # type: ignore[arg-type]
-    print(f"\nworst ratio vs split + orjson.loads: {worst:.2f}x (budget 1.2x; results in {path})")
-    return 0
+    return against_split("check_anthropic", anthropic_frames(), checked, 1.2)
 
 
 if __name__ == "__main__":
