@@ -35,11 +35,12 @@ Learning a skeleton reads the frame's JSON a token at a time in Python (tens of
 microseconds), so a stream whose frames never repeat (a server that stamps each with a new
 id) must not pay it on each: after a skeleton is dropped unused, learning waits twice as
 many vouched frames as before (``MAX_LEARNING_WAIT`` at most); a hit resets the wait.
-A skeleton is one regular expression (its literal pieces escaped, its holes as above, a
-read hole a group), matched in one call: cheaper than the parse it saves. Memory is
-bounded: at most ``MAX_SKELETONS`` per stream, each learned from a frame of at most
-``MAX_SKELETON_CHARS`` characters; ``re.compile``'s cache hands streams whose frames look
-alike (every Anthropic text delta into block 0) one shared pattern.
+A skeleton is its literal pieces (slices of the frame it was learned from) and, between
+them, a precompiled pattern per hole: matching is a ``startswith`` per piece and a
+``match`` per hole. (One regular expression per skeleton matched a little faster, but
+``re.compile``, written in Python, took milliseconds for a chat frame: per stream, since
+each stream's id differs.) Memory is bounded: at most ``MAX_SKELETONS`` per stream, each
+a few slices of a frame of at most ``MAX_SKELETON_CHARS`` characters.
 """
 
 from __future__ import annotations
@@ -85,11 +86,7 @@ _STRING: Final = re.compile(
 #: What JSON counts as whitespace (``str.rstrip()`` alone would take more).
 _JSON_WHITESPACE: Final = " \t\n\r"
 _INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
-# The holes as pieces of a skeleton's pattern: a text hole is not read, a value hole is.
-_SPACE: Final = r"[ \t\n\r]*"
-_TEXT_HOLE: Final = f"(?:{_STRING.pattern})"
-_VALUE_HOLE: Final = f"({_INTEGER.pattern})"
-_READ_TEXT_HOLE: Final = f"({_STRING.pattern})"
+_SPACE: Final = re.compile(r"[ \t\n\r]*")
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*(?:"
     r'(?P<string>"(?:[^"\\]|\\.)*")'
@@ -101,29 +98,85 @@ _TOKEN: Final = re.compile(
 
 
 class Skeleton:
-    """The learned frame: its event name, and one pattern that its literal pieces and its
-    holes make (a read hole is a group)."""
+    """The learned frame: its event name, the literal pieces between its holes, and each
+    hole's pattern and whether it is read."""
 
-    __slots__ = ("name", "order", "pattern")
+    __slots__ = ("holes", "literals", "name", "order", "read")
 
-    def __init__(self, name: str, pattern: re.Pattern[str], order: tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        name: str,
+        literals: tuple[str, ...],
+        holes: tuple[re.Pattern[str], ...],
+        read: tuple[bool, ...],
+        order: tuple[int, ...],
+    ) -> None:
         self.name = name
-        self.pattern = pattern
-        #: For each value hole, as the checker listed them, its group among the frame's.
+        #: One more than the holes: before the first, between each two, after the last.
+        self.literals = literals
+        self.holes = holes
+        self.read = read
+        #: For each value hole, as the checker listed them, its place among those read.
         self.order = order
 
     def match(self, name: str, data: str) -> Sequence[str] | None:
         """The read holes' texts when ``data`` (an event named ``name``) fits, else None."""
         if name != self.name:
             return None
-        found = self.pattern.fullmatch(data)
-        if found is None:
+        literals = self.literals
+        head = literals[0]
+        if not data.startswith(head):
             return None
-        order = self.order
-        if not order:
+        holes = self.holes
+        if self.order or len(holes) > 2:
+            return self._match_each(data, len(head))
+        # One or two holes, none read (a piece of text, perhaps padding): a few calls.
+        tail = literals[-1]
+        if not data.endswith(tail):
+            data = data.rstrip(_JSON_WHITESPACE)  # whitespace may follow the value
+            if not data.endswith(tail):
+                return None
+        cut = len(data) - len(tail)
+        position = len(head)
+        if cut < position:
+            return None
+        if len(holes) == 2:
+            first = holes[0].match(data, position, cut)
+            if first is None:
+                return None
+            position = first.end()
+            middle = literals[1]
+            if not data.startswith(middle, position):
+                return None
+            position += len(middle)
+        if holes[-1].fullmatch(data, position, cut) is None:
+            return None
+        return _NO_VALUES
+
+    def _match_each(self, data: str, position: int) -> Sequence[str] | None:
+        """``match`` past the first piece, hole by hole."""
+        literals = self.literals
+        values: list[str] | None = None
+        read = self.read
+        for number, hole in enumerate(self.holes):
+            found = hole.match(data, position)
+            if found is None:
+                return None
+            end = found.end()
+            if read[number]:
+                if values is None:
+                    values = []
+                values.append(data[position:end])
+            literal = literals[number + 1]
+            if not data.startswith(literal, end):
+                return None
+            position = end + len(literal)
+        if position != len(data) and data[position:].strip(_JSON_WHITESPACE):
+            return None  # only whitespace may follow the value
+        if values is None:
             return _NO_VALUES
-        groups = found.groups()
-        return groups if order == _IN_ORDER[len(order)] else tuple(groups[i] for i in order)
+        order = self.order
+        return values if order == _IN_ORDER[len(order)] else [values[i] for i in order]
 
 
 #: A match that reads no hole.
@@ -143,8 +196,9 @@ def learn(
     business)."""
     if len(data) > MAX_SKELETON_CHARS:
         return None
-    pieces: list[str] = []  # the pattern's source: escaped literals and holes
-    holes = 0
+    literals: list[str] = []
+    patterns: list[re.Pattern[str]] = []
+    read_flags: list[bool] = []
     seen: set[Path] = set()
     read_paths: list[Path] = []  # the value holes' paths, in the frame's order
     # One entry per open container: its keys so far (an object) or its next index (an array).
@@ -164,10 +218,11 @@ def learn(
         start = token.start(token.lastgroup or 0)
         if start > position:
             # Whitespace between tokens: any amount (none included) gives the same value.
-            if holes >= MAX_HOLES:
+            if len(patterns) >= MAX_HOLES:
                 return None
-            pieces += (re.escape(data[cut:position]), _SPACE)
-            holes += 1
+            literals.append(data[cut:position])
+            patterns.append(_SPACE)
+            read_flags.append(False)
             cut = start
         position = token.end()
         mark = token.group("mark")
@@ -204,32 +259,32 @@ def learn(
             continue
         here = tuple(path)
         if here in text_holes:
-            group, pattern, hole, read = "string", _STRING, _TEXT_HOLE, False
+            group, pattern, read = "string", _STRING, False
         elif here in value_holes:
             if token.group("string") is not None:
-                group, pattern, hole, read = "string", _STRING, _READ_TEXT_HOLE, True
+                group, pattern, read = "string", _STRING, True
             else:
-                group, pattern, hole, read = "number", _INTEGER, _VALUE_HOLE, True
+                group, pattern, read = "number", _INTEGER, True
         else:
             continue
         text = token.group(group)
         if text is None or pattern.fullmatch(text) is None:
             continue  # not what the hole holds (a null, a float): part of the skeleton
-        if here in seen or holes >= MAX_HOLES:
+        if here in seen or len(patterns) >= MAX_HOLES:
             return None
         seen.add(here)
         filled += 1
-        pieces += (re.escape(data[cut : token.start(group)]), hole)
-        holes += 1
+        literals.append(data[cut : token.start(group)])
+        patterns.append(pattern)
+        read_flags.append(read)
         if read:
             read_paths.append(here)
         cut = position
     if containers or not filled or len(read_paths) != len(value_holes):
         return None  # (a value hole's path missing, or holding neither kind)
-    pieces += (re.escape(data[cut:].rstrip(_JSON_WHITESPACE)), _SPACE)
+    literals.append(data[cut:].rstrip(_JSON_WHITESPACE))
     order = tuple(read_paths.index(wanted) for wanted in value_holes)
-    # re.compile's own cache shares one pattern among the streams whose frames look alike.
-    return Skeleton(name, re.compile("".join(pieces)), order)
+    return Skeleton(name, tuple(literals), tuple(patterns), tuple(read_flags), order)
 
 
 #: Whether streams learn skeletons: one switch for the process (``learning``).
