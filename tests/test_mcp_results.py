@@ -352,7 +352,7 @@ PARAMS: dict[str, tuple[Any, tuple[tuple[Any, str], ...]]] = {
         FORM,
         (
             ({"message": "m"}, "`params.requestedSchema` is missing"),
-            ({**FORM, "requestedSchema": "a schema"}, "`params.requestedSchema` is a str"),
+            ({**FORM, "requestedSchema": {"type": "object"}}, "requestedSchema.properties"),
             ({**URL, "url": None}, "`params.url` is null"),
             ({**FORM, "mode": None}, "`params.mode` is null"),
         ),

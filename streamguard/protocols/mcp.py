@@ -537,14 +537,21 @@ def _params(*fields: Field, nested: tuple[Nested, ...] = ()) -> Shape:
 _ELICITATION: Final = Shape(
     alternatives=(
         Shape((req("elicitationId"), req("url"), req("mode", STRING, ("url",)), req("message"))),
-        # The client's model takes any object as the requested schema (``dict[str, Any]``),
-        # though the specification restricts it: an object is all that is checked.
         Shape(
+            (req("message"), opt("mode", STRING, ("form",))),  # defaults to "form", never null
             (
-                req("message"),
-                opt("mode", STRING, ("form",)),  # defaults to "form", never null
-                req("requestedSchema", OBJECT),
-            )
+                Nested(
+                    "requestedSchema",
+                    Shape(
+                        (
+                            req("type", STRING, ("object",)),
+                            req("properties", OBJECT),
+                            _may("required", ARRAY_OF_STRINGS),
+                            _may("$schema"),
+                        )
+                    ),
+                ),
+            ),
         ),
     )
 )
