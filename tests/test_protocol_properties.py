@@ -715,7 +715,10 @@ def mcp_streams(draw: st.DrawFn) -> Generated:
             params = {"level": "info", "data": draw(json_values)}
             messages.append({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         else:
-            params = {"message": draw(words), "requestedSchema": {"type": "object"}}
+            # The requested schema as the client's model for 2025-11-25 requires it: an
+            # object schema with its properties (mcp_types' ElicitRequest).
+            schema = {"type": "object", "properties": {}}
+            params = {"message": draw(words), "requestedSchema": schema}
             messages.append(
                 {"jsonrpc": "2.0", "id": n, "method": "elicitation/create", "params": params}
             )
