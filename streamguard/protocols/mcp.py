@@ -357,6 +357,19 @@ _RESOURCE_CONTENTS: Final = Shape(
 )
 _TEXT: Final = Shape((req("text"), _META), (_ANNOTATIONS,))
 _MEDIA: Final = Shape((req("data"), req("mimeType"), _META), (_ANNOTATIONS,))
+#: A resource as ``resources/list`` lists it; a ``resource_link`` content block is one.
+_RESOURCE: Final = Shape(
+    (
+        req("name"),
+        req("uri"),
+        _may("title"),
+        _may("description"),
+        _may("mimeType"),
+        _may("size", LAX_INTEGER),
+        _META,
+    ),
+    (_ANNOTATIONS, _ICONS),
+)
 #: A content block (a tool result's, a prompt message's), tagged by ``type``.
 _CONTENT_BLOCK: Final = Shape(
     tag="type",
@@ -364,18 +377,7 @@ _CONTENT_BLOCK: Final = Shape(
         "text": _TEXT,
         "image": _MEDIA,
         "audio": _MEDIA,
-        "resource_link": Shape(
-            (
-                req("name"),
-                req("uri"),
-                _may("title"),
-                _may("description"),
-                _may("mimeType"),
-                _may("size", LAX_INTEGER),
-                _META,
-            ),
-            (_ANNOTATIONS, _ICONS),
-        ),
+        "resource_link": _RESOURCE,  # a resource as resources/list lists it
         "resource": Shape((_META,), (_ANNOTATIONS, Nested("resource", _RESOURCE_CONTENTS))),
     },
 )
@@ -446,18 +448,6 @@ _TOOL: Final = Shape(
         ),
         _ICONS,
     ),
-)
-_RESOURCE: Final = Shape(
-    (
-        req("name"),
-        req("uri"),
-        _may("title"),
-        _may("description"),
-        _may("mimeType"),
-        _may("size", LAX_INTEGER),
-        _META,
-    ),
-    (_ANNOTATIONS, _ICONS),
 )
 _RESOURCE_TEMPLATE: Final = Shape(
     (req("name"), req("uriTemplate"), _may("title"), _may("description"), _may("mimeType"), _META),
