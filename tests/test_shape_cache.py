@@ -475,3 +475,168 @@ def test_a_hundred_thousand_mutants_give_the_same_report_both_ways() -> None:
     frames, bad bytes...) give the same report with and without the cache."""
     streams = stretched_corpus().streams(total=100_000, seed=26)
     assert list(differences(streams, seed=26))[:5] == []
+
+
+# -- frames that make the same finding again ------------------------------------------------
+
+#: What a uniform mutation writes in place of a value (``None``: the key is dropped).
+RETYPES: tuple[object, ...] = (None, "x", 7, [], {}, True)
+_DROPPED = object()
+
+
+def _paths(value: object, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield (*prefix, key)
+            if len(prefix) < 3:
+                yield from _paths(inner, (*prefix, key))
+
+
+def _rewritten(payload: dict[str, Any], path: tuple[str, ...], new: object) -> bool:
+    """``payload`` with the value at ``path`` dropped or replaced; False when it has none."""
+    *parents, last = path
+    target: Any = payload
+    for key in parents:
+        target = target.get(key) if isinstance(target, dict) else None
+    if not isinstance(target, dict) or last not in target:
+        return False
+    if new is _DROPPED:
+        del target[last]
+    else:
+        target[last] = new
+    return True
+
+
+def uniformly_broken(body: bytes, rng: random.Random) -> Iterator[bytes]:
+    """``body`` with one key of its text frames dropped or retyped in every frame that has
+    it, as a server that gets one field wrong does on every chunk: runs of frames that fail
+    the shape check alike."""
+    frames = equivalence.frames(body)
+    texts = [f for f in frames if with_text(f, b'""') is not None and f.count(b"data:") == 1]
+    if len(texts) < 3:
+        return
+    head, _, data = texts[-1].partition(b"data:")
+    try:
+        sample = json.loads(data)
+    except ValueError:
+        return
+    paths = sorted(set(_paths(sample)))
+    for path in rng.sample(paths, min(2, len(paths))):
+        new = rng.choice([_DROPPED, *RETYPES])
+        out: list[bytes] = []
+        for frame in frames:
+            head, mark, data = frame.partition(b"data:")
+            payload: Any = None
+            if mark and frame.count(b"data:") == 1:
+                text = data.rstrip(b"\r\n")
+                try:
+                    payload = json.loads(text)
+                except ValueError:
+                    payload = None
+            if isinstance(payload, dict) and _rewritten(payload, path, new):
+                line = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+                frame = head + mark + b" " + line + data[len(data.rstrip(b"\r\n")) :]
+            out.append(frame)
+        yield b"".join(out)
+
+
+def broken_streams() -> Iterator[equivalence.Stream]:
+    """Every fixture of a vouching protocol, stretched, with one key broken throughout."""
+    rng = random.Random(2026)
+    for stream in equivalence.streams(total=0):
+        if stream.protocol not in VOUCHING or "@" in stream.id:
+            continue
+        for number, body in enumerate(uniformly_broken(stretched(stream.body), rng)):
+            yield replace(stream, id=f"{stream.id}~{number}", body=body)
+
+
+def test_frames_broken_alike_give_the_same_report_both_ways() -> None:
+    """A key dropped or retyped in every frame gives the same findings, messages, indices
+    and offsets with the cache as without, under every chunking."""
+    streams = list(broken_streams())
+    assert len(streams) >= 150
+    assert list(differences(iter(streams), seed=3))[:5] == []
+
+
+def test_a_chunk_broken_alike_skips_the_parse_and_repeats_its_finding() -> None:
+    """A chat stream whose every chunk lacks ``object`` fits the skeleton after its first
+    broken text chunk, and each fitting chunk still gets its own ``schema_mismatch``."""
+    from benchmarks.check_openai import REQUEST, openai_chat_frames
+
+    frames = [
+        f.replace(b'"object":"chat.completion.chunk",', b"") for f in openai_chat_frames()[:60]
+    ]
+    body = b"".join(frames)
+    assert hits("openai_chat", body, REQUEST) >= 50
+    cached, full = both_ways(frames, protocol="openai_chat", request=REQUEST)
+    assert facts(cached) == facts(full)
+    shape = [f.event_index for f in cached.findings if f.rule == "schema_mismatch"]
+    assert shape == list(range(len(frames)))
+
+
+def test_a_finding_reported_once_per_stream_is_not_made_again() -> None:
+    """Chunks lacking ``object`` that start to be named ``event: delta`` mid-stream
+    (``unexpected_event_field`` is reported once per stream): the first of them is checked
+    in full, and the repeats make the shape finding only."""
+    from benchmarks.check_openai import REQUEST, openai_chat_frames
+
+    frames = [
+        (b"event: delta\n" if number >= 10 else b"")
+        + f.replace(b'"object":"chat.completion.chunk",', b"")
+        for number, f in enumerate(openai_chat_frames()[:40])
+    ]
+    cached, full = both_ways(frames, protocol="openai_chat", request=REQUEST)
+    assert facts(cached) == facts(full)
+    once = [f.event_index for f in cached.findings if f.rule == "unexpected_event_field"]
+    assert once == [10]
+    assert hits("openai_chat", b"".join(frames), REQUEST) >= 30
+
+
+class _Echo:
+    """Builds a checker that reports ``rule`` on every frame and vouches that the finding
+    comes again (a checker breaking the contract, to test the engine's own guard)."""
+
+    @staticmethod
+    def make(rule: Any) -> Any:
+        from streamguard.protocols._base import Checker
+
+        class Echo(Checker):
+            name = "sse"
+            has_terminal = False
+
+            def check_event(self, event: Any, index: int) -> Any:
+                found: list[Any] = []
+                self.report(found, rule, event, index, ": again")
+                self.repeatable(Holes((("text",),)), None, again=True)
+                return found
+
+        return Echo()
+
+
+def _echoed(rule: Any) -> list[tuple[str, int | None, int | None, str]]:
+    from streamguard.sse import Event
+
+    checker = _Echo.make(rule)
+    found = []
+    for number in range(6):
+        data = json.dumps({"text": f"piece {number}"})
+        found += checker.on_event(Event("message", data, offset=100 * number), number)
+    return [(f.rule, f.event_index, f.byte_offset, f.message) for f in found]
+
+
+def test_a_repeated_finding_is_placed_on_its_own_frame() -> None:
+    """A finding made again carries the repeated frame's index, offset and ``event N``."""
+    from streamguard import rules
+
+    assert _echoed(rules.SCHEMA_MISMATCH) == [
+        ("schema_mismatch", n, 100 * n, f"event {n}: again") for n in range(6)
+    ]
+
+
+def test_the_engine_never_repeats_a_finding_reported_once_per_stream() -> None:
+    """Even when a checker vouches that it comes again, a once-per-stream rule's finding is
+    not cached: the frames after the first report nothing, as checked in full."""
+    from streamguard import rules
+
+    assert rules.UNEXPECTED_EVENT_FIELD.once_per_stream
+    assert [event for _, event, _, _ in _echoed(rules.UNEXPECTED_EVENT_FIELD)] == [0]

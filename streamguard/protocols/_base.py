@@ -49,7 +49,7 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import not_json, parse_json
-from streamguard.protocols._skeleton import Holes, ShapeCache
+from streamguard.protocols._skeleton import Again, Holes, ShapeCache
 from streamguard.report import Finding
 from streamguard.rules import Rule
 from streamguard.sse import Event
@@ -158,6 +158,39 @@ UNTERMINATED = Lifecycle(
 T = TypeVar("T")
 
 
+def _findings_again(found: Sequence[Finding], event: Event, index: int) -> tuple[Again, ...] | None:
+    """``found`` as findings a frame of the same skeleton makes again, or None when one of
+    them cannot be: it is placed elsewhere, carries an excerpt, is reported once per stream
+    or does not start as ``report`` words it (``event N``)."""
+    prefix = f"event {index}"
+    again: list[Again] = []
+    for finding in found:
+        rule = rules.RULES.get(finding.rule)
+        if (
+            rule is None
+            or rule.once_per_stream
+            or finding.event_index != index
+            or finding.byte_offset != event.offset
+            or finding.excerpt is not None
+            or not finding.message.startswith(prefix)
+        ):
+            return None
+        again.append((finding.rule, finding.severity, finding.message[len(prefix) :]))
+    return tuple(again)
+
+
+def _again(
+    again: tuple[Again, ...], event: Event, index: int, repeated: Sequence[Finding]
+) -> list[Finding]:
+    """The findings a repeated frame makes: those vouched to come again, then its own."""
+    found = [
+        Finding(rule, severity, f"event {index}{detail}", index, event.offset)
+        for rule, severity, detail in again
+    ]
+    found.extend(repeated)
+    return found
+
+
 # A protocol of one's own is a Checker subclass in plain Python (registered in CHECKERS):
 # the compiled build must let interpreted classes inherit from this one.
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -176,6 +209,7 @@ class Checker:
         "_shapes",
         "_vouch_token",
         "_vouched",
+        "_vouched_again",
         "error_index",
         "path",
         "phase",
@@ -213,6 +247,7 @@ class Checker:
         #: What the handler of the frame being checked vouched for (``repeatable``).
         self._vouched: Holes | None = None
         self._vouch_token: object = None
+        self._vouched_again = False
 
     # -- what the monitor reads -----------------------------------------------------------
 
@@ -247,29 +282,35 @@ class Checker:
             if hit is not None:
                 repeated = self.repeat_event(event, index, hit[0], hit[1])
                 if repeated is not None:
-                    return repeated
+                    return repeated if not hit[2] else _again(hit[2], event, index, repeated)
                 declined = True  # its skeleton is known already
         phase = self.phase
         found = self.check_event(event, index)
         vouched = self._vouched
         if vouched is not None:
             self._vouched = None
-            if not found and self.phase == phase:
-                if shapes is None:
-                    shapes = self._shapes = ShapeCache()
-                if not declined:
-                    shapes.consider(event.event, event.data, vouched, self._vouch_token)
-                return found
+            if self.phase == phase:
+                again: tuple[Again, ...] | None = ()
+                if found:
+                    again = _findings_again(found, event, index) if self._vouched_again else None
+                if again is not None:
+                    if shapes is None:
+                        shapes = self._shapes = ShapeCache()
+                    if not declined:
+                        shapes.consider(event.event, event.data, vouched, self._vouch_token, again)
+                    return found
         if shapes is not None:
             shapes.forget()
         return found
 
-    def repeatable(self, holes: Holes, token: object = None) -> None:
-        """Vouch that the frame being checked found nothing and changed nothing a rule
-        reads, beyond what ``repeat_event`` does with ``token``, whatever its ``holes``
-        hold: a frame that fits its skeleton may skip the check."""
+    def repeatable(self, holes: Holes, token: object = None, again: bool = False) -> None:
+        """Vouch that the frame being checked changed nothing a rule reads, beyond what
+        ``repeat_event`` does with ``token``, whatever its ``holes`` hold, and found nothing
+        (or, with ``again``, that a frame of its skeleton makes the same findings again, in
+        the same order): a frame that fits its skeleton may skip the check."""
         self._vouched = holes
         self._vouch_token = token
+        self._vouched_again = again
 
     def repeat_event(
         self, event: Event, index: int, token: object, values: Sequence[str]
@@ -277,7 +318,8 @@ class Checker:
         """Check a frame that fits the skeleton of one the checker vouched for with
         ``token``: do again what that frame did (nothing, by default); ``values`` are the
         texts of the skeleton's value holes. None when a value asks for the full check
-        (a sequence number that did not grow by one): the frame then takes it."""
+        (a sequence number that did not grow by one): the frame then takes it. The
+        findings the checker vouched would come ``again`` precede the ones returned."""
         return NO_FINDINGS
 
     def step_only(

@@ -30,6 +30,12 @@ What makes that exact:
 * **Nothing is cached across a change.** The skeletons hold while every frame since they
   were learned changed nothing: a frame checked in full that the checker did not vouch
   for, a finding, or a new phase forgets them all.
+* **A finding comes again only when vouched for.** A checker may vouch that the findings
+  of a frame come again for any frame of its skeleton (a chunk whose shape is wrong the
+  same way each time: the findings name paths and literals, never a hole's text). The
+  entry then keeps each finding's rule, severity and message after ``event N``, and a
+  fitting frame gets them on its own index and offset. A finding reported once per stream,
+  or placed on another frame, is never kept: such a frame forgets the skeletons instead.
 
 Learning a skeleton reads the frame's JSON a token at a time in Python (tens of
 microseconds), so a stream whose frames never repeat (a server that stamps each with a new
@@ -49,11 +55,14 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from streamguard.report import Severity
+
 __all__ = [
     "MAX_HOLES",
     "MAX_LEARNING_WAIT",
     "MAX_SKELETONS",
     "MAX_SKELETON_CHARS",
+    "Again",
     "Holes",
     "Path",
     "ShapeCache",
@@ -301,12 +310,18 @@ def learning(on: bool) -> None:
     _LEARNING[0] = on
 
 
-class _Entry:
-    __slots__ = ("hits", "skeleton", "token")
+#: A finding a frame of a skeleton makes again: its rule, severity and the message after
+#: ``event N`` (``Checker.repeatable``'s ``again``); the frame's own index and offset fill it.
+Again = tuple[str, Severity, str]
 
-    def __init__(self, skeleton: Skeleton, token: object) -> None:
+
+class _Entry:
+    __slots__ = ("again", "hits", "skeleton", "token")
+
+    def __init__(self, skeleton: Skeleton, token: object, again: tuple[Again, ...]) -> None:
         self.skeleton = skeleton
         self.token = token
+        self.again = again
         self.hits = 0
 
 
@@ -335,18 +350,21 @@ class ShapeCache:
         self.countdown = 0
         self.wait = 0
 
-    def find(self, name: str, data: str) -> tuple[object, Sequence[str]] | None:
-        """The token and read values of the skeleton ``data`` fits, if one does."""
+    def find(self, name: str, data: str) -> tuple[object, Sequence[str], tuple[Again, ...]] | None:
+        """The token, read values and findings again of the skeleton ``data`` fits, if one
+        does."""
         for entry in self.entries:
             values = entry.skeleton.match(name, data)
             if values is not None:
                 entry.hits += 1
                 self.skipped += 1
                 self.wait = 0
-                return entry.token, values
+                return entry.token, values, entry.again
         return None
 
-    def consider(self, name: str, data: str, holes: Holes, token: object) -> None:
+    def consider(
+        self, name: str, data: str, holes: Holes, token: object, again: tuple[Again, ...] = ()
+    ) -> None:
         """A frame the checker vouched for missed every skeleton: learn it (unless
         waiting)."""
         if not _LEARNING[0]:
@@ -361,7 +379,7 @@ class ShapeCache:
         entries = self.entries
         if len(entries) >= MAX_SKELETONS and entries.pop(0).hits == 0:
             self._back_off()
-        entries.append(_Entry(skeleton, token))
+        entries.append(_Entry(skeleton, token, again))
 
     def forget(self) -> None:
         """Something changed: no skeleton holds any more."""

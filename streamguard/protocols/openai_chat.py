@@ -442,10 +442,42 @@ class OpenAIChatChecker(Checker):
             chunk, strict = _lenient_chunk(self._choice_zero(parsed)), False
         choices, usage = chunk.get("choices"), chunk.get("usage")
         kind = _USAGE if usage is not None and choices == [] else OTHER
+        plain = None if strict else self._plain_text_choice(chunk)
         self._step_and_handle(kind, chunk, event, index, found)
         if strict and choices is None and usage is None:  # (if not strict, it was reported)
             self.report(found, rules.SCHEMA_MISMATCH, event, index, _NO_CHOICES)
+        elif plain is not None:
+            # One more piece of text, in a chunk whose shape is wrong (a server that omits
+            # ``object`` does on every chunk): a chunk of its skeleton makes the same
+            # findings again (they name paths and literals, never the text) and takes the
+            # same step, so the next one need not be parsed either.
+            self.repeatable(_CONTENT_DELTA, plain, again=True)
         return found
+
+    def _plain_text_choice(self, chunk: ChatChunk) -> _ChoiceState | None:
+        """The choice a chunk read leniently adds one more piece of text to, and does
+        nothing else (``_fast_path``'s step, without its shape checks), else None."""
+        fields: Mapping[str, Any] = chunk  # read leniently: it may lack any of these
+        choices = fields.get("choices")
+        if type(choices) is not list or len(choices) != 1 or self.phase != _STREAMING:
+            return None
+        choice = choices[0]
+        delta = choice.get("delta")
+        if type(delta) is not dict or len(delta) != 1 or type(delta.get("content")) is not str:
+            return None
+        number = choice.get("index")
+        state = self._choice(number) if type(number) is int else None
+        if (
+            state is None
+            or state.finished_at is not None
+            or choice.get("finish_reason") is not None
+            or choice.get("logprobs") is not None
+            or fields.get("usage") is not None
+            or fields.get("id") != self._id
+            or fields.get("created") != self._created
+        ):
+            return None
+        return state
 
     def _choice_zero(self, raw: dict[str, Any]) -> dict[str, Any]:
         """``raw`` with a lone choice that has no index read as choice 0, in a stream of one
