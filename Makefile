@@ -123,12 +123,14 @@ bench: $(COMPILED_STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
-# Coverage-guided fuzzing of the parser and every checker, FUZZ_SECONDS each; not in `test`.
+# Coverage-guided fuzzing of the parser, every checker and the shape cache, FUZZ_SECONDS
+# each; not in `test`.
 FUZZ_SECONDS ?= 60
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[fuzz]'
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_parser.py -max_total_time=$(FUZZ_SECONDS)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_checkers.py -max_total_time=$(FUZZ_SECONDS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_shape_cache.py -max_total_time=$(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site build

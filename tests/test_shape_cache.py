@@ -168,6 +168,18 @@ def test_trailing_json_whitespace_may_differ() -> None:
         assert skeleton.match("content_block_delta", frame) is None
 
 
+def test_a_frame_without_its_last_brace_misses_though_padded() -> None:
+    """Found by ``fuzz/fuzz_shape_cache.py``: a frame learned with spaces before its last
+    brace, then one that lacks that brace and ends in spaces. The brace before the spaces
+    must not be read as the tail's: the frame is not JSON and takes the full parse."""
+    skeleton = learn("content_block_delta", delta('"Hi"')[:-1] + "   }", TEXT)
+    assert skeleton is not None
+    assert skeleton.match("content_block_delta", delta('"Yo"')[:-1] + "      }") == ()
+    for frame in [delta('"Yo"')[:-1] + "       ", delta('"Yo"')[:-1]]:
+        assert not parses(frame)
+        assert skeleton.match("content_block_delta", frame) is None
+
+
 def test_a_value_hole_reads_a_plain_integer_only() -> None:
     """A value hole gives its text, and misses on anything but an integer of 18 digits."""
     frame = '{"type":"response.output_text.delta","sequence_number":%s,"delta":%s}'

@@ -155,7 +155,7 @@ class Skeleton:
                 return None
             position = first.end()
             middle = literals[1]
-            if not data.startswith(middle, position):
+            if not data.startswith(middle, position, cut):  # not into the tail's bytes
                 return None
             position += len(middle)
         last = holes[-1]
