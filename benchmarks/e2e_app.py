@@ -20,7 +20,7 @@ from streamguard import StreamGuardMiddleware
 from streamguard.metrics import metrics_app
 from streamguard.protocols._skeleton import learning
 
-FRAMES = int(os.environ.get("STREAMGUARD_BENCH_FRAMES", "2000"))
+FRAMES = int(os.environ.get("STREAMGUARD_BENCH_FRAMES", "30000"))
 
 
 def _chunk(i: int) -> bytes:
