@@ -346,7 +346,7 @@ HOSTILE = [
 
 
 #: Where a text hole's string starts in the frames of the protocols that vouch.
-TEXT_MARKS = (b'"text":"', b'"content":"', b'"delta":"')
+TEXT_MARKS = (b'"text":"', b'"content":"', b'"delta":"', b'"arguments":"')
 
 
 def with_text(frame: bytes, text: bytes) -> bytes | None:
@@ -652,3 +652,43 @@ def test_the_engine_never_repeats_a_finding_reported_once_per_stream() -> None:
 
     assert rules.UNEXPECTED_EVENT_FIELD.once_per_stream
     assert [event for _, event, _, _ in _echoed(rules.UNEXPECTED_EVENT_FIELD)] == [0]
+
+
+def _tool_call_stream(fragments: list[str]) -> list[bytes]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        payload = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+    head = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    return [
+        chunk({"role": "assistant", "tool_calls": [{"index": 0, **head}]}),
+        *(chunk({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}) for a in fragments),
+        chunk({}, "tool_calls"),
+        b"data: [DONE]\n\n",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fragments", "rules"),
+    [
+        (['{"city"', ': "Par', 'is", "n"', ": 1", "}"], []),
+        (['{"city"', ': "Par', 'is", "n"', ": 1", "}}"], ["tool_call_arguments_invalid"]),
+        (['{"city"', ': "Pa\\u00e9', '\\"', "", ' "}'], []),
+    ],
+)
+def test_argument_fragments_skip_the_parse_and_are_kept(
+    fragments: list[str], rules: list[str]
+) -> None:
+    """A tool call's argument fragments fit the skeleton of the first; each is still kept,
+    so arguments that are not JSON at the finish are reported both ways."""
+    chunks = _tool_call_stream(fragments)
+    assert hits("openai_chat", b"".join(chunks)) >= len([f for f in fragments if f]) - 2
+    cached, full = both_ways(chunks, protocol="openai_chat")
+    assert facts(cached) == facts(full)
+    assert [f.rule for f in cached.findings] == rules

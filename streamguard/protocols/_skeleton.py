@@ -25,7 +25,9 @@ What makes that exact:
 * **Whitespace may differ where the frame had some.** JSON ignores whitespace between
   tokens and after the value, and servers pad frames with a varying number of spaces: a
   run of it in the learned frame is a hole that takes any run (or none), and whitespace
-  after the value is never part of the skeleton. Whitespace inside a string is the
+  after the value is never part of the skeleton. A single space is the exception: it is
+  how ``json.dumps`` separates, never padding, so it stays part of the piece around it
+  (a frame spaced otherwise misses and is parsed). Whitespace inside a string is the
   string's.
 * **Nothing is cached across a change.** The skeletons hold while every frame since they
   were learned changed nothing: a frame checked in full that the checker did not vouch
@@ -229,8 +231,10 @@ def learn(
                 return None
             break  # whitespace after the value
         start = token.start(token.lastgroup or 0)
-        if start > position:
+        if start > position and data[position:start] != " ":
             # Whitespace between tokens: any amount (none included) gives the same value.
+            # (One space, as ``json.dumps`` separates, stays in the piece: a hole each
+            # would leave a Python server's frames with more holes than a skeleton takes.)
             if len(patterns) >= MAX_HOLES:
                 return None
             literals.append(data[cut:position])

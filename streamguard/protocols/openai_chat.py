@@ -248,6 +248,10 @@ _LIFECYCLE = replace(
 #: A content chunk of an open choice, as ``_fast_path`` vouches for it: the text and the
 #: ``obfuscation`` padding differ from chunk to chunk, nothing else.
 _CONTENT_DELTA = Holes((("choices", 0, "delta", "content"), ("obfuscation",)))
+#: A fragment of a tool call's arguments: read on a repeat, to be kept for the JSON check.
+_ARGUMENTS_DELTA = Holes(
+    (("obfuscation",),), (("choices", 0, "delta", "tool_calls", 0, "function", "arguments"),)
+)
 
 
 class _ToolCall:
@@ -259,6 +263,16 @@ class _ToolCall:
         self.has_name = False
         #: The fragments so far, for the JSON check at the choice's finish.
         self.arguments = KeptText()
+
+
+class _ArgumentsDelta:
+    """What a chunk of one more argument fragment names: its choice and its tool call."""
+
+    __slots__ = ("call", "choice")
+
+    def __init__(self, choice: _ChoiceState, call: _ToolCall) -> None:
+        self.choice = choice
+        self.call = call
 
 
 class _ChoiceState:
@@ -443,9 +457,14 @@ class OpenAIChatChecker(Checker):
         choices, usage = chunk.get("choices"), chunk.get("usage")
         kind = _USAGE if usage is not None and choices == [] else OTHER
         plain = None if strict else self._plain_text_choice(chunk)
+        call = self._plain_arguments(chunk) if strict and kind is OTHER else None
         self._step_and_handle(kind, chunk, event, index, found)
         if strict and choices is None and usage is None:  # (if not strict, it was reported)
             self.report(found, rules.SCHEMA_MISMATCH, event, index, _NO_CHOICES)
+        elif call is not None and not found:
+            # One more fragment of a tool call's arguments, the commonest chunk of an agent's
+            # stream after text: the next one like it adds its fragment the same way.
+            self.repeatable(_ARGUMENTS_DELTA, call)
         elif plain is not None:
             # One more piece of text, in a chunk whose shape is wrong (a server that omits
             # ``object`` does on every chunk): a chunk of its skeleton makes the same
@@ -453,6 +472,41 @@ class OpenAIChatChecker(Checker):
             # same step, so the next one need not be parsed either.
             self.repeatable(_CONTENT_DELTA, plain, again=True)
         return found
+
+    def _plain_arguments(self, chunk: ChatChunk) -> _ArgumentsDelta | None:
+        """The open tool call a valid chunk adds one fragment of arguments to, and does
+        nothing else (no id, no name, no other key), else None."""
+        choices = chunk.get("choices")
+        if not choices or len(choices) != 1 or self.phase != _STREAMING:
+            return None
+        choice = choices[0]
+        delta = choice.get("delta")
+        calls = None if delta is None or len(delta) != 1 else delta.get("tool_calls")
+        if not calls or len(calls) != 1:
+            return None
+        call = calls[0]
+        function = call.get("function")
+        number = call.get("index")
+        state = self._choice(choice["index"])
+        tools = None if state is None else state.tools
+        tool = None if tools is None or type(number) is not int else tools.get(number)
+        if (
+            tool is None
+            or state is None
+            or function is None
+            or type(function.get("arguments")) is not str
+            or call.get("id")
+            or function.get("name")
+            or state.finished_at is not None
+            or state.legacy_function is not None
+            or choice.get("finish_reason") is not None
+            or choice.get("logprobs") is not None
+            or chunk.get("usage") is not None
+            or chunk.get("id") != self._id
+            or chunk.get("created") != self._created
+        ):
+            return None
+        return _ArgumentsDelta(state, tool)
 
     def _plain_text_choice(self, chunk: ChatChunk) -> _ChoiceState | None:
         """The choice a chunk read leniently adds one more piece of text to, and does
@@ -547,10 +601,17 @@ class OpenAIChatChecker(Checker):
     def repeat_event(
         self, event: Event, index: int, token: object, values: Sequence[str]
     ) -> Sequence[Finding] | None:
-        """One more content chunk of the choice ``token`` (``_fast_path``'s step)."""
-        if type(token) is not _ChoiceState:
+        """One more content chunk of the choice ``token`` (``_fast_path``'s step), or one
+        more fragment of a tool call's arguments (``_plain_arguments``), kept as the first."""
+        if type(token) is _ChoiceState:
+            token.deltas += 1
+            return NO_FINDINGS
+        if type(token) is not _ArgumentsDelta:
             return None
-        token.deltas += 1
+        token.choice.deltas += 1
+        arguments = parse_json(values[0])
+        if arguments:
+            token.call.arguments.add(self, arguments)
         return NO_FINDINGS
 
     # -- payload handlers, one per kind (``_HANDLERS``) --------------------------------------
