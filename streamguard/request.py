@@ -95,8 +95,11 @@ class RequestFacts(Mapping[str, Any]):
 
     Only the keys the readers set are kept (``RequestFact``), and only when their types are
     right; everything else in the request is gone. A fact that is present but unusable (an
-    ``n`` of ten million) reads as ``None``: the checks that need it go unchecked. The
-    facts each protocol reads are listed in ``docs/request-facts.md``.
+    ``n`` of ten million) reads as ``None``: the checks that need it go unchecked. Which
+    facts a protocol reads, and their bounds, its spec's readers say (``request_facts`` of
+    ``ProtocolSpec``: chat's ``n``, ``stream_options`` and answer-shape facts beside
+    ``openai_chat.SPEC``, Responses' ``starting_after``, the JSON-RPC ids of MCP and A2A in
+    ``protocols/_jsonrpc.py``).
 
     ``request`` is the body's object, or the list of a 2025-03-26 batch; ``reads`` names
     the readers to run (one protocol's, from ``streamguard.protocols.request_facts_read_by``),

@@ -164,8 +164,9 @@ def unregister(name: str) -> None:
 
 
 def _index(specs: list[ProtocolSpec]) -> None:
-    """Derive from ``specs`` what the rest of streamguard reads: the rule catalog's index
-    and docs first, since they alone can refuse."""
+    """Derive from ``specs`` what the rest of streamguard reads: the request facts and the
+    rule catalog's index and docs first, since they alone can refuse."""
+    read = _request_facts(specs)
     index_protocol_docs(doc for spec in specs for doc in spec.rule_docs)
     rules.index_protocols(
         (
@@ -179,7 +180,6 @@ def _index(specs: list[ProtocolSpec]) -> None:
     path_signals[:] = _merged((spec.name, spec.paths) for spec in specs)
     header_signals[:] = _merged((spec.name, spec.headers) for spec in specs)
     event_signals[:] = _merged((spec.name, spec.events) for spec in specs)
-    read = _request_facts(specs)
     names = [name for spec in specs for name in sorted(spec.event_names)]
     KNOWN_EVENT_NAMES.clear()
     KNOWN_EVENT_NAMES.update(names)
