@@ -129,7 +129,7 @@ class RequestFacts(Mapping[str, Any]):
             if request.get("last_event_id") is True:
                 facts["last_event_id"] = True
         self._facts = facts
-        self._attributes = attributes
+        self._attributes = attributes or None  # (most requests have none: not held)
 
     @property
     def body_read(self) -> bool:
@@ -144,7 +144,10 @@ class RequestFacts(Mapping[str, Any]):
         MCP's known client requests (``streamguard.protocols.mcp.JSONRPC_METHODS``), else
         ``"other"``; None when the body was no JSON-RPC message or was not read for it. An
         attribute, not a key: the facts read as a mapping stay what they were."""
-        methods: tuple[str, ...] | None = self._attributes.get("jsonrpc_methods")
+        attributes = self._attributes
+        methods: tuple[str, ...] | None = (
+            None if attributes is None else attributes.get("jsonrpc_methods")
+        )
         return methods
 
     def __getitem__(self, key: str) -> Any:

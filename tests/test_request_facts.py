@@ -9,9 +9,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
-from streamguard import request
+from streamguard import StreamReport, request
+from streamguard.httpx import StreamGuardTransport
 from streamguard.protocols import (
     BUILT_IN,
     SPECS,
@@ -26,6 +28,7 @@ from streamguard.protocols import (
 from streamguard.protocols.sse import PlainSSEChecker
 from streamguard.request import GENERIC_FACT_KEYS, RequestBody, RequestFact, RequestFacts
 from streamguard.request import request_facts as read_request
+from streamguard.testing import collect
 
 #: A body that holds a fact of every built-in protocol that reads one, and the head's keys.
 EVERYTHING = {
@@ -147,3 +150,62 @@ def test_no_protocol_fact_is_generic() -> None:
     """The facts the request module reads itself are no protocol's key."""
     keys = {key for spec in BUILT_IN for fact in spec.request_facts for key in fact.keys}
     assert not keys & GENERIC_FACT_KEYS
+
+
+#: The requests whose facts the spy reader below was asked for (a test's own protocol).
+_spied: list[object] = []
+
+
+def _spy(body: RequestBody, facts: dict[str, Any], attributes: dict[str, Any]) -> None:
+    _spied.append(body)
+
+
+@pytest.fixture
+def spied() -> Iterator[list[object]]:
+    """A protocol of the test's own whose reader records every request it reads."""
+    register(
+        ProtocolSpec(
+            name="own_facts",
+            checker=_Own,
+            summary="x",
+            request_facts=(RequestFact(("spied",), _spy),),
+        )
+    )
+    _spied.clear()
+    yield _spied
+    unregister("own_facts")
+
+
+def _upstream() -> httpx.MockTransport:
+    return httpx.MockTransport(
+        lambda request: httpx.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            stream=httpx.ByteStream(b"data: [DONE]\n\n"),
+        )
+    )
+
+
+@pytest.mark.parametrize(("protocol", "read"), [("openai_chat", 0), ("auto", 1)])
+def test_the_client_seams_read_the_facts_of_the_route_protocol(
+    spied: list[object], protocol: str, read: int
+) -> None:
+    """The httpx transport and ``collect`` read a request for its route's protocol's facts
+    only; under ``auto`` for every registered protocol's (the spy's included)."""
+    reports: list[StreamReport] = []
+    transport = StreamGuardTransport(
+        _upstream(), protocol=protocol, metrics=False, on_report=reports.append
+    )
+    with httpx.Client(transport=transport) as client:
+        client.post("http://api.test/v1/chat/completions", json={"n": 2})
+    # chat's own fact reached its checker either way: n=2 owes two choices' finishes
+    assert [(report.protocol, report.rules()) for report in reports] == [
+        ("openai_chat", ["missing_finish_reason"])
+    ]
+    assert len(spied) == read
+    with (
+        httpx.Client(transport=_upstream()) as client,
+        client.stream("POST", "http://api.test/x", json={"n": 2}) as response,
+    ):
+        collect(response, protocol=protocol)
+    assert len(spied) == 2 * read
