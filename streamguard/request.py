@@ -87,7 +87,8 @@ _shared_facts: list[RequestFact] = []
 def share_request_facts(facts: Iterable[RequestFact]) -> None:
     """Read the registered protocols' ``facts`` from every request whose readers are not
     named. Called by the protocol registry on every change."""
-    _shared_facts[:] = facts
+    _shared_facts.clear()
+    _shared_facts.extend(facts)
 
 
 class RequestFacts(Mapping[str, Any]):
