@@ -40,7 +40,8 @@ without a ``function`` object (``tool_call_function_missing``).
 
 What the request says (``stream_options.include_usage``, ``n``) sharpens the usage and
 finish checks; without a request (``request=None``) the checks that need it are skipped
-rather than guessed.
+rather than guessed. The facts chat reads of a request, these and the answer-shape facts
+``streamguard conformance`` judges, are declared in its ``SPEC`` (``_read_request``).
 
 Nothing a client or an upstream sends sizes the work or the memory without a bound: an ``n``
 above ``MAX_CHECKED_N`` is not used for per-choice checks, at most ``MAX_TRACKED_CHOICES``
