@@ -223,3 +223,34 @@ def test_its_request_fact_is_read_while_it_is_registered(registered: None) -> No
         assert "job" not in RequestFacts({"job": "j-1"})
     finally:
         register(SPEC)
+
+
+def test_an_installed_protocol_s_facts_are_read_on_its_first_route(tmp_path: Path) -> None:
+    """A seam that names an installed plugin's protocol before anything looked it up still
+    reads its facts: ``request_facts_read_by`` loads the plugins; a name no plugin has is
+    every protocol's."""
+    dist = tmp_path / "job_progress_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: job-progress-plugin\nVersion: 1.0\n"
+    )
+    (dist / "entry_points.txt").write_text(
+        "[streamguard.protocols]\njob_progress = examples.job_progress_protocol:SPEC\n"
+    )
+    script = textwrap.dedent(
+        """
+        from streamguard.protocols import request_facts_read_by
+        from streamguard.request import request_facts
+        reads = request_facts_read_by("job_progress")
+        facts, _ = request_facts(b'{"job": "j-1", "n": 2}', 1024, reads)
+        print(dict(facts), request_facts_read_by("nobody_s"))
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        cwd=tmp_path,
+    )
+    assert run.stdout.strip() == "{'job': 'j-1'} None", run.stdout + run.stderr

@@ -192,19 +192,19 @@ def _request_facts(specs: list[ProtocolSpec]) -> list[RequestFact]:
     readers would set the same fact (a protocol's own reader must use keys of its own, or
     declare the same ``RequestFact`` as the protocol it shares them with)."""
     read: list[RequestFact] = []
-    setters: dict[str, tuple[RequestFact, str]] = {}
+    setters: dict[str, str] = {}  # fact key -> the protocol whose reader sets it
     for spec in specs:
         for fact in spec.request_facts:
             if any(fact is other for other in read):
                 continue
             for key in fact.keys:
                 if key in GENERIC_FACT_KEYS or key in setters:
-                    owner = setters[key][1] if key in setters else "every request"
+                    owner = setters.get(key, "every request")
                     raise ValueError(
                         f"protocol {spec.name!r}: the request fact {key!r} is read already "
                         f"(for {owner}); name a key of its own"
                     )
-                setters[key] = (fact, spec.name)
+                setters[key] = spec.name
             read.append(fact)
     return read
 
@@ -212,8 +212,12 @@ def _request_facts(specs: list[ProtocolSpec]) -> list[RequestFact]:
 def request_facts_read_by(protocol: str) -> tuple[RequestFact, ...] | None:
     """The readers a request answered under ``protocol`` needs: its spec's; None (every
     registered protocol's, ``RequestFacts``' default) for ``"auto"`` or a name not
-    registered, whose stream may turn out to be of any protocol."""
+    registered, whose stream may turn out to be of any protocol. A protocol looked up here
+    first may be an installed plugin's: they are loaded (``load_plugins``)."""
     spec = _specs.get(protocol)
+    if spec is None and protocol != AUTO:
+        load_plugins()
+        spec = _specs.get(protocol)
     return None if spec is None else spec.request_facts
 
 
