@@ -10,11 +10,12 @@ The format: a background job reports its progress, then ends with ``done`` (or `
 
 This module is all it takes: the rules of its own (with their docs), a checker on the
 engine's lifecycle (a terminal signal and an in-band error, so ``missing_terminal``,
-``duplicate_terminal`` and ``event_after_terminal`` come for free), and the ``SPEC`` that
-declares it. ``register(SPEC)`` makes it work everywhere a built-in protocol does: route
-configuration, ``protocol="auto"`` (by the path ``/jobs/<id>/events`` or a first
-``progress`` event), ``streamguard check --protocol job_progress``, ``streamguard rules``,
-the pytest helpers, metrics labels. A distribution can instead name the spec in its
+``duplicate_terminal`` and ``event_after_terminal`` come for free), the request fact it
+reads (``job``: a client that POSTs ``{"job": "j-1"}`` is owed that job's events), and the
+``SPEC`` that declares it. ``register(SPEC)`` makes it work everywhere a built-in protocol
+does: route configuration, ``protocol="auto"`` (by the path ``/jobs/<id>/events`` or a
+first ``progress`` event), ``streamguard check --protocol job_progress``, ``streamguard
+rules``, the pytest helpers, metrics labels. A distribution can instead name the spec in its
 ``pyproject.toml``, and streamguard registers it when it is imported::
 
     [project.entry-points."streamguard.protocols"]
@@ -47,11 +48,12 @@ from streamguard.protocols import (
     register,
     terminated_lifecycle,
 )
+from streamguard.request import RequestBody, RequestFact
 from streamguard.rule_docs import rule_doc
 from streamguard.rules import INVALID_JSON, Rule
 from streamguard.sse import Event
 
-__all__ = ["PROGRESS_WENT_BACK", "SPEC", "JobProgressChecker", "build_app"]
+__all__ = ["MAX_JOB_CHARS", "PROGRESS_WENT_BACK", "SPEC", "JobProgressChecker", "build_app"]
 
 PROGRESS_WENT_BACK = Rule(
     "progress_went_back",
@@ -61,14 +63,25 @@ PROGRESS_WENT_BACK = Rule(
 JOB_CHANGED = Rule(
     "job_changed",
     Severity.ERROR,
-    "An event names another job than the stream's first; the client mixes two jobs.",
+    "An event names another job than the one asked for; the client mixes two jobs.",
 )
+
+#: The longest job name a request fact keeps: what a client sends never sizes what is kept.
+MAX_JOB_CHARS = 64
+
+
+def _read_job(body: RequestBody, facts: dict[str, Any], attributes: dict[str, Any]) -> None:
+    """The request fact ``job``: the job a request body names, a string of at most
+    ``MAX_JOB_CHARS`` characters (anything else is unknown, and the first event decides)."""
+    job = None if isinstance(body, list) else body.get("job")
+    if type(job) is str and len(job) <= MAX_JOB_CHARS:
+        facts["job"] = job
 
 
 class JobProgressChecker(Checker):
     """``progress`` events with a rising percent, one job per stream, then ``done``."""
 
-    __slots__ = ("job", "percent")
+    __slots__ = ("job", "job_from", "percent")
 
     name = "job_progress"
     LIFECYCLE = terminated_lifecycle(terminal="the `done` event")
@@ -76,7 +89,9 @@ class JobProgressChecker(Checker):
 
     def __init__(self, request: Any = None, path: str | None = None) -> None:
         super().__init__(request, path)
-        self.job: object = None
+        # The job the request asked for (its fact ``job``), else the first event's.
+        self.job: object = None if request is None else request.get("job")
+        self.job_from = "event 0's" if self.job is None else "the request's"
         self.percent = 0.0
 
     def is_terminal(self, event: Event) -> bool:
@@ -95,7 +110,8 @@ class JobProgressChecker(Checker):
         if self.job is None:
             self.job = job
         elif job != self.job:
-            found.append(self.finding(JOB_CHANGED, event, index, ": another job than event 0's"))
+            detail = f": another job than {self.job_from}"
+            found.append(self.finding(JOB_CHANGED, event, index, detail))
         percent = payload.get("percent")
         if event.event == "progress" and isinstance(percent, int | float):
             if percent < self.percent:
@@ -121,6 +137,7 @@ SPEC: ProtocolSpec = ProtocolSpec(
     paths=(Signal(55, _jobs_path),),
     events=(Signal(95, _progress_event),),
     event_names=frozenset({"progress", "done", "failed"}),
+    request_facts=(RequestFact(("job",), _read_job),),
     rules=(PROGRESS_WENT_BACK, JOB_CHANGED),
     rule_docs=(
         rule_doc(
@@ -135,7 +152,8 @@ SPEC: ProtocolSpec = ProtocolSpec(
         ),
         rule_doc(
             "job_changed",
-            meaning="An event's `job` differs from the first event's.",
+            meaning="""An event's `job` differs from the one the request named (`{"job": ...}`
+                in its body), or from the first event's when the request named none.""",
             clients="The client shows one job's progress on another's card.",
             example="""
                 event: progress

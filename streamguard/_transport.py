@@ -69,6 +69,7 @@ from streamguard.config import (
 )
 from streamguard.metrics import UPSTREAM_NAMESPACE, StreamGuardMetrics
 from streamguard.monitor import Clock, StreamEnd, StreamMonitor
+from streamguard.protocols import request_facts_read_by
 from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.sinks import ReportCallback, Sink
 
@@ -193,7 +194,7 @@ class UpstreamSeam(Seam):
             return None
         label, spec = route
         protocol = spec.protocol if spec is not None else self.config.protocol
-        facts, note = self._request_facts(request)
+        facts, note = self._request_facts(request, protocol)
         facts = add_http_facts(facts, request.method, request.headers.raw)
         monitor = StreamMonitor(
             protocol,
@@ -217,8 +218,9 @@ class UpstreamSeam(Seam):
             session.fail("link", exc)
         return session
 
-    def _request_facts(self, request: Any) -> tuple[RequestFacts | None, str | None]:
-        """What the request the client sent asked for (its body, when it was not streamed)."""
+    def _request_facts(self, request: Any, protocol: str) -> tuple[RequestFacts | None, str | None]:
+        """What the request the client sent asked for (its body, when it was not streamed):
+        the facts the route's ``protocol`` reads (every protocol's under ``"auto"``)."""
         limit = self.config.request_peek_bytes
         if not limit:
             return None, None
@@ -226,7 +228,7 @@ class UpstreamSeam(Seam):
             content = request.content
         except self.library.request_not_read:
             return None, "request body streamed by the client: request checks skipped"
-        return request_facts(content, limit)
+        return request_facts(content, limit, request_facts_read_by(protocol))
 
 
 class _UpstreamSession(StreamSession):

@@ -16,7 +16,8 @@ import pytest
 
 from streamguard.cli import main
 from streamguard.conformance import CHAT_VARIANTS, CONFORMANCE_RULES, select
-from streamguard.request import MAX_STOP_SEQUENCES, RequestFacts, request_facts
+from streamguard.protocols.openai_chat import MAX_STOP_SEQUENCES
+from streamguard.request import RequestFacts, request_facts
 from streamguard.rules import RULES
 from streamguard.testing import serve
 from tests.conformance_server import BUGS, FakeState, build_chat_app

@@ -12,9 +12,9 @@ import pytest
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport, check_stream
 from streamguard.monitor import MAX_KEPT_FINDINGS
 from streamguard.protocols._base import MAX_KEPT_TEXT_CHARS
+from streamguard.protocols.openai_chat import MAX_CHECKED_N
 from streamguard.request import (
     MAX_REQUEST_CONTAINERS,
-    MAX_REQUESTED_CHOICES,
     RequestFacts,
     add_http_facts,
     request_facts,
@@ -55,7 +55,7 @@ def test_request_facts_keep_only_what_checks_read() -> None:
 
 @pytest.mark.parametrize(
     "n",
-    [10_000_000, MAX_REQUESTED_CHOICES + 1, 0, -1, 2.0, "2", 10**5000],
+    [10_000_000, MAX_CHECKED_N + 1, 0, -1, 2.0, "2", 10**5000],
     ids=["ten-million", "over-the-bound", "zero", "negative", "float", "string", "huge"],
 )
 def test_an_unbelievable_n_is_unknown(n: object) -> None:

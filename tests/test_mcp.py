@@ -15,6 +15,7 @@ from streamguard import StreamGuardMiddleware, StreamReport, check_stream
 from streamguard.liveness import LivenessLimits
 from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import CHECKERS, make_checker
+from streamguard.protocols._jsonrpc import MAX_REQUEST_IDS, jsonrpc_id_key
 from streamguard.protocols.auto import protocol_for_event, protocol_for_path
 from streamguard.protocols.mcp import (
     MAX_BATCH_ITEMS,
@@ -24,13 +25,7 @@ from streamguard.protocols.mcp import (
 )
 from streamguard.protocols.openai_chat import OpenAIChatChecker
 from streamguard.report import SKIP_REASONS
-from streamguard.request import (
-    MAX_REQUEST_IDS,
-    RequestFacts,
-    add_http_facts,
-    jsonrpc_id_key,
-    request_facts,
-)
+from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.rule_docs import mcp as mcp_docs
 from streamguard.rules import RULES
 from streamguard.sse import Event

@@ -21,13 +21,8 @@ import streamguard
 from streamguard import StreamReport, check_stream
 from streamguard.protocols import mcp
 from streamguard.protocols._fields import MAX_SHAPE_ITEMS, MAX_SHAPE_OBJECTS
-from streamguard.request import (
-    JSONRPC_METHODS,
-    MAX_REQUEST_IDS,
-    OTHER_METHOD,
-    RequestFacts,
-    request_facts,
-)
+from streamguard.protocols._jsonrpc import JSONRPC_METHODS, MAX_REQUEST_IDS, OTHER_METHOD
+from streamguard.request import RequestFacts, request_facts
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 from .oracle.clients import available, python_verdicts

@@ -496,7 +496,7 @@ def test_checks_skipped_are_counted_by_reason() -> None:
     count once under their reason; a request that skips nothing counts nowhere."""
     import json
 
-    from streamguard.request import MAX_REQUEST_IDS
+    from streamguard.protocols._jsonrpc import MAX_REQUEST_IDS
 
     registry = CollectorRegistry()
     post = http_scope("POST", "/mcp")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,14 +14,23 @@ import httpx
 import pytest
 
 from examples import job_progress_protocol
-from examples.job_progress_protocol import SPEC, JobProgressChecker, build_app
-from streamguard import Outcome, StreamReport, check_stream
-from streamguard.protocols import CHECKERS, SPECS, ProtocolSpec, register, unregister
+from examples.job_progress_protocol import MAX_JOB_CHARS, SPEC, JobProgressChecker, build_app
+from streamguard import Outcome, StreamGuardMiddleware, StreamReport, check_stream
+from streamguard.protocols import (
+    CHECKERS,
+    SPECS,
+    ProtocolSpec,
+    register,
+    request_facts_read_by,
+    unregister,
+)
 from streamguard.protocols.auto import protocol_for_path
+from streamguard.request import RequestFacts
 from streamguard.rule_docs import RULE_DOCS
 from streamguard.rules import RULES, Rule, rules_for
 from streamguard.testing import serve
 
+from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
 from .servers import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,3 +179,78 @@ def test_a_broken_entry_point_warns_and_streamguard_still_works(tmp_path: Path) 
 def test_the_example_module_is_importable_without_registering() -> None:
     """Importing the example declares the protocol; only register() makes it known."""
     assert job_progress_protocol.SPEC.name not in SPECS
+
+
+def _job_report(request_body: bytes, *jobs: str) -> StreamReport:
+    """The report of a POST to a job stream, left to detection, whose events name ``jobs``,
+    served by an app that read ``request_body`` first (the scripted ASGI driver)."""
+    reports: list[StreamReport] = []
+    events = [("progress", f'{{"job":"{job}","percent":{i}}}') for i, job in enumerate(jobs)]
+    frames = [body(frame) for frame in _stream(*events, ("done", f'{{"job":"{jobs[-1]}"}}'))]
+    steps = ["receive", sse_start(), *frames, body(b"", more=False)]
+    middleware = StreamGuardMiddleware(
+        ScriptedApp(steps), protocol="auto", metrics=False, on_report=reports.append
+    )
+    incoming = [{"type": "http.request", "body": request_body}]
+    run(middleware, http_scope("POST", "/jobs/j-1/events"), Recorder(incoming=incoming))
+    [report] = reports
+    return report
+
+
+def test_the_job_a_request_names_is_owed(registered: None) -> None:
+    """The spec's own request fact (``job``) reaches its checker: a stream of another job
+    than the POST named is ``job_changed`` from its first event; the job it named is clean,
+    and a name over the bound is no fact (the first event decides)."""
+    asked = _job_report(b'{"job": "j-1"}', "j-2")
+    assert [(f.rule, f.event_index) for f in asked.findings] == [("job_changed", i) for i in (0, 1)]
+    assert asked.findings[0].message.endswith("another job than the request's")
+    assert _job_report(b'{"job": "j-1"}', "j-1", "j-1").findings == ()
+    too_long = json.dumps({"job": "j" * (MAX_JOB_CHARS + 1)}).encode()
+    assert _job_report(too_long, "j-2", "j-2").findings == ()
+    unasked = _job_report(b"{}", "j-2", "j-1")
+    assert [(f.rule, f.event_index) for f in unasked.findings] == [
+        ("job_changed", i) for i in (1, 2)
+    ]
+    assert unasked.findings[0].message.endswith("another job than event 0's")
+
+
+def test_its_request_fact_is_read_while_it_is_registered(registered: None) -> None:
+    """Registering adds its reader to every request's; unregistering takes it away."""
+    assert RequestFacts({"job": "j-1"}) == {"job": "j-1"}
+    assert request_facts_read_by("job_progress") == SPEC.request_facts
+    unregister(SPEC.name)
+    try:
+        assert "job" not in RequestFacts({"job": "j-1"})
+    finally:
+        register(SPEC)
+
+
+def test_an_installed_protocol_s_facts_are_read_on_its_first_route(tmp_path: Path) -> None:
+    """A seam that names an installed plugin's protocol before anything looked it up still
+    reads its facts: ``request_facts_read_by`` loads the plugins; a name no plugin has is
+    every protocol's."""
+    dist = tmp_path / "job_progress_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: job-progress-plugin\nVersion: 1.0\n"
+    )
+    (dist / "entry_points.txt").write_text(
+        "[streamguard.protocols]\njob_progress = examples.job_progress_protocol:SPEC\n"
+    )
+    script = textwrap.dedent(
+        """
+        from streamguard.protocols import request_facts_read_by
+        from streamguard.request import request_facts
+        reads = request_facts_read_by("job_progress")
+        facts, _ = request_facts(b'{"job": "j-1", "n": 2}', 1024, reads)
+        print(dict(facts), request_facts_read_by("nobody_s"))
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        cwd=tmp_path,
+    )
+    assert run.stdout.strip() == "{'job': 'j-1'} None", run.stdout + run.stderr

@@ -1,11 +1,12 @@
 """The protocol registry: every protocol's ``ProtocolSpec``, and what is derived from them.
 
 A protocol is one module that exports one ``ProtocolSpec`` (``streamguard.protocols._spec``):
-its name, checker, detection signals, event names and, for a protocol written outside the
-package, its rules and their docs. The registry holds the specs by name; everything else
-reads them from here: ``CHECKERS`` (the checker of each name), the detection order of
-``protocol="auto"`` (``streamguard.protocols.auto``), the event names messages show and the
-parser keeps interned, and which protocols raise each rule (``streamguard.rules``).
+its name, checker, detection signals, event names, the request facts its checker reads
+and, for a protocol written outside the package, its rules and their docs. The registry
+holds the specs by name; everything else reads them from here: ``CHECKERS`` (the checker
+of each name), the detection order of ``protocol="auto"`` (``streamguard.protocols.auto``),
+the event names messages show and the parser keeps interned, which protocols raise each
+rule (``streamguard.rules``), and which request facts are read (below).
 
 The built-in protocols are registered when this package is imported; the protocols that
 installed distributions name in the entry-point group ``streamguard.protocols`` (each a
@@ -17,10 +18,13 @@ with its protocol is then an unknown protocol.
 ``"auto"`` is not a checker: the monitor holds an auto-detected stream's first events and
 builds the checker its protocol names (``streamguard.monitor``).
 
-Request facts that hold only the request's head (the HTTP method, ``Last-Event-ID``; see
-``streamguard.request.add_http_facts``) reach only the checkers whose spec reads the head
-(``reads_request_head``): to the others, a request whose body was not read is an unknown
-request, as it always was.
+Every request is read for the union of the registered protocols' ``request_facts``, which
+the registry hands to ``streamguard.request`` on every change (``share_request_facts``); a
+seam that knows a route's protocol may read only that protocol's
+(``request_facts_read_by``). Request facts that hold only the request's head (the HTTP
+method, ``Last-Event-ID``; see ``streamguard.request.add_http_facts``) reach only the
+checkers whose spec reads the head (``reads_request_head``): to the others, a request
+whose body was not read is an unknown request, as it always was.
 """
 
 from __future__ import annotations
@@ -51,7 +55,12 @@ from streamguard.protocols._spec import NOT_JSON, ProtocolSpec, Signal
 from streamguard.protocols.anthropic import AnthropicChecker
 from streamguard.protocols.gemini import GeminiChecker
 from streamguard.protocols.sse import PlainSSEChecker
-from streamguard.request import RequestFacts
+from streamguard.request import (
+    GENERIC_FACT_KEYS,
+    RequestFact,
+    RequestFacts,
+    share_request_facts,
+)
 from streamguard.rule_docs import index_protocol_docs
 from streamguard.sse import share_event_names
 
@@ -74,6 +83,7 @@ __all__ = [
     "load_plugins",
     "make_checker",
     "register",
+    "request_facts_read_by",
     "terminated_lifecycle",
     "unregister",
 ]
@@ -154,8 +164,9 @@ def unregister(name: str) -> None:
 
 
 def _index(specs: list[ProtocolSpec]) -> None:
-    """Derive from ``specs`` what the rest of streamguard reads: the rule catalog's index
-    and docs first, since they alone can refuse."""
+    """Derive from ``specs`` what the rest of streamguard reads: the request facts and the
+    rule catalog's index and docs first, since they alone can refuse."""
+    read = _request_facts(specs)
     index_protocol_docs(doc for spec in specs for doc in spec.rule_docs)
     rules.index_protocols(
         (
@@ -173,6 +184,41 @@ def _index(specs: list[ProtocolSpec]) -> None:
     KNOWN_EVENT_NAMES.clear()
     KNOWN_EVENT_NAMES.update(names)
     share_event_names(names)
+    share_request_facts(read)
+
+
+def _request_facts(specs: list[ProtocolSpec]) -> list[RequestFact]:
+    """Every reader the ``specs`` declare, once each, in order; a ``ValueError`` when two
+    readers would set the same fact (a protocol's own reader must use keys of its own, or
+    declare the same ``RequestFact`` as the protocol it shares them with)."""
+    read: list[RequestFact] = []
+    setters: dict[str, str] = {}  # fact key -> the protocol whose reader sets it
+    for spec in specs:
+        for fact in spec.request_facts:
+            if any(fact is other for other in read):
+                continue
+            for key in fact.keys:
+                if key in GENERIC_FACT_KEYS or key in setters:
+                    owner = setters.get(key, "every request")
+                    raise ValueError(
+                        f"protocol {spec.name!r}: the request fact {key!r} is read already "
+                        f"(for {owner}); name a key of its own"
+                    )
+                setters[key] = spec.name
+            read.append(fact)
+    return read
+
+
+def request_facts_read_by(protocol: str) -> tuple[RequestFact, ...] | None:
+    """The readers a request answered under ``protocol`` needs: its spec's; None (every
+    registered protocol's, ``RequestFacts``' default) for ``"auto"`` or a name not
+    registered, whose stream may turn out to be of any protocol. A protocol looked up here
+    first may be an installed plugin's: they are loaded (``load_plugins``)."""
+    spec = _specs.get(protocol)
+    if spec is None and protocol != AUTO:
+        load_plugins()
+        spec = _specs.get(protocol)
+    return None if spec is None else spec.request_facts
 
 
 def _merged(

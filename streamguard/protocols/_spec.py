@@ -5,11 +5,12 @@ Theory of operation
 
 Everything outside a protocol's own checker needs a few facts about it: the name it is
 configured and labelled by, how ``protocol="auto"`` recognises it, which SSE event names it
-defines (shown in messages as they are, and cached by the parser), whether it reads the
-request's head, and the rules and rule docs it brings. A protocol states them once, in its
+defines (shown in messages as they are, and cached by the parser), which request facts
+its checker reads and whether it reads the request's head, and the rules and rule docs it
+brings. A protocol states them once, in its
 module's ``SPEC``; the registry (``streamguard.protocols``) derives from the specs what
 used to be written by hand in ten places: the checkers by name, the detection order, the
-event names, which protocols raise which rule.
+event names, which protocols raise which rule, the request facts read.
 
 Detection is a list of signals, each a test with a rank: the registry merges the signals of
 every protocol and tries them in rank order (lowest first), so a strong signal of one
@@ -18,8 +19,8 @@ default path). The ranks of the built-in protocols are spaced by ten, so a proto
 one's own can slot its signals between them.
 
 A spec is plain data, checked when it is registered (``streamguard.protocols.register``):
-a name clash, a checker whose ``name`` differs from the spec's, or a rule declared twice is
-a ``ValueError`` that names it.
+a name clash, a checker whose ``name`` differs from the spec's, a rule declared twice, or a
+request fact that two readers set is a ``ValueError`` that names it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from streamguard.protocols._base import Checker
+from streamguard.request import RequestFact
 from streamguard.rule_docs._base import RuleDoc
 from streamguard.rules import Rule
 from streamguard.sse import Event
@@ -93,6 +95,10 @@ class ProtocolSpec:
     #: The SSE event names the protocol defines: messages show them as they are (any other
     #: name from the wire only by size and hash), and the parser keeps them interned.
     event_names: frozenset[str] = frozenset()
+    #: The request facts the checker reads beyond the generic ones (``stream`` and the
+    #: head's): each a set of keys and their bounded reader. Protocols that read the same
+    #: facts (MCP and A2A, the JSON-RPC ids) declare the same ``RequestFact``.
+    request_facts: tuple[RequestFact, ...] = ()
     #: Whether the checker reads the request's head (``http_method``, ``last_event_id``)
     #: even when no body was read; otherwise such a request is unknown to it.
     reads_request_head: bool = False

@@ -73,6 +73,7 @@ from streamguard.protocols._fields import (
     req,
     shape_problem,
 )
+from streamguard.protocols._jsonrpc import REQUEST_IDS, IdKey, jsonrpc_id_key
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -88,7 +89,6 @@ from streamguard.protocols._payload import not_json, parse_json
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.protocols.mcp import jsonrpc_problem
 from streamguard.report import Finding, Severity
-from streamguard.request import IdKey, jsonrpc_id_key
 from streamguard.rule_docs._base import rule_doc
 from streamguard.rules import Rule
 from streamguard.sse import Event
@@ -522,6 +522,7 @@ SPEC: ProtocolSpec = ProtocolSpec(
     paths=(Signal(55, _named_in_path),),
     events=(Signal(35, _is_a2a),),
     rules=(RESPONSE_ID_MISMATCH, TASK_CHANGED, ARTIFACT_NOT_STARTED, TERMINAL_STATE_LEFT),
+    request_facts=(REQUEST_IDS,),
     rule_docs=(
         rule_doc(
             "response_id_mismatch",

@@ -16,10 +16,11 @@ and stop reading a POST's stream at the response.
 Theory of operation
 -------------------
 
-What is owed depends on the request, so the checker reads the request's facts
-(``streamguard.request``): the HTTP method, whether a ``Last-Event-ID`` asked to resume, and
-the ids of the POST's requests (``jsonrpc_ids``, the first ``MAX_REQUEST_IDS`` requests;
-ids compare by JSON type and value). A POST whose requests are known starts in ``waiting``:
+What is owed depends on the request, so the checker reads the request's facts: the head's
+(``streamguard.request``: the HTTP method, whether a ``Last-Event-ID`` asked to resume),
+and the one its spec declares, the ids of the POST's requests (``_jsonrpc.REQUEST_IDS``:
+``jsonrpc_ids``, the first ``MAX_REQUEST_IDS`` requests; ids compare by JSON type and
+value). A POST whose requests are known starts in ``waiting``:
 each response is matched to an owed id, and the one that answers the last of them is the
 terminal signal (the in-band error when it is a JSON-RPC error), after which the body must
 end (``body_not_ended`` if it stays open; ``missing_terminal`` if it ends before). Every
@@ -128,6 +129,7 @@ from streamguard.protocols._fields import (
     req,
     shape_problem,
 )
+from streamguard.protocols._jsonrpc import MAX_REQUEST_IDS, REQUEST_IDS, IdKey, jsonrpc_id_key
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -147,7 +149,7 @@ from streamguard.report import (
     RESUMED_STREAM,
     Finding,
 )
-from streamguard.request import MAX_REQUEST_IDS, IdKey, RequestFacts, jsonrpc_id_key
+from streamguard.request import RequestFacts
 from streamguard.sse import Event
 
 __all__ = [
@@ -468,7 +470,7 @@ _PAGE: Final = (_may("nextCursor"), _META)
 _EMPTY: Final = Shape((_META,))
 
 #: The shape of the ``result`` that answers each known request method (the keys are
-#: ``request.JSONRPC_METHODS``), as the client validates it before the call returns.
+#: ``_jsonrpc.JSONRPC_METHODS``), as the client validates it before the call returns.
 RESULT_SHAPES: Final[dict[str, Shape]] = {
     "initialize": Shape(
         (req("protocolVersion"), _may("instructions"), _META),
@@ -1005,4 +1007,5 @@ SPEC: ProtocolSpec = ProtocolSpec(
     events=(Signal(20, _is_endpoint), Signal(40, _is_jsonrpc)),
     event_names=frozenset({ENDPOINT_EVENT}),
     reads_request_head=True,
+    request_facts=(REQUEST_IDS,),
 )

@@ -40,7 +40,8 @@ without a ``function`` object (``tool_call_function_missing``).
 
 What the request says (``stream_options.include_usage``, ``n``) sharpens the usage and
 finish checks; without a request (``request=None``) the checks that need it are skipped
-rather than guessed.
+rather than guessed. The facts chat reads of a request, these and the answer-shape facts
+``streamguard conformance`` judges, are declared in its ``SPEC`` (``_read_request``).
 
 Nothing a client or an upstream sends sizes the work or the memory without a bound: an ``n``
 above ``MAX_CHECKED_N`` is not used for per-choice checks, at most ``MAX_TRACKED_CHOICES``
@@ -88,11 +89,13 @@ from streamguard.protocols._shapes import (
 from streamguard.protocols._skeleton import Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
+from streamguard.request import NO_FIELDS, RequestBody, RequestFact
 from streamguard.sse import Event
 
 __all__ = [
     "FINISH_REASONS",
     "MAX_CHECKED_N",
+    "MAX_STOP_SEQUENCES",
     "MAX_TRACKED_CHOICES",
     "MAX_TRACKED_TOOL_CALLS",
     "SPEC",
@@ -974,10 +977,106 @@ def _is_chat_chunk(event: Event, payload: object) -> bool:
     )
 
 
+#: The largest integer kept for a request fact (``max_tokens``): a JSON number can have
+#: 100,000 digits.
+_MAX_FACT_INT: Final = 2**53
+#: The stop sequences kept (``stop``): OpenAI takes at most 4 (vLLM and llama.cpp more);
+#: a longer list, or a sequence longer than ``_MAX_STOP_CHARS``, reads as unknown, so the
+#: facts of an open stream stay a few hundred bytes whatever the client sent.
+MAX_STOP_SEQUENCES: Final = 4
+_MAX_STOP_CHARS: Final = 64
+#: The largest ``top_logprobs`` believed (OpenAI takes at most 20).
+_MAX_TOP_LOGPROBS: Final = 64
+#: The longest forced function name kept (``tool_choice``; OpenAI's names are at most 64).
+_MAX_FUNCTION_NAME_CHARS: Final = 64
+#: The ``tool_choice`` strings kept as they are; a ``{"type": "function", ...}`` object
+#: reads as ``"function"`` (its name is ``tool_choice_function``).
+_TOOL_CHOICES: frozenset[str] = frozenset({"none", "auto", "required"})
+#: The ``response_format.type`` values kept; any other reads as unknown.
+_RESPONSE_FORMATS: frozenset[str] = frozenset({"text", "json_object", "json_schema"})
+
+
+def _read_request(body: RequestBody, facts: dict[str, Any], attributes: dict[str, Any]) -> None:
+    """The request facts chat reads: ``n`` (``None`` when present but not 1 to
+    ``MAX_CHECKED_N``: per-choice counts go unchecked), ``stream_options.include_usage``
+    (``{"include_usage": bool}``), and what the request asks of the answer's shape, for
+    ``streamguard conformance``, each only when well typed and small: ``max_tokens``
+    (``max_completion_tokens`` when both are sent, as OpenAI reads them), ``stop`` (a tuple
+    of at most ``MAX_STOP_SEQUENCES`` strings; one string is a tuple of one; ``None`` when
+    unusable), ``tool_choice`` (``"none"``, ``"auto"``, ``"required"``, or ``"function"``
+    for a forced function, whose name is ``tool_choice_function``), ``logprobs`` (a bool),
+    ``top_logprobs`` and ``response_format`` (its ``type``)."""
+    request = NO_FIELDS if isinstance(body, list) else body  # a batch has no fields
+    if "n" in request:
+        n = request["n"]
+        facts["n"] = n if type(n) is int and 1 <= n <= MAX_CHECKED_N else None
+    options = request.get("stream_options")
+    if isinstance(options, Mapping):
+        facts["stream_options"] = {"include_usage": options.get("include_usage") is True}
+    for key in ("max_tokens", "max_completion_tokens"):  # the newer name wins
+        value = request.get(key)
+        if type(value) is int and 0 <= value <= _MAX_FACT_INT:
+            facts["max_tokens"] = value
+    stop = request.get("stop")
+    if stop is not None:
+        facts["stop"] = _stop_sequences(stop)
+    choice = request.get("tool_choice")
+    if type(choice) is str and choice in _TOOL_CHOICES:
+        facts["tool_choice"] = choice
+    elif isinstance(choice, Mapping) and choice.get("type") == "function":
+        facts["tool_choice"] = "function"
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if type(name) is str and len(name) <= _MAX_FUNCTION_NAME_CHARS:
+            facts["tool_choice_function"] = name
+    logprobs = request.get("logprobs")
+    if type(logprobs) is bool:
+        facts["logprobs"] = logprobs
+    top = request.get("top_logprobs")
+    if type(top) is int and 0 <= top <= _MAX_TOP_LOGPROBS:
+        facts["top_logprobs"] = top
+    response_format = request.get("response_format")
+    if isinstance(response_format, Mapping):
+        kind = response_format.get("type")
+        if type(kind) is str and kind in _RESPONSE_FORMATS:
+            facts["response_format"] = kind
+
+
+def _stop_sequences(value: object) -> tuple[str, ...] | None:
+    """A request's ``stop`` as a tuple of strings, or None when unusable (too many, too
+    long, not strings): the checks that read it are then skipped."""
+    if type(value) is str:
+        return (value,) if len(value) <= _MAX_STOP_CHARS else None
+    if type(value) is not list or len(value) > MAX_STOP_SEQUENCES:
+        return None
+    kept: list[str] = []
+    for item in value:
+        if type(item) is not str or len(item) > _MAX_STOP_CHARS:
+            return None
+        kept.append(item)
+    return tuple(kept)
+
+
 SPEC: ProtocolSpec = ProtocolSpec(
     name=OpenAIChatChecker.name,
     checker=OpenAIChatChecker,
     summary="OpenAI Chat Completions streaming (`/v1/chat/completions`), ending in `[DONE]`",
     paths=(Signal(20, lambda path: path.endswith("/chat/completions")),),
     events=(Signal(30, _is_done), Signal(70, _is_chat_chunk)),
+    request_facts=(
+        RequestFact(
+            (
+                "n",
+                "stream_options",
+                "max_tokens",
+                "stop",
+                "tool_choice",
+                "tool_choice_function",
+                "logprobs",
+                "top_logprobs",
+                "response_format",
+            ),
+            _read_request,
+        ),
+    ),
 )

@@ -103,6 +103,7 @@ from streamguard.protocols._shapes import RESPONSES_EVENT, ResponsesEvent, Respo
 from streamguard.protocols._skeleton import Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
+from streamguard.request import RequestBody, RequestFact
 from streamguard.sse import Event
 
 __all__ = ["MAX_OPEN_ITEMS", "MAX_OPEN_PARTS", "SPEC", "TERMINAL_TYPES", "OpenAIResponsesChecker"]
@@ -1030,6 +1031,20 @@ def _starting_after(request: Mapping[str, Any] | None, path: str | None) -> int 
     return value if type(value) is int and value >= 0 else None
 
 
+#: The largest ``starting_after`` kept as a request fact: a JSON number can have 100,000
+#: digits.
+_MAX_STARTING_AFTER: int = 2**53
+
+
+def _read_request(body: RequestBody, facts: dict[str, Any], attributes: dict[str, Any]) -> None:
+    """The request fact Responses reads: ``starting_after``, the sequence number a resumed
+    stream continues after (an integer from 0 to ``_MAX_STARTING_AFTER``)."""
+    if not isinstance(body, list):
+        value = body.get("starting_after")
+        if type(value) is int and 0 <= value <= _MAX_STARTING_AFTER:
+            facts["starting_after"] = value
+
+
 # -- the protocol's declaration ------------------------------------------------------------
 
 
@@ -1048,4 +1063,5 @@ SPEC: ProtocolSpec = ProtocolSpec(
     paths=(Signal(30, lambda path: path.endswith("/v1/responses")),),
     events=(Signal(60, _is_responses_event),),
     event_names=_KNOWN_TYPES,
+    request_facts=(RequestFact(("starting_after",), _read_request),),
 )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from streamguard._session import Side, StreamSession, classify_end, not_an_event_stream, read_head
 from streamguard.config import TimerConfig
 from streamguard.monitor import StreamEnd, StreamMonitor
-from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker
+from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker, request_facts_read_by
 from streamguard.protocols._base import Transcript
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.request import add_http_facts, request_facts
@@ -290,7 +290,7 @@ def _start(
     timers: TimerConfig | None,
 ) -> _Collector:
     if request is None:
-        request = _request_json(response)
+        request = _request_json(response, protocol)
     collector = _Collector(
         protocol, request, response.request.url.path, max_event_bytes, started_at, timers
     )
@@ -298,9 +298,9 @@ def _start(
     return collector
 
 
-def _request_json(response: httpx.Response) -> Mapping[str, Any] | None:
+def _request_json(response: httpx.Response, protocol: str) -> Mapping[str, Any] | None:
     """The facts of the request sent: its method and ``Last-Event-ID``, and its JSON body's
-    when it is one and was not streamed."""
+    when it is one and was not streamed (those ``protocol`` reads; all under ``"auto"``)."""
     import httpx
 
     request = response.request
@@ -309,7 +309,7 @@ def _request_json(response: httpx.Response) -> Mapping[str, Any] | None:
     except httpx.RequestNotRead:
         facts = None
     else:
-        facts, _why_not = request_facts(content, MAX_REQUEST_BYTES)
+        facts, _why_not = request_facts(content, MAX_REQUEST_BYTES, request_facts_read_by(protocol))
     return add_http_facts(facts, request.method, request.headers.raw)
 
 
