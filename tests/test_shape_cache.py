@@ -417,7 +417,7 @@ def facts(report: StreamReport) -> dict[str, Any]:
 
 
 #: The protocols whose checkers vouch for a kind of frame (``Checker.repeatable``).
-VOUCHING = ("anthropic", "ai_sdk_ui", "openai_chat", "openai_responses")
+VOUCHING = ("ag_ui", "anthropic", "ai_sdk_ui", "openai_chat", "openai_responses")
 
 
 def hits(protocol: str, body: bytes, request: Any = None) -> int:

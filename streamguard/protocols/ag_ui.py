@@ -125,6 +125,7 @@ from streamguard.protocols._lifecycle import (
     broken,
     go,
 )
+from streamguard.protocols._skeleton import Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -401,6 +402,10 @@ _WHAT = {
     "subagent": "subagent",
 }
 
+#: The events that carry one more piece of an open thing's text, and where it is.
+_PIECES: Final = frozenset({"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS", "REASONING_MESSAGE_CONTENT"})
+_PIECE_TEXT: Final = Holes((("delta",),))
+
 #: Bytes of an LF-framed simple event after its data line (the two line endings).
 _LF_GAP, _CRLF_GAP = 2, 4
 _DATA_PREFIX = len("data: ")
@@ -523,6 +528,11 @@ class AGUIChecker(Checker):
             self._check_patch(found, payload.get("delta"), kind_value)
         elif kind_value == "ACTIVITY_DELTA":
             self._check_patch(found, payload.get("patch"), kind_value)
+        elif kind_value in _PIECES and not found.items and self._framing_decided:
+            # One more piece of an open message or call's text changes nothing a rule
+            # reads (its framing is checked on every event, apart): the next one of the
+            # same bytes, text aside, need not be parsed.
+            self.repeatable(_PIECE_TEXT)
         return found.items
 
     def _unknown_type(self, found: EventFindings, kind: str) -> None:
