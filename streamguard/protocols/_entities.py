@@ -1,39 +1,25 @@
-"""Numbered entities inside a stream (Anthropic content blocks, Responses output items and
-their parts): things that open at the next index, take events while open and close, and
-the one place their lifecycle rules are decided.
+"""Numbered entities inside a stream: things that open at the next index, take events while
+open and close (Anthropic content blocks, Responses output items and their parts). The
+id-keyed twin, for entities named by ids from the wire, is ``_agent.OpenIds``.
 
-Theory of operation
--------------------
+A protocol declares each kind once (``EntityKind``): the nouns and verbs its messages use
+and which of its rules each broken lifecycle is. ``Entities`` follows one kind in a stream
+and is the one place those rules are decided:
 
-A protocol declares each kind of numbered entity once, as an ``EntityKind``: the nouns and
-verbs its messages use ("content block", "started", "stopped") and which of its rules each
-broken lifecycle is. ``Entities`` then follows a stream's entities of that kind and adds
-the findings itself:
+- ``check_opening``: an opening at another index than the next is ``out_of_order``; one
+  while others are open ``overlap`` (a once-per-stream rule is reported once, and says so);
+- ``not_open``: an event names an entity that is not open (never opened, or closed);
+  while some are past the bound it is presumably one of those, and not judged;
+- ``check_closed``: the entities still open when the unit that holds them ends are
+  ``not_closed``, or ``open_at_limit`` when a length limit cut them off, in one message.
 
-- ``check_opening``: an opening at another index than the next one is ``out_of_order``;
-  one while others are open is ``overlap`` (a once-per-stream rule is reported once,
-  ``Checker.report`` says so in the message);
-- ``not_open``: an event that names an entity that is not open (never opened, or closed
-  already) is ``not_open``; the checker decides when that is a finding (an entity past the
-  bound, or opened before a resumed stream began, is not one);
-- ``check_closed``: entities still open when the unit that holds them ends are
-  ``not_closed``, or ``open_at_limit`` when a length limit cut them off, counted in one
-  message; they are then forgotten.
-
-The id-keyed twin, for entities named by ids from the wire, is ``_agent.OpenIds``.
-
-Bounded state: at most ``limit`` entries are open at once. Past it a new entity is either
-not followed but counted (``untracked``: an event that names one cannot be judged, so no
-``not_open`` is reported while any is counted) or, for a kind declared ``forget_oldest``,
-kept in place of the oldest open one. An entry that leaves (replaced, forgotten, or
-still open at ``check_closed``) is handed to the tracker's ``forget`` function, which gives
-back what it kept (``KeptText``) to the stream's budget; ``close`` hands the entry to the
-caller instead, for the checks of the closing event, and the caller forgets it.
-Messages show indices through
-``_wire.number`` and at most ``SHOWN`` entries of a list.
-
-The per-delta path reads ``open`` directly (one dict look-up): nothing here is called on
-it.
+Bounded state: at most ``limit`` entries are open. Past it a new entity is counted
+(``untracked``) and not followed or, with ``forget_oldest``, kept in place of the oldest.
+An entry that leaves (replaced, pushed out, or still open at the end) goes to ``forget``,
+which gives what it kept (``KeptText``) back to the stream's budget; ``close`` hands the
+entry to the caller instead, for its closing event's checks. Messages show indices through
+``_wire.number`` and lists cut short (``listing``). The per-delta path reads ``open``
+directly: nothing here is called on it.
 """
 
 from __future__ import annotations
@@ -45,12 +31,9 @@ from streamguard._wire import number
 from streamguard.protocols._base import Checker, EventFindings, listing
 from streamguard.rules import Rule
 
-__all__ = ["SHOWN", "Entities", "EntityKind", "plain_label"]
+__all__ = ["Entities", "EntityKind", "plain_label"]
 
 T = TypeVar("T")
-
-#: Entries a message lists before "and N more".
-SHOWN: int = 3
 
 
 def plain_label(index: int, entry: object) -> str:
@@ -59,14 +42,10 @@ def plain_label(index: int, entry: object) -> str:
 
 
 class EntityKind(NamedTuple):
-    """One kind of numbered entity as a protocol declares it: how its messages name it and
-    which rule each broken lifecycle is (None: the protocol has no such rule, the check is
-    not made).
-
-    ``noun`` names one entity ("content block"), ``index_field`` the field that numbers it
-    ("index"), ``opened`` and ``closed`` the verbs of its opening and closing events
-    ("started", "stopped").
-    """
+    """One kind of numbered entity as a protocol declares it: ``noun`` names one ("content
+    block"), ``index_field`` the field that numbers it, ``opened`` and ``closed`` the verbs
+    of its opening and closing events ("started", "stopped"); then the rule of each broken
+    lifecycle (None: the protocol has no such rule, and the check is not made)."""
 
     noun: str
     index_field: str
@@ -81,12 +60,12 @@ class EntityKind(NamedTuple):
 
 class Entities(Generic[T]):
     """The open entities of one ``EntityKind`` in a stream, by index, each with its entry
-    (what the checker keeps about it).
+    (what the checker keeps about it; ``describe`` shows it in a list).
 
-    ``opened`` is one past the highest index ever kept (the next index expected);
-    ``in_order`` stays True while every kept index was the next one, so that every index
+    ``opened`` is one past the highest index ever opened (the next one expected);
+    ``in_order`` stays True while each opened index was the next one, so that every index
     below ``opened`` was used and a message may say "already used" or "already closed";
-    ``untracked`` counts entities past the bound, opened and not followed.
+    ``untracked`` counts the open entities past the bound, which are not followed.
     """
 
     __slots__ = (
@@ -112,22 +91,16 @@ class Entities(Generic[T]):
         self.kind = kind
         self.limit = limit
         self._forget = forget
-        self._describe = describe  # an entry as a message lists it
+        self._describe = describe
         self._forget_oldest = forget_oldest
         self.opened = 0
         self.in_order = True
         self.untracked = 0
         self.open: dict[int, T] = {}
 
-    def still_open(self) -> int:
-        """How many entities are open, those past the bound included."""
-        return len(self.open) + self.untracked
-
-    # -- opening -------------------------------------------------------------------------
-
     def check_opening(self, found: EventFindings, where: str, index: int | None) -> None:
-        """An event opens the entity at ``index`` (None: its index cannot be told, so only
-        the overlap is judged). ``where`` follows ``event N`` in a message."""
+        """An event opens the entity at ``index`` (None: where it sits cannot be told, so
+        only the overlap is judged). ``where`` follows ``event N`` in a message."""
         kind = self.kind
         expected = self.opened
         if index is not None and index != expected and kind.out_of_order is not None:
@@ -138,20 +111,17 @@ class Entities(Generic[T]):
             else:
                 how = f"expected {number(expected)}"
             found.add(kind.out_of_order, f"{where}: {kind.index_field} {number(index)}, {how}")
-        still_open = self.still_open()
+        still_open = len(self.open) + self.untracked
         if still_open and kind.overlap is not None and not found.checker.reported(kind.overlap):
             what = f"a {kind.noun}" if index is None else f"{kind.noun} {number(index)}"
             detail = f"{where}: {what} opens while {still_open} other {kind.noun}(s) are still "
             found.add(kind.overlap, f"{detail}open{self._listed(still_open)}")
 
     def keep(self, checker: Checker, index: int, entry: T) -> bool:
-        """Follow the entity at ``index`` from now on with ``entry``; whether it is followed.
-        An entry open at that index is forgotten; when ``limit`` entries are open, the
-        oldest is forgotten (``forget_oldest``) or the new one is counted in ``untracked``
-        and not followed."""
+        """Follow the entity at ``index`` with ``entry`` (an entry open there is forgotten);
+        False when ``limit`` entries are open and it is only counted in ``untracked``."""
         if index >= self.opened:
-            if index > self.opened:
-                self.in_order = False
+            self.in_order = self.in_order and index == self.opened
             self.opened = index + 1
         open_now = self.open
         if self._forget_oldest and len(open_now) >= self.limit:
@@ -165,11 +135,20 @@ class Entities(Generic[T]):
         open_now[index] = entry
         return True
 
-    # -- events inside, and closing ------------------------------------------------------
+    def close(self, index: int) -> T | None:
+        """Close the entity at ``index``: its entry, or None when it was not open."""
+        return self.open.pop(index, None)
 
-    def not_open(self, found: EventFindings, where: str, index: int, label: str = "") -> None:
-        """``not_open``: the event names the entity at ``index``, which is not open (its
-        ``label`` in the message, if not ``noun index``)."""
+    def not_open(
+        self, found: EventFindings, where: str, index: int, label: str = "", closes: bool = False
+    ) -> None:
+        """An event (a closing one when ``closes``) names the entity at ``index`` (``label``
+        in the message, if not ``noun index``), which is not open: ``not_open``, unless some
+        are past the bound (then it is presumably one of them: a closing event uncounts it)."""
+        if self.untracked:
+            if closes:
+                self.untracked -= 1
+            return
         kind = self.kind
         if index >= self.opened:
             state = f"never {kind.opened}"
@@ -180,38 +159,31 @@ class Entities(Generic[T]):
         label = label or f"{kind.noun} {number(index)}"
         found.add(kind.not_open, f"{where}: {label} is not open ({state})")
 
-    def close(self, index: int) -> T | None:
-        """Close the entity at ``index``: its entry, for the checks of its closing event
-        (the caller then forgets it), or None when it was not open."""
-        return self.open.pop(index, None)
-
     def check_closed(self, found: EventFindings, where: str, cut_off: str = "") -> None:
         """The unit that holds the entities ended: those still open are ``not_closed`` (or
-        ``open_at_limit`` when ``cut_off`` says which length limit cut them off), in one
-        message; then all are forgotten."""
-        still_open = self.still_open()
+        ``open_at_limit``, when ``cut_off`` names the limit that cut them off), then
+        forgotten."""
+        still_open = len(self.open) + self.untracked
         if still_open:
             kind = self.kind
             detail = f"{where}: {still_open} {kind.noun}(s) were never {kind.closed}"
             detail += self._listed(still_open)
-            rule = kind.not_closed
             if cut_off and kind.open_at_limit is not None:
-                rule = kind.open_at_limit
-                detail += f", cut off by {cut_off}"
-            found.add(rule, detail)
+                found.add(kind.open_at_limit, f"{detail}, cut off by {cut_off}")
+            else:
+                found.add(kind.not_closed, detail)
         self.forget_all(found.checker)
 
     def forget_all(self, checker: Checker) -> None:
-        """Nothing more is checked: forget every entry (and the count past the bound)."""
+        """Nothing more is checked: forget every entry, and the count past the bound."""
         for entry in self.open.values():
             self._forget(checker, entry)
         self.open.clear()
         self.untracked = 0
 
     def _listed(self, total: int) -> str:
-        """``: 0, 1, 2 and 5 more`` for the open entries by index, or nothing when none is
-        followed (all past the bound)."""
-        describe = self._describe
-        labels = (describe(index, self.open[index]) for index in sorted(self.open))
-        shown = listing(labels, total, SHOWN)
+        """``: 0, 1, 2 and 5 more``, the open entries by index; nothing when all ``total``
+        are past the bound."""
+        labels = (self._describe(index, self.open[index]) for index in sorted(self.open))
+        shown = listing(labels, total)
         return f": {shown}" if shown else ""

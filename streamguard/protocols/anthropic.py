@@ -53,10 +53,9 @@ block or delta type and a stop reason appear only when they are one of the docum
 tokens below, anything else as its size and a short hash (``streamguard._wire``); block
 indices and token counts as digits when they are sane integers. Lists (open blocks) show
 a few entries and a count. What the checker keeps per stream is bounded the same way: at
-most ``_MAX_OPEN_BLOCKS`` open blocks (``_entities.Entities``, which also owns the block
-lifecycle rules, ``_BLOCKS`` declaring them: not started, overlap, out of order, not stopped
-and open at the limit), each with a documented type or none,
-and short digests rather than names the stream chose. The one text it keeps, a tool
+most ``_MAX_OPEN_BLOCKS`` open blocks (``_entities.Entities``, owner of the rules ``_BLOCKS``
+declares), each with a documented type or none, and short digests rather than names the
+stream chose. The one text it keeps, a tool
 block's ``partial_json`` fragments until its ``content_block_stop``
 (``tool_input_invalid``), is a ``KeptText`` within the stream's kept-text budget: past it
 the block's input is dropped and not checked, and a block's room is given back when it

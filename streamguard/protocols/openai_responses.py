@@ -56,9 +56,9 @@ Bounded state
 -------------
 
 Whatever a stream sends, a checker holds at most ``MAX_OPEN_ITEMS`` open items, each with
-at most ``MAX_OPEN_PARTS`` open parts (``_entities.Entities``, which also owns the item and
-part lifecycle rules, ``_ITEMS`` and ``_PARTS`` declaring them); items and parts past those
-bounds are counted, not followed, and the events that name them are not checked. Deltas kept for the
+at most ``MAX_OPEN_PARTS`` open parts (``_entities.Entities``, owner of the rules ``_ITEMS``
+and ``_PARTS`` declare); items and parts past those bounds are counted, not followed, and
+the events that name them are not checked. Deltas kept for the
 ``.done`` comparison count against the stream's kept-text budget (``KeptText``): a part
 whose deltas do not fit is not compared. Ids longer than ``_MAX_ID_CHARS`` are kept as a
 digest. Indices outside ``0 <= i < _MAX_INDEX`` are never used as keys. No finding message
@@ -558,7 +558,8 @@ class OpenAIResponsesChecker(Checker):
         self._check_response(payload, found)
 
     def _on_error(self, payload: ResponsesEvent, found: EventFindings) -> None:
-        self._release()  # only response.failed or [DONE] may follow: no item is checked
+        # Only response.failed or [DONE] may follow: no item is checked any more.
+        self._items.forget_all(self)
         problem = _error_event_problem(payload)
         if problem is not None and not self._event_malformed:
             found.add(rules.SCHEMA_MISMATCH, f": {problem}")
@@ -580,7 +581,7 @@ class OpenAIResponsesChecker(Checker):
                     "of them"
                 )
                 found.add(rules.COMPLETED_OUTPUT_EMPTY, detail)
-        self._release()
+        self._items.forget_all(self)  # the response ended: nothing more is checked
 
     def _check_response(self, payload: ResponsesEvent, found: EventFindings) -> None:
         response = payload.get("response")
@@ -746,10 +747,8 @@ class OpenAIResponsesChecker(Checker):
                 )
                 found.add(rules.TEXT_NOT_DONE, detail)
             _forget(self, text)
-        elif item.parts.untracked:  # presumably a part past the bound
-            item.parts.untracked -= 1
-        elif not item.adopted:
-            _part_not_open(payload, item, found, content, part)
+        elif not item.adopted or item.parts.untracked:  # an adopted item's parts: on trust
+            _part_not_open(payload, item, found, content, part, closes=True)
 
     def _open_part(self, item: _OpenItem, content: bool, part: int, compare: bool) -> _Text | None:
         key = _part_key(content, part)
@@ -764,12 +763,7 @@ class OpenAIResponsesChecker(Checker):
         self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings
     ) -> None:
         part = payload.get("content_index")
-        if (
-            part is not None
-            and _part_key(True, part) not in item.parts.open
-            and not item.adopted
-            and not item.parts.untracked
-        ):
+        if part is not None and _part_key(True, part) not in item.parts.open and not item.adopted:
             _part_not_open(payload, item, found, True, part)
 
     def _on_text(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
@@ -789,7 +783,7 @@ class OpenAIResponsesChecker(Checker):
             if found_text is None:
                 if item.adopted:  # opened before a resumed stream's first event
                     found_text = self._open_part(item, content, part, compare=False)
-                elif not item.parts.untracked:
+                else:
                     _part_not_open(payload, item, found, content, part)
                 if found_text is None:
                     return
@@ -842,10 +836,6 @@ class OpenAIResponsesChecker(Checker):
             token.deltas.add(self, parse_json(values[1]))
         return NO_FINDINGS
 
-    def _release(self) -> None:
-        """The response ended: nothing more is checked, so keep nothing more."""
-        self._items.forget_all(self)
-
 
 #: The payload handler of each event type; any other type that names an item goes to
 #: ``_on_item_event``.
@@ -869,11 +859,17 @@ _ITEM_HANDLERS: dict[str, _ItemHandler] = {
 
 
 def _part_not_open(
-    payload: ResponsesEvent, item: _OpenItem, found: EventFindings, content: bool, part: int
+    payload: ResponsesEvent,
+    item: _OpenItem,
+    found: EventFindings,
+    content: bool,
+    part: int,
+    closes: bool = False,
 ) -> None:
-    """``item_not_open`` for an event naming a content or summary part that is not open."""
+    """An event (a closing one when ``closes``) names a content or summary part that is not
+    open (``Entities.not_open``)."""
     label = f"{'content' if content else 'summary'} part {number(part)}"
-    item.parts.not_open(found, _named(payload["type"]), _part_key(content, part), label)
+    item.parts.not_open(found, _named(payload["type"]), _part_key(content, part), label, closes)
 
 
 def _kind(value: object) -> str:
