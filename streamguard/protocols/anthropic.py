@@ -186,7 +186,7 @@ _BLOCK_TYPES = frozenset(
 #: is forgotten, so a hostile stream cannot make the checker's memory grow.
 _MAX_OPEN_BLOCKS = 64
 #: The content blocks' lifecycle rules, and how their messages name a block.
-_BLOCKS = EntityKind(
+_BLOCKS: EntityKind = EntityKind(
     "content block",
     "index",
     "started",

@@ -220,7 +220,7 @@ _MAX_INDEX = 2**31
 _MAX_ID_CHARS = 128
 #: The lifecycle rules of output items and of their content and summary parts, and how
 #: their messages name them.
-_ITEMS = EntityKind(
+_ITEMS: EntityKind = EntityKind(
     "output item",
     "output_index",
     "added",
@@ -230,7 +230,7 @@ _ITEMS = EntityKind(
     out_of_order=rules.ITEM_OUT_OF_ORDER,
     overlap=rules.ITEM_OVERLAP,
 )
-_PARTS = EntityKind(
+_PARTS: EntityKind = EntityKind(
     "part", "content_index", "added", "done", not_open=_ITEMS.not_open, not_closed=_ITEMS.not_closed
 )
 
