@@ -203,6 +203,18 @@ def test_forget_oldest_keeps_the_new_entity_in_place_of_the_oldest() -> None:
     assert (sorted(things.open), things.untracked, oldest.forgotten) == ([1, 2], 0, True)
 
 
+@pytest.mark.parametrize(("forget_oldest", "order"), [(False, [1, 0]), (True, [0, 1])])
+def test_an_entity_opened_again_is_the_newest_unless_the_oldest_is_pushed_out(
+    forget_oldest: bool, order: list[int]
+) -> None:
+    """Reopened, an entity is the newest; where the oldest is pushed out (Anthropic's
+    blocks) it keeps its place, as the checkers did before the tracker."""
+    checker, things = track(limit=3, forget_oldest=forget_oldest)
+    for index in (0, 1, 0):
+        things.keep(checker, index, Kept(checker))
+    assert list(things.open) == order
+
+
 def test_an_entry_replaced_at_its_index_gives_its_room_back() -> None:
     checker, things = track()
     first = Kept(checker, 1_000)

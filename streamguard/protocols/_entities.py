@@ -118,18 +118,22 @@ class Entities(Generic[T]):
             found.add(kind.overlap, f"{detail}open{self._listed(still_open)}")
 
     def keep(self, checker: Checker, index: int, entry: T) -> bool:
-        """Follow the entity at ``index`` with ``entry`` (an entry open there is forgotten);
-        False when ``limit`` entries are open and it is only counted in ``untracked``."""
+        """Follow the entity at ``index`` with ``entry``; False when ``limit`` entries are
+        open and it is only counted in ``untracked``. An entry open at that index is
+        forgotten: the new one is the newest, or with ``forget_oldest`` takes its place in
+        the order in which the oldest is pushed out."""
         if index >= self.opened:
             self.in_order = self.in_order and index == self.opened
             self.opened = index + 1
         open_now = self.open
         if self._forget_oldest and len(open_now) >= self.limit:
             self._forget(checker, open_now.pop(next(iter(open_now))))
-        replaced = open_now.pop(index, None)
+        replaced = open_now.get(index)
         if replaced is not None:
             self._forget(checker, replaced)
-        if len(open_now) >= self.limit:
+            if not self._forget_oldest:
+                del open_now[index]
+        elif len(open_now) >= self.limit:
             self.untracked += 1
             return False
         open_now[index] = entry
