@@ -58,12 +58,12 @@ Bounded state
 Whatever a stream sends, a checker holds at most ``MAX_OPEN_ITEMS`` open items, each with
 at most ``MAX_OPEN_PARTS`` open parts (``_entities.Entities``, owner of the rules ``_ITEMS``
 and ``_PARTS`` declare); items and parts past those bounds are counted, not followed, and
-the events that name them are not checked. Deltas kept for the
-``.done`` comparison count against the stream's kept-text budget (``KeptText``): a part
-whose deltas do not fit is not compared. Ids longer than ``_MAX_ID_CHARS`` are kept as a
-digest. Indices outside ``0 <= i < _MAX_INDEX`` are never used as keys. No finding message
-quotes the wire: types and statuses appear only when they are documented tokens, ids as a
-size and hash, numbers through ``_wire.number``, and lists of items are cut short.
+the events that name them are not checked. Deltas kept for the ``.done`` comparison count
+against the stream's kept-text budget (``KeptText``): a part whose deltas do not fit is not
+compared. Ids longer than ``_MAX_ID_CHARS`` are kept as a digest. Indices outside
+``0 <= i < _MAX_INDEX`` are never used as keys. No finding message quotes the wire: types
+and statuses appear only when they are documented tokens, ids as a size and hash, numbers
+through ``_wire.number``, and lists of items are cut short.
 """
 
 from __future__ import annotations
