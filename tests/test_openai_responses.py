@@ -344,7 +344,9 @@ def test_unclosed_items_are_listed_in_one_bounded_message() -> None:
     )
     report = check_stream(body + completed, protocol=PROTOCOL)
     assert report.rules() == ["item_overlap", "item_not_closed"]
-    assert report.findings[0].message.endswith("1 other item(s) are still open: 0")
+    assert report.findings[0].message.endswith(
+        "1 other output item(s) are still open: 0 (reported once per stream)"
+    )
     assert report.findings[1].message.endswith(
         "300 output item(s) were never done: 0, 1, 2 and 297 more"
     )

@@ -593,8 +593,8 @@ class KeptText:
 
 
 class OpenByNumber(Generic[T]):
-    """Numbered things that open in order and close: Anthropic content blocks, Responses
-    output items and content parts, chat tool calls.
+    """Numbered things that open in order and close, without the rules ``_entities.Entities``
+    owns besides: Cohere's content blocks, tool calls and citations.
 
     ``opened`` counts how many numbers were ever opened in order (the next expected one);
     ``open`` holds at most ``limit`` open entries, so a stream cannot grow it.

@@ -53,8 +53,9 @@ block or delta type and a stop reason appear only when they are one of the docum
 tokens below, anything else as its size and a short hash (``streamguard._wire``); block
 indices and token counts as digits when they are sane integers. Lists (open blocks) show
 a few entries and a count. What the checker keeps per stream is bounded the same way: at
-most ``_MAX_OPEN_BLOCKS`` open blocks (``OpenByNumber``), each with a documented type or none,
-and short digests rather than names the stream chose. The one text it keeps, a tool
+most ``_MAX_OPEN_BLOCKS`` open blocks (``_entities.Entities``, owner of the rules ``_BLOCKS``
+declares), each with a documented type or none, and short digests rather than names the
+stream chose. The one text it keeps, a tool
 block's ``partial_json`` fragments until its ``content_block_stop``
 (``tool_input_invalid``), is a ``KeptText`` within the stream's kept-text budget: past it
 the block's input is dropped and not checked, and a block's room is given back when it
@@ -73,14 +74,13 @@ from streamguard.protocols._base import (
     Checker,
     EventFindings,
     KeptText,
-    OpenByNumber,
     Transcript,
     event_name,
     json_object,
-    listing,
     terminated_lifecycle,
     type_name,
 )
+from streamguard.protocols._entities import Entities, EntityKind
 from streamguard.protocols._fields import ARRAY, INTEGER, OBJECT, Field, req, shape_problems
 from streamguard.protocols._lifecycle import (
     ANY,
@@ -185,6 +185,18 @@ _BLOCK_TYPES = frozenset(
 #: Beyond this many simultaneously open blocks (already a ``block_overlap``), the oldest
 #: is forgotten, so a hostile stream cannot make the checker's memory grow.
 _MAX_OPEN_BLOCKS = 64
+#: The content blocks' lifecycle rules, and how their messages name a block.
+_BLOCKS: EntityKind = EntityKind(
+    "content block",
+    "index",
+    "started",
+    "stopped",
+    not_open=rules.BLOCK_NOT_STARTED,
+    not_closed=rules.BLOCK_NOT_STOPPED,
+    out_of_order=rules.BLOCK_INDEX_OUT_OF_ORDER,
+    overlap=rules.BLOCK_OVERLAP,
+    open_at_limit=rules.BLOCK_OPEN_AT_LIMIT,
+)
 #: A text delta into an open text block, as ``_on_block_delta`` vouches for it.
 _TEXT_DELTA = Holes((("delta", "text"),))
 #: Distinct unknown event names reported per stream.
@@ -295,6 +307,16 @@ def _block_kind(block_type: str | None) -> str | None:
     return None
 
 
+def _forget(checker: Checker, block: _Block) -> None:
+    """Drop what a block kept and give its room back to the stream's budget."""
+    if block.input is not None:
+        block.input.release(checker)
+
+
+def _described(block_index: int, block: _Block) -> str:
+    return f"{number(block_index)} ({block.label})"
+
+
 def _kept_reason(stop_reason: str) -> str:
     """A stop reason as the checker keeps it: itself when documented, else its digest (a
     digest is never a documented reason, so ``in`` tests on it stay right)."""
@@ -370,7 +392,9 @@ class AnthropicChecker(Checker):
         super().__init__(request, path)
         #: The first message_start's index, once one came.
         self._start_index: int | None = None
-        self._blocks: OpenByNumber[_Block] = OpenByNumber(_MAX_OPEN_BLOCKS)
+        self._blocks: Entities[_Block] = Entities(
+            _BLOCKS, _MAX_OPEN_BLOCKS, _forget, _described, forget_oldest=True
+        )
         #: The first non-null stop reason (from message_delta, or a prepopulated start),
         #: as ``_kept_reason`` keeps it.
         self._stop_reason: str | None = None
@@ -511,24 +535,12 @@ class AnthropicChecker(Checker):
             block_type = block["type"]
             problems += shape_problems(block, _BLOCK_FIELDS.get(block_type, ()), "content_block")
         self._schema(found, "; ".join(problems))
-        blocks = self._blocks
-        if type(block_index) is not int:
-            # Where the block sits cannot be told, so it is not tracked (its deltas and stop
-            # will say so); that it overlaps an open block can.
-            if blocks.open:
-                self._overlap(found, "a content block")
-            return
-        expected = blocks.opened
-        if block_index != expected:
-            why = "was already started" if block_index < expected else "skips ahead"
-            detail = f" starts content block {number(block_index)}, which {why}; the next block "
-            detail += f"index is {expected}"
-            found.add(rules.BLOCK_INDEX_OUT_OF_ORDER, detail)
-        if blocks.open:
-            self._overlap(found, f"content block {number(block_index)}")
-            if len(blocks.open) >= _MAX_OPEN_BLOCKS:
-                self._forget(blocks.open.pop(next(iter(blocks.open))))
-        blocks.add(block_index, _Block(block_type))
+        # Where a block without an integer index sits cannot be told, so it is not tracked
+        # (its deltas and stop will say so); that it overlaps an open block can.
+        index = block_index if type(block_index) is int else None
+        self._blocks.check_opening(found, " (content_block_start)", index)
+        if index is not None:
+            self._blocks.keep(self, index, _Block(block_type))
 
     def _on_block_delta(self, payload: _Payload, found: EventFindings) -> None:
         block_index = payload.get("index")
@@ -561,9 +573,9 @@ class AnthropicChecker(Checker):
         self._schema(found, "; ".join(problems))
         if type(block_index) is not int:
             return  # which block it belongs to cannot be told
-        block = self._blocks.get(block_index)
+        block = self._blocks.open.get(block_index)
         if block is None:
-            self._not_open(found, block_index, "a delta for")
+            self._blocks.not_open(found, " (content_block_delta)", block_index)
             return
         delta_rule = _DELTA_RULES.get(delta_type) if delta_type is not None else None
         if delta_rule is None:
@@ -591,7 +603,7 @@ class AnthropicChecker(Checker):
             return
         block = self._blocks.close(block_index)
         if block is None:
-            self._not_open(found, block_index, "content_block_stop for")
+            self._blocks.not_open(found, " (content_block_stop)", block_index)
         elif block.input is not None:
             # A tool block: its fragments must join into a JSON object ("" is {}).
             text = block.input.text()
@@ -680,11 +692,6 @@ class AnthropicChecker(Checker):
         detail += f"fragments ({preview(text)}) do not join into a JSON object: {problem}"
         found.add(rules.TOOL_INPUT_INVALID, detail)
 
-    def _forget(self, block: _Block) -> None:
-        """Drop what a block kept and give its room back to the stream's budget."""
-        if block.input is not None:
-            block.input.release(self)
-
     # -- findings shared by several handlers ----------------------------------------------
 
     def _schema(self, found: EventFindings, problem: str) -> None:
@@ -693,34 +700,13 @@ class AnthropicChecker(Checker):
             detail = f" ({event_name(found.event.event)}): {problem}"
             found.add(rules.SCHEMA_MISMATCH, detail)
 
-    def _not_open(self, found: EventFindings, block_index: int, what: str) -> None:
-        why = "was already stopped" if self._blocks.was_opened(block_index) else "was never started"
-        detail = f" is {what} content block {number(block_index)}, which {why}"
-        found.add(rules.BLOCK_NOT_STARTED, detail)
-
-    def _overlap(self, found: EventFindings, what: str) -> None:
-        open_now = self._blocks.open
-        listed = listing((number(i) for i in open_now), len(open_now))
-        detail = f" starts {what} while block(s) {listed} are still open"
-        found.add(rules.BLOCK_OVERLAP, detail)
-
     def _unstopped_blocks(self, found: EventFindings, stop_reason: str | None, kind: str) -> None:
         """Blocks still open at ``message_delta`` or ``message_stop``: say so, forget them."""
-        open_now = self._blocks.open
-        if not open_now:
-            return
-        blocks = listing((f"{number(i)} ({b.label})" for i, b in open_now.items()), len(open_now))
         reason = stop_reason or self._stop_reason
+        cut_off = ""
         if reason in _LIMIT_STOP_REASONS:
-            detail = f" ({kind}, stop_reason {_shown_reason(reason)}) leaves content block(s) "
-            detail += f"{blocks} without content_block_stop"
-            found.add(rules.BLOCK_OPEN_AT_LIMIT, detail)
-        else:
-            detail = f" ({kind}) arrives while content block(s) {blocks} are still open"
-            found.add(rules.BLOCK_NOT_STOPPED, detail)
-        for block in open_now.values():
-            self._forget(block)
-        open_now.clear()
+            cut_off = f"stop_reason {_shown_reason(reason)}"
+        self._blocks.check_closed(found, f" ({kind})", cut_off)
 
 
 #: Shared by every stream that has reported no unknown event type (most of them).

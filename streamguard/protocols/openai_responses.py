@@ -56,18 +56,19 @@ Bounded state
 -------------
 
 Whatever a stream sends, a checker holds at most ``MAX_OPEN_ITEMS`` open items, each with
-at most ``MAX_OPEN_PARTS`` open parts (``OpenByNumber``); items and parts past those bounds are
-counted, not followed, and the events that name them are not checked. Deltas kept for the
-``.done`` comparison count against the stream's kept-text budget (``KeptText``): a part
-whose deltas do not fit is not compared. Ids longer than ``_MAX_ID_CHARS`` are kept as a
-digest. Indices outside ``0 <= i < _MAX_INDEX`` are never used as keys. No finding message
-quotes the wire: types and statuses appear only when they are documented tokens, ids as a
-size and hash, numbers through ``_wire.number``, and lists of items are cut short.
+at most ``MAX_OPEN_PARTS`` open parts (``_entities.Entities``, owner of the rules ``_ITEMS``
+and ``_PARTS`` declare); items and parts past those bounds are counted, not followed, and
+the events that name them are not checked. Deltas kept for the ``.done`` comparison count
+against the stream's kept-text budget (``KeptText``): a part whose deltas do not fit is not
+compared. Ids longer than ``_MAX_ID_CHARS`` are kept as a digest. Indices outside
+``0 <= i < _MAX_INDEX`` are never used as keys. No finding message quotes the wire: types
+and statuses appear only when they are documented tokens, ids as a size and hash, numbers
+through ``_wire.number``, and lists of items are cut short.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from pydantic import ValidationError
@@ -79,13 +80,12 @@ from streamguard.protocols._base import (
     Checker,
     EventFindings,
     KeptText,
-    OpenByNumber,
     Transcript,
     json_object,
-    listing,
     terminated_lifecycle,
     type_name,
 )
+from streamguard.protocols._entities import Entities, EntityKind
 from streamguard.protocols._fields import OBJECT, opt, req, shape_problem
 from streamguard.protocols._lifecycle import (
     ANY,
@@ -219,8 +219,21 @@ _MAX_INDEX = 2**31
 #: Ids up to this long are kept as they are (real ones are about 50 characters); longer
 #: ones as a 16-byte digest, so an id costs bounded memory and still compares.
 _MAX_ID_CHARS = 128
-#: Items or parts a message lists before "and N more".
-_SHOWN = 3
+#: The lifecycle rules of output items and of their content and summary parts, and how
+#: their messages name them.
+_ITEMS: EntityKind = EntityKind(
+    "output item",
+    "output_index",
+    "added",
+    "done",
+    not_open=rules.ITEM_NOT_OPEN,
+    not_closed=rules.ITEM_NOT_CLOSED,
+    out_of_order=rules.ITEM_OUT_OF_ORDER,
+    overlap=rules.ITEM_OVERLAP,
+)
+_PARTS: EntityKind = EntityKind(
+    "part", "content_index", "added", "done", not_open=_ITEMS.not_open, not_closed=_ITEMS.not_closed
+)
 
 # The lifecycle's kinds besides TERMINAL (completed, incomplete), ERROR and OTHER, and its
 # phases; ``_KINDS`` classifies event types (any other is OTHER).
@@ -343,8 +356,21 @@ class _Text:
         return kind[: kind.rfind(".")] + ".done"
 
 
+def _forget(checker: Checker, text: _Text) -> None:
+    """Stop keeping a text's deltas and give their room back to the stream's budget."""
+    if text.deltas is not None:
+        text.deltas.release(checker)
+        text.deltas = None
+    text.compare = False
+
+
+def _part_label(key: int, text: _Text) -> str:
+    """A part as a message lists it, from its ``_part_key``."""
+    return f"{'summary' if key & 1 else 'content'} part {key >> 1}"
+
+
 class _OpenItem:
-    __slots__ = ("adopted", "id", "number", "parts", "text", "untracked_parts")
+    __slots__ = ("adopted", "id", "number", "parts", "text")
 
     def __init__(self, number: int, item_id: str | bytes | None, adopted: bool = False) -> None:
         self.number = number  # its output_index
@@ -352,11 +378,16 @@ class _OpenItem:
         # Opened before a resumed stream's first event: its parts are taken on trust and
         # its text is not compared (the earlier deltas were never seen).
         self.adopted = adopted
-        self.parts: OpenByNumber[_Text] = OpenByNumber(
-            MAX_OPEN_PARTS
-        )  # content and summary, by _part_key
+        # Content and summary parts, by _part_key; those past MAX_OPEN_PARTS are counted.
+        self.parts: Entities[_Text] = Entities(_PARTS, MAX_OPEN_PARTS, _forget, _part_label)
         self.text: _Text | None = None  # a tool call's input, which has no part
-        self.untracked_parts = 0  # open parts past MAX_OPEN_PARTS, counted, not followed
+
+
+def _drop_item(checker: Checker, item: _OpenItem) -> None:
+    """Stop keeping an item's texts (its parts', and a tool call's input)."""
+    item.parts.forget_all(checker)
+    if item.text is not None:
+        _forget(checker, item.text)
 
 
 _Handler = Callable[["OpenAIResponsesChecker", ResponsesEvent, EventFindings], None]
@@ -371,13 +402,11 @@ class OpenAIResponsesChecker(Checker):
         "_done_index",
         "_event_malformed",
         "_gaps",
-        "_indices_in_order",
         "_items",
         "_items_done",
         "_next_sequence",
         "_response_id",
         "_resumed",
-        "_untracked_items",
     )
 
     name = "openai_responses"
@@ -412,13 +441,8 @@ class OpenAIResponsesChecker(Checker):
         self._created_index: int | None = None
         self._done_index: int | None = None  # the first [DONE], for the lifecycle messages
         self._response_id: str | bytes | None = None
-        self._items: OpenByNumber[_OpenItem] = OpenByNumber(
-            MAX_OPEN_ITEMS
-        )  # .opened: the next output_index
-        # Every item so far came at the next index, so every index below _items.opened was
-        # used: a message may say "already done" or "already used".
-        self._indices_in_order = True
-        self._untracked_items = 0  # open items past MAX_OPEN_ITEMS, counted, not followed
+        # .opened: the next output_index; items past MAX_OPEN_ITEMS are counted, not followed.
+        self._items: Entities[_OpenItem] = Entities(_ITEMS, MAX_OPEN_ITEMS, _drop_item)
         # Items done in this stream: a response.completed with an empty output drops them.
         self._items_done = 0
         self._event_malformed = False  # the current event failed the strict shape check
@@ -535,7 +559,8 @@ class OpenAIResponsesChecker(Checker):
         self._check_response(payload, found)
 
     def _on_error(self, payload: ResponsesEvent, found: EventFindings) -> None:
-        self._release()  # only response.failed or [DONE] may follow: no item is checked
+        # Only response.failed or [DONE] may follow: no item is checked any more.
+        self._items.forget_all(self)
         problem = _error_event_problem(payload)
         if problem is not None and not self._event_malformed:
             found.add(rules.SCHEMA_MISMATCH, f": {problem}")
@@ -543,13 +568,8 @@ class OpenAIResponsesChecker(Checker):
     def _on_terminal(self, payload: ResponsesEvent, found: EventFindings) -> None:
         self._check_response(payload, found)
         kind = payload["type"]
-        still_open = len(self._items.open) + self._untracked_items
-        if kind != "response.failed" and still_open:
-            detail = (
-                f"{_named(kind)}: {still_open} output item(s) were never done"
-                f"{_listing(map(number, sorted(self._items.open)), still_open)}"
-            )
-            found.add(rules.ITEM_NOT_CLOSED, detail)
+        if kind != "response.failed":
+            self._items.check_closed(found, _named(kind))
         if kind == "response.completed" and self._items_done:
             response = payload.get("response")
             output = None if response is None else response.get("output")
@@ -562,7 +582,7 @@ class OpenAIResponsesChecker(Checker):
                     "of them"
                 )
                 found.add(rules.COMPLETED_OUTPUT_EMPTY, detail)
-        self._release()
+        self._items.forget_all(self)  # the response ended: nothing more is checked
 
     def _check_response(self, payload: ResponsesEvent, found: EventFindings) -> None:
         response = payload.get("response")
@@ -608,26 +628,7 @@ class OpenAIResponsesChecker(Checker):
         if output_index is None:  # the item cannot be placed: schema_mismatch said so
             return
         where = _named("response.output_item.added")
-        items = self._items
-        expected = items.opened
-        if output_index != expected:
-            if output_index in items.open:
-                how = "is already open (an index is used once)"
-            elif 0 <= output_index < expected and self._indices_in_order:
-                how = "was already used by an earlier item (an index is used once)"
-            else:
-                how = f"expected {number(expected)}"
-            found.add(
-                rules.ITEM_OUT_OF_ORDER, f"{where}: output_index {number(output_index)}, {how}"
-            )
-        still_open = len(items.open) + self._untracked_items
-        if still_open and self.first_time(rules.ITEM_OVERLAP):
-            detail = (
-                f"{where}: item {number(output_index)} opens while {still_open} other "
-                f"item(s) are still open{_listing(map(number, sorted(items.open)), still_open)}"
-            )
-            # Once per stream, without report()'s note: the message is complete as it is.
-            found.items.append(self.finding(rules.ITEM_OVERLAP, found.event, found.index, detail))
+        self._items.check_opening(found, where, output_index)
         fields = payload.get("item") or {}
         if fields.get("type") == "message" and "content" in fields and fields["content"] is None:
             detail = (
@@ -643,17 +644,12 @@ class OpenAIResponsesChecker(Checker):
             )
             found.add(rules.ITEM_STATUS_UNEXPECTED, detail)
         if not 0 <= output_index < _MAX_INDEX:
-            self._untracked_items += 1
+            self._items.untracked += 1
             return
-        if output_index > expected:
-            self._indices_in_order = False
-        replaced = items.close(output_index)
-        if replaced is not None:  # the index was reused while open: follow the new item
-            self._drop_item(replaced)
         item_id = fields.get("id")
         item = _OpenItem(output_index, None if item_id is None else _id_key(item_id))
-        if not items.add(output_index, item):
-            self._untracked_items += 1
+        # An item open at that index (reused while open) is dropped: the new one is followed.
+        self._items.keep(self, output_index, item)
 
     def _on_item_event(self, payload: ResponsesEvent, found: EventFindings) -> None:
         """An event inside an item (parts, deltas, hosted-tool progress, its done): find
@@ -669,12 +665,17 @@ class OpenAIResponsesChecker(Checker):
         item = None if output_index is None else self._items.open.get(output_index)
         if item is None:
             if not self._resumed or (output_index or 0) < self._items.opened:
-                if self._untracked_items:  # presumably an item past the bound: not followed
+                if self._items.untracked:  # presumably an item past the bound: not followed
                     if kind == "response.output_item.done":
-                        self._untracked_items -= 1
+                        self._items.untracked -= 1
                         self._items_done += 1
+                elif output_index is not None:
+                    self._items.not_open(found, _named(kind), output_index)
                 else:
-                    found.add(rules.ITEM_NOT_OPEN, self._not_open(kind, output_index, item_id))
+                    what = "it names no open item"
+                    if item_id is not None:
+                        what = f"no open item has item_id {describe(item_id)}"
+                    found.add(_ITEMS.not_open, f"{_named(kind)}: {what}")
                 return
             item = self._adopt(
                 self._items.opened if output_index is None else output_index, item_id
@@ -692,22 +693,6 @@ class OpenAIResponsesChecker(Checker):
         if handler is not None:
             handler(self, payload, item, found)
 
-    def _not_open(self, kind: str, output_index: int | None, item_id: str | None) -> str:
-        """``item_not_open``'s detail for an event naming an item that is not open."""
-        if output_index is None:
-            what = "it names no open item"
-            if item_id is not None:
-                what = f"no open item has item_id {describe(item_id)}"
-        else:
-            if output_index >= self._items.opened:
-                state = "was never added"
-            elif output_index >= 0 and self._indices_in_order:
-                state = "is already done"
-            else:
-                state = "was never added, or is already done"
-            what = f"the item at output_index {number(output_index)} {state}"
-        return f"{_named(kind)}: {what}"
-
     def _index_of(self, item_id: str) -> int | None:
         """The output_index of the open item with this id (at most MAX_OPEN_ITEMS to look
         through, and only for events that name no output_index)."""
@@ -722,7 +707,7 @@ class OpenAIResponsesChecker(Checker):
         if not 0 <= output_index < _MAX_INDEX or len(self._items.open) >= MAX_OPEN_ITEMS:
             return None
         item = _OpenItem(output_index, None if item_id is None else _id_key(item_id), True)
-        self._items.add(output_index, item)
+        self._items.keep(self, output_index, item)
         return item
 
     def _on_item_done(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
@@ -732,12 +717,7 @@ class OpenAIResponsesChecker(Checker):
         owed = None if item.text is None else item.text.owed_done()
         if owed is not None:  # a tool call's input streamed, never done
             found.add(rules.TEXT_NOT_DONE, f"{where} is done without its {_kind(owed)}")
-        open_parts = len(item.parts.open) + item.untracked_parts
-        if open_parts:
-            keys = sorted(item.parts.open, key=lambda key: (key & 1, key))  # content first
-            labels = [f"{'summary' if key & 1 else 'content'} part {key >> 1}" for key in keys]
-            detail = f"{where} closes with {open_parts} part(s) still open"
-            found.add(rules.ITEM_NOT_CLOSED, detail + _listing(labels, open_parts))
+        item.parts.check_closed(found, f"{_named(payload['type'])} for item {number(item.number)}")
         status = (payload.get("item") or {}).get("status")
         if status is not None and status not in _DONE_ITEM_STATUSES:
             detail = (
@@ -745,7 +725,7 @@ class OpenAIResponsesChecker(Checker):
                 "'incomplete' or 'failed'"
             )
             found.add(rules.ITEM_STATUS_UNEXPECTED, detail)
-        self._drop_item(item)
+        _drop_item(self, item)
 
     # -- parts and texts ---------------------------------------------------------------
 
@@ -767,34 +747,25 @@ class OpenAIResponsesChecker(Checker):
                     f"{_kind(owed)}"
                 )
                 found.add(rules.TEXT_NOT_DONE, detail)
-            self._forget(text)
-        elif item.untracked_parts:  # presumably a part past the bound
-            item.untracked_parts -= 1
-        elif not item.adopted:
-            _part_not_open(payload, found, content, part)
+            _forget(self, text)
+        elif not item.adopted or item.parts.untracked:  # an adopted item's parts: on trust
+            _part_not_open(payload, item, found, content, part, closes=True)
 
     def _open_part(self, item: _OpenItem, content: bool, part: int, compare: bool) -> _Text | None:
         key = _part_key(content, part)
-        replaced = item.parts.close(key)
-        if replaced is not None:  # added again: its text starts over
-            self._forget(replaced)
         text = _Text(compare)
-        if key < 0 or not item.parts.add(key, text):
-            item.untracked_parts += 1
+        if key < 0:
+            item.parts.untracked += 1
             return None
-        return text
+        # A part added again is replaced: its text starts over.
+        return text if item.parts.keep(self, key, text) else None
 
     def _on_annotation(
         self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings
     ) -> None:
         part = payload.get("content_index")
-        if (
-            part is not None
-            and _part_key(True, part) not in item.parts.open
-            and not item.adopted
-            and not item.untracked_parts
-        ):
-            _part_not_open(payload, found, True, part)
+        if part is not None and _part_key(True, part) not in item.parts.open and not item.adopted:
+            _part_not_open(payload, item, found, True, part)
 
     def _on_text(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
         kind = payload["type"]
@@ -813,8 +784,8 @@ class OpenAIResponsesChecker(Checker):
             if found_text is None:
                 if item.adopted:  # opened before a resumed stream's first event
                     found_text = self._open_part(item, content, part, compare=False)
-                elif not item.untracked_parts:
-                    _part_not_open(payload, found, content, part)
+                else:
+                    _part_not_open(payload, item, found, content, part)
                 if found_text is None:
                     return
             text = found_text
@@ -833,7 +804,7 @@ class OpenAIResponsesChecker(Checker):
                     text.deltas.add(self, delta)  # past the stream's budget: none compared
                     self.repeatable(_TEXT_DELTA, text)
                 else:  # not a string, or another family's delta
-                    self._forget(text)
+                    _forget(self, text)
             else:
                 self.repeatable(_TEXT_DELTA, text)
             return
@@ -847,7 +818,7 @@ class OpenAIResponsesChecker(Checker):
                     f"deltas ({len(kept)} characters)"
                 )
                 found.add(rules.DONE_TEXT_MISMATCH, detail)
-        self._forget(text)
+        _forget(self, text)
 
     # -- kept state ----------------------------------------------------------------------
 
@@ -865,26 +836,6 @@ class OpenAIResponsesChecker(Checker):
         if token.compare and token.deltas is not None:
             token.deltas.add(self, parse_json(values[1]))
         return NO_FINDINGS
-
-    def _forget(self, text: _Text) -> None:
-        """Stop keeping a text's deltas and give their room back to the stream's budget."""
-        if text.deltas is not None:
-            text.deltas.release(self)
-            text.deltas = None
-        text.compare = False
-
-    def _drop_item(self, item: _OpenItem) -> None:
-        for text in item.parts.open.values():
-            self._forget(text)
-        if item.text is not None:
-            self._forget(item.text)
-
-    def _release(self) -> None:
-        """The response ended: nothing more is checked, so keep nothing more."""
-        for item in self._items.open.values():
-            self._drop_item(item)
-        self._items.open.clear()
-        self._untracked_items = 0
 
 
 #: The payload handler of each event type; any other type that names an item goes to
@@ -908,10 +859,18 @@ _ITEM_HANDLERS: dict[str, _ItemHandler] = {
 # -- helpers -----------------------------------------------------------------------------
 
 
-def _part_not_open(payload: ResponsesEvent, found: EventFindings, content: bool, part: int) -> None:
-    """``item_not_open`` for an event naming a content or summary part that is not open."""
-    label = "content part" if content else "summary part"
-    found.add(rules.ITEM_NOT_OPEN, f"{_named(payload['type'])}: {label} {number(part)} is not open")
+def _part_not_open(
+    payload: ResponsesEvent,
+    item: _OpenItem,
+    found: EventFindings,
+    content: bool,
+    part: int,
+    closes: bool = False,
+) -> None:
+    """An event (a closing one when ``closes``) names a content or summary part that is not
+    open (``Entities.not_open``)."""
+    label = f"{'content' if content else 'summary'} part {number(part)}"
+    item.parts.not_open(found, _named(payload["type"]), _part_key(content, part), label, closes)
 
 
 def _kind(value: object) -> str:
@@ -935,12 +894,6 @@ def _part_key(content: bool, part: int) -> int:
     if not 0 <= part < _MAX_INDEX:
         return -1
     return part * 2 + (0 if content else 1)
-
-
-def _listing(labels: Iterable[str], total: int) -> str:
-    """``: 0, 1, 2 and 5 more``, or nothing when no entry has a label (past the bound)."""
-    shown = listing(labels, total, _SHOWN)
-    return f": {shown}" if shown else ""
 
 
 def _id_key(value: str) -> str | bytes:
