@@ -692,3 +692,27 @@ def test_argument_fragments_skip_the_parse_and_are_kept(
     cached, full = both_ways(chunks, protocol="openai_chat")
     assert facts(cached) == facts(full)
     assert [f.rule for f in cached.findings] == rules
+
+
+def test_a_finding_that_names_a_longer_number_is_not_rebased() -> None:
+    """A finding on event 1 whose message starts ``event 10`` (another event) is not a
+    message ``event N`` prefixed: the engine must not make it ``event 20`` on event 2."""
+    from streamguard import rules
+    from streamguard.protocols._base import Checker
+    from streamguard.sse import Event
+
+    class Elsewhere(Checker):
+        name = "sse"
+        has_terminal = False
+
+        def check_event(self, event: Any, index: int) -> Any:
+            self.repeatable(Holes((("text",),)), None, again=True)
+            return [rules.SCHEMA_MISMATCH.finding("event 10 is named", index, event.offset)]
+
+    checker = Elsewhere()
+    messages = []
+    for number in range(1, 5):
+        data = json.dumps({"text": f"piece {number}"})
+        found = checker.on_event(Event("message", data, offset=100 * number), number)
+        messages += [f.message for f in found]
+    assert messages == ["event 10 is named"] * 4

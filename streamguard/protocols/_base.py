@@ -163,19 +163,22 @@ def _findings_again(found: Sequence[Finding], event: Event, index: int) -> tuple
     them cannot be: it is placed elsewhere, carries an excerpt, is reported once per stream
     or does not start as ``report`` words it (``event N``)."""
     prefix = f"event {index}"
+    cut = len(prefix)
     again: list[Again] = []
     for finding in found:
         rule = rules.RULES.get(finding.rule)
+        message = finding.message
         if (
             rule is None
             or rule.once_per_stream
             or finding.event_index != index
             or finding.byte_offset != event.offset
             or finding.excerpt is not None
-            or not finding.message.startswith(prefix)
+            or not message.startswith(prefix)
+            or message[cut : cut + 1].isdigit()  # "event 12" is not event 1's
         ):
             return None
-        again.append((finding.rule, finding.severity, finding.message[len(prefix) :]))
+        again.append((finding.rule, finding.severity, message[cut:]))
     return tuple(again)
 
 
@@ -307,7 +310,8 @@ class Checker:
         """Vouch that the frame being checked changed nothing a rule reads, beyond what
         ``repeat_event`` does with ``token``, whatever its ``holes`` hold, and found nothing
         (or, with ``again``, that a frame of its skeleton makes the same findings again, in
-        the same order): a frame that fits its skeleton may skip the check."""
+        the same order: never a rule the checker reports once by its own bookkeeping): a
+        frame that fits its skeleton may skip the check."""
         self._vouched = holes
         self._vouch_token = token
         self._vouched_again = again

@@ -13,7 +13,8 @@ What makes that exact:
 
 * **A checker vouches, the engine does not guess.** A handler calls ``Checker.repeatable``
   only when the frame it just checked changed nothing a later rule reads, beyond what its
-  ``repeat_event`` does again (a counter), and found nothing; ``holes`` names the paths
+  ``repeat_event`` does again (a counter); the engine learns the frame only if it found
+  nothing, or its findings were vouched to come again (below); ``holes`` names the paths
   whose values it did not read (the text) and ``values`` the ones it reads on a repeat (a
   sequence number). Every other key, string, number and literal of the frame, and its
   event name, is part of the skeleton and must come again unchanged.
@@ -31,13 +32,15 @@ What makes that exact:
   string's.
 * **Nothing is cached across a change.** The skeletons hold while every frame since they
   were learned changed nothing: a frame checked in full that the checker did not vouch
-  for, a finding, or a new phase forgets them all.
+  for, a finding not vouched to come again, or a new phase forgets them all.
 * **A finding comes again only when vouched for.** A checker may vouch that the findings
   of a frame come again for any frame of its skeleton (a chunk whose shape is wrong the
   same way each time: the findings name paths and literals, never a hole's text). The
   entry then keeps each finding's rule, severity and message after ``event N``, and a
-  fitting frame gets them on its own index and offset. A finding reported once per stream,
-  or placed on another frame, is never kept: such a frame forgets the skeletons instead.
+  fitting frame gets them on its own index and offset. The vouch is the checker's: a rule
+  it reports once by its own bookkeeping must never be vouched for. The engine only
+  refuses what it can see, a rule flagged ``once_per_stream`` or a finding placed on
+  another frame: such a frame forgets the skeletons instead.
 
 Learning a skeleton reads the frame's JSON a token at a time in Python (tens of
 microseconds), so a stream whose frames never repeat (a server that stamps each with a new
@@ -80,7 +83,7 @@ Path = tuple[str | int, ...]
 MAX_SKELETON_CHARS: Final = 4096
 #: The skeletons a stream keeps at once (the shapes a healthy stream alternates between).
 MAX_SKELETONS: Final = 4
-#: The holes one skeleton may have (whitespace between tokens counts as one).
+#: The holes one skeleton may have (each run of whitespace between tokens counts as one).
 MAX_HOLES: Final = 16
 #: The longest wait, in vouched frames, between two attempts to learn.
 MAX_LEARNING_WAIT: Final = 1024
@@ -309,8 +312,9 @@ _LEARNING: Final[list[bool]] = [True]
 
 
 def learning(on: bool) -> None:
-    """Let streams learn skeletons (the default), or check every frame in full from now
-    on: the differential tests run each stream both ways and compare the reports."""
+    """Let streams learn skeletons (the default), or not: a stream that starts learning
+    nothing checks every frame in full (one already open keeps what it learned). The
+    differential tests check each stream both ways and compare the reports."""
     _LEARNING[0] = on
 
 

@@ -530,8 +530,8 @@ class AGUIChecker(Checker):
             self._check_patch(found, payload.get("patch"), kind_value)
         elif kind_value in _PIECES and not found.items and self._framing_decided:
             # One more piece of an open message or call's text changes nothing a rule
-            # reads (its framing is checked on every event, apart): the next one of the
-            # same bytes, text aside, need not be parsed.
+            # reads once the framing is decided (it is not checked again): the next one of
+            # the same bytes, text aside, need not be parsed.
             self.repeatable(_PIECE_TEXT)
         return found.items
 

@@ -478,7 +478,9 @@ class OpenAIChatChecker(Checker):
 
     def _plain_arguments(self, chunk: ChatChunk) -> _ArgumentsDelta | None:
         """The open tool call a valid chunk adds one fragment of arguments to, and does
-        nothing else (no id, no name, no other key), else None."""
+        nothing else (no other delta key, no id or name that counts: an empty one is
+        falsy, as the full path reads it), else None. The call's other keys are literals
+        of the skeleton, so a repeat has them unchanged."""
         choices = chunk.get("choices")
         if not choices or len(choices) != 1 or self.phase != _STREAMING:
             return None
