@@ -25,7 +25,7 @@ with atheris.instrument_imports(include=["streamguard"]) if atheris else context
     from streamguard.protocols import _skeleton
 
 #: The protocols whose checkers vouch for frames (``Checker.repeatable``), and ``auto``.
-PROTOCOLS = ("openai_chat", "openai_responses", "anthropic", "ai_sdk_ui", "ag_ui", "auto")
+PROTOCOLS = ("openai_chat", "openai_responses", "anthropic", "ai_sdk_ui", "ag_ui", "gemini", "auto")
 REQUESTS: tuple[dict[str, Any] | None, ...] = (
     None,
     {"stream": True, "stream_options": {"include_usage": True}},

@@ -375,8 +375,8 @@ def stretched(body: bytes) -> bytes:
     out: list[bytes] = []
     for frame in equivalence.frames(body):
         out.append(frame)
-        if b"delta" not in frame.lower() and b"_CONTENT" not in frame:
-            continue  # a block's or a part's start: not a delta
+        if b"delta" not in frame.lower() and b"_CONTENT" not in frame and b'"parts"' not in frame:
+            continue  # a block's or a part's start: not a delta (Gemini's chunks all are)
         for number in range(3):
             again = with_text(frame, b'" more %d"' % number)
             if again is not None:
@@ -417,7 +417,7 @@ def facts(report: StreamReport) -> dict[str, Any]:
 
 
 #: The protocols whose checkers vouch for a kind of frame (``Checker.repeatable``).
-VOUCHING = ("ag_ui", "anthropic", "ai_sdk_ui", "openai_chat", "openai_responses")
+VOUCHING = ("ag_ui", "anthropic", "ai_sdk_ui", "gemini", "openai_chat", "openai_responses")
 
 
 def hits(protocol: str, body: bytes, request: Any = None) -> int:
@@ -716,3 +716,25 @@ def test_a_finding_that_names_a_longer_number_is_not_rebased() -> None:
         found = checker.on_event(Event("message", data, offset=100 * number), number)
         messages += [f.message for f in found]
     assert messages == ["event 10 is named"] * 4
+
+
+def _gemini_chunk(text: str, candidates: int, finish: str | None = None) -> bytes:
+    candidate: dict[str, Any] = {"content": {"parts": [{"text": text}], "role": "model"}}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    usage = {"promptTokenCount": 8, "candidatesTokenCount": candidates, "totalTokenCount": 9}
+    payload = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "g"}
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\r\n\r\n"
+
+
+def test_a_gemini_counter_that_goes_down_is_reported_though_its_chunk_repeats() -> None:
+    """Gemini's text chunks fit one skeleton, their usage counters read on each repeat: a
+    counter that goes down is reported (once per stream) as in full, and the chunks after
+    it fit again."""
+    counts = [1, 2, 3, 4, 2, 5, 6, 1, 7, 8]
+    chunks = [_gemini_chunk(f"piece {n}", count) for n, count in enumerate(counts)]
+    chunks.append(_gemini_chunk("", 9, "STOP"))
+    assert hits("gemini", b"".join(chunks)) >= 6
+    cached, full = both_ways(chunks, protocol="gemini")
+    assert facts(cached) == facts(full)
+    assert [(f.rule, f.event_index) for f in cached.findings] == [("usage_decreased", 4)]

@@ -79,6 +79,7 @@ from typing import Any, Final
 from streamguard import rules
 from streamguard._wire import number, token
 from streamguard.protocols._base import (
+    NO_FINDINGS,
     Checker,
     EventFindings,
     Transcript,
@@ -99,6 +100,7 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import preview
+from streamguard.protocols._skeleton import Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -113,6 +115,21 @@ _CHECKED_ENTRIES: Final = 64
 _CLEAN_GAPS = (2, 4)
 #: The counters of ``usageMetadata`` that are cumulative over the stream.
 _CUMULATIVE = "promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount"
+#: A text chunk's holes by the usage counters it carries (at most 16 sets: made on use).
+_TEXT_HOLES: dict[tuple[str, ...], Holes] = {}
+
+
+def _text_holes(counters: tuple[str, ...]) -> Holes:
+    """The holes of a chunk of one candidate's text: the text, and each counter it carries
+    as a value read again."""
+    holes = _TEXT_HOLES.get(counters)
+    if holes is None:
+        text = (("candidates", 0, "content", "parts", 0, "text"),)
+        values = tuple(("usageMetadata", counter) for counter in counters)
+        holes = _TEXT_HOLES[counters] = Holes(text, values)
+    return holes
+
+
 #: Parts keys that carry no content by themselves (a final ``{"text": "",
 #: "thoughtSignature": "…"}`` part is clean after the finish).
 _NON_CONTENT_PART_KEYS = frozenset({"thought", "thoughtSignature"})
@@ -480,6 +497,7 @@ class GeminiChecker(Checker):
         chunk = self.parse_object(event, index, found.items)
         if chunk is None:
             return found.items  # nothing it says is known: no step
+        tracked = 0 if self._candidates is None else len(self._candidates)
         error = chunk.get("error")
         kind = None
         if error is not None:
@@ -499,7 +517,64 @@ class GeminiChecker(Checker):
                 kind = _ALL_FINISHED if self._candidates and not self._unfinished else OTHER
         if (self.phase, kind) not in _NO_STEP_KEYS:  # the common step skips the engine's call
             found.step(kind)
+        if kind is OTHER and not found.items:
+            counters = self._more_text(chunk, tracked)
+            if counters is not None:
+                # One more piece of a candidate's text: the next chunk like it takes the same
+                # step, its usage counters read again (they must not go down).
+                self.repeatable(_text_holes(counters), counters)
         return found.items
+
+    def _more_text(self, chunk: dict[str, Any], tracked: int) -> tuple[str, ...] | None:
+        """The usage counters of a chunk that only adds text to one open candidate (it
+        started no candidate and finished none), else None."""
+        candidates = chunk.get("candidates")
+        states = self._candidates
+        if type(candidates) is not list or len(candidates) != 1 or states is None:
+            return None
+        candidate = candidates[0]
+        if len(states) != tracked or type(candidate) is not dict or "finishReason" in candidate:
+            return None
+        state = states.get(candidate.get("index") or 0)
+        content = candidate.get("content")
+        parts = content.get("parts") if type(content) is dict else None
+        if (
+            state is None
+            or state.finished_at is not None
+            or type(parts) is not list
+            or len(parts) != 1
+            or type(parts[0]) is not dict
+            or parts[0].keys() != {"text"}
+            or type(parts[0]["text"]) is not str
+        ):
+            return None
+        usage = chunk.get("usageMetadata")
+        if usage is None:
+            return ()
+        if type(usage) is not dict:
+            return None
+        return tuple(counter for counter in _CUMULATIVE if type(usage.get(counter)) is int)
+
+    def repeat_event(
+        self, event: Event, index: int, token: object, values: Sequence[str]
+    ) -> Sequence[Finding] | None:
+        """One more piece of text (``_more_text``): its usage counters, named by ``token``,
+        are kept as the full check keeps them; one that went down asks for the full check,
+        which reports it."""
+        if type(token) is not tuple:
+            return None
+        if values:
+            counts = [int(value) for value in values]
+            seen = self._usage
+            if seen is None:
+                return None
+            for counter, count in zip(token, counts, strict=True):
+                before = seen.get(counter)
+                if before is not None and count < before:
+                    return None
+            for counter, count in zip(token, counts, strict=True):
+                seen[counter] = count
+        return NO_FINDINGS
 
     def _on_candidates(self, value: object, found: EventFindings, problems: _Problems) -> None:
         if type(value) is not list:
