@@ -37,7 +37,11 @@ class Budget:
 
 def _worst(key: str, prefix: str = "") -> Callable[[Rows], float]:
     def measure(rows: Rows) -> float:
-        values = [float(row[key]) for row in rows if str(row.get("case", "")).startswith(prefix)]
+        values = [
+            float(row[key])
+            for row in rows
+            if key in row and str(row.get("case", "")).startswith(prefix)
+        ]
         if not values:
             raise LookupError(f"no rows with {key} for {prefix or 'any case'}")
         return max(values)

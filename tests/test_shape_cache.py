@@ -738,3 +738,55 @@ def test_a_gemini_counter_that_goes_down_is_reported_though_its_chunk_repeats() 
     cached, full = both_ways(chunks, protocol="gemini")
     assert facts(cached) == facts(full)
     assert [(f.rule, f.event_index) for f in cached.findings] == [("usage_decreased", 4)]
+
+
+def _pydantic_chat(deltas: list[dict[str, Any]]) -> list[bytes]:
+    """Chunks as a pydantic server writes them: every field, null ones included."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        payload = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        return b"data: " + json.dumps({**payload, "choices": [choice]}).encode() + b"\n\n"
+
+    return [
+        *map(chunk, deltas),
+        chunk({"role": None, "content": None}, "stop"),
+        b"data: [DONE]\n\n",
+    ]
+
+
+def test_a_content_chunk_with_null_fields_skips_the_parse() -> None:
+    """``{"role": null, "content": "..."}`` (FastAPI's ``model_dump_json``) is one more
+    piece of text, and fits the skeleton like the bare ``{"content": "..."}``."""
+    nulls = {"role": None, "refusal": None, "tool_calls": None, "function_call": None}
+    deltas = [{"role": "assistant", "content": ""}] + [
+        {**nulls, "content": f" t{n}"} for n in range(20)
+    ]
+    chunks = _pydantic_chat(deltas)
+    assert hits("openai_chat", b"".join(chunks)) >= 18
+    cached, full = both_ways(chunks, protocol="openai_chat")
+    assert facts(cached) == facts(full)
+    assert not cached.findings
+
+
+@pytest.mark.parametrize(
+    "other", [{"role": "assistant"}, {"refusal": "no"}, {"reasoning_content": None}]
+)
+def test_a_content_chunk_with_another_field_set_takes_the_full_path(other: Any) -> None:
+    """A field beside the text that is set, or unknown, is not the plain chunk: a role sent
+    again is reported on every chunk, both ways."""
+    deltas = [{"role": "assistant", "content": ""}] + [
+        {**other, "content": f" t{n}"} for n in range(6)
+    ]
+    chunks = _pydantic_chat(deltas)
+    cached, full = both_ways(chunks, protocol="openai_chat")
+    assert facts(cached) == facts(full)
+    if "role" in other:
+        assert [f.event_index for f in cached.findings if f.rule == "role_repeated"] == [
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+        ]

@@ -120,9 +120,20 @@ MAX_TRACKED_TOOL_CALLS = 512
 #: How many choice indices one message lists before it says "and N more".
 _MAX_LISTED = 5
 
+#: The delta fields a content chunk may carry as null beside its text (every one of them
+#: may be null; a null one is read as absent by every rule).
+_NULLABLE_DELTA_FIELDS = frozenset({"role", "refusal", "tool_calls", "function_call"})
 _STR_OR_NONE = frozenset({str, type(None)})
 _DICT_OR_NONE = frozenset({dict, type(None)})
 _NO_CHOICES = ": field choices: missing or null on a chunk without usage"
+
+
+def _only_nulls_beside_content(delta: dict[str, Any]) -> bool:
+    """Whether every field of ``delta`` but ``content`` is a known one, and null."""
+    for key, value in delta.items():
+        if key != "content" and (value is not None or key not in _NULLABLE_DELTA_FIELDS):
+            return False
+    return True
 
 
 # -- Reading a chunk that failed the shape check -------------------------------------------
@@ -574,8 +585,10 @@ class OpenAIChatChecker(Checker):
         if type(choice) is not dict:
             return False
         delta = choice.get("delta")
-        if type(delta) is not dict or len(delta) != 1 or type(delta.get("content")) is not str:
+        if type(delta) is not dict or type(delta.get("content")) is not str:
             return False
+        if len(delta) != 1 and not _only_nulls_beside_content(delta):
+            return False  # (a pydantic server writes every field, {"role": null, ...})
         number = choice.get("index")
         state = self._choice(number) if type(number) is int else None
         if state is None or state.finished_at is not None:
