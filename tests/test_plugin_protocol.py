@@ -123,9 +123,9 @@ def test_a_spec_that_clashes_is_refused_and_leaves_no_trace(registered: None) ->
     assert "clashing" not in RULES["missing_terminal"].protocols
 
 
-def test_an_installed_entry_point_registers_it_for_the_cli(tmp_path: Path) -> None:
-    """A distribution naming the spec in the entry-point group makes the CLI check it."""
-    dist = tmp_path / "job_progress_plugin-1.0.dist-info"
+def _install_plugin(site: Path) -> None:
+    """A distribution in ``site`` that names the example's spec in the entry-point group."""
+    dist = site / "job_progress_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: job-progress-plugin\nVersion: 1.0\n"
@@ -133,6 +133,11 @@ def test_an_installed_entry_point_registers_it_for_the_cli(tmp_path: Path) -> No
     (dist / "entry_points.txt").write_text(
         "[streamguard.protocols]\njob_progress = examples.job_progress_protocol:SPEC\n"
     )
+
+
+def test_an_installed_entry_point_registers_it_for_the_cli(tmp_path: Path) -> None:
+    """A distribution naming the spec in the entry-point group makes the CLI check it."""
+    _install_plugin(tmp_path)
     capture = tmp_path / "backwards.sse"
     capture.write_bytes(
         b"".join(_stream(*[("progress", f'{{"job":"j","percent":{p}}}') for p in (9, 3)]))
@@ -229,14 +234,7 @@ def test_an_installed_protocol_s_facts_are_read_on_its_first_route(tmp_path: Pat
     """A seam that names an installed plugin's protocol before anything looked it up still
     reads its facts: ``request_facts_read_by`` loads the plugins; a name no plugin has is
     every protocol's."""
-    dist = tmp_path / "job_progress_plugin-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: job-progress-plugin\nVersion: 1.0\n"
-    )
-    (dist / "entry_points.txt").write_text(
-        "[streamguard.protocols]\njob_progress = examples.job_progress_protocol:SPEC\n"
-    )
+    _install_plugin(tmp_path)
     script = textwrap.dedent(
         """
         from streamguard.protocols import request_facts_read_by
