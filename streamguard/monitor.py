@@ -32,6 +32,7 @@ from streamguard._wire import describe, token
 from streamguard.liveness import Liveness, LivenessLimits
 from streamguard.protocols import AUTO, PlainSSEChecker, make_checker
 from streamguard.protocols._base import Checker
+from streamguard.protocols._skeleton import Entry, ShapeCache
 from streamguard.protocols.auto import Detector
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.request import RequestFacts
@@ -398,6 +399,13 @@ class StreamMonitor:
         """Parse and check bytes that arrived at ``now``; return the findings made."""
         liveness = self._liveness
         parser = self._parser
+        checker = self._checker
+        if checker is not None:
+            shapes = checker.frame_cache
+            if shapes is not None and shapes.style is not None and parser.at_boundary(len(data)):
+                entry = shapes.fit_frame(data)
+                if entry is not None:
+                    return self._repeat(data, checker, shapes, entry, now)
         events = parser.feed(data)
         new: list[Finding]
         if parser.has_findings:
@@ -409,7 +417,6 @@ class StreamMonitor:
         else:
             return ()
         first = index = self._events
-        checker = self._checker
         undecided = checker is None
         excerpts = self._excerpt_chars
         for event in events:
@@ -424,6 +431,10 @@ class StreamMonitor:
                 new.extend(found)
             index += 1
         self._events = index
+        if len(events) == 1 and checker is not None:
+            shapes = checker.frame_cache
+            if shapes is not None and shapes.last is not None:
+                shapes.frame(data, events[0].data)  # so the next such chunk is not parsed
         if from_parser and not parser.inspecting:
             self._inspecting = False
         if index > first:
@@ -450,6 +461,32 @@ class StreamMonitor:
         if not self._confirms_delivery:
             self._record_delivered(now)
         return new
+
+    def _repeat(
+        self, data: bytes, checker: Checker, shapes: ShapeCache, entry: Entry, now: float
+    ) -> Sequence[Finding]:
+        """``_check`` for a chunk that is exactly one event fitting a framed skeleton: the
+        parser counts it without reading it, and the checker repeats the skeleton's step."""
+        index = self._events
+        text = shapes.fitted_data
+        event = self._parser.passed(len(data), entry.skeleton.name, text)
+        found = checker.repeat_frame(event, index, entry, shapes.fitted_values)
+        self._events = index + 1
+        if self.first_event_at is None:
+            self.first_event_at = now
+        liveness = self._liveness
+        if liveness is not None:
+            liveness.on_events(now, self.body_messages)
+        on_event = self._on_event
+        if on_event is not None:
+            on_event(event, index)
+        if found:
+            if self._excerpt_chars:
+                found = [replace(f, excerpt=self._excerpt(text)) for f in found]
+            self._record(found)
+        if not self._confirms_delivery:
+            self._record_delivered(now)
+        return found
 
     def delivered(self) -> None:
         """The last body message fed reached the server: its terminal or error counts, and

@@ -288,6 +288,31 @@ class EventParser:
         """Whether findings wait to be taken (cheaper to ask than to take none)."""
         return self._findings is not None
 
+    def at_boundary(self, size: int) -> bool:
+        """Whether a chunk of ``size`` bytes fed now would start a fresh event with nothing
+        held before it: then a chunk that is exactly one ``data:`` line (after at most an
+        ``event:`` line) and a blank line takes ``_single_event``'s path, and ``passed``
+        may stand in for the feed (``_skeleton.ShapeCache.fit_frame``)."""
+        return (
+            self._event_start is None
+            and self._partial is None
+            and self._bom_window is None
+            and not self._skip_lf
+            and self._findings is None
+            and self._inspecting
+            and not self._closed
+            and 0 < size <= self.max_event_bytes
+        )
+
+    def passed(self, size: int, name: str, data: str) -> Event:
+        """The event a chunk of ``size`` bytes at a boundary (``at_boundary``) makes when it
+        is one ``data:`` line of ``data``, named ``name``: as ``feed`` would return it,
+        the bytes counted, without reading them again."""
+        event = _new_event(Event, (name, data, self._last_id, self._retry, self._offset))
+        self._offset += size
+        self._events += 1
+        return event
+
     def take_findings(self) -> list[Finding]:
         """The framing findings made since they were last taken, in the order found."""
         found = self._findings

@@ -790,3 +790,213 @@ def test_a_content_chunk_with_another_field_set_takes_the_full_path(other: Any) 
             5,
             6,
         ]
+
+
+# -- whole chunks: a chunk that is one fitting frame is not parsed (``fit_frame``) ----------
+
+
+def _watch(chunks: list[bytes], learn: bool, **options: Any) -> tuple[Any, ...]:
+    """The events a monitor dispatched, its report, and how many chunks it fitted whole."""
+    from streamguard import StreamMonitor
+    from streamguard.monitor import StreamEnd
+
+    seen: list[tuple[int, Any]] = []
+    _skeleton.learning(learn)
+    try:
+        monitor = StreamMonitor(
+            on_event=lambda event, index: seen.append((index, event)), excerpt_chars=40, **options
+        )
+        for chunk in chunks:
+            monitor.feed(chunk)
+        report = monitor.finish(StreamEnd.BODY_ENDED)
+    finally:
+        _skeleton.learning(True)
+    shapes: Any = getattr(monitor._checker, "frame_cache", None)
+    excerpts = [finding.excerpt for finding in report.findings]
+    return seen, facts(report), excerpts, 0 if shapes is None else shapes.fitted
+
+
+def _anthropic_run(frame: Any = text, words: int = 40) -> list[bytes]:
+    return [START, block_start(0), *(frame(0, f" w{i}") for i in range(words)), block_stop(0), END]
+
+
+def _reframed(chunks: list[bytes], old: bytes, new: bytes) -> list[bytes]:
+    return [chunk.replace(old, new) for chunk in chunks]
+
+
+def _chat_run(words: int = 40) -> list[bytes]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        payload = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                   "choices": [choice]}  # fmt: skip
+        return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+    deltas = [chunk({"role": "assistant", "content": ""})]
+    deltas += [chunk({"content": f" w{i}"}) for i in range(words)]
+    return [*deltas, chunk({}, "stop"), b"data: [DONE]\n\n"]
+
+
+def _in_the_middle(chunks: list[bytes], odd: bytes) -> list[bytes]:
+    middle = len(chunks) // 2
+    return [*chunks[:middle], odd, *chunks[middle:]]
+
+
+_ANTHROPIC = _anthropic_run()
+_CHAT = _chat_run()
+_ID_LINE = b"id: 7\nevent: content_block_delta\n"
+
+#: Streams whose chunks are mostly one frame each, fitted whole, with look-alikes among
+#: them that must be parsed: (name, protocol, chunks, whether some chunk is fitted).
+WHOLE_CHUNKS: list[tuple[str, str, list[bytes], bool]] = [
+    ("anthropic", "anthropic", _ANTHROPIC, True),
+    ("chat", "openai_chat", _CHAT, True),
+    ("no space after data:", "openai_chat", _reframed(_CHAT, b"data: ", b"data:"), True),
+    ("CRLF", "anthropic", _reframed(_ANTHROPIC, b"\n", b"\r\n"), True),
+    (
+        "an id on every frame",
+        "anthropic",
+        _reframed(_ANTHROPIC, b"event: content_block_delta\n", _ID_LINE),
+        False,
+    ),
+    ("a comment on every frame", "openai_chat", _reframed(_CHAT, b"data: ", b": c\ndata: "), False),
+    ("an id, once", "anthropic", _in_the_middle(_ANTHROPIC, b"id: 9\n" + text(0, "a")), True),
+    (
+        "trailing spaces",
+        "anthropic",
+        _in_the_middle(_ANTHROPIC, text(0, "x")[:-2] + b" \n\n"),
+        True,
+    ),
+    ("two frames in one chunk", "anthropic", _in_the_middle(_ANTHROPIC, text(0, "a") * 2), True),
+    (
+        "a frame cut in two",
+        "anthropic",
+        [*_ANTHROPIC[:20], text(0, "ab")[:30], text(0, "ab")[30:], *_ANTHROPIC[20:]],
+        True,
+    ),
+    (
+        "invalid UTF-8 in a text",
+        "anthropic",
+        _in_the_middle(_ANTHROPIC, text(0, "caf\u00e9").replace(b"\xc3\xa9", b"\xe9")),
+        True,
+    ),
+    (
+        "a raw control character in a text",
+        "anthropic",
+        _in_the_middle(_ANTHROPIC, text(0, "a").replace(b'"a"', b'"a\x01"')),
+        True,
+    ),
+    (
+        "a raw line ending in a text",
+        "anthropic",
+        _in_the_middle(_ANTHROPIC, text(0, "a").replace(b'"a"', b'"a\rb"')),
+        True,
+    ),
+    (
+        "escapes and a no-break space",
+        "anthropic",
+        _in_the_middle(_ANTHROPIC, text(0, 'a"\\\n\u00a0b\U0001f600')),
+        True,
+    ),
+    (
+        "a second way of framing",
+        "openai_chat",
+        [*_CHAT[:20], *_reframed(_CHAT[20:], b"data: ", b"event: message\ndata: ")],
+        True,
+    ),
+    (
+        "two spaces after data:",
+        "openai_chat",
+        _in_the_middle(_CHAT, _CHAT[5].replace(b"data: ", b"data:  ")),
+        True,
+    ),
+    ("a line held unfinished", "anthropic", _in_the_middle(_ANTHROPIC, b": keep"), True),
+    ("an id line held", "anthropic", _in_the_middle(_ANTHROPIC, b"id: 5\n"), True),
+    ("a BOM", "openai_chat", [b"\xef\xbb\xbf" + _CHAT[0], *_CHAT[1:]], True),
+    ("a ping", "anthropic", _in_the_middle(_ANTHROPIC, sse("ping", {"type": "ping"})), True),
+]
+
+
+@pytest.mark.parametrize(
+    ("protocol", "chunks", "fitted"),
+    [case[1:] for case in WHOLE_CHUNKS],
+    ids=[case[0] for case in WHOLE_CHUNKS],
+)
+def test_a_chunk_fitted_whole_is_dispatched_as_the_parser_would(
+    protocol: str, chunks: list[bytes], fitted: bool
+) -> None:
+    """Each event (name, data, id, retry, offset), finding, excerpt and report is the same
+    whether whole chunks are fitted or every chunk is parsed and checked in full."""
+    seen, report, excerpts, count = _watch(chunks, True, protocol=protocol)
+    assert (seen, report, excerpts) == _watch(chunks, False, protocol=protocol)[:3]
+    assert (count > 0) is fitted, count
+
+
+def test_an_event_too_large_is_reported_though_its_chunk_fits() -> None:
+    """A fitting chunk larger than ``max_event_bytes`` is read by the parser, which
+    reports it and stops."""
+    chunks = _in_the_middle(_anthropic_run(), text(0, "x" * 400))
+    seen, report, excerpts, count = _watch(chunks, True, protocol="anthropic", max_event_bytes=300)
+    assert count > 0
+    assert (seen, report, excerpts) == _watch(
+        chunks, False, protocol="anthropic", max_event_bytes=300
+    )[:3]
+    assert "event_too_large" in [finding[0] for finding in report["findings"]]
+
+
+def test_a_frame_whose_findings_come_again_is_fitted_whole() -> None:
+    """Chat chunks that each lack ``object`` are fitted whole and each still reported."""
+    chunks = [chunk.replace(b'"object":"chat.completion.chunk",', b"") for chunk in _chat_run()]
+    seen, report, excerpts, count = _watch(chunks, True, protocol="openai_chat")
+    assert count >= 30
+    assert (seen, report, excerpts) == _watch(chunks, False, protocol="openai_chat")[:3]
+    mismatches = [f for f in report["findings"] if f[0] == "schema_mismatch"]
+    assert len(mismatches) == len(chunks) - 1
+
+
+def test_framing_refuses_what_the_parser_reads_otherwise() -> None:
+    """Only a ``data:`` line, perhaps after an ``event:`` line of the skeleton's name, and
+    one blank line, each line ending alike, frame a skeleton."""
+    data = '{"type":"content_block_delta","delta":{"text":"a"}}'
+    skeleton = learn("content_block_delta", data, TEXT)
+    assert skeleton is not None
+    good = f"event: content_block_delta\ndata: {data}\n\n".encode()
+    assert _skeleton.framing(good, data, skeleton) is not None
+    assert _skeleton.framing(good.replace(b"\n", b"\r\n"), data, skeleton) is not None
+    for chunk in (
+        good.replace(b"event: content_block_delta", b"event: ping"),  # another name
+        good.replace(b"event:", b"id: 1\nevent:"),  # another line
+        good.replace(b"data:", b": c\ndata:"),
+        good.replace(b"\n\n", b"\r\n\r\n"),  # line endings that differ
+        good.replace(b"\n", b"\r\n", 1),
+        good.replace(b"\n\n", b"\r\n"),
+        f"data: {data}\n\n".encode(),  # a message, not the skeleton's event
+        good.replace(b"data: ", b"data: x"),  # not the value
+    ):
+        assert _skeleton.framing(chunk, data, skeleton) is None, chunk
+    spaced = learn("message", " " + data, TEXT)
+    assert spaced is not None
+    assert _skeleton.framing(f"data: {' ' + data}\n\n".encode(), " " + data, spaced) is not None
+    assert _skeleton.framing(f"data:{' ' + data}\n\n".encode(), " " + data, spaced) is None
+
+
+def test_a_chunk_fits_the_entry_find_would_find_first() -> None:
+    """Two skeletons that fit one frame (one space between tokens; a padding hole), framed
+    two ways: a chunk framed the second way is parsed, since ``find`` would take the first
+    skeleton, which a chunk framed so never fits whole."""
+    cache = ShapeCache()
+    holes = Holes((("text",),))
+    spaced, padded = '{"a": 1, "text": "x"}', '{"a":  1, "text": "x"}'
+    for data, chunk in (
+        (spaced, f"data: {spaced}\n\n".encode()),
+        (padded, f"event: message\ndata: {padded}\n\n".encode()),
+    ):
+        assert cache.find("message", data) is None
+        cache.consider("message", data, holes, data)
+        cache.frame(chunk, data)
+    assert [entry.framed_head is not None for entry in cache.entries] == [True, False]
+    chunk = f"event: message\ndata: {spaced}\n\n".encode()
+    first = cache.find("message", spaced)
+    assert first is not None
+    assert first[0] == spaced
+    fitted = cache.fit_frame(chunk)
+    assert fitted is None or fitted.token == first[0]

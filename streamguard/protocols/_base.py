@@ -49,7 +49,7 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import not_json, parse_json
-from streamguard.protocols._skeleton import Again, Holes, ShapeCache
+from streamguard.protocols._skeleton import Again, Entry, Holes, ShapeCache
 from streamguard.report import Finding
 from streamguard.rules import Rule
 from streamguard.sse import Event
@@ -214,6 +214,7 @@ class Checker:
         "_vouched",
         "_vouched_again",
         "error_index",
+        "frame_cache",
         "path",
         "phase",
         "request",
@@ -247,6 +248,10 @@ class Checker:
         self._reported_once: frozenset[str] = _NOTHING_REPORTED
         #: The skeletons of frames the checker vouched for: made at the first such frame.
         self._shapes: ShapeCache | None = None
+        #: The same, for the monitor to fit whole chunks to (``ShapeCache.fit_frame``);
+        #: never for a protocol that reads the framing (its ``framing_finding`` must see
+        #: every event).
+        self.frame_cache: ShapeCache | None = None
         #: What the handler of the frame being checked vouched for (``repeatable``).
         self._vouched: Holes | None = None
         self._vouch_token: object = None
@@ -280,13 +285,33 @@ class Checker:
         ``_skeleton``): the same findings either way."""
         shapes = self._shapes
         declined = False
-        if shapes is not None and shapes.entries:
-            hit = shapes.find(event.event, event.data)
-            if hit is not None:
-                repeated = self.repeat_event(event, index, hit[0], hit[1])
-                if repeated is not None:
-                    return repeated if not hit[2] else _again(hit[2], event, index, repeated)
-                declined = True  # its skeleton is known already
+        if shapes is not None:
+            shapes.last = None
+            if shapes.entries:
+                hit = shapes.find(event.event, event.data)
+                if hit is not None:
+                    repeated = self.repeat_event(event, index, hit[0], hit[1])
+                    if repeated is not None:
+                        return repeated if not hit[2] else _again(hit[2], event, index, repeated)
+                    declined = True  # its skeleton is known already
+        return self._checked_in_full(event, index, declined)
+
+    def repeat_frame(
+        self, event: Event, index: int, entry: Entry, values: Sequence[str]
+    ) -> Sequence[Finding]:
+        """``on_event`` for an event the monitor did not parse: its chunk fitted the framed
+        skeleton of ``entry`` whole (``ShapeCache.fit_frame``), as ``_checked`` would have
+        found it. (Never a sealed phase: a change of phase forgets every skeleton.)"""
+        repeated = self.repeat_event(event, index, entry.token, values)
+        if repeated is not None:
+            again = entry.again
+            return repeated if not again else _again(again, event, index, repeated)
+        return self._checked_in_full(event, index, True)
+
+    def _checked_in_full(self, event: Event, index: int, declined: bool) -> Sequence[Finding]:
+        """``check_event``, then learning from a frame the checker vouched for (unless its
+        skeleton is known, and ``declined`` its repeat), or forgetting on any change."""
+        shapes = self._shapes
         phase = self.phase
         found = self.check_event(event, index)
         vouched = self._vouched
@@ -299,6 +324,8 @@ class Checker:
                 if again is not None:
                     if shapes is None:
                         shapes = self._shapes = ShapeCache()
+                        if not self.READS_FRAMING:  # its framing_finding sees every event
+                            self.frame_cache = shapes
                     if not declined:
                         shapes.consider(event.event, event.data, vouched, self._vouch_token, again)
                     return found

@@ -68,10 +68,12 @@ __all__ = [
     "MAX_SKELETONS",
     "MAX_SKELETON_CHARS",
     "Again",
+    "Entry",
     "Holes",
     "Path",
     "ShapeCache",
     "Skeleton",
+    "framing",
     "learn",
     "learning",
 ]
@@ -112,24 +114,23 @@ _TOKEN: Final = re.compile(
 
 
 class Skeleton:
-    """The learned frame: its event name, the literal pieces between its holes, and each
-    hole's pattern and whether it is read."""
+    """The learned frame: its event name, the literal pieces between its holes, and what
+    each hole holds."""
 
-    __slots__ = ("holes", "literals", "name", "order", "read")
+    __slots__ = ("kinds", "literals", "name", "order")
 
     def __init__(
         self,
         name: str,
         literals: tuple[str, ...],
-        holes: tuple[re.Pattern[str], ...],
-        read: tuple[bool, ...],
+        kinds: tuple[int, ...],
         order: tuple[int, ...],
     ) -> None:
         self.name = name
         #: One more than the holes: before the first, between each two, after the last.
         self.literals = literals
-        self.holes = holes
-        self.read = read
+        #: Each hole's kind (``_TEXT``, ``_STRING_VALUE``, ``_INTEGER_VALUE``, ``_PADDING``).
+        self.kinds = kinds
         #: For each value hole, as the checker listed them, its place among those read.
         self.order = order
 
@@ -137,65 +138,83 @@ class Skeleton:
         """The read holes' texts when ``data`` (an event named ``name``) fits, else None."""
         if name != self.name:
             return None
+        return self.match_data(data)
+
+    def match_data(self, data: str) -> Sequence[str] | None:
+        """``match`` for an event whose name is known to be the skeleton's."""
         literals = self.literals
         head = literals[0]
         if not data.startswith(head):
             return None
-        holes = self.holes
-        if self.order or len(holes) > 2:
-            return self._match_each(data, len(head))
-        # One or two holes, none read (a piece of text, perhaps padding): a few calls.
         tail = literals[-1]
         if not data.endswith(tail):
             data = data.rstrip(_JSON_WHITESPACE)  # whitespace may follow the value
             if not data.endswith(tail):
                 return None
         cut = len(data) - len(tail)
-        position = len(head)
-        if cut < position:
+        if cut < len(head):
             return None
-        if len(holes) == 2:
-            first = holes[0].match(data, position, cut)
-            if first is None:
-                return None
-            position = first.end()
-            middle = literals[1]
-            if not data.startswith(middle, position, cut):  # not into the tail's bytes
-                return None
-            position += len(middle)
-        last = holes[-1]
-        if last is _SPACE:  # padding: cheaper stripped than matched
-            if data[position:cut].strip(_JSON_WHITESPACE):
-                return None
-        elif last.fullmatch(data, position, cut) is None:
-            return None
-        return _NO_VALUES
+        return self.match_holes(data, cut)
 
-    def _match_each(self, data: str, position: int) -> Sequence[str] | None:
-        """``match`` past the first piece, hole by hole."""
+    def match_holes(self, data: str, cut: int) -> Sequence[str] | None:
+        """``match`` for data known to start with the first piece and to end with the last
+        one at ``cut``."""
         literals = self.literals
+        position = len(literals[0])
+        kinds = self.kinds
+        last = len(kinds) - 1
         values: list[str] | None = None
-        read = self.read
-        for number, hole in enumerate(self.holes):
-            found = hole.match(data, position)
-            if found is None:
-                return None
-            end = found.end()
-            if read[number]:
+        for number in range(len(kinds)):
+            kind = kinds[number]
+            if kind in (_PADDING, _INTEGER_VALUE):
+                found = (_SPACE if kind == _PADDING else _INTEGER).match(data, position, cut)
+                if found is None:
+                    return None
+                end = found.end()
+            else:
+                end = _string_end(data, position, cut)
+                if end < 0:
+                    return None
+            if kind >= _STRING_VALUE:
                 if values is None:
                     values = []
                 values.append(data[position:end])
-            literal = literals[number + 1]
-            if not data.startswith(literal, end):
-                return None
-            position = end + len(literal)
-        if position != len(data) and data[position:].strip(_JSON_WHITESPACE):
-            return None  # only whitespace may follow the value
+            if number == last:
+                if end != cut:  # the last hole reaches the last piece, and not into it
+                    return None
+            else:
+                literal = literals[number + 1]
+                position = end + len(literal)
+                if position > cut or data[end:position] != literal:
+                    return None
         if values is None:
             return _NO_VALUES
         order = self.order
         return values if order == _IN_ORDER[len(order)] else [values[i] for i in order]
 
+
+def _string_end(data: str, position: int, cut: int) -> int:
+    """Where the JSON string at ``position`` ends (past its closing quote), before ``cut``;
+    -1 when there is none that the full parser would take."""
+    if position >= cut or data[position] != '"':
+        return -1
+    close = data.find('"', position + 1, cut)
+    if close < 0:
+        return -1
+    # The usual text: no escape, nothing unprintable (a control character is; so are a
+    # few legitimate ones, such as a no-break space, which the pattern then decides).
+    if data.find("\\", position + 1, close) < 0 and data[position + 1 : close].isprintable():
+        return close + 1
+    found = _STRING.match(data, position, cut)
+    return -1 if found is None else found.end()
+
+
+#: The kinds of hole: a text (checked, not read), a string or an integer read again, and a
+#: run of whitespace between tokens. The values' kinds come last (``kind >= _STRING_VALUE``).
+_TEXT: Final = 0
+_PADDING: Final = 1
+_STRING_VALUE: Final = 2
+_INTEGER_VALUE: Final = 3
 
 #: A match that reads no hole.
 _NO_VALUES: Final[tuple[str, ...]] = ()
@@ -215,8 +234,7 @@ def learn(
     if len(data) > MAX_SKELETON_CHARS:
         return None
     literals: list[str] = []
-    patterns: list[re.Pattern[str]] = []
-    read_flags: list[bool] = []
+    kinds: list[int] = []
     seen: set[Path] = set()
     read_paths: list[Path] = []  # the value holes' paths, in the frame's order
     # One entry per open container: its keys so far (an object) or its next index (an array).
@@ -238,11 +256,10 @@ def learn(
             # Whitespace between tokens: any amount (none included) gives the same value.
             # (One space, as ``json.dumps`` separates, stays in the piece: a hole each
             # would leave a Python server's frames with more holes than a skeleton takes.)
-            if len(patterns) >= MAX_HOLES:
+            if len(kinds) >= MAX_HOLES:
                 return None
             literals.append(data[cut:position])
-            patterns.append(_SPACE)
-            read_flags.append(False)
+            kinds.append(_PADDING)
             cut = start
         position = token.end()
         mark = token.group("mark")
@@ -279,32 +296,31 @@ def learn(
             continue
         here = tuple(path)
         if here in text_holes:
-            group, pattern, read = "string", _STRING, False
+            group, pattern, kind = "string", _STRING, _TEXT
         elif here in value_holes:
             if token.group("string") is not None:
-                group, pattern, read = "string", _STRING, True
+                group, pattern, kind = "string", _STRING, _STRING_VALUE
             else:
-                group, pattern, read = "number", _INTEGER, True
+                group, pattern, kind = "number", _INTEGER, _INTEGER_VALUE
         else:
             continue
         text = token.group(group)
         if text is None or pattern.fullmatch(text) is None:
             continue  # not what the hole holds (a null, a float): part of the skeleton
-        if here in seen or len(patterns) >= MAX_HOLES:
+        if here in seen or len(kinds) >= MAX_HOLES:
             return None
         seen.add(here)
         filled += 1
         literals.append(data[cut : token.start(group)])
-        patterns.append(pattern)
-        read_flags.append(read)
-        if read:
+        kinds.append(kind)
+        if kind != _TEXT:
             read_paths.append(here)
         cut = position
     if containers or not filled or len(read_paths) != len(value_holes):
         return None  # (a value hole's path missing, or holding neither kind)
     literals.append(data[cut:].rstrip(_JSON_WHITESPACE))
     order = tuple(read_paths.index(wanted) for wanted in value_holes)
-    return Skeleton(name, tuple(literals), tuple(patterns), tuple(read_flags), order)
+    return Skeleton(name, tuple(literals), tuple(kinds), order)
 
 
 #: Whether streams learn skeletons: one switch for the process (``learning``).
@@ -323,14 +339,27 @@ def learning(on: bool) -> None:
 Again = tuple[str, Severity, str]
 
 
-class _Entry:
-    __slots__ = ("again", "hits", "skeleton", "token")
+class Entry:
+    """A learned skeleton, with the checker's token, the findings its frames make again,
+    its hits and, once known, how its chunks are framed."""
+
+    __slots__ = ("again", "framed_head", "framed_tail", "hits", "padded", "prefix_size",
+                 "skeleton", "suffix_size", "token")  # fmt: skip
 
     def __init__(self, skeleton: Skeleton, token: object, again: tuple[Again, ...]) -> None:
         self.skeleton = skeleton
         self.token = token
         self.again = again
         self.hits = 0
+        #: How a chunk that is exactly one event of this skeleton starts and ends, once a
+        #: chunk showed it (``ShapeCache.frame``): its lines before the data's value, then
+        #: the first literal piece; the last piece, then the blank line. ``None``: unknown.
+        self.framed_head: bytes | None = None
+        self.framed_tail = b""
+        self.prefix_size = 0
+        self.suffix_size = 0
+        #: Whether a padding hole could take a line ending, which would split the chunk.
+        self.padded = _PADDING in skeleton.kinds
 
 
 class Holes:
@@ -348,15 +377,34 @@ class Holes:
 class ShapeCache:
     """A stream's skeletons, with the checker's token for each, and the learning wait."""
 
-    __slots__ = ("countdown", "entries", "skipped", "wait")
+    __slots__ = (
+        "countdown",
+        "entries",
+        "fitted",
+        "fitted_data",
+        "fitted_values",
+        "last",
+        "skipped",
+        "style",
+        "wait",
+    )
 
     def __init__(self) -> None:
-        self.entries: list[_Entry] = []
+        self.entries: list[Entry] = []
         #: Frames that fit a skeleton, over the stream's life (for tests and benchmarks).
         self.skipped = 0
         #: Vouched frames to let pass before the next attempt to learn, and the last wait.
         self.countdown = 0
         self.wait = 0
+        #: The entry the frame being checked fitted or taught, if any (``frame`` reads it).
+        self.last: Entry | None = None
+        #: How the framed entries' chunks are framed, their event names aside (``frame``).
+        self.style: bytes | None = None
+        #: Chunks ``fit_frame`` fitted, which the parser did not read (of ``skipped``).
+        self.fitted = 0
+        #: What the last chunk ``fit_frame`` fitted held: its data and read values.
+        self.fitted_data = ""
+        self.fitted_values: Sequence[str] = _NO_VALUES
 
     def find(self, name: str, data: str) -> tuple[object, Sequence[str], tuple[Again, ...]] | None:
         """The token, read values and findings again of the skeleton ``data`` fits, if one
@@ -367,8 +415,68 @@ class ShapeCache:
                 entry.hits += 1
                 self.skipped += 1
                 self.wait = 0
+                self.last = entry
                 return entry.token, values, entry.again
         return None
+
+    def fit_frame(self, chunk: bytes) -> Entry | None:
+        """``find`` for a whole chunk, read at an event boundary (``EventParser.at_boundary``):
+        the entry when the chunk is exactly one event that fits a framed skeleton, which
+        ``find`` would then have found first; its data and read values are left in
+        ``fitted_data`` and ``fitted_values``.
+
+        The entries are tried in ``find``'s order, and the search stops at one whose
+        framing is unknown. All framed entries share one style (``frame``), so a chunk
+        that starts as one of them does is framed as each is, and a chunk that misses a
+        framed entry's head or tail here misses its skeleton there: its data's value has
+        no trailing whitespace to strip, since a piece a skeleton ends with has none.
+        """
+        for entry in self.entries:
+            head = entry.framed_head
+            if head is None:
+                return None
+            if chunk.startswith(head) and chunk.endswith(entry.framed_tail):
+                try:
+                    data = chunk[entry.prefix_size : len(chunk) - entry.suffix_size].decode()
+                except UnicodeDecodeError:
+                    return None  # the parser reports it
+                if entry.padded and ("\n" in data or "\r" in data):
+                    return None  # more lines than one
+                skeleton = entry.skeleton
+                cut = len(data) - len(skeleton.literals[-1])
+                if cut < len(skeleton.literals[0]):
+                    continue  # the head and the tail overlap
+                values = skeleton.match_holes(data, cut)
+                if values is not None:
+                    entry.hits += 1
+                    self.skipped += 1
+                    self.fitted += 1
+                    self.wait = 0
+                    self.fitted_data = data
+                    self.fitted_values = values
+                    return entry
+        return None
+
+    def frame(self, chunk: bytes, data: str) -> None:
+        """``chunk`` was exactly one event whose data, ``data``, fitted or taught the last
+        entry: learn from it how such a chunk is framed, unless it is framed in a way
+        ``fit_frame`` cannot read alike (see ``framing``)."""
+        entry = self.last
+        self.last = None
+        if entry is None or entry.framed_head is not None:
+            return
+        framed = framing(chunk, data, entry.skeleton)
+        if framed is None:
+            return
+        prefix, suffix, style = framed
+        if self.style is None:
+            self.style = style
+        elif style != self.style:
+            return  # a second way of framing: its chunks are parsed
+        entry.framed_head = prefix + entry.skeleton.literals[0].encode()
+        entry.framed_tail = entry.skeleton.literals[-1].encode() + suffix
+        entry.prefix_size = len(prefix)
+        entry.suffix_size = len(suffix)
 
     def consider(
         self, name: str, data: str, holes: Holes, token: object, again: tuple[Again, ...] = ()
@@ -387,16 +495,62 @@ class ShapeCache:
         entries = self.entries
         if len(entries) >= MAX_SKELETONS and entries.pop(0).hits == 0:
             self._back_off()
-        entries.append(_Entry(skeleton, token, again))
+        entry = Entry(skeleton, token, again)
+        entries.append(entry)
+        self.last = entry
 
     def forget(self) -> None:
         """Something changed: no skeleton holds any more."""
         entries = self.entries
+        self.last = None
         if entries:
             if any(entry.hits == 0 for entry in entries):
                 self._back_off()
             entries.clear()
+            self.style = None
 
     def _back_off(self) -> None:
         self.wait = min(self.wait * 2 or 1, MAX_LEARNING_WAIT)
         self.countdown = self.wait
+
+
+def framing(chunk: bytes, data: str, skeleton: Skeleton) -> tuple[bytes, bytes, bytes] | None:
+    """How ``chunk``, one event whose data is ``data``, frames it: the bytes before the
+    data's value, those after, and the style (both, the event's name left out). None
+    unless a chunk framed alike is one the parser reads as one event of the skeleton's
+    name with exactly the value between them: ``data:`` (perhaps after an ``event:`` line
+    of that name) and one blank line, with LF or CRLF line endings and no other line, and
+    no skeleton piece that the framing would change (a space the parser strips, a line
+    ending)."""
+    value = data.encode()
+    if chunk.endswith(b"\r\n\r\n"):
+        suffix = b"\r\n\r\n"
+    elif chunk.endswith(b"\n\n"):
+        suffix = b"\n\n"
+    else:
+        return None
+    start = len(chunk) - len(suffix) - len(value)
+    if start < 5 or chunk[start : len(chunk) - len(suffix)] != value:
+        return None
+    prefix = chunk[:start]
+    line_end = b"\r\n" if len(suffix) == 4 else b"\n"
+    data_line = prefix[prefix.rfind(line_end) + len(line_end) :] if line_end in prefix else prefix
+    if data_line not in (b"data:", b"data: "):
+        return None
+    name = skeleton.name
+    if data_line == prefix:
+        if name != "message":
+            return None
+        style = prefix
+    else:
+        event_line = prefix[: len(prefix) - len(data_line) - len(line_end)]
+        named = event_line[7:] if event_line.startswith(b"event: ") else event_line[6:]
+        if not event_line.startswith(b"event:") or not named or named != name.encode():
+            return None
+        style = event_line[: len(event_line) - len(named)] + line_end + data_line
+    pieces = "".join(skeleton.literals)
+    if "\n" in pieces or "\r" in pieces:
+        return None  # (an event line holds no stray CR: the name would not be the same)
+    if data_line == b"data:" and skeleton.literals[0][:1] == " ":
+        return None  # the parser strips one leading space
+    return prefix, suffix, style + b"|" + suffix
