@@ -279,8 +279,26 @@ class _Exchange(StreamSession):
             self.disconnected = True
 
     async def send(self, message: Message) -> None:
-        body_ended = False
         monitor = self.monitor
+        if monitor is not None:
+            # The per-frame path: a body message with more to come, fed by compiled code.
+            try:
+                found = monitor.feed_body(message)
+            except Exception as exc:
+                found = ()
+                self.fail("check", exc)
+            if found is not None:
+                if found:
+                    self.emit(found)
+                try:
+                    await self._send(message)
+                except OSError:
+                    self.disconnected = True  # ASGI spec 2.4: the client has gone
+                    raise
+                if not self.disconnected:
+                    monitor.delivered()
+                return
+        body_ended = False
         if monitor is not None:
             if message["type"] == "http.response.body":
                 if monitor.report is not None:
@@ -289,7 +307,8 @@ class _Exchange(StreamSession):
                 else:
                     body_ended = not message.get("more_body", False)
                     if monitor.internal_error is None:
-                        # ``StreamSession.feed``, inlined: this is the per-frame path.
+                        # ``StreamSession.feed``, inlined (the last body message, or one
+                        # that is not ``bytes`` or is longer than a window).
                         try:
                             data = message.get("body", b"")
                             if type(data) is not bytes:  # a memoryview or bytearray is valid

@@ -330,7 +330,9 @@ def break_monitors(monkeypatch: Any, module: Any, method: str, fault: Callable[.
     A compiled class's methods cannot be patched, so the fault goes in one step out: the
     interpreted module that builds monitors (the middleware, the transports) gets a stand-in
     that wraps a real monitor (its ``real``) and answers ``method`` (``"__init__"``
-    included) with ``fault`` called as the method would be, ``self`` first.
+    included) with ``fault`` called as the method would be, ``self`` first. A broken
+    ``feed`` also declines ``feed_body``, the middleware's per-frame path, which would
+    otherwise feed the real monitor without it.
     """
     real = module.StreamMonitor
 
@@ -345,6 +347,8 @@ def break_monitors(monkeypatch: Any, module: Any, method: str, fault: Callable[.
                 raise AttributeError(name)
             if name == method:
                 return lambda *args, **kwargs: fault(self, *args, **kwargs)
+            if name == "feed_body" and method == "feed":
+                return lambda message: None  # declined: every body message goes to ``feed``
             return getattr(self.real, name)
 
     monkeypatch.setattr(module, "StreamMonitor", BrokenMonitor)

@@ -367,6 +367,32 @@ def test_internal_error_stops_watching_only_that_stream(monkeypatch: pytest.Monk
     assert (reports[1].internal_error, reports[1].events) == (None, 2)
 
 
+def test_an_internal_error_on_the_per_frame_path_stops_watching_that_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug in ``feed_body`` (a body message with more to come) never reaches the app or
+    the client; the report names it and nothing more is checked."""
+    calls = 0
+
+    def broken_feed_body(self: Any, message: Any) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise ZeroDivisionError("checker bug")
+        return self.real.feed_body(message)
+
+    break_monitors(monkeypatch, streamguard.middleware, "feed_body", broken_feed_body)
+    middleware, reports = guarded(ScriptedApp(HEALTHY))
+    recorder, raised = run(middleware)
+    assert raised is None
+    assert recorder.sent == HEALTHY
+    [report] = reports
+    assert report.internal_error is not None
+    assert report.internal_error.startswith("ZeroDivisionError in broken_feed_body (")
+    assert (report.inspected, report.events, report.outcome) == (False, 1, Outcome.COMPLETED)
+    assert middleware.internal_errors == 1
+
+
 def test_failing_report_callback_is_contained() -> None:
     """An exception in ``on_report`` is counted, not raised into the app."""
 
