@@ -395,11 +395,12 @@ class StreamMonitor:
                 break  # the rest is counted, not checked
         return held
 
-    def feed_body(self, message: Mapping[str, Any]) -> Sequence[Finding] | None:
-        """``feed`` for a server's usual ASGI message, an ``http.response.body`` of bytes,
-        at most ``FEED_WINDOW`` of them, with more to come, while the stream is open and
-        streamguard is sound; ``None`` for any other message, which the caller takes."""
-        if self.report is not None or self.internal_error is not None:
+    def feed_body(self, message: object) -> Sequence[Finding] | None:
+        """``feed`` for a server's usual ASGI message, a ``dict`` that is an
+        ``http.response.body`` of bytes, at most ``FEED_WINDOW`` of them, with more to come,
+        while the stream is open and streamguard is sound; ``None`` for any other message,
+        which the caller takes."""
+        if type(message) is not dict or self.report is not None or self.internal_error is not None:
             return None
         if message.get("type") != "http.response.body" or not message.get("more_body", False):
             return None

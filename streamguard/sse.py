@@ -66,7 +66,7 @@ import re
 from collections.abc import Iterable
 from hashlib import blake2b
 from itertools import repeat
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from streamguard import rules
 from streamguard._wire import describe
@@ -130,7 +130,7 @@ class Event(NamedTuple):
     offset: int = 0
 
 
-_new_event = tuple.__new__
+_new_event: Final = tuple.__new__
 
 
 class Leftover(NamedTuple):

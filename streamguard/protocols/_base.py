@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from streamguard import _wire, rules
 from streamguard.protocols._lifecycle import (
@@ -79,7 +79,7 @@ __all__ = [
     "terminated_lifecycle",
 ]
 
-NO_FINDINGS: Sequence[Finding] = ()
+NO_FINDINGS: Final[Sequence[Finding]] = ()
 
 #: The characters of text one stream may keep for later checks, across everything it keeps
 #: (tool-call arguments to parse at the finish, deltas to compare with a ``.done`` text).

@@ -99,6 +99,8 @@ _STRING: Final = re.compile(
     r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
     r'[^"\\\x00-\x1f\ud800-\udfff]*)*"'
 )
+#: ``str.isprintable``, called without a method lookup (on the per-frame path).
+_PRINTABLE: Final = str.isprintable
 #: What JSON counts as whitespace (``str.rstrip()`` alone would take more).
 _JSON_WHITESPACE: Final = " \t\n\r"
 _INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
@@ -203,7 +205,7 @@ def _string_end(data: str, position: int, cut: int) -> int:
         return -1
     # The usual text: no escape, nothing unprintable (a control character is; so are a
     # few legitimate ones, such as a no-break space, which the pattern then decides).
-    if data.find("\\", position + 1, close) < 0 and data[position + 1 : close].isprintable():
+    if data.find("\\", position + 1, close) < 0 and _PRINTABLE(data[position + 1 : close]):
         return close + 1
     found = _STRING.match(data, position, cut)
     return -1 if found is None else found.end()
