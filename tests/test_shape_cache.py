@@ -1000,3 +1000,25 @@ def test_a_chunk_fits_the_entry_find_would_find_first() -> None:
     assert first[0] == spaced
     fitted = cache.fit_frame(chunk)
     assert fitted is None or fitted.token == first[0]
+
+
+@given(st.text(alphabet="-0123456789x,", max_size=24), st.integers(0, 3), st.integers(0, 24))
+@example("0123", 0, 4)
+@example("-", 0, 1)
+@example("1234567890123456789", 0, 19)
+def test_an_integer_hole_ends_where_its_pattern_does(data: str, position: int, cut: int) -> None:
+    """The integer hole's scan ends exactly where ``_INTEGER`` would match (within the
+    data, as ``match_holes`` calls it)."""
+    cut = min(cut, len(data))
+    position = min(position, cut)
+    found = _skeleton._INTEGER.match(data, position, cut)
+    assert _skeleton._integer_end(data, position, cut) == (-1 if found is None else found.end())
+
+
+@given(st.text())
+@example('a"b\\')
+@example("\u2028\x7f")
+def test_a_text_read_from_a_hole_is_the_parsed_string(text: str) -> None:
+    """``json_string_text`` gives what the JSON parser reads from the string a hole took."""
+    for encoded in (json.dumps(text), json.dumps(text, ensure_ascii=False)):
+        assert _skeleton.json_string_text(encoded) == from_json(encoded)

@@ -60,6 +60,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from streamguard.protocols._payload import parse_json
 from streamguard.report import Severity
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "ShapeCache",
     "Skeleton",
     "framing",
+    "json_string_text",
     "learn",
     "learning",
 ]
@@ -104,6 +106,7 @@ _PRINTABLE: Final = str.isprintable
 #: What JSON counts as whitespace (``str.rstrip()`` alone would take more).
 _JSON_WHITESPACE: Final = " \t\n\r"
 _INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+_DIGITS: Final = "0123456789"
 _SPACE: Final = re.compile(r"[ \t\n\r]*")
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*(?:"
@@ -168,13 +171,17 @@ class Skeleton:
         values: list[str] | None = None
         for number in range(len(kinds)):
             kind = kinds[number]
-            if kind in (_PADDING, _INTEGER_VALUE):
-                found = (_SPACE if kind == _PADDING else _INTEGER).match(data, position, cut)
+            if kind == _PADDING:
+                found = _SPACE.match(data, position, cut)
                 if found is None:
                     return None
                 end = found.end()
             else:
-                end = _string_end(data, position, cut)
+                end = (
+                    _integer_end(data, position, cut)
+                    if kind == _INTEGER_VALUE
+                    else _string_end(data, position, cut)
+                )
                 if end < 0:
                     return None
             if kind >= _STRING_VALUE:
@@ -209,6 +216,33 @@ def _string_end(data: str, position: int, cut: int) -> int:
         return close + 1
     found = _STRING.match(data, position, cut)
     return -1 if found is None else found.end()
+
+
+def _integer_end(data: str, position: int, cut: int) -> int:
+    """Where the plain integer at ``position`` ends, before ``cut`` (``_INTEGER``'s match,
+    without its call): an optional minus, then 0 or at most 18 digits not led by 0; -1
+    when there is none."""
+    end = position
+    if end < cut and data[end] == "-":
+        end += 1
+    if end >= cut or data[end] not in _DIGITS:
+        return -1
+    if data[end] == "0":
+        return end + 1
+    last = min(end + 18, cut)
+    end += 1
+    while end < last and data[end] in _DIGITS:
+        end += 1
+    return end
+
+
+def json_string_text(value: str) -> str:
+    """The text of a JSON string a hole took (so valid JSON): its inside when it has no
+    escape, else what the parser reads."""
+    if value.find("\\") < 0:
+        return value[1:-1]
+    text: str = parse_json(value)
+    return text
 
 
 #: The kinds of hole: a text (checked, not read), a string or an integer read again, and a

@@ -86,7 +86,7 @@ from streamguard.protocols._shapes import (
     ChatUsage,
     validate_chat_chunk,
 )
-from streamguard.protocols._skeleton import Holes
+from streamguard.protocols._skeleton import Holes, json_string_text
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.request import NO_FIELDS, RequestBody, RequestFact
@@ -627,7 +627,7 @@ class OpenAIChatChecker(Checker):
         if type(token) is not _ArgumentsDelta:
             return None
         token.choice.deltas += 1
-        arguments = parse_json(values[0])
+        arguments = json_string_text(values[0])
         if arguments:
             token.call.arguments.add(self, arguments)
         return NO_FINDINGS

@@ -100,7 +100,7 @@ from streamguard.protocols._lifecycle import (
 )
 from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
 from streamguard.protocols._shapes import RESPONSES_EVENT, ResponsesEvent, ResponsesResponse
-from streamguard.protocols._skeleton import Holes
+from streamguard.protocols._skeleton import Holes, json_string_text
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.request import RequestBody, RequestFact
@@ -834,7 +834,7 @@ class OpenAIResponsesChecker(Checker):
             return None  # the full check reports the gap
         self._next_sequence = sequence + 1
         if token.compare and token.deltas is not None:
-            token.deltas.add(self, parse_json(values[1]))
+            token.deltas.add(self, json_string_text(values[1]))
         return NO_FINDINGS
 
 
