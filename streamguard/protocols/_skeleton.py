@@ -42,16 +42,30 @@ What makes that exact:
   refuses what it can see, a rule flagged ``once_per_stream`` or a finding placed on
   another frame: such a frame forgets the skeletons instead.
 
+**A chunk that is one fitting frame is not parsed either.** Most servers send each frame
+in a body message of its own. The monitor asks the checker's cache to fit such a chunk
+whole (``ShapeCache.fit_frame``) when the parser holds nothing (``EventParser.at_boundary``):
+an entry learns how its chunks are framed from the first chunk that was exactly one event
+of its skeleton (``frame``: a ``data:`` line, perhaps after an ``event:`` line of its name,
+then a blank line, LF or CRLF, and nothing else), and a chunk that starts and ends as its
+framing and pieces do, with a value that fits the holes and holds no line ending, is the
+event the parser would have made (``EventParser.passed`` makes it, counting the bytes) and
+takes the repeat. All entries framed share one style, so a chunk fits the entry ``find``
+would have found first; anything else, or any doubt, goes to the parser.
+
 Learning a skeleton reads the frame's JSON a token at a time in Python (tens of
 microseconds), so a stream whose frames never repeat (a server that stamps each with a new
 id) must not pay it on each: after a skeleton is dropped unused, learning waits twice as
 many vouched frames as before (``MAX_LEARNING_WAIT`` at most); a hit resets the wait.
 A skeleton is its literal pieces (slices of the frame it was learned from) and, between
-them, a precompiled pattern per hole: matching is a ``startswith`` per piece and a
-``match`` per hole. (One regular expression per skeleton matched a little faster, but
+them, its holes' kinds: matching compares the first and last pieces, then walks the holes,
+finding a text's closing quote and comparing the piece after it. A text with no escape and
+nothing unprintable is taken as it is; any other goes to the precompiled pattern
+(``_STRING``), which decides. (One regular expression per skeleton matched in one call, but
 ``re.compile``, written in Python, took milliseconds for a chat frame: per stream, since
-each stream's id differs.) Memory is bounded: at most ``MAX_SKELETONS`` per stream, each
-a few slices of a frame of at most ``MAX_SKELETON_CHARS`` characters.
+each stream's id differs; and a pattern per hole cost a call per hole.) Memory is bounded:
+at most ``MAX_SKELETONS`` per stream, each a few slices of a frame of at most
+``MAX_SKELETON_CHARS`` characters.
 """
 
 from __future__ import annotations
