@@ -186,6 +186,10 @@ class Skeleton:
         for number in range(len(kinds)):
             kind = kinds[number]
             if kind == _PADDING:
+                if number == last:  # padding before the last piece (a closing brace)
+                    if data[position:cut].strip(_JSON_WHITESPACE):
+                        return None
+                    return _NO_VALUES if values is None else self._in_order(values)
                 found = _SPACE.match(data, position, cut)
                 if found is None:
                     return None
@@ -210,8 +214,10 @@ class Skeleton:
                 position = end + len(literal)
                 if position > cut or data[end:position] != literal:
                     return None
-        if values is None:
-            return _NO_VALUES
+        return _NO_VALUES if values is None else self._in_order(values)
+
+    def _in_order(self, values: list[str]) -> list[str]:
+        """The read holes' texts, in the order the checker listed their paths."""
         order = self.order
         return values if order == _IN_ORDER[len(order)] else [values[i] for i in order]
 
