@@ -180,6 +180,19 @@ def test_a_frame_without_its_last_brace_misses_though_padded() -> None:
         assert skeleton.match("content_block_delta", frame) is None
 
 
+def test_padding_before_the_last_brace_takes_json_whitespace_only() -> None:
+    """The padding hole before a closing brace (Anthropic pads there) takes any run of
+    JSON whitespace, none included, and nothing else."""
+    skeleton = learn("content_block_delta", delta('"Hi"')[:-1] + "   }", TEXT)
+    assert skeleton is not None
+    for padding in ["", " ", "\t\r\n  "]:
+        assert skeleton.match("content_block_delta", delta('"Yo"')[:-1] + padding + "}") == ()
+    for padding in [" x ", ",", "\u00a0", "\x0c"]:
+        frame = delta('"Yo"')[:-1] + padding + "}"
+        assert not parses(frame)
+        assert skeleton.match("content_block_delta", frame) is None
+
+
 def test_a_value_hole_reads_a_plain_integer_only() -> None:
     """A value hole gives its text, and misses on anything but an integer of 18 digits."""
     frame = '{"type":"response.output_text.delta","sequence_number":%s,"delta":%s}'
