@@ -1035,3 +1035,15 @@ def test_a_text_read_from_a_hole_is_the_parsed_string(text: str) -> None:
     """``json_string_text`` gives what the JSON parser reads from the string a hole took."""
     for encoded in (json.dumps(text), json.dumps(text, ensure_ascii=False)):
         assert _skeleton.json_string_text(encoded) == from_json(encoded)
+
+
+@given(st.text(alphabet='ab"\\\x01\u00a0\u2028\ud800 ', max_size=16), st.integers(0, 16))
+@example('"a\\"b"', 0)
+@example('"a\x01"', 0)
+@example('"\u00a0"', 0)
+def test_a_string_hole_ends_where_its_pattern_does(data: str, cut: int) -> None:
+    """The compiled build's scan for a text hole's end agrees with ``_STRING`` (the
+    pure-Python build calls the pattern itself)."""
+    cut = min(cut, len(data))
+    found = _skeleton._STRING.match(data, 0, cut)
+    assert _skeleton._string_end(data, 0, cut) == (-1 if found is None else found.end())
