@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 __all__ = [
     "FAILED_OUTCOMES",
@@ -22,6 +23,7 @@ __all__ = [
     "Severity",
     "StreamReport",
     "UpstreamSummary",
+    "repeated_finding",
 ]
 
 #: Why a check was skipped on a stream whose frames were checked: the closed set of
@@ -88,6 +90,33 @@ class Finding:
     byte_offset: int | None = None
     #: A shortened, escaped excerpt of the offending frame; only with content excerpts on.
     excerpt: str | None = None
+
+
+# A frozen dataclass's generated ``__init__`` runs as interpreted Python even in the compiled
+# build (about 1 us a finding); its slots' own descriptors set a new one in a few calls.
+_NEW_FINDING: Final = Finding.__new__
+_SET_RULE: Final = Finding.__dict__["rule"].__set__
+_SET_SEVERITY: Final = Finding.__dict__["severity"].__set__
+_SET_MESSAGE: Final = Finding.__dict__["message"].__set__
+_SET_EVENT_INDEX: Final = Finding.__dict__["event_index"].__set__
+_SET_BYTE_OFFSET: Final = Finding.__dict__["byte_offset"].__set__
+_SET_EXCERPT: Final = Finding.__dict__["excerpt"].__set__
+
+
+def repeated_finding(
+    rule: str, severity: Severity, message: str, event_index: int, byte_offset: int
+) -> Finding:
+    """``Finding(rule, severity, message, event_index, byte_offset)``, made without the
+    dataclass's ``__init__``: the engine makes one per frame that repeats a finding (the
+    shape cache's ``again``). The same value (equal, with the same hash and repr)."""
+    finding: Finding = _NEW_FINDING(Finding)
+    _SET_RULE(finding, rule)
+    _SET_SEVERITY(finding, severity)
+    _SET_MESSAGE(finding, message)
+    _SET_EVENT_INDEX(finding, event_index)
+    _SET_BYTE_OFFSET(finding, byte_offset)
+    _SET_EXCERPT(finding, None)
+    return finding
 
 
 @dataclass(frozen=True, slots=True)

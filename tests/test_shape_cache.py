@@ -9,6 +9,7 @@ off, compared finding by finding, messages included.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -31,7 +32,7 @@ from streamguard.protocols._skeleton import (
     ShapeCache,
     learn,
 )
-from streamguard.report import StreamReport
+from streamguard.report import Finding, Severity, StreamReport, repeated_finding
 
 from . import equivalence
 
@@ -1047,3 +1048,24 @@ def test_a_string_hole_ends_where_its_pattern_does(data: str, cut: int) -> None:
     cut = min(cut, len(data))
     found = _skeleton._STRING.match(data, 0, cut)
     assert _skeleton._string_end(data, 0, cut) == (-1 if found is None else found.end())
+
+
+@given(
+    st.sampled_from(["schema_mismatch", "x"]),
+    st.sampled_from(list(Severity)),
+    st.text(max_size=20),
+    st.integers(0, 10**12),
+    st.integers(0, 10**12),
+)
+def test_a_repeated_finding_is_the_finding_the_constructor_makes(
+    rule: str, severity: Severity, message: str, index: int, offset: int
+) -> None:
+    """``repeated_finding`` (no dataclass ``__init__``) makes the same value as ``Finding``:
+    equal, with the same hash, repr and fields, and still frozen."""
+    made = repeated_finding(rule, severity, message, index, offset)
+    expected = Finding(rule, severity, message, index, offset)
+    assert (made, hash(made), repr(made)) == (expected, hash(expected), repr(expected))
+    assert type(made) is Finding
+    assert made.excerpt is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.rule = "y"  # type: ignore[misc]

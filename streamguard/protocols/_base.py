@@ -50,7 +50,7 @@ from streamguard.protocols._lifecycle import (
 )
 from streamguard.protocols._payload import not_json, parse_json
 from streamguard.protocols._skeleton import Again, Entry, Holes, ShapeCache
-from streamguard.report import Finding
+from streamguard.report import Finding, repeated_finding
 from streamguard.rules import Rule
 from streamguard.sse import Event
 
@@ -187,7 +187,7 @@ def _again(
 ) -> list[Finding]:
     """The findings a repeated frame makes: those vouched to come again, then its own."""
     found = [
-        Finding(rule, severity, f"event {index}{detail}", index, event.offset)
+        repeated_finding(rule, severity, f"event {index}{detail}", index, event.offset)
         for rule, severity, detail in again
     ]
     found.extend(repeated)
