@@ -7,9 +7,10 @@ them along.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "FAILED_OUTCOMES",
@@ -95,12 +96,13 @@ class Finding:
 # A frozen dataclass's generated ``__init__`` runs as interpreted Python even in the compiled
 # build (about 1 us a finding); its slots' own descriptors set a new one in a few calls.
 _NEW_FINDING: Final = Finding.__new__
-_SET_RULE: Final = Finding.__dict__["rule"].__set__
-_SET_SEVERITY: Final = Finding.__dict__["severity"].__set__
-_SET_MESSAGE: Final = Finding.__dict__["message"].__set__
-_SET_EVENT_INDEX: Final = Finding.__dict__["event_index"].__set__
-_SET_BYTE_OFFSET: Final = Finding.__dict__["byte_offset"].__set__
-_SET_EXCERPT: Final = Finding.__dict__["excerpt"].__set__
+_FINDING_SLOTS: Final[Mapping[str, Any]] = vars(Finding)
+_SET_RULE: Final = _FINDING_SLOTS["rule"].__set__
+_SET_SEVERITY: Final = _FINDING_SLOTS["severity"].__set__
+_SET_MESSAGE: Final = _FINDING_SLOTS["message"].__set__
+_SET_EVENT_INDEX: Final = _FINDING_SLOTS["event_index"].__set__
+_SET_BYTE_OFFSET: Final = _FINDING_SLOTS["byte_offset"].__set__
+_SET_EXCERPT: Final = _FINDING_SLOTS["excerpt"].__set__
 
 
 def repeated_finding(
