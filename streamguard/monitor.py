@@ -416,7 +416,12 @@ class StreamMonitor:
         checker = self._checker
         if checker is not None:
             shapes = checker.frame_cache
-            if shapes is not None and shapes.style is not None and parser.at_boundary(len(data)):
+            if (
+                shapes is not None
+                and shapes.style is not None
+                and data.endswith(b"\n")  # (a frame's blank line; a chunk cut anywhere: rarely)
+                and parser.at_boundary(len(data))
+            ):
                 entry = shapes.fit_frame(data)
                 if entry is not None:
                     return self._repeat(data, checker, shapes, entry, now)
@@ -445,7 +450,7 @@ class StreamMonitor:
                 new.extend(found)
             index += 1
         self._events = index
-        if len(events) == 1 and checker is not None:
+        if len(events) == 1 and checker is not None and data.endswith(b"\n"):
             shapes = checker.frame_cache
             if shapes is not None and shapes.last is not None:
                 shapes.frame(data, events[0].data)  # so the next such chunk is not parsed
