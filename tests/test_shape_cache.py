@@ -925,6 +925,12 @@ WHOLE_CHUNKS: list[tuple[str, str, list[bytes], bool]] = [
     ),
     ("a line held unfinished", "anthropic", _in_the_middle(_ANTHROPIC, b": keep"), True),
     ("an id line held", "anthropic", _in_the_middle(_ANTHROPIC, b"id: 5\n"), True),
+    (  # from a review: data that may start with padding, framed after "data:" alone
+        "a tab after data:",
+        "openai_chat",
+        [_CHAT[0], _CHAT[1].replace(b"data: ", b"data:\t"), *_CHAT[2:]],
+        True,
+    ),
     ("a BOM", "openai_chat", [b"\xef\xbb\xbf" + _CHAT[0], *_CHAT[1:]], True),
     ("a ping", "anthropic", _in_the_middle(_ANTHROPIC, sse("ping", {"type": "ping"})), True),
 ]
@@ -987,6 +993,10 @@ def test_framing_refuses_what_the_parser_reads_otherwise() -> None:
         good.replace(b"data: ", b"data: x"),  # not the value
     ):
         assert _skeleton.framing(chunk, data, skeleton) is None, chunk
+    tabbed = learn("message", "\t" + data, TEXT)  # the first hole is padding: no first piece
+    assert tabbed is not None
+    assert _skeleton.framing(f"data:\t{data}\n\n".encode(), "\t" + data, tabbed) is None
+    assert _skeleton.framing(f"data: \t{data}\n\n".encode(), "\t" + data, tabbed) is not None
     spaced = learn("message", " " + data, TEXT)
     assert spaced is not None
     assert _skeleton.framing(f"data: {' ' + data}\n\n".encode(), " " + data, spaced) is not None

@@ -51,19 +51,23 @@ then a blank line, LF or CRLF, and nothing else), and a chunk that starts and en
 framing and pieces do, with a value that fits the holes and holds no line ending, is the
 event the parser would have made (``EventParser.passed`` makes it, counting the bytes) and
 takes the repeat. All entries framed share one style, so a chunk fits the entry ``find``
-would have found first; anything else, or any doubt, goes to the parser.
+would have found first; anything else, or any doubt, goes to the parser. (A skeleton whose
+data may start with whitespace is never framed after ``data:`` without a space: the
+parser strips one space there.)
 
 Learning a skeleton reads the frame's JSON a token at a time in Python (tens of
 microseconds), so a stream whose frames never repeat (a server that stamps each with a new
 id) must not pay it on each: after a skeleton is dropped unused, learning waits twice as
 many vouched frames as before (``MAX_LEARNING_WAIT`` at most); a hit resets the wait.
 A skeleton is its literal pieces (slices of the frame it was learned from) and, between
-them, its holes' kinds: matching compares the first and last pieces, then walks the holes,
-finding a text's closing quote and comparing the piece after it. A text with no escape and
-nothing unprintable is taken as it is; any other goes to the precompiled pattern
-(``_STRING``), which decides. (One regular expression per skeleton matched in one call, but
-``re.compile``, written in Python, took milliseconds for a chat frame: per stream, since
-each stream's id differs; and a pattern per hole cost a call per hole.) Memory is bounded:
+them, its holes' kinds: matching compares the first and last pieces, then walks the holes.
+Compiled, it finds a text's closing quote and compares the piece after it: a text with no
+escape and nothing unprintable is taken as it is, any other goes to the precompiled pattern
+(``_STRING``), which decides. The pure-Python build calls each hole's pattern (one or two
+unread holes in ``_match_few``), which costs it fewer interpreted steps. (One regular
+expression per skeleton matched in one call, but ``re.compile``, written in Python, took
+milliseconds for a chat frame: per stream, since each stream's id differs; and, compiled,
+a pattern per hole cost a call per hole.) Memory is bounded:
 at most ``MAX_SKELETONS`` per stream, each a few slices of a frame of at most
 ``MAX_SKELETON_CHARS`` characters.
 """
@@ -523,10 +527,11 @@ class ShapeCache:
         ``fitted_data`` and ``fitted_values``.
 
         The entries are tried in ``find``'s order, and the search stops at one whose
-        framing is unknown. All framed entries share one style (``frame``), so a chunk
-        that starts as one of them does is framed as each is, and a chunk that misses a
-        framed entry's head or tail here misses its skeleton there: its data's value has
-        no trailing whitespace to strip, since a piece a skeleton ends with has none.
+        framing is unknown. All framed entries share one style (``frame``), so the chunk
+        is framed as each of them is, and its data, as the parser reads it, is what lies
+        between the framing's lines. A chunk fitted here ends with an entry's last piece,
+        which never ends in whitespace, so ``find`` strips nothing from its data either:
+        an earlier entry whose head or tail it misses here is one ``find`` misses too.
         """
         for entry in self.entries:
             head = entry.framed_head
@@ -617,8 +622,9 @@ def framing(chunk: bytes, data: str, skeleton: Skeleton) -> tuple[bytes, bytes, 
     unless a chunk framed alike is one the parser reads as one event of the skeleton's
     name with exactly the value between them: ``data:`` (perhaps after an ``event:`` line
     of that name) and one blank line, with LF or CRLF line endings and no other line, and
-    no skeleton piece that the framing would change (a space the parser strips, a line
-    ending)."""
+    nothing the framing would change: no line ending in a piece, and after ``data:``
+    without its space, data that starts with a piece that does not start with whitespace
+    (the parser strips one space there)."""
     if chunk.endswith(b"\r\n\r\n"):
         suffix = b"\r\n\r\n"
     elif chunk.endswith(b"\n\n"):
@@ -648,6 +654,7 @@ def framing(chunk: bytes, data: str, skeleton: Skeleton) -> tuple[bytes, bytes, 
     pieces = "".join(skeleton.literals)
     if "\n" in pieces or "\r" in pieces:
         return None  # (an event line holds no stray CR: the name would not be the same)
-    if data_line == b"data:" and skeleton.literals[0][:1] == " ":
-        return None  # the parser strips one leading space
+    first = skeleton.literals[0]
+    if data_line == b"data:" and (not first or first[0] in _JSON_WHITESPACE):
+        return None  # the parser strips a space there: the data would start otherwise
     return prefix, suffix, style + b"|" + suffix
