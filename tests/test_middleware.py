@@ -337,18 +337,23 @@ def test_identity_content_encoding_is_inspected() -> None:
     assert (reports[0].inspected, reports[0].findings) == (True, ())
 
 
-def test_internal_error_stops_watching_only_that_stream(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A bug in checking never reaches the app or the client; the report names it."""
+@pytest.mark.parametrize("method", ["feed", "feed_body"])
+def test_internal_error_stops_watching_only_that_stream(
+    monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """A bug in checking (``feed``, or ``feed_body``: the per-frame path of a body message
+    with more to come) never reaches the app or the client; the report names it, nothing
+    more is checked on that stream, and the next stream is watched."""
     calls = 0
 
-    def broken_feed(self: Any, data: bytes, emit: object = None) -> object:
+    def broken(self: Any, *args: Any) -> object:
         nonlocal calls
         calls += 1
         if calls == 2:
             raise ZeroDivisionError("checker bug")
-        return self.real.feed(data)
+        return getattr(self.real, method)(*args)
 
-    break_monitors(monkeypatch, streamguard.middleware, "feed", broken_feed)
+    break_monitors(monkeypatch, streamguard.middleware, method, broken)
     middleware, reports = guarded(ScriptedApp(HEALTHY))
     recorder, raised = run(middleware)
     assert raised is None
@@ -356,41 +361,14 @@ def test_internal_error_stops_watching_only_that_stream(monkeypatch: pytest.Monk
     [report] = reports
     # Type and place only: an exception's message may quote what the stream sent.
     assert report.internal_error is not None
-    assert report.internal_error.startswith("ZeroDivisionError in broken_feed (test_middleware.py:")
-    assert report.inspected is False
-    assert report.outcome is Outcome.COMPLETED
+    assert report.internal_error.startswith("ZeroDivisionError in broken (test_middleware.py:")
+    assert (report.inspected, report.outcome) == (False, Outcome.COMPLETED)
+    assert report.events == 1  # the second event, completed after the failure, was not read
     assert middleware.internal_errors == 1
-    assert calls == 2  # nothing more was fed after the failure
 
     monkeypatch.undo()
     run(middleware)  # the next stream is watched normally
     assert (reports[1].internal_error, reports[1].events) == (None, 2)
-
-
-def test_an_internal_error_on_the_per_frame_path_stops_watching_that_stream(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A bug in ``feed_body`` (a body message with more to come) never reaches the app or
-    the client; the report names it and nothing more is checked."""
-    calls = 0
-
-    def broken_feed_body(self: Any, message: Any) -> object:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            raise ZeroDivisionError("checker bug")
-        return self.real.feed_body(message)
-
-    break_monitors(monkeypatch, streamguard.middleware, "feed_body", broken_feed_body)
-    middleware, reports = guarded(ScriptedApp(HEALTHY))
-    recorder, raised = run(middleware)
-    assert raised is None
-    assert recorder.sent == HEALTHY
-    [report] = reports
-    assert report.internal_error is not None
-    assert report.internal_error.startswith("ZeroDivisionError in broken_feed_body (")
-    assert (report.inspected, report.events, report.outcome) == (False, 1, Outcome.COMPLETED)
-    assert middleware.internal_errors == 1
 
 
 def test_failing_report_callback_is_contained() -> None:
