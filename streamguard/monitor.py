@@ -32,7 +32,7 @@ from streamguard._wire import describe, token
 from streamguard.liveness import Liveness, LivenessLimits
 from streamguard.protocols import AUTO, PlainSSEChecker, make_checker
 from streamguard.protocols._base import Checker
-from streamguard.protocols._skeleton import Entry, ShapeCache
+from streamguard.protocols._skeleton import MAX_SKELETON_CHARS, Entry, ShapeCache
 from streamguard.protocols.auto import Detector
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.request import RequestFacts
@@ -55,6 +55,10 @@ __all__ = [
 #: that breaks a rule on every event costs a bounded amount of memory; sinks still see
 #: every finding as it is made.
 MAX_KEPT_FINDINGS = 100
+
+#: The most bytes of a frame begun that ``StreamMonitor._check`` holds for the next chunk
+#: (a longer one is parsed: it would not fit a skeleton, and the copies grow with it).
+_MAX_HELD_BYTES = MAX_SKELETON_CHARS
 
 #: A body message longer than this is checked a window at a time (``StreamMonitor.feed``):
 #: what one message holds at once (its events, their findings) is bounded by the window,
@@ -160,6 +164,7 @@ class StreamMonitor:
         "_events",
         "_excerpt_chars",
         "_findings",
+        "_held",
         "_inspecting",
         "_kept_rules",
         "_liveness",
@@ -215,6 +220,8 @@ class StreamMonitor:
         #: Facts about how the stream was checked (``add_note``); a tuple, as most have none.
         self.notes: tuple[str, ...] = ()
         self._parser = EventParser(max_event_bytes)
+        #: The start of a frame, held for the next chunk instead of parsed (``_check``).
+        self._held = b""
         self._clock = clock
         #: Every body byte fed, inspected or not, and every event dispatched.
         self._bytes = 0
@@ -410,21 +417,78 @@ class StreamMonitor:
         return self.feed(data)
 
     def _check(self, data: bytes, now: float) -> Sequence[Finding]:
-        """Parse and check bytes that arrived at ``now``; return the findings made."""
+        """Parse and check bytes that arrived at ``now``; return the findings made.
+
+        Once the checker has learned skeletons, the bytes are taken a frame at a time (a
+        frame ends with a blank line of the learned framing's line ending): a frame that
+        fits a framed skeleton whole is not parsed (``_repeat``), any other is parsed on
+        its own. What follows the last frame's blank line is held here rather than
+        parsed while it is the start of a frame the parser would make nothing of yet
+        (``_unfinished_frame``), so a frame cut across chunks is still fitted whole.
+        The parser holds nothing meanwhile, and gets the held bytes first whenever a
+        frame does not fit, so the events, findings and offsets are the ones it would
+        have made from the same bytes however they were cut.
+        """
+        held = self._held
+        if held:
+            data = held + data
+            self._held = b""
+        checker = self._checker
+        shapes = checker.frame_cache if checker is not None else None
+        if shapes is None or not shapes.entries:
+            return self._parse(data, now)
+        assert checker is not None
+        parser = self._parser
+        style = shapes.style
+        ending = b"\r\n\r\n" if style is not None and style.endswith(b"\r\n\r\n") else b"\n\n"
+        found: Sequence[Finding] = ()
+        start = 0
+        size = len(data)
+        while (end := data.find(ending, start)) >= 0:
+            stop = end + len(ending)
+            frame = data if stop - start == size else data[start:stop]
+            whole = parser.at_boundary(stop - start)  # (else it ends an event begun)
+            entry = shapes.fit_frame(frame) if style is not None and whole else None
+            if entry is not None:
+                more = self._repeat(frame, checker, shapes, entry, now)
+            else:
+                more = self._parse(frame, now)
+            if more:
+                found = more if not found else [*found, *more]
+            start = stop
+            if not self._inspecting or not shapes.entries:
+                break
+            if entry is None and whole:
+                if style is None:
+                    style = shapes.style
+                    if style is None:
+                        break  # the frame taught no framing: the rest is parsed at once
+                    if style.endswith(b"\r\n\r\n"):
+                        ending = b"\r\n\r\n"
+                elif shapes.wait:
+                    break  # the cache is missing: the rest is parsed at once
+        if start < size:
+            rest = data[start:] if start else data
+            if (
+                self._inspecting
+                and shapes.entries
+                and len(rest) <= _MAX_HELD_BYTES
+                and parser.at_boundary(len(rest))
+                and _unfinished_frame(rest)
+            ):
+                self._held = rest
+            else:
+                more = self._parse(rest, now)
+                if more:
+                    found = more if not found else [*found, *more]
+        return found
+
+    def _parse(self, data: bytes, now: float) -> Sequence[Finding]:
+        """``_check`` by the parser: every event it makes is checked in full, or repeated
+        by the checker's cache."""
         liveness = self._liveness
         parser = self._parser
         checker = self._checker
-        if checker is not None:
-            shapes = checker.frame_cache
-            if (
-                shapes is not None
-                and shapes.style is not None
-                and data.endswith(b"\n")  # (a frame's blank line; a chunk cut anywhere: rarely)
-                and parser.at_boundary(len(data))
-            ):
-                entry = shapes.fit_frame(data)
-                if entry is not None:
-                    return self._repeat(data, checker, shapes, entry, now)
         events = parser.feed(data)
         new: list[Finding]
         if parser.has_findings:
@@ -484,8 +548,9 @@ class StreamMonitor:
     def _repeat(
         self, data: bytes, checker: Checker, shapes: ShapeCache, entry: Entry, now: float
     ) -> Sequence[Finding]:
-        """``_check`` for a chunk that is exactly one event fitting a framed skeleton: the
-        parser counts it without reading it, and the checker repeats the skeleton's step."""
+        """``_check`` for a frame (a chunk, or the part of one ``_check`` cut) that is
+        exactly one event fitting a framed skeleton: the parser counts it without reading
+        it, and the checker repeats the skeleton's step."""
         index = self._events
         text = shapes.fitted_data
         event = self._parser.passed(len(data), entry.skeleton.name, text)
@@ -704,6 +769,11 @@ class StreamMonitor:
         """The parser's last word, the decision still owed, and the end-of-stream rules."""
         parser = self._parser
         found: list[Finding] = []
+        held = self._held
+        if held:
+            self._held = b""
+            completed = parser.feed(held)
+            assert not completed, "held bytes (_unfinished_frame) complete no event"
         last, pending = parser.close()
         detector = self._detector
         if pending is not None and detector is not None:
@@ -752,6 +822,26 @@ class StreamMonitor:
 _UTF8_NAMES = ("utf-8", "utf8")
 #: Content-Encoding values named as they are; anything else is described by size.
 _KNOWN_ENCODINGS = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "compress", "identity"})
+
+
+def _unfinished_frame(data: bytes) -> bool:
+    """Whether the parser, fed ``data`` at an event boundary, would make nothing of it but
+    a frame begun: no line ending but LF, no blank line, and every whole line a ``data:``
+    line (its UTF-8 is checked when its event is dispatched) or an ``event:`` line of
+    UTF-8 (another line could be a finding as soon as it is read)."""
+    if b"\r" in data:
+        return False
+    start = 0
+    while (end := data.find(b"\n", start)) >= 0:
+        if not data.startswith(b"data:", start):
+            if not data.startswith(b"event:", start):
+                return False
+            try:
+                data[start:end].decode()
+            except UnicodeDecodeError:
+                return False
+        start = end + 1
+    return True
 
 
 def _is_short_number(value: str) -> bool:

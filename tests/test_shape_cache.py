@@ -814,20 +814,23 @@ def _watch(chunks: list[bytes], learn: bool, **options: Any) -> tuple[Any, ...]:
     from streamguard import StreamMonitor
     from streamguard.monitor import StreamEnd
 
-    seen: list[tuple[int, Any]] = []
+    seen: list[tuple[int, int, Any]] = []  # (the chunk that completed it, index, event)
+    fed: list[Any] = []  # each chunk's findings, as its feed returned them
     _skeleton.learning(learn)
     try:
         monitor = StreamMonitor(
-            on_event=lambda event, index: seen.append((index, event)), excerpt_chars=40, **options
+            on_event=lambda event, index: seen.append((len(fed), index, event)),
+            excerpt_chars=40,
+            **options,
         )
         for chunk in chunks:
-            monitor.feed(chunk)
+            fed.append(list(monitor.feed(chunk)))
         report = monitor.finish(StreamEnd.BODY_ENDED)
     finally:
         _skeleton.learning(True)
     shapes: Any = getattr(monitor._checker, "frame_cache", None)
     excerpts = [finding.excerpt for finding in report.findings]
-    return seen, facts(report), excerpts, 0 if shapes is None else shapes.fitted
+    return (seen, fed), facts(report), excerpts, 0 if shapes is None else shapes.fitted
 
 
 def _anthropic_run(frame: Any = text, words: int = 40) -> list[bytes]:
@@ -933,6 +936,7 @@ WHOLE_CHUNKS: list[tuple[str, str, list[bytes], bool]] = [
     ),
     ("a BOM", "openai_chat", [b"\xef\xbb\xbf" + _CHAT[0], *_CHAT[1:]], True),
     ("a ping", "anthropic", _in_the_middle(_ANTHROPIC, sse("ping", {"type": "ping"})), True),
+    ("a frame cut off by the end", "anthropic", [*_ANTHROPIC[:20], text(0, "z")[:40]], True),
 ]
 
 
@@ -949,6 +953,33 @@ def test_a_chunk_fitted_whole_is_dispatched_as_the_parser_would(
     seen, report, excerpts, count = _watch(chunks, True, protocol=protocol)
     assert (seen, report, excerpts) == _watch(chunks, False, protocol=protocol)[:3]
     assert (count > 0) is fitted, count
+
+
+def _cut(chunks: list[bytes], size: int) -> list[bytes]:
+    body = b"".join(chunks)
+    return [body[start : start + size] for start in range(0, len(body), size)]
+
+
+#: Cuttings of the same streams across frames: (name, chunk size).
+CUTS = [("bytewise", 1), ("7 bytes", 7), ("97 bytes", 97), ("1000 bytes", 1000)]
+
+
+@pytest.mark.parametrize(("cut", "size"), CUTS, ids=[cut[0] for cut in CUTS])
+@pytest.mark.parametrize(
+    ("name", "protocol", "chunks"),
+    [case[:3] for case in WHOLE_CHUNKS],
+    ids=[case[0] for case in WHOLE_CHUNKS],
+)
+def test_frames_cut_across_chunks_are_dispatched_as_the_parser_would(
+    name: str, protocol: str, chunks: list[bytes], cut: str, size: int
+) -> None:
+    """Cut anywhere, each event is dispatched by the same chunk, each chunk's feed returns
+    the same findings, and the report is the same, whether frames are fitted or parsed."""
+    chunks = _cut(chunks, size)
+    seen, report, excerpts, count = _watch(chunks, True, protocol=protocol)
+    assert (seen, report, excerpts) == _watch(chunks, False, protocol=protocol)[:3]
+    if name in ("anthropic", "chat", "no space after data:"):
+        assert count > 0  # frames cut across chunks were fitted, not parsed
 
 
 def test_an_event_too_large_is_reported_though_its_chunk_fits() -> None:
