@@ -475,7 +475,7 @@ def differences(streams: Iterator[equivalence.Stream], seed: int) -> Iterator[st
                     yield f"{stream.id} ({mode}): {facts(cached)} != {facts(full)}"
 
 
-def test_every_fixture_and_capture_gives_the_same_report_both_ways() -> None:
+def test_every_fixture_and_capture_gives_the_same_report_both_ways(by_frame: bool) -> None:
     """Every fixture and real-world capture, and hostile texts in their late frames."""
     streams = equivalence.streams(total=0)
     assert list(differences(streams, seed=1))[:5] == []
@@ -946,7 +946,7 @@ WHOLE_CHUNKS: list[tuple[str, str, list[bytes], bool]] = [
     ids=[case[0] for case in WHOLE_CHUNKS],
 )
 def test_a_chunk_fitted_whole_is_dispatched_as_the_parser_would(
-    protocol: str, chunks: list[bytes], fitted: bool
+    protocol: str, chunks: list[bytes], fitted: bool, by_frame: bool
 ) -> None:
     """Each event (name, data, id, retry, offset), finding, excerpt and report is the same
     whether whole chunks are fitted or every chunk is parsed and checked in full."""
@@ -964,6 +964,20 @@ def _cut(chunks: list[bytes], size: int) -> list[bytes]:
 CUTS = [("bytewise", 1), ("7 bytes", 7), ("97 bytes", 97), ("1000 bytes", 1000)]
 
 
+@pytest.fixture(params=[True, False], ids=["by frame", "by chunk"])
+def by_frame(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Both ways a learning monitor may take a chunk that is not one frame: a frame at a
+    time (the compiled build's way) or parsed whole (the pure-Python build's)."""
+    from streamguard import monitor
+
+    saved = monitor._BY_FRAME[0]
+    monitor._BY_FRAME[0] = request.param
+    try:
+        yield request.param
+    finally:
+        monitor._BY_FRAME[0] = saved
+
+
 @pytest.mark.parametrize(("cut", "size"), CUTS, ids=[cut[0] for cut in CUTS])
 @pytest.mark.parametrize(
     ("name", "protocol", "chunks"),
@@ -971,15 +985,30 @@ CUTS = [("bytewise", 1), ("7 bytes", 7), ("97 bytes", 97), ("1000 bytes", 1000)]
     ids=[case[0] for case in WHOLE_CHUNKS],
 )
 def test_frames_cut_across_chunks_are_dispatched_as_the_parser_would(
-    name: str, protocol: str, chunks: list[bytes], cut: str, size: int
+    name: str, protocol: str, chunks: list[bytes], cut: str, size: int, by_frame: bool
 ) -> None:
     """Cut anywhere, each event is dispatched by the same chunk, each chunk's feed returns
     the same findings, and the report is the same, whether frames are fitted or parsed."""
     chunks = _cut(chunks, size)
     seen, report, excerpts, count = _watch(chunks, True, protocol=protocol)
     assert (seen, report, excerpts) == _watch(chunks, False, protocol=protocol)[:3]
-    if name in ("anthropic", "chat", "no space after data:"):
+    if by_frame and name in ("anthropic", "chat", "no space after data:"):
         assert count > 0  # frames cut across chunks were fitted, not parsed
+
+
+@given(st.binary(max_size=24).map(lambda b: bytes(b"\r\nx"[c % 3] for c in b)), st.booleans())
+@example(b"\n\n", False)
+@example(b"\r\n\r", True)
+@example(b"x\r\n\r\n", True)
+def test_a_frame_ends_after_the_first_blank_line(data: bytes, crlf: bool) -> None:
+    """``_frame_end`` finds the first blank line of the framing's line ending, as a
+    search for the whole ending does, from every start."""
+    from streamguard.monitor import _frame_end
+
+    ending = b"\r\n\r\n" if crlf else b"\n\n"
+    for start in range(len(data) + 1):
+        at = data.find(ending, start)
+        assert _frame_end(data, start, crlf) == (at + len(ending) if at >= 0 else -1)
 
 
 def test_an_event_too_large_is_reported_though_its_chunk_fits() -> None:

@@ -53,8 +53,9 @@ event the parser would have made (``EventParser.passed`` makes it, counting the 
 takes the repeat. All entries framed share one style, so a chunk fits the entry ``find``
 would have found first; anything else, or any doubt, goes to the parser. (A skeleton whose
 data may start with whitespace is never framed after ``data:`` without a space: the
-parser strips one space there.) A chunk of several frames, or of a frame cut across
-chunks, is taken a frame at a time (``StreamMonitor._check``): each frame the chunk ends
+parser strips one space there.) On the compiled build, a chunk of several frames, or of
+a frame cut across chunks, is taken a frame at a time (``StreamMonitor._check``; the
+pure-Python build parses it, which costs it less): each frame the chunk ends
 is fitted as a chunk of its own would be, and a frame's start left at a chunk's end is
 held for the next one while the parser would make nothing of it yet.
 
