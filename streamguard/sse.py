@@ -44,8 +44,10 @@ ever return values, as an httpx decoder's output is, but apart: ``feed`` returns
 events a chunk completed, ``take_findings`` the findings made meanwhile (each with the
 index of the event it was found in, so a caller that wants one stream order sorts by it),
 and ``close`` returns the last findings with the event left unfinished, if any. A finding
-waits in the parser until taken; the parser makes a bounded number per stream (each kind
-once, unknown field names up to eight). Nothing outside the parser writes its state;
+waits in the parser until taken; the parser makes each kind once per stream, except
+unknown field names (up to eight) and ``event_without_data`` (one for each such block: as
+many as a chunk holds, which a caller taking them after each feed bounds; the monitor caps
+what it keeps). Nothing outside the parser writes its state;
 ``inspecting`` and ``events_dispatched`` are read-only. Past the size limit the parser
 stops inspecting and ignores what follows, so memory stays bounded whatever arrives. A
 finding's message gives offsets and sizes only: a field name is shown as

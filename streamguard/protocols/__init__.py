@@ -112,7 +112,7 @@ _specs: dict[str, ProtocolSpec] = {}
 #: Every registered protocol's spec, by name, in registration order (read-only).
 SPECS: Mapping[str, ProtocolSpec] = MappingProxyType(_specs)
 #: Every registered protocol's checker, by name, in registration order. Written by
-#: ``register`` only.
+#: ``register`` and ``unregister`` only.
 CHECKERS: dict[str, type[Checker]] = {}
 
 #: The detection signals of every protocol, merged and sorted by rank: (rank, test, name).

@@ -4,7 +4,9 @@ id-keyed twin, for entities named by ids from the wire, is ``_agent.OpenIds``.
 
 A protocol declares each kind once (``EntityKind``): the nouns and verbs its messages use
 and which of its rules each broken lifecycle is. ``Entities`` follows one kind in a stream
-and is the one place those rules are decided:
+and decides its opening, closing and ordering checks (a protocol may still report one of
+those rules for a case of its own: Responses' ``item_not_open`` for an id that does not
+match, or a delta after ``.done``):
 
 - ``check_opening``: an opening at another index than the next is ``out_of_order``; one
   while others are open ``overlap`` (a once-per-stream rule is reported once, and says so);

@@ -15,8 +15,9 @@ event names, which protocols raise which rule, the request facts read.
 Detection is a list of signals, each a test with a rank: the registry merges the signals of
 every protocol and tries them in rank order (lowest first), so a strong signal of one
 protocol (Anthropic's event names) is tried before a weak one of another (the AI SDK's
-default path). The ranks of the built-in protocols are spaced by ten, so a protocol of
-one's own can slot its signals between them.
+default path). Most ranks of the built-in protocols are multiples of ten, and a few sit
+between them (Cohere's, LangGraph's and A2A's), so a protocol of one's own can slot its
+signals between any two.
 
 A spec is plain data, checked when it is registered (``streamguard.protocols.register``):
 a name clash, a checker whose ``name`` differs from the spec's, a rule declared twice, or a

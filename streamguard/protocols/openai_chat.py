@@ -5,9 +5,10 @@ Theory of operation
 
 The stream is data-only SSE: one JSON chunk per event, ended by ``data: [DONE]``
 (reference §1). ``[DONE]`` is recognised by prefix before any JSON parsing, as the SDK does
-(``data.startswith("[DONE]")``). Every other payload is parsed and shape-checked in one
-pass by pydantic-core against ``_shapes.ChatChunk`` (a strict TypedDict that declares only
-the fields a rule reads; unknown keys are ignored, so providers' additions never matter).
+(``data.startswith("[DONE]")``). Every other payload is parsed once by pydantic-core and
+then, unless the fast path vouches for its shape, validated against ``_shapes.ChatChunk``
+(a strict TypedDict that declares only the fields a rule reads; unknown keys are ignored,
+so providers' additions never matter).
 
 Each event is of one kind (``[DONE]`` is the terminal, a chunk with a truthy top-level
 ``error`` the error, a usage chunk ``usage``) and takes its step in ``LIFECYCLE``, the
