@@ -19,12 +19,13 @@ spec's ``headers``, ``paths`` and ``events``, merged by rank in the registry,
 3. otherwise the first *decisive* event (``protocol_source = "event"``), per protocols.md
    §0, the event tests taking the event and its data parsed as JSON (``NOT_JSON`` when it is
    not): Anthropic's event names; an event name only Cohere uses; LangGraph's ``metadata``
-   event; MCP's legacy ``endpoint`` event; data ``[DONE]`` (chat); an A2A JSON-RPC result;
+   event; MCP's legacy ``endpoint`` event; data ``[DONE]`` (chat); an A2A JSON-RPC response;
    any other JSON-RPC 2.0 message (MCP); Anthropic's ``message_start`` or error object; a
    JSON ``type`` starting with ``response.`` (Responses); a ``type`` only Cohere sends; a
    chat chunk by its ``object`` or its shape; Gemini's top-level keys; an AG-UI event type;
-   an event named after a LangGraph stream mode; a type only the AI SDK's UI stream sends. Azure's first chat chunk (``"object": ""``, ``choices: []``) and anything else
-   decide nothing;
+   an event named after a LangGraph stream mode; a type only the AI SDK's UI stream sends.
+   Azure's first chat chunk (``"object": ""``, ``choices: []``) and anything else decide
+   nothing;
 4. otherwise, after ``MAX_UNDECIDED_EVENTS`` events, once the held events carry more than
    ``MAX_UNDECIDED_CHARS`` characters, or at the end of the body, plain SSE
    (``protocol_source = "default"``), which still reports data plainly meant as JSON that
