@@ -57,7 +57,8 @@ __all__ = [
 MAX_KEPT_FINDINGS = 100
 
 #: The most bytes of a frame begun that ``StreamMonitor._check`` holds for the next chunk
-#: (a longer one is parsed: it would not fit a skeleton, and the copies grow with it).
+#: (past it the parser takes the frame: each chunk copies what is held, so a frame cut in
+#: many small chunks costs its length times theirs, bounded by this).
 _MAX_HELD_BYTES = MAX_SKELETON_CHARS
 #: Whether ``StreamMonitor._check`` takes a chunk of several frames, or a frame cut across
 #: chunks, a frame at a time: compiled, where the loop costs less than the parse it saves;
@@ -153,9 +154,11 @@ class StreamMonitor:
     ``headers`` are the response headers (ASGI pairs of bytes); under ``"auto"`` a protocol
     that declares itself there decides before the path does.
 
-    ``on_event``, if given, receives each dispatched event with its index, after the
-    checks of the chunk that completed it: a client-side reader that needs the events
-    (``streamguard.testing``) takes them from here rather than parsing the bytes again.
+    ``on_event``, if given, receives each dispatched event with its index, in order, once
+    its own checks and those before it are done (the checks of later events in the same
+    chunk may be done or not: a chunk may be taken a frame at a time). A client-side
+    reader that needs the events (``streamguard.testing``) takes them from here rather
+    than parsing the bytes again.
     """
 
     __slots__ = (
@@ -457,9 +460,13 @@ class StreamMonitor:
         if not _BY_FRAME[0]:
             return self._parse(data, now)
         crlf = style is not None and style.endswith(b"\r\n\r\n")
-        found: Sequence[Finding] = ()
+        found: list[Finding] | None = None
+        # The held bytes hold no blank line and were read: the search starts at their end
+        # (their last byte, with the chunk's first, may be one), so a frame cut in many
+        # chunks is searched once, not once per chunk.
         start = 0
-        while (stop := _frame_end(data, start, crlf)) >= 0:
+        search = max(len(held) - 1, 0)
+        while (stop := _frame_end(data, search, crlf)) >= 0:
             frame = data if stop - start == size else data[start:stop]
             whole = parser.at_boundary(stop - start)  # (else it ends an event begun)
             entry = None
@@ -470,33 +477,39 @@ class StreamMonitor:
             else:
                 more = self._parse(frame, now)
             if more:
-                found = more if not found else [*found, *more]
-            start = stop
+                if found is None:
+                    found = []
+                found.extend(more)
+            start = search = stop
             if not self._inspecting or not shapes.entries:
                 break
             if entry is None and whole:
                 if style is None:
                     style = shapes.style
                     if style is None:
-                        break  # the frame taught no framing: the rest is parsed at once
+                        break  # the frame taught no framing: the rest is not taken by frame
                     crlf = style.endswith(b"\r\n\r\n")
                 elif shapes.wait:
-                    break  # the cache is missing: the rest is parsed at once
+                    break  # the cache is missing: the rest is not taken by frame
         if start < size:
             rest = data[start:] if start else data
+            # Lines the held bytes ended were checked when they were held.
+            checked = data.rfind(b"\n", 0, len(held)) + 1 if held and not start else 0
             if (
                 self._inspecting
                 and shapes.entries
                 and len(rest) <= _MAX_HELD_BYTES
                 and parser.at_boundary(len(rest))
-                and _unfinished_frame(rest)
+                and _unfinished_frame(rest, checked)
             ):
                 self._held = rest
             else:
                 more = self._parse(rest, now)
                 if more:
-                    found = more if not found else [*found, *more]
-        return found
+                    if found is None:
+                        found = []
+                    found.extend(more)
+        return () if found is None else found
 
     def _parse(self, data: bytes, now: float) -> Sequence[Finding]:
         """``_check`` by the parser: every event it makes is checked in full, or repeated
@@ -857,14 +870,14 @@ def _frame_end(data: bytes, start: int, crlf: bool) -> int:
     return -1
 
 
-def _unfinished_frame(data: bytes) -> bool:
+def _unfinished_frame(data: bytes, start: int = 0) -> bool:
     """Whether the parser, fed ``data`` at an event boundary, would make nothing of it but
     a frame begun: no line ending but LF, no blank line, and every whole line a ``data:``
     line (its UTF-8 is checked when its event is dispatched) or an ``event:`` line of
-    UTF-8 (another line could be a finding as soon as it is read)."""
-    if b"\r" in data:
+    UTF-8 (another line could be a finding as soon as it is read). The lines before
+    ``start``, a line's start, are known to be such lines."""
+    if data.find(b"\r", start) >= 0:
         return False
-    start = 0
     while (end := data.find(b"\n", start)) >= 0:
         if not data.startswith(b"data:", start):
             if not data.startswith(b"event:", start):

@@ -57,7 +57,8 @@ parser strips one space there.) On the compiled build, a chunk of several frames
 a frame cut across chunks, is taken a frame at a time (``StreamMonitor._check``; the
 pure-Python build parses it, which costs it less): each frame the chunk ends
 is fitted as a chunk of its own would be, and a frame's start left at a chunk's end is
-held for the next one while the parser would make nothing of it yet.
+held for the next one while the parser would make nothing of it yet (in a stream framed
+with LF: a CR is never held).
 
 Learning a skeleton reads the frame's JSON a token at a time in Python (tens of
 microseconds), so a stream whose frames never repeat (a server that stamps each with a new
