@@ -1139,3 +1139,171 @@ def test_a_repeated_finding_is_the_finding_the_constructor_makes(
     assert made.excerpt is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.rule = "y"  # type: ignore[misc]
+
+
+# -- learning: all tokens in one call, as one at a time ----------------------------------
+
+_ONE_TOKEN: re.Pattern[str] = re.compile(
+    r"[ \t\n\r]*(?:"
+    r'(?P<string>"(?:[^"\\]|\\.)*")'
+    r"|(?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<word>true|false|null)"
+    r"|(?P<mark>[{}\[\]:,]))",
+    re.DOTALL,
+)
+
+
+def learn_a_token_at_a_time(
+    name: str, data: str, text_holes: frozenset[Any], value_holes: tuple[Any, ...] = ()
+) -> tuple[Any, ...] | None:
+    """The reference: ``learn`` as it was written before it took its tokens in one call,
+    one ``match`` per token; its skeleton as (name, pieces, kinds, order)."""
+    if len(data) > MAX_SKELETON_CHARS:
+        return None
+    pieces: list[str] = []
+    kinds: list[int] = []
+    seen: set[Any] = set()
+    read: list[Any] = []
+    path: list[Any] = []
+    objects: list[bool] = []
+    expecting_key = False
+    cut = position = 0
+    while position < len(data):
+        token = _ONE_TOKEN.match(data, position)
+        if token is None:
+            if data[position:].strip(" \t\n\r"):
+                return None
+            break
+        start = token.start(token.lastgroup or 0)
+        if start > position and data[position:start] != " ":
+            if len(kinds) >= _skeleton.MAX_HOLES:
+                return None
+            pieces.append(data[cut:position])
+            kinds.append(_skeleton._PADDING)
+            cut = start
+        position = token.end()
+        mark = token.group("mark")
+        if mark is not None:
+            if mark in "{[":
+                objects.append(mark == "{")
+                path.append("" if mark == "{" else 0)
+                expecting_key = mark == "{"
+            elif mark in "}]":
+                if not objects:
+                    return None
+                objects.pop()
+                path.pop()
+                expecting_key = False
+            elif mark == ",":
+                if not objects:
+                    return None
+                expecting_key = objects[-1]
+                if not expecting_key:
+                    path[-1] = path[-1] + 1 if isinstance(path[-1], int) else 0
+            continue
+        if expecting_key:
+            key = token.group("string")
+            if key is None or "\\" in key:
+                return None
+            path[-1] = key[1:-1]
+            expecting_key = False
+            continue
+        here = tuple(path)
+        if here in text_holes:
+            group, pattern, kind = "string", _skeleton._STRING, _skeleton._TEXT
+        elif here in value_holes and token.group("string") is not None:
+            group, pattern, kind = "string", _skeleton._STRING, _skeleton._STRING_VALUE
+        elif here in value_holes:
+            group, pattern, kind = "number", _skeleton._INTEGER, _skeleton._INTEGER_VALUE
+        else:
+            continue
+        text = token.group(group)
+        if text is None or pattern.fullmatch(text) is None:
+            continue
+        if here in seen or len(kinds) >= _skeleton.MAX_HOLES:
+            return None
+        seen.add(here)
+        pieces.append(data[cut : token.start(group)])
+        kinds.append(kind)
+        if kind != _skeleton._TEXT:
+            read.append(here)
+        cut = position
+    if objects or len(kinds) == kinds.count(_skeleton._PADDING) or len(read) != len(value_holes):
+        return None
+    pieces.append(data[cut:].rstrip(" \t\n\r"))
+    order = tuple(read.index(wanted) for wanted in value_holes)
+    return name, tuple(pieces), tuple(kinds), order
+
+
+_KEYS = st.sampled_from(["text", "seq", "id", "delta"] * 3 + ["t\\u0065xt", ""])
+_SCALARS = st.one_of(
+    st.text(alphabet="ab ", max_size=4).map(json.dumps),
+    st.text(alphabet="ab ", max_size=4).map(json.dumps),
+    st.integers(0, 99).map(str),
+    st.text(alphabet='ab"\\\n\x01\u00e9\ud83d ', max_size=6).map(json.dumps),
+    st.sampled_from(['"a\\"', '"\\u00e9"', '"\\ud83d\\ude00"', '"\\q"']),
+    st.integers(-(10**20), 10**20).map(str),
+    st.sampled_from(["1.5", "-0", "1e5", "012", "true", "false", "null", "NaN"]),
+)
+_SPACES = st.sampled_from([""] * 6 + [" ", "  ", "\t", "\n", "\r\n "])
+
+
+@st.composite
+def _json_texts(draw: st.DrawFn, depth: int = 0) -> str:
+    """JSON text with varied whitespace, odd scalars (some no JSON parser takes) and keys
+    escaped or repeated. At the top, an object whose keys are mostly the holes' paths,
+    with a nested ``delta`` object, so that most texts have a hole to learn."""
+    kind = 1 if depth < 2 else draw(st.sampled_from([0, 0, 0, 1, 2] if depth < 4 else [0]))
+    if kind == 0:
+        return draw(_SPACES) + draw(_SCALARS)
+    count = draw(st.integers(1 if depth < 2 else 0, 2))
+    items = [(draw(_KEYS), draw(_json_texts(depth + 2))) for _ in range(count)]
+    if depth < 2 and draw(st.integers(0, 4)):  # mostly a text to take
+        items.insert(draw(st.integers(0, len(items))), ("text", draw(_SCALARS)))
+    if depth == 0:
+        items.insert(draw(st.integers(0, len(items))), ("delta", draw(_json_texts(1))))
+    if kind == 2:
+        text = "[" + ",".join(value for _key, value in items) + draw(_SPACES) + "]"
+    else:
+        inner = ",".join(f'{draw(_SPACES)}"{k}"{draw(_SPACES)}:{v}' for k, v in items)
+        text = "{" + inner + draw(_SPACES) + "}"
+    return draw(_SPACES) + text
+
+
+_PATHS = st.lists(
+    st.sampled_from(
+        [("text",), ("seq",), ("id",), ("delta", "text"), ("delta",), (0,), (0, "text"), ("",)]
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@given(
+    _json_texts(),
+    _PATHS,
+    st.one_of(st.just([]), _PATHS.map(lambda paths: paths[:1])),
+    st.text(alphabet='@x ,}"', max_size=2),
+    st.integers(0, 99),
+)
+@example('{"text":"a"} x', [("text",)], [], "", 0)
+@example('{"text":@"a"}', [("text",)], [], "", 0)
+@example('{"seq":1,"text":"a"}', [("text",)], [("seq",)], "", 0)
+@example('[{"text":"a"},{"text":"b"}]', [(0, "text"), (1, "text")], [], "", 0)
+@example('{"text":"a"}  ', [("text",)], [], "", 0)
+@example('{"text":"a"}\t', [("text",)], [], "}", 12)
+def test_learning_takes_its_tokens_in_one_call_as_one_at_a_time(
+    data: str, text_paths: list[Any], value_paths: list[Any], stray: str, at: int
+) -> None:
+    """``learn`` makes the skeleton (or refuses) exactly as reading one token per call
+    did, on any text, well formed or not."""
+    at = min(at, len(data))
+    data = data[:at] + stray + data[at:]
+    text_holes, value_holes = frozenset(text_paths), tuple(dict.fromkeys(value_paths))
+    skeleton = learn("x", data, text_holes, value_holes)
+    made = (
+        None
+        if skeleton is None
+        else (skeleton.name, skeleton.literals, skeleton.kinds, skeleton.order)
+    )
+    assert made == learn_a_token_at_a_time("x", data, text_holes, value_holes)
