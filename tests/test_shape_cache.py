@@ -1255,7 +1255,7 @@ def _json_texts(draw: st.DrawFn, depth: int = 0) -> str:
     with a nested ``delta`` object, so that most texts have a hole to learn."""
     kind = 1 if depth < 2 else draw(st.sampled_from([0, 0, 0, 1, 2] if depth < 4 else [0]))
     if kind == 0:
-        return draw(_SPACES) + draw(_SCALARS)
+        return str(draw(_SPACES) + draw(_SCALARS))
     count = draw(st.integers(1 if depth < 2 else 0, 2))
     items = [(draw(_KEYS), draw(_json_texts(depth + 2))) for _ in range(count)]
     if depth < 2 and draw(st.integers(0, 4)):  # mostly a text to take

@@ -1,0 +1,155 @@
+"""What a short stream costs beyond its frames, in process (issue 26's 1,000 streams).
+
+``benchmarks.e2e``'s load run serves 1,000 paced streams of 100 chat frames at once, and
+streamguard's share of the server's CPU there is far above its per-frame cost on one long
+stream. This benchmark takes the same streams apart without a server: the app of the load
+run (``benchmarks.e2e_app``'s ``/paced`` frames and logging) is driven by a scripted
+ASGI driver whose ``send`` suspends the app after every message, and 1,000 streams are
+taken in turn, one message each, as a server interleaves paced streams (no sleep, no I/O).
+Each configuration's figure is the least CPU time of five interleaved rounds, per stream
+and per frame, against the app alone (the anchor) in the same run:
+
+* ``noop``: a pure ASGI middleware that only forwards, the floor of any middleware;
+* ``streamguard-bare``: streamguard with its logs and metrics off;
+* ``+metrics``, ``+logs``: one of them on; ``streamguard``: the default (both on);
+* ``streamguard-full``: the default with the shape cache off (every frame parsed);
+* ``one-at-a-time``: the default, each stream run to its end before the next starts
+  (what interleaving costs: a stream's state is cold when its next frame comes).
+
+No budget is read from here. Run: ``python -m benchmarks.streams``.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+import types
+from collections.abc import Generator
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from benchmarks._timing import print_table, write_results
+from benchmarks.e2e_app import PACED_EVENTS, STREAM, NoopMiddleware
+from streamguard import StreamGuardMiddleware
+from streamguard.protocols._skeleton import learning
+
+__all__ = ["main", "streams"]
+
+#: The frames of one paced stream, as ``benchmarks.e2e_app`` serves ``/paced``.
+FRAMES = STREAM[: PACED_EVENTS - 2] + STREAM[-2:]
+STREAMS = 1_000
+ROUNDS = 5
+_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+_ROUTES = {"/paced": "openai_chat"}
+
+
+@types.coroutine
+def _next_turn() -> Generator[None, None, None]:
+    yield  # back to the driver: the other streams go first
+
+
+async def _server_send(message: Message) -> None:
+    await _next_turn()
+
+
+async def _receive() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+async def _app(scope: Scope, receive: Receive, send: Send) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+    for frame in FRAMES:
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _scope() -> Scope:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/paced",
+        "raw_path": b"/paced",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"bench")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+
+def _run(served: ASGIApp, interleaved: bool = True) -> float:
+    """CPU seconds for ``STREAMS`` streams through ``served``, taken in turn or one by one."""
+    waiting = [served(_scope(), _receive, _server_send).__await__() for _ in range(STREAMS)]
+    gc.collect()
+    started = time.thread_time()
+    if interleaved:
+        while waiting:
+            still = []
+            for stream in waiting:
+                try:
+                    stream.send(None)
+                except StopIteration:
+                    continue
+                still.append(stream)
+            waiting = still
+    else:
+        for stream in waiting:
+            try:
+                while True:
+                    stream.send(None)
+            except StopIteration:
+                pass
+    return time.thread_time() - started
+
+
+def streams() -> list[dict[str, Any]]:
+    def guarded(**options: Any) -> ASGIApp:
+        return StreamGuardMiddleware(_app, routes=_ROUTES, **options)
+
+    quiet: dict[str, Any] = {"logs": {"enabled": False}}
+    configurations: dict[str, tuple[ASGIApp, bool, bool]] = {  # app, interleaved, learning
+        "none": (_app, True, True),
+        "noop": (NoopMiddleware(_app), True, True),
+        "streamguard-bare": (guarded(**quiet, metrics=False), True, True),
+        "+metrics": (guarded(**quiet), True, True),
+        "+logs": (guarded(metrics=False), True, True),
+        "streamguard": (guarded(), True, True),
+        "streamguard-full": (guarded(), True, False),
+        "one-at-a-time": (guarded(), False, True),
+    }
+    best = dict.fromkeys(configurations, float("inf"))
+    for _ in range(ROUNDS):
+        for name, (served, interleaved, learns) in configurations.items():
+            learning(learns)
+            try:
+                best[name] = min(best[name], _run(served, interleaved))
+            finally:
+                learning(True)
+    frames = len(FRAMES) + 1  # and the message that ends the body
+    return [
+        {
+            "middleware": name,
+            "us_per_stream": seconds / STREAMS * 1e6,
+            "us_per_frame": seconds / (STREAMS * frames) * 1e6,
+            "added_us_per_stream": (seconds - best["none"]) / STREAMS * 1e6,
+            "vs_none": seconds / best["none"],
+        }
+        for name, seconds in best.items()
+    ]
+
+
+def main() -> int:
+    rows = streams()
+    print_table(rows)
+    path = write_results("streams", rows)
+    print(f"\n{STREAMS} streams of {len(FRAMES)} frames; results in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
