@@ -460,7 +460,7 @@ class StreamMonitor:
         if not _BY_FRAME[0]:
             return self._parse(data, now)
         crlf = style is not None and style.endswith(b"\r\n\r\n")
-        found: list[Finding] | None = None
+        found: list[Finding] = []
         # The held bytes hold no blank line and were read: the search starts at their end
         # (their last byte, with the chunk's first, may be one), so a frame cut in many
         # chunks is searched once, not once per chunk.
@@ -477,8 +477,6 @@ class StreamMonitor:
             else:
                 more = self._parse(frame, now)
             if more:
-                if found is None:
-                    found = []
                 found.extend(more)
             start = search = stop
             if not self._inspecting or not shapes.entries:
@@ -504,12 +502,8 @@ class StreamMonitor:
             ):
                 self._held = rest
             else:
-                more = self._parse(rest, now)
-                if more:
-                    if found is None:
-                        found = []
-                    found.extend(more)
-        return () if found is None else found
+                found.extend(self._parse(rest, now))
+        return found
 
     def _parse(self, data: bytes, now: float) -> Sequence[Finding]:
         """``_check`` by the parser: every event it makes is checked in full, or repeated
