@@ -136,14 +136,17 @@ _INTEGER: Final = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
 _DIGITS: Final = "0123456789"
 _SPACE: Final = re.compile(r"[ \t\n\r]*")
 #: A JSON token and the whitespace before it, as ``findall`` lists them: (whitespace,
-#: mark, string, number, word), all but one of the last four empty. (The marks first,
-#: and a string's characters taken a run at a time: it costs half as much.)
+#: mark, string, number, word, unterminated), all but one of the last five empty. (The
+#: marks first, and a string's characters taken a run at a time: half the cost.) A string
+#: with no closing quote is taken to the end of the data as ``unterminated``: else
+#: ``findall`` would search again from each later quote, to the end each time.
 _TOKENS: Final = re.compile(
     r"([ \t\n\r]*)(?:"
     r"([{}\[\]:,])"
     r'|("[^"\\]*(?:\\.[^"\\]*)*")'
     r"|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
-    r"|(true|false|null))",
+    r"|(true|false|null)"
+    r'|("[^"\\]*(?:\\.[^"\\]*)*\\?\Z))',
     re.DOTALL,
 )
 
@@ -338,9 +341,11 @@ def learn(
     """The skeleton of ``data`` with a text hole at each path of ``text_holes`` that holds
     a string, and a value hole at each path of ``value_holes``, which must hold an integer
     or a string (a match gives their texts in that order); None when the frame is too
-    long, is not one JSON value, has no hole, lacks a value hole's path, or has a hole's
-    path twice (a repeated key: which one the parser keeps is not the skeleton's
-    business)."""
+    long, holds anything that is no JSON token, leaves a container open or closes one it
+    never opened, has no hole, lacks a value hole's path, or has a hole's path twice (a
+    repeated key: which one the parser keeps is not the skeleton's business). A frame is
+    learned only after the full parse took it as one JSON value, so nothing after that
+    value is looked for here."""
     if len(data) > MAX_SKELETON_CHARS:
         return None
     literals: list[str] = []
@@ -359,10 +364,11 @@ def learn(
     number: str
     word: str
     mark: str
-    # All tokens in one call: a call (and a match object) per token cost ten times more.
-    # ``findall`` skips what no token matches, so the positions summed below fall short
-    # of the data's end exactly when the frame is not all tokens (checked after the loop).
-    for space, mark, string, number, word in _TOKENS.findall(data):
+    # All tokens in one call: a ``match`` and its named groups per token cost twice as
+    # much. ``findall`` skips what no token matches, and an unterminated string is not
+    # counted, so the positions summed below fall short of the data's end exactly when
+    # the frame is not all tokens (checked after the loop).
+    for space, mark, string, number, word, _unterminated in _TOKENS.findall(data):
         start = position + len(space)
         if space and space != " ":
             # Whitespace between tokens: any amount (none included) gives the same value.
@@ -429,7 +435,7 @@ def learn(
         cut = position
     tail = data[cut:].rstrip(_JSON_WHITESPACE)
     if position != cut + len(tail):
-        return None  # something no token matched (or a token after the value ends)
+        return None  # something no token matched
     if containers or not filled or len(read_paths) != len(value_holes):
         return None  # (a value hole's path missing, or holding neither kind)
     literals.append(tail)
