@@ -492,7 +492,7 @@ class StreamMonitor:
         if start < size:
             rest = data[start:] if start else data
             # Lines the held bytes ended were checked when they were held.
-            checked = data.rfind(b"\n", 0, len(held)) + 1 if held and not start else 0
+            checked = held.rfind(b"\n") + 1 if not start and 0x0A in held else 0
             if (
                 self._inspecting
                 and shapes.entries
@@ -869,15 +869,22 @@ def _unfinished_frame(data: bytes, start: int = 0) -> bool:
     a frame begun: no line ending but LF, no blank line, and every whole line a ``data:``
     line (its UTF-8 is checked when its event is dispatched) or an ``event:`` line of
     UTF-8 (another line could be a finding as soon as it is read). The lines before
-    ``start``, a line's start, are known to be such lines."""
-    if data.find(b"\r", start) >= 0:
+    ``start``, a line's start, are known to be such lines (so they hold no CR). A line is
+    read as a slice: ``bytes`` methods given a start parse their arguments as a tuple on
+    Python 3.11, and the compiled build calls ``startswith`` without one directly."""
+    # (A byte asked for as its value: ``b"\r" in data`` first tries the bytes as an
+    # integer, and the TypeError it makes and drops costs more than the scan.)
+    if 0x0D in data:
         return False
+    if 0x0A not in data:
+        return True  # a line begun, no whole one
     while (end := data.find(b"\n", start)) >= 0:
-        if not data.startswith(b"data:", start):
-            if not data.startswith(b"event:", start):
+        line = data[start:end]
+        if not line.startswith(b"data:"):
+            if not line.startswith(b"event:"):
                 return False
             try:
-                data[start:end].decode()
+                line.decode()
             except UnicodeDecodeError:
                 return False
         start = end + 1

@@ -1011,6 +1011,43 @@ def test_a_frame_ends_after_the_first_blank_line(data: bytes, crlf: bool) -> Non
         assert _frame_end(data, start, crlf) == (at + len(ending) if at >= 0 else -1)
 
 
+def _unfinished_frame_line_by_line(data: bytes, start: int) -> bool:
+    """The reference: ``_unfinished_frame`` as first written, one search per line from
+    ``start``."""
+    if data.find(b"\r", start) >= 0:
+        return False
+    while (end := data.find(b"\n", start)) >= 0:
+        if not data.startswith(b"data:", start):
+            if not data.startswith(b"event:", start):
+                return False
+            try:
+                data[start:end].decode()
+            except UnicodeDecodeError:
+                return False
+        start = end + 1
+    return True
+
+
+_HELD_LINES = st.lists(st.sampled_from([b"data: {\"a\":", b"event: x", b"data:", b"event:"]))
+_PIECES = [b"data:", b"event:", b" x", b"\n", b"\r", b"\xff", b"\xc3\xa9", b"id: 1"]
+
+
+@given(_HELD_LINES, st.lists(st.sampled_from(_PIECES), max_size=8))
+@example([], [b"data:", b" x"])
+@example([b"event: x"], [b"\n"])  # a blank line after the held ones
+@example([b"data:"], [b"event:", b"\xff", b"\n", b"data:"])
+@example([], [b"\r"])
+def test_a_held_frame_is_read_as_line_by_line(held: list[bytes], pieces: list[bytes]) -> None:
+    """``_unfinished_frame`` decides as a search per line from ``start`` does, when the
+    lines before ``start`` are ``data:`` or ``event:`` lines (as a held frame's are)."""
+    from streamguard.monitor import _unfinished_frame
+
+    head = b"".join(line + b"\n" for line in held)
+    data = head + b"".join(pieces)
+    start = len(head)
+    assert _unfinished_frame(data, start) == _unfinished_frame_line_by_line(data, start)
+
+
 def test_an_event_too_large_is_reported_though_its_chunk_fits() -> None:
     """A fitting chunk larger than ``max_event_bytes`` is read by the parser, which
     reports it and stops."""
