@@ -1028,7 +1028,7 @@ def _unfinished_frame_line_by_line(data: bytes, start: int) -> bool:
     return True
 
 
-_HELD_LINES = st.lists(st.sampled_from([b"data: {\"a\":", b"event: x", b"data:", b"event:"]))
+_HELD_LINES = st.lists(st.sampled_from([b'data: {"a":', b"event: x", b"data:", b"event:"]))
 _PIECES = [b"data:", b"event:", b" x", b"\n", b"\r", b"\xff", b"\xc3\xa9", b"id: 1"]
 
 
