@@ -478,6 +478,7 @@ class StreamMonitor:
                 more = self._parse(frame, now)
             if more:
                 found.extend(more)
+            last_size = stop - start
             start = search = stop
             if not self._inspecting or not shapes.entries:
                 break
@@ -489,6 +490,19 @@ class StreamMonitor:
                     crlf = style.endswith(b"\r\n\r\n")
                 elif shapes.wait:
                     break  # the cache is missing: the rest is not taken by frame
+            if start == size:
+                return found
+            # Most chunks end in the next frame's start: held now, that part is not searched
+            # for a frame end first (an unfinished frame has no blank line), then read again.
+            # Tried only on a rest shorter than the frame before it, which in a stream of
+            # alike frames holds no whole one (a chunk of many frames is not read twice).
+            if (
+                size - start < min(last_size, _MAX_HELD_BYTES + 1)
+                and parser.at_boundary(size - start)
+                and _unfinished_frame(rest := data[start:])
+            ):
+                self._held = rest
+                return found
         if start < size:
             rest = data[start:] if start else data
             # Lines the held bytes ended were checked when they were held.

@@ -340,6 +340,27 @@ def test_the_cache_is_used_on_a_healthy_stream() -> None:
     assert checker._shapes.entries == []
 
 
+def test_a_ping_keeps_the_text_skeleton_and_delays_no_learning() -> None:
+    """Pings between text deltas forget nothing and hold back no later learning: every
+    delta but the first is a hit, and so is a new block's second delta."""
+    from streamguard import StreamMonitor
+    from streamguard.monitor import StreamEnd
+
+    ping = b'event: ping\ndata: {"type": "ping"}\n\n'
+    monitor = StreamMonitor("anthropic")
+    monitor.feed(START + block_start(0))
+    for number in range(30):
+        monitor.feed(ping if number % 10 == 5 else text(0, f"word {number} "))
+    checker: Any = monitor._checker
+    assert checker._shapes.skipped == 26
+    monitor.feed(block_stop(0) + block_start(1))
+    for number in range(5):
+        monitor.feed(text(1, f"word {number} "))
+    assert checker._shapes.skipped == 30
+    monitor.feed(block_stop(1) + END)
+    assert monitor.finish(StreamEnd.BODY_ENDED).findings == ()
+
+
 # -- the differential run ----------------------------------------------------------------
 
 #: Hostile texts written into a hole of a late frame (valid and not).

@@ -322,6 +322,8 @@ class Checker:
                 if found:
                     again = _findings_again(found, event, index) if self._vouched_again else None
                 if again is not None:
+                    if not vouched.text and not vouched.values:
+                        return found  # ``UNCHANGED``: the skeletons hold, none is learned
                     if shapes is None:
                         shapes = self._shapes = ShapeCache()
                         if not self.READS_FRAMING:  # its framing_finding sees every event
@@ -338,7 +340,8 @@ class Checker:
         ``repeat_event`` does with ``token``, whatever its ``holes`` hold, and found nothing
         (or, with ``again``, that a frame of its skeleton makes the same findings again, in
         the same order: never a rule the checker reports once by its own bookkeeping): a
-        frame that fits its skeleton may skip the check."""
+        frame that fits its skeleton may skip the check. With ``_skeleton.UNCHANGED``
+        (no hole), nothing is learned and the skeletons learned before hold."""
         self._vouched = holes
         self._vouch_token = token
         self._vouched_again = again

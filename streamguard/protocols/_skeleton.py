@@ -32,7 +32,9 @@ What makes that exact:
   string's.
 * **Nothing is cached across a change.** The skeletons hold while every frame since they
   were learned changed nothing: a frame checked in full that the checker did not vouch
-  for, a finding not vouched to come again, or a new phase forgets them all.
+  for, a finding not vouched to come again, or a new phase forgets them all. A frame
+  vouched for as ``UNCHANGED`` (a keepalive: no hole, nothing a rule reads) keeps them
+  and is not learned.
 * **A finding comes again only when vouched for.** A checker may vouch that the findings
   of a frame come again for any frame of its skeleton (a chunk whose shape is wrong the
   same way each time: the findings name paths and literals, never a hole's text). The
@@ -92,6 +94,7 @@ __all__ = [
     "MAX_LEARNING_WAIT",
     "MAX_SKELETONS",
     "MAX_SKELETON_CHARS",
+    "UNCHANGED",
     "Again",
     "Entry",
     "Holes",
@@ -492,6 +495,12 @@ class Holes:
     def __init__(self, text: tuple[Path, ...], values: tuple[Path, ...] = ()) -> None:
         self.text: frozenset[Path] = frozenset(text)
         self.values = values
+
+
+#: What a checker vouches for a frame that changed nothing and has no hole (a keepalive):
+#: the skeletons learned hold across it, and nothing is learned from it (a skeleton
+#: without a hole is refused; trying would only delay the next learning).
+UNCHANGED: Final = Holes(())
 
 
 class ShapeCache:

@@ -95,7 +95,7 @@ from streamguard.protocols._lifecycle import (
     go,
 )
 from streamguard.protocols._payload import parse_json, preview
-from streamguard.protocols._skeleton import Holes
+from streamguard.protocols._skeleton import UNCHANGED, Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -647,7 +647,9 @@ class AnthropicChecker(Checker):
             found.add(rules.MISSING_MESSAGE_DELTA, detail)
 
     def _on_ping(self, payload: _Payload, found: EventFindings) -> None:
-        pass
+        # A keepalive changes nothing: vouched for, the text deltas' skeleton survives it
+        # (a frame checked in full and not vouched for forgets every skeleton).
+        self.repeatable(UNCHANGED)
 
     def _on_error(self, payload: _Payload, found: EventFindings) -> None:
         # The documented shape is ErrorResponse: {"type": "error", "error": {"type": str,
