@@ -59,7 +59,7 @@ MAX_KEPT_FINDINGS = 100
 #: The most bytes of a frame begun that ``StreamMonitor._check`` holds for the next chunk
 #: (past it the parser takes the frame: each chunk copies what is held, so a frame cut in
 #: many small chunks costs its length times theirs, bounded by this).
-_MAX_HELD_BYTES = MAX_SKELETON_CHARS
+_MAX_HELD_BYTES: Final = MAX_SKELETON_CHARS
 #: Whether ``StreamMonitor._check`` takes a chunk of several frames, or a frame cut across
 #: chunks, a frame at a time: compiled, where the loop costs less than the parse it saves;
 #: not in the pure-Python build, where the parser's pass over the whole chunk is cheaper
@@ -69,7 +69,7 @@ _BY_FRAME: Final = [not __file__.endswith(".py")]
 #: A body message longer than this is checked a window at a time (``StreamMonitor.feed``):
 #: what one message holds at once (its events, their findings) is bounded by the window,
 #: not by the message. The parser gives the same events however the bytes are cut.
-FEED_WINDOW = 64 * 1024
+FEED_WINDOW: Final = 64 * 1024
 
 Clock = Callable[[], float]
 #: Receives each dispatched event with its index (``StreamMonitor(on_event=...)``).
@@ -97,11 +97,15 @@ class StreamEnd(Enum):
     READ_TIMEOUT = "read_timeout"
 
 
+# (Each a ``Final`` of its own: compiled, a constant, not looked up in the module per frame.)
+_ERROR: Final = "error"
+_TERMINAL: Final = "terminal"
+_NEITHER: Final = "neither"
+_UNJUDGED: Final = "unjudged"
 #: What the stream had delivered to the server when it ended (the columns of ``OUTCOMES``):
 #: its in-band error, its terminal signal, neither, or nothing to judge (the protocol has
 #: no terminal signal, or the stream was not inspected).
-DELIVERED = ("error", "terminal", "neither", "unjudged")
-_ERROR, _TERMINAL, _NEITHER, _UNJUDGED = DELIVERED
+DELIVERED = (_ERROR, _TERMINAL, _NEITHER, _UNJUDGED)
 _COLUMN = {state: column for column, state in enumerate(DELIVERED)}
 
 _C, _E, _U = Outcome.COMPLETED, Outcome.ERROR_EVENT, Outcome.UNCLOSED

@@ -84,33 +84,33 @@ __all__ = [
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 
-_BOM = b"\xef\xbb\xbf"
-_LINE_ENDING = re.compile(rb"\r\n|\r|\n")
-_CR = 0x0D
-_COLON = 0x3A
-_MAX_CACHED_EVENT_NAMES = 64
+_BOM: Final = b"\xef\xbb\xbf"
+_LINE_ENDING: Final = re.compile(rb"\r\n|\r|\n")
+_CR: Final = 0x0D
+_COLON: Final = 0x3A
+_MAX_CACHED_EVENT_NAMES: Final = 64
 #: Event names the protocols define, decoded once for every stream of the process: filled
 #: from the protocols' specs as they are registered (``share_event_names``), never from the
 #: wire. A name a stream sends is cached for that stream only, so no upstream can fill a
 #: process-wide table (and push every later stream's names into its own).
-_SHARED_EVENT_NAMES: dict[bytes, str] = {}
+_SHARED_EVENT_NAMES: Final[dict[bytes, str]] = {}
 #: How many names the protocols may share; the registry's input is code, but bounded still.
-_MAX_SHARED_EVENT_NAMES = 1024
-_MAX_CACHED_EVENT_NAME_BYTES = 64
+_MAX_SHARED_EVENT_NAMES: Final = 1024
+_MAX_CACHED_EVENT_NAME_BYTES: Final = 64
 #: Past this many data lines in one event, they are joined into one ``bytearray``.
 _MAX_HELD_DATA_LINES = 32
 #: A chunk longer than this is interpreted a window of about this many bytes at a time.
 _WINDOW = 32 * 1024
 #: Unknown field names are remembered (to report each once) up to this many, and a name
 #: longer than ``_MAX_KEPT_NAME_BYTES`` only by a digest.
-_MAX_UNKNOWN_FIELDS = 8
-_MAX_KEPT_NAME_BYTES = 64
-_FIELD_NAMES = frozenset((b"data", b"event", b"id", b"retry"))
+_MAX_UNKNOWN_FIELDS: Final = 8
+_MAX_KEPT_NAME_BYTES: Final = 64
+_FIELD_NAMES: Final = frozenset((b"data", b"event", b"id", b"retry"))
 #: The one-character part codes of the AI SDK 4 data stream protocol (``0:`` text, ``9:``
 #: a tool call, ``d:`` the finish...): a body of such lines read as SSE.
-_DATA_STREAM_PARTS = frozenset(bytes([code]) for code in b"0123456789abcdefghijk")
+_DATA_STREAM_PARTS: Final = frozenset(bytes([code]) for code in b"0123456789abcdefghijk")
 #: How much of the first data line of an event left unfinished ``close`` returns.
-_PENDING_LINE_BYTES = 64 * 1024
+_PENDING_LINE_BYTES: Final = 64 * 1024
 
 
 class Event(NamedTuple):
@@ -133,6 +133,8 @@ class Event(NamedTuple):
 
 
 _new_event: Final = tuple.__new__
+#: ``Event`` as a constant: compiled, read without a look-up in the module per event.
+_EVENT: Final = Event
 
 
 class Leftover(NamedTuple):
@@ -310,7 +312,7 @@ class EventParser:
         """The event a chunk of ``size`` bytes at a boundary (``at_boundary``) makes when it
         is one ``data:`` line of ``data``, named ``name``: as ``feed`` would return it,
         the bytes counted, without reading them again."""
-        event = _new_event(Event, (name, data, self._last_id, self._retry, self._offset))
+        event = _new_event(_EVENT, (name, data, self._last_id, self._retry, self._offset))
         self._offset += size
         self._events += 1
         return event
@@ -379,7 +381,7 @@ class EventParser:
             return None
         line = bytes(first).partition(b"\n")[0]
         start = self._event_start if self._event_start is not None else self._offset
-        return Event(self._event_type, line.decode("utf-8", "replace"), None, None, start)
+        return _EVENT(self._event_type, line.decode("utf-8", "replace"), None, None, start)
 
     def _strip_bom(self, data: bytes) -> bytes:
         assert self._bom_window is not None
@@ -469,7 +471,7 @@ class EventParser:
             if start
             else "message"
         )
-        event = _new_event(Event, (event_type, text, self._last_id, self._retry, self._offset))
+        event = _new_event(_EVENT, (event_type, text, self._last_id, self._retry, self._offset))
         self._offset += len(data)
         self._events += 1
         return event

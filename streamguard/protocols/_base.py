@@ -84,13 +84,13 @@ NO_FINDINGS: Final[Sequence[Finding]] = ()
 #: The characters of text one stream may keep for later checks, across everything it keeps
 #: (tool-call arguments to parse at the finish, deltas to compare with a ``.done`` text).
 #: Part of the documented per-stream ceiling: past it a check is skipped, never the memory.
-MAX_KEPT_TEXT_CHARS = 1024 * 1024
+MAX_KEPT_TEXT_CHARS: Final = 1024 * 1024
 
 
 #: SSE event names the protocols define, shown as they are in messages; any other name came
 #: from the wire and is shown by size and hash only. The registry adds each protocol's
 #: ``event_names`` as it registers it (``streamguard.protocols.register``).
-KNOWN_EVENT_NAMES: set[str] = set()
+KNOWN_EVENT_NAMES: Final[set[str]] = set()
 
 
 def event_name(name: str) -> str:
@@ -547,9 +547,9 @@ class Checker:
 
 
 #: ``parse_value``'s answer for data that is not JSON.
-_NOT_JSON = object()
+_NOT_JSON: Final = object()
 #: Shared by every stream that has reported no once-per-stream rule (most of them).
-_NOTHING_REPORTED: frozenset[str] = frozenset()
+_NOTHING_REPORTED: Final[frozenset[str]] = frozenset()
 
 
 class EventFindings:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import partial
 from types import NoneType, UnionType
-from typing import Any, Literal, NotRequired, Union, get_args, get_origin, get_type_hints
+from typing import Any, Final, Literal, NotRequired, Union, get_args, get_origin, get_type_hints
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails, from_json
@@ -29,7 +29,7 @@ __all__ = ["field_path", "lenient", "not_json", "parse_json", "preview", "valida
 #: Parse one payload. Only object keys go to pydantic-core's process-wide string cache:
 #: keys repeat on every frame, while values (the model's text) would fill the cache with
 #: content, and are no faster to parse from it.
-parse_json: partial[Any] = partial(from_json, cache_strings="keys")
+parse_json: Final[partial[Any]] = partial(from_json, cache_strings="keys")
 
 
 #: pydantic-core error types whose ``msg`` is built from the schema alone (what was
@@ -37,7 +37,7 @@ parse_json: partial[Any] = partial(from_json, cache_strings="keys")
 #: only: some messages embed what was sent (``union_tag_invalid`` quotes the tag it found,
 #: custom and parsing errors quote their own text), and a finding message must not carry
 #: wire values.
-_INPUT_FREE_MESSAGES = frozenset(
+_INPUT_FREE_MESSAGES: Final = frozenset(
     {
         "missing",
         "literal_error",
@@ -63,7 +63,7 @@ _INPUT_FREE_MESSAGES = frozenset(
     }
 )
 #: The longest field name shown as is in a path; keys are schema field names here.
-_MAX_SHOWN_KEY = 64
+_MAX_SHOWN_KEY: Final = 64
 
 
 def field_path(loc: Sequence[int | str]) -> str:
@@ -155,7 +155,7 @@ _Holds = tuple[str, Any]
 #: Per shape: its fields and what they hold, and its required fields (made on first use).
 _SHAPES: dict[type, tuple[dict[str, _Holds], frozenset[str]]] = {}
 #: ``_read``'s answer for a value of the wrong type.
-_UNUSABLE = object()
+_UNUSABLE: Final = object()
 
 
 def lenient(

@@ -65,7 +65,7 @@ stops or is forgotten.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from streamguard import rules
 from streamguard._wire import describe, number, token
@@ -103,7 +103,7 @@ from streamguard.sse import Event
 __all__ = ["ANTHROPIC_EVENT_NAMES", "EVENT_NAMES", "SPEC", "STOP_REASONS", "AnthropicChecker"]
 
 #: ``StopReason`` in the SDK (``types/stop_reason.py``), plus the beta ``compaction``.
-STOP_REASONS = frozenset(
+STOP_REASONS: Final = frozenset(
     {
         "end_turn",
         "max_tokens",
@@ -116,11 +116,11 @@ STOP_REASONS = frozenset(
     }
 )
 #: Stop reasons that may cut a block off before its ``content_block_stop``.
-_LIMIT_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
+_LIMIT_STOP_REASONS: Final = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 #: For each documented delta type: the block types it may appear in, and the field it
 #: must carry with that field's type.
-_DELTA_RULES: dict[str, tuple[frozenset[str], tuple[Field, ...]]] = {
+_DELTA_RULES: Final[dict[str, tuple[frozenset[str], tuple[Field, ...]]]] = {
     "text_delta": (frozenset({"text"}), (req("text"),)),
     "citations_delta": (frozenset({"text"}), (req("citation", OBJECT),)),
     "input_json_delta": (
@@ -131,17 +131,19 @@ _DELTA_RULES: dict[str, tuple[frozenset[str], tuple[Field, ...]]] = {
     "signature_delta": (frozenset({"thinking"}), (req("signature"),)),
 }
 #: Block types that arrive complete in ``content_block_start`` and take no delta at all.
-_NO_DELTA_BLOCKS = frozenset({"redacted_thinking", "container_upload", "fallback"})
+_NO_DELTA_BLOCKS: Final = frozenset({"redacted_thinking", "container_upload", "fallback"})
 #: Documented block types with deltas (the ``_NO_DELTA_BLOCKS`` and ``*_tool_result`` are
 #: known too); a delta into any other block type is not judged.
-_DELTA_BLOCKS = frozenset({"text", "thinking", "tool_use", "server_tool_use", "mcp_tool_use"})
+_DELTA_BLOCKS: Final = frozenset(
+    {"text", "thinking", "tool_use", "server_tool_use", "mcp_tool_use"}
+)
 #: Blocks whose ``input_json_delta`` fragments join into the tool's input object.
-_TOOL_BLOCKS = _DELTA_RULES["input_json_delta"][0]
+_TOOL_BLOCKS: Final = _DELTA_RULES["input_json_delta"][0]
 #: What the checker keeps of a ``*_tool_result`` block type it does not list by name: they
 #: all take no delta, so one kind stands for them.
-_ANY_TOOL_RESULT = "*_tool_result"
+_ANY_TOOL_RESULT: Final = "*_tool_result"
 #: Fields ``content_block_start`` must carry, per documented block type.
-_BLOCK_FIELDS: dict[str, tuple[Field, ...]] = {
+_BLOCK_FIELDS: Final[dict[str, tuple[Field, ...]]] = {
     "text": (req("text"),),
     "thinking": (req("thinking"),),
     "tool_use": (req("id"), req("name")),
@@ -149,24 +151,24 @@ _BLOCK_FIELDS: dict[str, tuple[Field, ...]] = {
     "redacted_thinking": (req("data"),),
 }
 #: The fields of the payloads and objects the handlers check, beside the blocks'.
-_MESSAGE_FIELDS = (
+_MESSAGE_FIELDS: Final = (
     req("id"),
     req("role"),
     req("model"),
     req("content", ARRAY),
     req("usage", OBJECT),
 )
-_START_USAGE_FIELDS = (req("input_tokens", INTEGER), req("output_tokens", INTEGER))
-_MESSAGE_DELTA_FIELDS = (req("delta", OBJECT), req("usage", OBJECT))
-_DELTA_USAGE_FIELDS = (req("output_tokens", INTEGER),)
+_START_USAGE_FIELDS: Final = (req("input_tokens", INTEGER), req("output_tokens", INTEGER))
+_MESSAGE_DELTA_FIELDS: Final = (req("delta", OBJECT), req("usage", OBJECT))
+_DELTA_USAGE_FIELDS: Final = (req("output_tokens", INTEGER),)
 #: The documented error event: ``{"type": "error", "error": {"type": str, "message": str}}``
 #: (the SDK's ``ErrorResponse``).
-_ERROR_FIELDS = (req("type"), req("message"))
+_ERROR_FIELDS: Final = (req("type"), req("message"))
 
 # The closed sets of tokens a finding message may quote (protocols.md §3.2), besides the
 # event names (``event_name``); any other value from the wire is shown by ``_wire.describe``.
 #: Documented block types, beta ones included.
-_BLOCK_TYPES = frozenset(
+_BLOCK_TYPES: Final = frozenset(
     {
         *_DELTA_BLOCKS,
         *_NO_DELTA_BLOCKS,
@@ -184,9 +186,9 @@ _BLOCK_TYPES = frozenset(
 
 #: Beyond this many simultaneously open blocks (already a ``block_overlap``), the oldest
 #: is forgotten, so a hostile stream cannot make the checker's memory grow.
-_MAX_OPEN_BLOCKS = 64
+_MAX_OPEN_BLOCKS: Final = 64
 #: The content blocks' lifecycle rules, and how their messages name a block.
-_BLOCKS: EntityKind = EntityKind(
+_BLOCKS: Final[EntityKind] = EntityKind(
     "content block",
     "index",
     "started",
@@ -198,14 +200,19 @@ _BLOCKS: EntityKind = EntityKind(
     open_at_limit=rules.BLOCK_OPEN_AT_LIMIT,
 )
 #: A text delta into an open text block, as ``_on_block_delta`` vouches for it.
-_TEXT_DELTA = Holes((("delta", "text"),))
+_TEXT_DELTA: Final = Holes((("delta", "text"),))
 #: Distinct unknown event names reported per stream.
-_MAX_UNKNOWN_REPORTED = 8
+_MAX_UNKNOWN_REPORTED: Final = 8
 
 # -- the lifecycle -------------------------------------------------------------------------
 
-_AWAITING, _IN_BLOCKS, _DELTA_SENT = "awaiting_start", "in_blocks", "delta_sent"
-_START, _SECOND_START, _BLOCK, _DELTA = "start", "second_start", "block", "delta"
+_AWAITING: Final = "awaiting_start"
+_IN_BLOCKS: Final = "in_blocks"
+_DELTA_SENT: Final = "delta_sent"
+_START: Final = "start"
+_SECOND_START: Final = "second_start"
+_BLOCK: Final = "block"
+_DELTA: Final = "delta"
 
 
 def _missing_start(then: str) -> Step:
@@ -225,7 +232,7 @@ _DUPLICATE_START = broken(
 #: The steps every phase before the end takes alike.
 _ANYWHERE = {ERROR: go(_ERRORED), OTHER: STAY, END: _TERMINATED.table["streaming", END]}
 
-_LIFECYCLE = Lifecycle(
+_LIFECYCLE: Final = Lifecycle(
     phases={
         _AWAITING: "no message_start yet",
         _IN_BLOCKS: "message_start came (or was reported missing): content blocks open and close",
@@ -270,7 +277,7 @@ _LIFECYCLE = Lifecycle(
 #: Per phase, the kinds whose events go straight to their handler: their step does nothing
 #: and no other rule looks at the phase (the events of most of a stream). A message_start
 #: may be a second one, and a content block after message_delta is reported.
-_NO_STEP_KINDS = {
+_NO_STEP_KINDS: Final = {
     phase: frozenset(
         kind
         for kind in (_BLOCK, _DELTA, TERMINAL, ERROR, OTHER)
@@ -353,7 +360,7 @@ EVENT_NAMES = ANTHROPIC_EVENT_NAMES | {"message", "error", "ping"}
 
 #: What ``parse_object`` puts after ``event N`` for each documented event name (shown as
 #: ``event_name`` shows a known name).
-_WHERE = {name: f" ({name!r})" for name in EVENT_NAMES}
+_WHERE: Final = {name: f" ({name!r})" for name in EVENT_NAMES}
 
 _Payload = dict[str, Any]
 Handler = Callable[["AnthropicChecker", _Payload, EventFindings], None]
@@ -712,10 +719,10 @@ class AnthropicChecker(Checker):
 
 
 #: Shared by every stream that has reported no unknown event type (most of them).
-_NONE_REPORTED: frozenset[str] = frozenset()
+_NONE_REPORTED: Final[frozenset[str]] = frozenset()
 
 #: Each documented event type: its kind in the lifecycle, and the handler of its payload.
-_HANDLERS: dict[object, tuple[str, Handler]] = {
+_HANDLERS: Final[dict[object, tuple[str, Handler]]] = {
     "message_start": (_START, AnthropicChecker._on_message_start),
     "content_block_start": (_BLOCK, AnthropicChecker._on_block_start),
     "content_block_delta": (_BLOCK, AnthropicChecker._on_block_delta),
@@ -726,7 +733,7 @@ _HANDLERS: dict[object, tuple[str, Handler]] = {
     "error": (ERROR, AnthropicChecker._on_error),
 }
 #: Any other type: legal, and reported as undocumented.
-_UNKNOWN = (OTHER, AnthropicChecker._on_unknown)
+_UNKNOWN: Final = (OTHER, AnthropicChecker._on_unknown)
 
 
 # -- the protocol's declaration ------------------------------------------------------------

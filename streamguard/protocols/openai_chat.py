@@ -104,29 +104,31 @@ __all__ = [
 ]
 
 #: The documented ``finish_reason`` values; any other non-null value is non-standard.
-FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
-_CHUNK_OBJECT = "chat.completion.chunk"
-_OBJECTS = frozenset({_CHUNK_OBJECT})
+FINISH_REASONS: Final = frozenset(
+    {"stop", "length", "tool_calls", "content_filter", "function_call"}
+)
+_CHUNK_OBJECT: Final = "chat.completion.chunk"
+_OBJECTS: Final = frozenset({_CHUNK_OBJECT})
 
 #: The largest requested ``n`` the per-choice checks use (``choice_index_invalid`` against
 #: ``n``, a finish expected for every index below ``n``). A client may ask for any ``n``
 #: (OpenAI's API accepts at most 128); a larger one must not size a loop or a message, so it is
 #: ignored: the checks then judge the choices that actually appeared, as without a request.
-MAX_CHECKED_N = 128
+MAX_CHECKED_N: Final = 128
 #: The choices one stream may have tracked; a choice first seen past this bound is not
 #: checked at all (a hostile stream must not grow state with its own indices).
-MAX_TRACKED_CHOICES = 256
+MAX_TRACKED_CHOICES: Final = 256
 #: The tool calls one stream may have tracked across its choices; later calls go unchecked.
-MAX_TRACKED_TOOL_CALLS = 512
+MAX_TRACKED_TOOL_CALLS: Final = 512
 #: How many choice indices one message lists before it says "and N more".
-_MAX_LISTED = 5
+_MAX_LISTED: Final = 5
 
 #: The delta fields a content chunk may carry as null beside its text (every one of them
 #: may be null; a null one is read as absent by every rule).
-_NULLABLE_DELTA_FIELDS = frozenset({"role", "refusal", "tool_calls", "function_call"})
-_STR_OR_NONE = frozenset({str, type(None)})
-_DICT_OR_NONE = frozenset({dict, type(None)})
-_NO_CHOICES = ": field choices: missing or null on a chunk without usage"
+_NULLABLE_DELTA_FIELDS: Final = frozenset({"role", "refusal", "tool_calls", "function_call"})
+_STR_OR_NONE: Final = frozenset({str, type(None)})
+_DICT_OR_NONE: Final = frozenset({dict, type(None)})
+_NO_CHOICES: Final = ": field choices: missing or null on a chunk without usage"
 
 
 def _only_nulls_beside_content(delta: dict[str, Any]) -> bool:
@@ -148,7 +150,7 @@ def _lenient_chunk(raw: dict[str, Any]) -> ChatChunk:
 
 
 #: Fields whose presence counts even when their value is of the wrong type.
-_PRESENT = frozenset({"delta"})
+_PRESENT: Final = frozenset({"delta"})
 
 
 # -- The in-band error payload (openai-python _streaming.py and _exceptions.APIError) ------
@@ -158,7 +160,7 @@ _PRESENT = frozenset({"delta"})
 #: string it falls back to a generic text and the reason is lost). ``code`` is typed
 #: ``Optional[str]`` by the SDK, but OpenRouter documents integer codes (the HTTP status)
 #: in its in-band errors and the SDK stores them unchanged, so an integer is accepted.
-_ERROR_FIELDS: tuple[tuple[str, tuple[type, ...], str, bool], ...] = (
+_ERROR_FIELDS: Final[tuple[tuple[str, tuple[type, ...], str, bool], ...]] = (
     ("message", (str,), "a string", True),
     ("type", (str, type(None)), "a string or null", False),
     ("param", (str, type(None)), "a string or null", False),
@@ -211,15 +213,18 @@ def _shown_id(value: str | None) -> str:
 
 # -- The lifecycle -----------------------------------------------------------------------
 
-_STREAMING, _USAGE_SENT, _ERRORED, _ENDED = "streaming", "usage_sent", "errored", "ended"
+_STREAMING: Final = "streaming"
+_USAGE_SENT: Final = "usage_sent"
+_ERRORED: Final = "errored"
+_ENDED: Final = "ended"
 #: The usage chunk: a non-null ``usage`` on a chunk with ``choices: []``.
 _USAGE: Final = "usage"
 #: Data that is not a JSON object (``invalid_json``): it never moves the phase.
 _UNREADABLE: Final = "unreadable"
-_BASE = terminated_lifecycle()
+_BASE: Final = terminated_lifecycle()
 _ONLY_DONE = "; only [DONE] may follow it"
 
-_LIFECYCLE = replace(
+_LIFECYCLE: Final = replace(
     _BASE,
     phases={
         _STREAMING: "chunks arrive",
@@ -262,9 +267,9 @@ _LIFECYCLE = replace(
 
 #: A content chunk of an open choice, as ``_fast_path`` vouches for it: the text and the
 #: ``obfuscation`` padding differ from chunk to chunk, nothing else.
-_CONTENT_DELTA = Holes((("choices", 0, "delta", "content"), ("obfuscation",)))
+_CONTENT_DELTA: Final = Holes((("choices", 0, "delta", "content"), ("obfuscation",)))
 #: A fragment of a tool call's arguments: read on a repeat, to be kept for the JSON check.
-_ARGUMENTS_DELTA = Holes(
+_ARGUMENTS_DELTA: Final = Holes(
     (("obfuscation",),), (("choices", 0, "delta", "tool_calls", 0, "function", "arguments"),)
 )
 
@@ -963,7 +968,7 @@ class OpenAIChatChecker(Checker):
 
 #: What each kind of event's payload goes through after its lifecycle step.
 _Handler = Callable[[OpenAIChatChecker, Any, EventFindings], None]
-_HANDLERS: dict[str, _Handler] = {
+_HANDLERS: Final[dict[str, _Handler]] = {
     TERMINAL: OpenAIChatChecker._on_done,
     ERROR: OpenAIChatChecker._on_error,
     _USAGE: OpenAIChatChecker._on_chunk,

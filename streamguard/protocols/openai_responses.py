@@ -69,7 +69,7 @@ through ``_wire.number``, and lists of items are cut short.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from pydantic import ValidationError
 
@@ -109,17 +109,17 @@ from streamguard.sse import Event
 __all__ = ["MAX_OPEN_ITEMS", "MAX_OPEN_PARTS", "SPEC", "TERMINAL_TYPES", "OpenAIResponsesChecker"]
 
 #: The lifecycle events that end a response, with the status each must carry.
-TERMINAL_TYPES = {
+TERMINAL_TYPES: Final = {
     "response.completed": "completed",
     "response.incomplete": "incomplete",
     "response.failed": "failed",
 }
 _OPENING_TYPES = frozenset({"response.created", "response.queued", "response.in_progress"})
-_OPENING_STATUSES = frozenset({"in_progress", "queued"})
-_DONE_ITEM_STATUSES = frozenset({"completed", "incomplete", "failed"})
+_OPENING_STATUSES: Final = frozenset({"in_progress", "queued"})
+_DONE_ITEM_STATUSES: Final = frozenset({"completed", "incomplete", "failed"})
 #: Every status the SDK types define, for a response or an output item: the only status
 #: values a message quotes.
-_STATUSES = frozenset(
+_STATUSES: Final = frozenset(
     {
         "completed",
         "failed",
@@ -146,17 +146,17 @@ _TEXT_FAMILIES = {
 }
 #: Text event type -> (its part index field, the .done field, whether it is a delta): one
 #: dict lookup per event instead of splitting the type.
-_TEXT_EVENTS: dict[str, tuple[str | None, str, bool]] = {}
+_TEXT_EVENTS: Final[dict[str, tuple[str | None, str, bool]]] = {}
 for _family, (_field, _final) in _TEXT_FAMILIES.items():
     _TEXT_EVENTS[f"{_family}.delta"] = (_field, _final, True)
     _TEXT_EVENTS[f"{_family}.done"] = (_field, _final, False)
 #: The text deltas: their ``delta`` must be a string.
-_TEXT_DELTAS: frozenset[str] = frozenset(
+_TEXT_DELTAS: Final[frozenset[str]] = frozenset(
     kind for kind, (_, _, is_delta) in _TEXT_EVENTS.items() if is_delta
 )
 #: Part event type -> (whether it is a content part rather than a summary part, whether it
 #: opens the part).
-_PART_EVENTS = {
+_PART_EVENTS: Final = {
     "response.content_part.added": (True, True),
     "response.content_part.done": (True, False),
     "response.reasoning_summary_part.added": (False, True),
@@ -178,7 +178,7 @@ _HOSTED_TOOL_EVENTS = {
 }
 #: Every event type the SDK's ``ResponseStreamEvent`` union defines, and the observed
 #: ``keepalive``: the only types a message quotes (any other is shown by size and hash).
-_KNOWN_TYPES = frozenset(
+_KNOWN_TYPES: Final = frozenset(
     {
         *_OPENING_TYPES,
         *TERMINAL_TYPES,
@@ -194,7 +194,7 @@ _KNOWN_TYPES = frozenset(
 )
 
 _ITEM_FIELDS = ("item_id", "output_index")
-_REQUIRED: dict[str, tuple[str, ...]] = {
+_REQUIRED: Final[dict[str, tuple[str, ...]]] = {
     **dict.fromkeys((*_OPENING_TYPES, *TERMINAL_TYPES), ("response",)),
     "response.output_item.added": ("output_index", "item"),
     "response.output_item.done": ("output_index", "item"),
@@ -210,18 +210,18 @@ for _family, (_field, _final) in _TEXT_FAMILIES.items():
 
 #: Open output items followed at once. Real streams have one, a few with parallel tool
 #: calls; past this, new items are counted but not followed.
-MAX_OPEN_ITEMS = 32
+MAX_OPEN_ITEMS: Final = 32
 #: Open parts (content and summary together) followed per item.
-MAX_OPEN_PARTS = 32
+MAX_OPEN_PARTS: Final = 32
 #: Output and part indices at or past this (or negative) are never used as keys: a wire
 #: integer can have a million digits.
-_MAX_INDEX = 2**31
+_MAX_INDEX: Final = 2**31
 #: Ids up to this long are kept as they are (real ones are about 50 characters); longer
 #: ones as a 16-byte digest, so an id costs bounded memory and still compares.
-_MAX_ID_CHARS = 128
+_MAX_ID_CHARS: Final = 128
 #: The lifecycle rules of output items and of their content and summary parts, and how
 #: their messages name them.
-_ITEMS: EntityKind = EntityKind(
+_ITEMS: Final[EntityKind] = EntityKind(
     "output item",
     "output_index",
     "added",
@@ -231,22 +231,29 @@ _ITEMS: EntityKind = EntityKind(
     out_of_order=rules.ITEM_OUT_OF_ORDER,
     overlap=rules.ITEM_OVERLAP,
 )
-_PARTS: EntityKind = EntityKind(
+_PARTS: Final[EntityKind] = EntityKind(
     "part", "content_index", "added", "done", not_open=_ITEMS.not_open, not_closed=_ITEMS.not_closed
 )
 
 # The lifecycle's kinds besides TERMINAL (completed, incomplete), ERROR and OTHER, and its
 # phases; ``_KINDS`` classifies event types (any other is OTHER).
-_CREATED, _FAILED, _DONE = "created", "failed", "[DONE]"
-_KINDS = {
+_CREATED: Final = "created"
+_FAILED: Final = "failed"
+_DONE: Final = "[DONE]"
+_KINDS: Final = {
     "response.created": _CREATED,
     "response.completed": TERMINAL,
     "response.incomplete": TERMINAL,
     "response.failed": _FAILED,
     "error": ERROR,
 }
-_AWAITING, _UNCREATED, _STREAMING = "awaiting_created", "uncreated", "streaming"
-_ERRORED, _ENDED, _ENDED_FAILED, _CLOSED = "errored", "ended", "ended_failed", "closed"
+_AWAITING: Final = "awaiting_created"
+_UNCREATED: Final = "uncreated"
+_STREAMING: Final = "streaming"
+_ERRORED: Final = "errored"
+_ENDED: Final = "ended"
+_ENDED_FAILED: Final = "ended_failed"
+_CLOSED: Final = "closed"
 _CUT_BY_DONE = "cut_by_done"
 
 
@@ -325,12 +332,12 @@ def _lifecycle() -> Lifecycle:
     )
 
 
-_LIFECYCLE = _lifecycle()
+_LIFECYCLE: Final = _lifecycle()
 
 
 #: A text delta, as ``_on_text`` vouches for it: its sequence number and its text are read
 #: on a repeat (the text is kept for the check at its .done), its padding is not.
-_TEXT_DELTA = Holes((("obfuscation",),), (("sequence_number",), ("delta",)))
+_TEXT_DELTA: Final = Holes((("obfuscation",),), (("sequence_number",), ("delta",)))
 
 
 class _Text:
@@ -840,7 +847,7 @@ class OpenAIResponsesChecker(Checker):
 
 #: The payload handler of each event type; any other type that names an item goes to
 #: ``_on_item_event``.
-_HANDLERS: dict[str, _Handler] = {
+_HANDLERS: Final[dict[str, _Handler]] = {
     **dict.fromkeys(_OPENING_TYPES, OpenAIResponsesChecker._on_opening),
     **dict.fromkeys(TERMINAL_TYPES, OpenAIResponsesChecker._on_terminal),
     "error": OpenAIResponsesChecker._on_error,
@@ -848,7 +855,7 @@ _HANDLERS: dict[str, _Handler] = {
     "response.output_item.done": OpenAIResponsesChecker._on_item_event,  # even without an index
 }
 #: The handler of each event type inside an item, once ``_on_item_event`` found the item.
-_ITEM_HANDLERS: dict[str, _ItemHandler] = {
+_ITEM_HANDLERS: Final[dict[str, _ItemHandler]] = {
     **dict.fromkeys(_TEXT_EVENTS, OpenAIResponsesChecker._on_text),
     **dict.fromkeys(_PART_EVENTS, OpenAIResponsesChecker._on_part),
     "response.output_item.done": OpenAIResponsesChecker._on_item_done,
@@ -926,10 +933,14 @@ def _salvage(data: str) -> ResponsesEvent | None:
 #: An ``error`` event's fields, flat (documented) or in a nested ``error`` object (observed),
 #: and ``response.failed``'s ``response.error``: what openai-python reads (``message`` a
 #: string; ``code``, ``param`` and ``type`` a string or null).
-_ERROR_EVENT_FIELDS = (req("message"), opt("code", nullable=True), opt("param", nullable=True))
-_NESTED_ERROR_FIELDS = (*_ERROR_EVENT_FIELDS, opt("type", nullable=True))
-_RESPONSE_ERROR_FIELDS = (req("message"), opt("code", nullable=True))
-_AN_OBJECT = (req("error", OBJECT),)
+_ERROR_EVENT_FIELDS: Final = (
+    req("message"),
+    opt("code", nullable=True),
+    opt("param", nullable=True),
+)
+_NESTED_ERROR_FIELDS: Final = (*_ERROR_EVENT_FIELDS, opt("type", nullable=True))
+_RESPONSE_ERROR_FIELDS: Final = (req("message"), opt("code", nullable=True))
+_AN_OBJECT: Final = (req("error", OBJECT),)
 
 
 def _error_event_problem(payload: ResponsesEvent) -> str | None:
