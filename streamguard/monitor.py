@@ -42,6 +42,7 @@ __all__ = [
     "FEED_WINDOW",
     "MAX_KEPT_FINDINGS",
     "OUTCOMES",
+    "REST_AFTER_S",
     "EventCallback",
     "FindingsCallback",
     "StreamEnd",
@@ -70,6 +71,10 @@ _BY_FRAME: Final = [not __file__.endswith(".py")]
 #: what one message holds at once (its events, their findings) is bounded by the window,
 #: not by the message. The parser gives the same events however the bytes are cut.
 FEED_WINDOW: Final = 64 * 1024
+
+#: The silence, in seconds, after which a stream's checker drops its skeletons when the
+#: stream is polled (``StreamMonitor.poll``; the sweeper polls every second or sooner).
+REST_AFTER_S: Final = 1.0
 
 Clock = Callable[[], float]
 #: Receives each dispatched event with its index (``StreamMonitor(on_event=...)``).
@@ -661,12 +666,20 @@ class StreamMonitor:
     # -- timing and the end -------------------------------------------------------------
 
     def poll(self, now: float | None = None) -> list[Finding]:
-        """Run the timing detectors on the open stream; return the findings they made."""
-        if self._liveness is None or self.report is not None or self.internal_error is not None:
+        """Run the timing detectors on the open stream; return the findings they made. A
+        stream silent for ``REST_AFTER_S`` lets its checker drop what it keeps only to go
+        faster (``Checker.rest``): an idle stream holds less."""
+        if self.report is not None or self.internal_error is not None:
             return []
-        found = self._liveness.poll(
-            self._clock() if now is None else now, self._events, self._bytes
-        )
+        if now is None:
+            now = self._clock()
+        checker = self._checker
+        last = self.last_byte_at
+        if checker is not None and last is not None and now - last >= REST_AFTER_S:
+            checker.rest()
+        if self._liveness is None:
+            return []
+        found = self._liveness.poll(now, self._events, self._bytes)
         self._record(found)
         return found
 

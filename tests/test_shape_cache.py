@@ -335,14 +335,14 @@ def test_the_cache_is_used_on_a_healthy_stream() -> None:
     for number in range(50):
         monitor.feed(text(0, f"word {number} "))
     checker: Any = monitor._checker
-    assert sum(entry.hits for entry in checker._shapes.entries) == 49
+    assert sum(entry.hits for entry in checker._shapes.entries) == 48
     monitor.feed(block_stop(0))
     assert checker._shapes.entries == []
 
 
 def test_a_ping_keeps_the_text_skeleton_and_delays_no_learning() -> None:
     """Pings between text deltas forget nothing and hold back no later learning: every
-    delta but the first is a hit, and so is a new block's second delta."""
+    delta but the first two is a hit, and so is a new block's second delta."""
     from streamguard import StreamMonitor
     from streamguard.monitor import StreamEnd
 
@@ -352,13 +352,72 @@ def test_a_ping_keeps_the_text_skeleton_and_delays_no_learning() -> None:
     for number in range(30):
         monitor.feed(ping if number % 10 == 5 else text(0, f"word {number} "))
     checker: Any = monitor._checker
-    assert checker._shapes.skipped == 26
+    assert checker._shapes.skipped == 25
     monitor.feed(block_stop(0) + block_start(1))
     for number in range(5):
         monitor.feed(text(1, f"word {number} "))
-    assert checker._shapes.skipped == 30
+    assert checker._shapes.skipped == 29
     monitor.feed(block_stop(1) + END)
     assert monitor.finish(StreamEnd.BODY_ENDED).findings == ()
+
+
+def test_a_stream_that_waits_after_its_first_delta_holds_no_skeleton() -> None:
+    """The first vouched frame makes no cache, the second teaches, the third fits."""
+    from streamguard import StreamMonitor
+
+    monitor = StreamMonitor("anthropic")
+    monitor.feed(START + block_start(0) + text(0, "first"))
+    checker: Any = monitor._checker
+    assert checker._shapes is None
+    monitor.feed(text(0, "second"))
+    assert len(checker._shapes.entries) == 1
+    monitor.feed(text(0, "third"))
+    assert checker._shapes.skipped == 1
+
+
+def _resting_monitor(clock: list[float]) -> Any:
+    from streamguard import StreamMonitor
+
+    monitor = StreamMonitor("anthropic", clock=lambda: clock[0])
+    monitor.feed(START + block_start(0))
+    for number in range(5):
+        monitor.feed(text(0, f"word {number} "))
+    return monitor
+
+
+def test_a_stream_silent_past_the_rest_time_drops_its_skeletons() -> None:
+    """A poll after a second of silence drops the skeletons; the stream learns again when
+    it goes on, and its report is the one a stream never polled gets."""
+    from streamguard.monitor import REST_AFTER_S, StreamEnd
+
+    clock = [100.0]
+    monitor = _resting_monitor(clock)
+    checker: Any = monitor._checker
+    assert checker._shapes.skipped == 3
+    clock[0] += REST_AFTER_S
+    monitor.poll()
+    assert (checker._shapes, checker.frame_cache) == (None, None)
+    for number in range(5, 10):
+        monitor.feed(text(0, f"word {number} "))
+    assert checker._shapes.skipped == 4  # a new cache: one frame teaches, four fit
+    monitor.feed(block_stop(0) + END)
+    rested = monitor.finish(StreamEnd.BODY_ENDED)
+    body = START + block_start(0) + b"".join(text(0, f"word {n} ") for n in range(10))
+    assert facts(rested) == facts(check_stream([body, block_stop(0) + END], protocol="anthropic"))
+
+
+def test_a_stream_polled_while_it_sends_keeps_its_skeletons() -> None:
+    """A poll less than the rest time after the last bytes drops nothing."""
+    from streamguard.monitor import REST_AFTER_S
+
+    clock = [100.0]
+    monitor = _resting_monitor(clock)
+    checker: Any = monitor._checker
+    shapes = checker._shapes
+    clock[0] += REST_AFTER_S / 2
+    monitor.poll()
+    assert checker._shapes is shapes
+    assert len(shapes.entries) == 1
 
 
 # -- the differential run ----------------------------------------------------------------

@@ -213,6 +213,7 @@ class Checker:
         "_vouch_token",
         "_vouched",
         "_vouched_again",
+        "_vouched_before",
         "error_index",
         "frame_cache",
         "path",
@@ -256,6 +257,11 @@ class Checker:
         self._vouched: Holes | None = None
         self._vouch_token: object = None
         self._vouched_again = False
+        #: Whether a frame was vouched for before: the first teaches nothing (a skeleton
+        #: costs tens of microseconds to learn and about a kilobyte while it is held, and
+        #: pays back only if the stream goes on), so a stream that waits after it holds
+        #: no cache.
+        self._vouched_before = False
 
     # -- what the monitor reads -----------------------------------------------------------
 
@@ -325,6 +331,9 @@ class Checker:
                     if not vouched.text and not vouched.values:
                         return found  # ``UNCHANGED``: the skeletons hold, none is learned
                     if shapes is None:
+                        if not self._vouched_before:
+                            self._vouched_before = True
+                            return found
                         shapes = self._shapes = ShapeCache()
                         if not self.READS_FRAMING:  # its framing_finding sees every event
                             self.frame_cache = shapes
@@ -345,6 +354,13 @@ class Checker:
         self._vouched = holes
         self._vouch_token = token
         self._vouched_again = again
+
+    def rest(self) -> None:
+        """The stream has been silent a while: drop the skeletons (about a kilobyte each)
+        rather than hold them while it waits; its next frames learn again. No finding
+        changes: a skeleton only spares a parse."""
+        self._shapes = None
+        self.frame_cache = None
 
     def repeat_event(
         self, event: Event, index: int, token: object, values: Sequence[str]

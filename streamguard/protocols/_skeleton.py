@@ -66,7 +66,12 @@ Learning a skeleton reads the frame's JSON token by token in Python (the tokens 
 one call; tens of microseconds for a chat frame), so a stream whose frames never repeat
 (a server that stamps each with a new id) must not pay it on each: after a skeleton is
 dropped unused, learning waits twice as many vouched frames as before
-(``MAX_LEARNING_WAIT`` at most); a hit resets the wait.
+(``MAX_LEARNING_WAIT`` at most); a hit resets the wait. A skeleton is also memory held for
+the stream's life, about a kilobyte, and most open streams at any moment are waiting: a
+stream makes its cache, and learns, only at its second vouched frame (a stream that sends
+a frame or two and then waits holds none), and one silent for a second drops its cache
+(``Checker.rest``, asked by the sweeper through ``StreamMonitor.poll``), to learn again
+when it goes on.
 A skeleton is its literal pieces (slices of the frame it was learned from) and, between
 them, its holes' kinds: matching compares the first and last pieces, then walks the holes.
 Compiled, it finds a text's closing quote and compares the piece after it: a text with no
