@@ -232,6 +232,39 @@ def test_learning_refuses_what_it_cannot_hold() -> None:
     assert learn("x", '{"delta":{"text":"a"}', TEXT) is None
 
 
+def _learned(cache: ShapeCache, number: int) -> str:
+    """Teach ``cache`` the skeleton of a frame whose ``a`` is ``number``; that frame."""
+    frame = f'{{"a":{number},"text":"x"}}'
+    assert cache.find("x", frame) is None
+    cache.consider("x", frame, Holes((("text",),)), number)
+    return frame
+
+
+def test_the_skeleton_that_fitted_last_is_tried_first() -> None:
+    """A later skeleton that fits goes before the one learned first, which then misses
+    no frame of the later one's shape."""
+    cache = ShapeCache()
+    _learned(cache, 1)
+    second = _learned(cache, 2)
+    assert [entry.token for entry in cache.entries] == [1, 2]
+    found = cache.find("x", second.replace('"x"', '"y"'))
+    assert found is not None
+    assert found[0] == 2
+    assert [entry.token for entry in cache.entries] == [2, 1]
+
+
+def test_a_full_cache_drops_the_skeleton_fitted_least_lately() -> None:
+    """Learning past ``MAX_SKELETONS`` drops the entry fitted least lately (or never),
+    not the one learned first."""
+    cache = ShapeCache()
+    frames = [_learned(cache, number) for number in range(MAX_SKELETONS)]
+    assert cache.find("x", frames[0]) is not None
+    assert cache.find("x", frames[2]) is not None
+    _learned(cache, 99)
+    tokens = [entry.token for entry in cache.entries]
+    assert tokens == [2, 0, 1, 99]
+
+
 def test_a_stream_that_never_repeats_learns_rarely() -> None:
     """Frames that never fit their predecessor's skeleton make learning back off: about
     2 log2(n) attempts for n frames, not n."""

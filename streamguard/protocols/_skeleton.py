@@ -66,7 +66,10 @@ Learning a skeleton reads the frame's JSON token by token in Python (the tokens 
 one call; tens of microseconds for a chat frame), so a stream whose frames never repeat
 (a server that stamps each with a new id) must not pay it on each: after a skeleton is
 dropped unused, learning waits twice as many vouched frames as before
-(``MAX_LEARNING_WAIT`` at most); a hit resets the wait. A skeleton is also memory held for
+(``MAX_LEARNING_WAIT`` at most); a hit resets the wait. The skeleton that fitted last is
+tried first, and a full cache drops the one fitted least lately to learn a new one (a
+skeleton learned from a rare variant, say a frame with no padding, would otherwise cost
+every later frame a miss). A skeleton is also memory held for
 the stream's life, about a kilobyte, and most open streams at any moment are waiting: a
 stream makes its cache, and learns, only at its second vouched frame (a stream that sends
 a frame or two and then waits holds none), and one silent for a second drops its cache
@@ -508,6 +511,13 @@ class Holes:
 UNCHANGED: Final = Holes(())
 
 
+def _to_front(entries: list[Entry], position: int) -> None:
+    """The entry at ``position`` fitted: it is tried first from now on (a stream's frames
+    come in runs of one shape, and a skeleton that fits only a few of them, learned
+    first, would otherwise cost every frame a miss)."""
+    entries.insert(0, entries.pop(position))
+
+
 class ShapeCache:
     """A stream's skeletons, with the checker's token for each, and the learning wait."""
 
@@ -543,9 +553,13 @@ class ShapeCache:
     def find(self, name: str, data: str) -> tuple[object, Sequence[str], tuple[Again, ...]] | None:
         """The token, read values and findings again of the skeleton ``data`` fits, if one
         does."""
-        for entry in self.entries:
+        entries = self.entries
+        for position in range(len(entries)):
+            entry = entries[position]
             values = entry.skeleton.match(name, data)
             if values is not None:
+                if position:
+                    _to_front(entries, position)
                 entry.hits += 1
                 self.skipped += 1
                 self.wait = 0
@@ -566,7 +580,9 @@ class ShapeCache:
         which never ends in whitespace, so ``find`` strips nothing from its data either:
         an earlier entry whose head or tail it misses here is one ``find`` misses too.
         """
-        for entry in self.entries:
+        entries = self.entries
+        for position in range(len(entries)):
+            entry = entries[position]
             head = entry.framed_head
             if head is None:
                 return None
@@ -583,6 +599,8 @@ class ShapeCache:
                     continue  # the head and the tail overlap
                 values = skeleton.match_holes(data, cut)
                 if values is not None:
+                    if position:
+                        _to_front(entries, position)
                     entry.hits += 1
                     self.skipped += 1
                     self.fitted += 1
@@ -628,8 +646,8 @@ class ShapeCache:
             self._back_off()
             return
         entries = self.entries
-        if len(entries) >= MAX_SKELETONS and entries.pop(0).hits == 0:
-            self._back_off()
+        if len(entries) >= MAX_SKELETONS and entries.pop().hits == 0:
+            self._back_off()  # (the last: the one fitted least lately, or never)
         entry = Entry(skeleton, token, again)
         entries.append(entry)
         self.last = entry
