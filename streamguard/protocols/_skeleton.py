@@ -511,11 +511,12 @@ class Holes:
 UNCHANGED: Final = Holes(())
 
 
-def _to_front(entries: list[Entry], position: int) -> None:
-    """The entry at ``position`` fitted: it is tried first from now on (a stream's frames
-    come in runs of one shape, and a skeleton that fits only a few of them, learned
-    first, would otherwise cost every frame a miss)."""
-    entries.insert(0, entries.pop(position))
+def _to_front(entries: list[Entry], entry: Entry) -> None:
+    """``entry`` fitted: it is tried first from now on (a stream's frames come in runs of
+    one shape, and a skeleton that fits only a few of them, learned first, would otherwise
+    cost every frame a miss). The loop that found it returns at once: the list may change."""
+    entries.remove(entry)
+    entries.insert(0, entry)
 
 
 class ShapeCache:
@@ -554,12 +555,11 @@ class ShapeCache:
         """The token, read values and findings again of the skeleton ``data`` fits, if one
         does."""
         entries = self.entries
-        for position in range(len(entries)):
-            entry = entries[position]
+        for entry in entries:
             values = entry.skeleton.match(name, data)
             if values is not None:
-                if position:
-                    _to_front(entries, position)
+                if entry is not entries[0]:
+                    _to_front(entries, entry)
                 entry.hits += 1
                 self.skipped += 1
                 self.wait = 0
@@ -581,8 +581,7 @@ class ShapeCache:
         an earlier entry whose head or tail it misses here is one ``find`` misses too.
         """
         entries = self.entries
-        for position in range(len(entries)):
-            entry = entries[position]
+        for entry in entries:
             head = entry.framed_head
             if head is None:
                 return None
@@ -599,8 +598,8 @@ class ShapeCache:
                     continue  # the head and the tail overlap
                 values = skeleton.match_holes(data, cut)
                 if values is not None:
-                    if position:
-                        _to_front(entries, position)
+                    if entry is not entries[0]:
+                        _to_front(entries, entry)
                     entry.hits += 1
                     self.skipped += 1
                     self.fitted += 1
