@@ -72,8 +72,9 @@ _BY_FRAME: Final = [not __file__.endswith(".py")]
 #: not by the message. The parser gives the same events however the bytes are cut.
 FEED_WINDOW: Final = 64 * 1024
 
-#: The silence, in seconds, after which a stream's checker drops its skeletons when the
-#: stream is polled (``StreamMonitor.poll``; the sweeper polls every second or sooner).
+#: The silence, in seconds, after which a stream's checker forgets its skeletons when the
+#: stream is polled (``StreamMonitor.poll``: the middleware's sweeper polls a stream with
+#: timers every second or sooner, on asyncio; one not polled keeps them).
 REST_AFTER_S: Final = 1.0
 
 Clock = Callable[[], float]
@@ -667,7 +668,7 @@ class StreamMonitor:
 
     def poll(self, now: float | None = None) -> list[Finding]:
         """Run the timing detectors on the open stream; return the findings they made. A
-        stream silent for ``REST_AFTER_S`` lets its checker drop what it keeps only to go
+        stream silent for ``REST_AFTER_S`` lets its checker forget what it keeps only to go
         faster (``Checker.rest``): an idle stream holds less."""
         if self.report is not None or self.internal_error is not None:
             return []

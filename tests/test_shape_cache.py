@@ -232,37 +232,62 @@ def test_learning_refuses_what_it_cannot_hold() -> None:
     assert learn("x", '{"delta":{"text":"a"}', TEXT) is None
 
 
-def _learned(cache: ShapeCache, number: int) -> str:
-    """Teach ``cache`` the skeleton of a frame whose ``a`` is ``number``; that frame."""
+def _learned(cache: ShapeCache, number: int, framed: bool = True) -> str:
+    """Teach ``cache`` the skeleton of a frame whose ``a`` is ``number`` (and how a chunk
+    of it alone is framed, if ``framed``); that frame."""
     frame = f'{{"a":{number},"text":"x"}}'
     assert cache.find("x", frame) is None
     cache.consider("x", frame, Holes((("text",),)), number)
+    if framed:
+        cache.frame(_framed(frame), frame)
     return frame
 
 
+def _framed(frame: str) -> bytes:
+    return f"event: x\ndata: {frame}\n\n".encode()
+
+
+def _tokens(cache: ShapeCache) -> list[object]:
+    return [entry.token for entry in cache.entries]
+
+
 def test_the_skeleton_that_fitted_last_is_tried_first() -> None:
-    """A later skeleton that fits goes before the one learned first, which then misses
-    no frame of the later one's shape."""
+    """A later skeleton that fits, as an event or as a whole chunk, goes before the ones
+    learned earlier."""
     cache = ShapeCache()
-    _learned(cache, 1)
-    second = _learned(cache, 2)
-    assert [entry.token for entry in cache.entries] == [1, 2]
-    found = cache.find("x", second.replace('"x"', '"y"'))
+    frames = [_learned(cache, number) for number in range(3)]
+    assert _tokens(cache) == [0, 1, 2]
+    found = cache.find("x", frames[1].replace('"x"', '"y"'))
     assert found is not None
-    assert found[0] == 2
-    assert [entry.token for entry in cache.entries] == [2, 1]
+    assert found[0] == 1
+    assert _tokens(cache) == [1, 0, 2]
+    fitted = cache.fit_frame(_framed(frames[2].replace('"x"', '"z"')))
+    assert fitted is not None
+    assert fitted.token == 2
+    assert _tokens(cache) == [2, 1, 0]
+
+
+def test_an_entry_not_framed_is_not_put_before_one_that_is() -> None:
+    """``fit_frame`` stops at the first entry whose chunks it cannot read: an entry that
+    fits an event but is not framed stays behind the framed ones."""
+    cache = ShapeCache()
+    _learned(cache, 0)
+    unframed = _learned(cache, 1, framed=False)
+    assert cache.find("x", unframed) is not None
+    assert _tokens(cache) == [0, 1]
 
 
 def test_a_full_cache_drops_the_skeleton_fitted_least_lately() -> None:
-    """Learning past ``MAX_SKELETONS`` drops the entry fitted least lately (or never),
-    not the one learned first."""
+    """Learning past ``MAX_SKELETONS`` drops the entry fitted least lately, not the one
+    learned first, every entry having fitted."""
     cache = ShapeCache()
     frames = [_learned(cache, number) for number in range(MAX_SKELETONS)]
-    assert cache.find("x", frames[0]) is not None
-    assert cache.find("x", frames[2]) is not None
+    for frame in frames:
+        assert cache.find("x", frame) is not None
+    assert cache.find("x", frames[1]) is not None
+    assert _tokens(cache) == [1, 3, 2, 0]
     _learned(cache, 99)
-    tokens = [entry.token for entry in cache.entries]
-    assert tokens == [2, 0, 1, 99]
+    assert _tokens(cache) == [1, 3, 2, 99]
 
 
 def test_a_stream_that_never_repeats_learns_rarely() -> None:
@@ -429,14 +454,64 @@ def test_a_stream_silent_past_the_rest_time_drops_its_skeletons() -> None:
     assert checker._shapes.skipped == 3
     clock[0] += REST_AFTER_S
     monitor.poll()
-    assert (checker._shapes, checker.frame_cache) == (None, None)
+    assert checker._shapes.entries == []
     for number in range(5, 10):
         monitor.feed(text(0, f"word {number} "))
-    assert checker._shapes.skipped == 4  # a new cache: one frame teaches, four fit
+    assert checker._shapes.skipped == 7  # the next frame taught again, four more fit
     monitor.feed(block_stop(0) + END)
     rested = monitor.finish(StreamEnd.BODY_ENDED)
     body = START + block_start(0) + b"".join(text(0, f"word {n} ") for n in range(10))
     assert facts(rested) == facts(check_stream([body, block_stop(0) + END], protocol="anthropic"))
+
+
+def test_a_skeleton_forgotten_unused_at_rest_backs_learning_off() -> None:
+    """A stream whose frames come seconds apart learns, rests, and learns again rarely: a
+    skeleton forgotten at rest with no hit backs learning off, as any other does."""
+    from streamguard import StreamMonitor
+    from streamguard.monitor import REST_AFTER_S
+
+    clock = [100.0]
+    monitor = StreamMonitor("anthropic", clock=lambda: clock[0])
+    monitor.feed(START + block_start(0) + text(0, "one") + text(0, "two"))
+    checker: Any = monitor._checker
+    assert len(checker._shapes.entries) == 1
+    clock[0] += REST_AFTER_S
+    monitor.poll()
+    assert (checker._shapes.entries, checker._shapes.wait) == ([], 1)
+
+
+@pytest.mark.parametrize("by_frame", [False, True])
+def test_a_rest_asked_while_a_chunk_is_taken_forgets_for_its_later_frames(
+    by_frame: bool,
+) -> None:
+    """A poll from an ``on_event`` callback, in the middle of a chunk, empties the cache
+    its later frames are fitted to: a delta for a stopped block is still reported."""
+    from streamguard import StreamMonitor, monitor
+    from streamguard.monitor import StreamEnd
+
+    chunks = [START + block_start(0), text(0, "a"), text(0, "b"), text(0, "c")]
+    chunks += [text(0, "d") + block_stop(0) + text(0, "e") + text(0, "f"), END]
+    clock = [100.0]
+    polled: list[Any] = []
+
+    def on_event(event: Any, index: int) -> None:
+        if index == 5 and polled:  # the first event of the chunk of four
+            clock[0] += 2.0
+            polled[0].poll()
+
+    saved = monitor._BY_FRAME[0]
+    monitor._BY_FRAME[0] = by_frame
+    try:
+        watched = StreamMonitor("anthropic", clock=lambda: clock[0], on_event=on_event)
+        polled.append(watched)
+        for chunk in chunks:
+            watched.feed(chunk)
+        report = watched.finish(StreamEnd.BODY_ENDED)
+    finally:
+        monitor._BY_FRAME[0] = saved
+    expected = check_stream([b"".join(chunks)], protocol="anthropic")
+    assert [f.rule for f in report.findings] == ["block_not_started"] * 2
+    assert facts(report) == facts(expected)
 
 
 def test_a_stream_polled_while_it_sends_keeps_its_skeletons() -> None:

@@ -247,7 +247,7 @@ class Checker:
         self.error_index: int | None = None
         self._kept_text_left = MAX_KEPT_TEXT_CHARS
         self._reported_once: frozenset[str] = _NOTHING_REPORTED
-        #: The skeletons of frames the checker vouched for: made at the first such frame.
+        #: The skeletons of frames the checker vouched for: made at the second such frame.
         self._shapes: ShapeCache | None = None
         #: The same, for the monitor to fit whole chunks to (``ShapeCache.fit_frame``);
         #: never for a protocol that reads the framing (its ``framing_finding`` must see
@@ -356,11 +356,14 @@ class Checker:
         self._vouched_again = again
 
     def rest(self) -> None:
-        """The stream has been silent a while: drop the skeletons (about a kilobyte each)
-        rather than hold them while it waits; its next frames learn again. No finding
-        changes: a skeleton only spares a parse."""
-        self._shapes = None
-        self.frame_cache = None
+        """The stream has been silent a while: forget the skeletons (about a kilobyte each)
+        rather than hold them while it waits; its next frames learn again. The cache
+        itself stays, with its learning wait (a stream whose frames come seconds apart
+        learns rarely), and is emptied, not dropped, so that a chunk being taken a frame
+        at a time when a poll comes in (from an ``on_event`` callback) sees it empty.
+        No finding changes: a skeleton only spares a parse."""
+        if self._shapes is not None:
+            self._shapes.forget()
 
     def repeat_event(
         self, event: Event, index: int, token: object, values: Sequence[str]

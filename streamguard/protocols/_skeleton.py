@@ -69,11 +69,12 @@ dropped unused, learning waits twice as many vouched frames as before
 (``MAX_LEARNING_WAIT`` at most); a hit resets the wait. The skeleton that fitted last is
 tried first, and a full cache drops the one fitted least lately to learn a new one (a
 skeleton learned from a rare variant, say a frame with no padding, would otherwise cost
-every later frame a miss). A skeleton is also memory held for
-the stream's life, about a kilobyte, and most open streams at any moment are waiting: a
-stream makes its cache, and learns, only at its second vouched frame (a stream that sends
-a frame or two and then waits holds none), and one silent for a second drops its cache
-(``Checker.rest``, asked by the sweeper through ``StreamMonitor.poll``), to learn again
+every later frame a miss; an entry whose chunks are not framed yet is not put before
+one whose are, which ``fit_frame`` would then stop at). A skeleton is also memory held
+for the stream's life, about a kilobyte, and most open streams at any moment are
+waiting: a stream makes its cache, and learns, only at its second vouched frame (a stream
+that sends one and then waits holds none), and one its sweeper finds silent for a second
+forgets its skeletons (``Checker.rest``, through ``StreamMonitor.poll``), to learn again
 when it goes on.
 A skeleton is its literal pieces (slices of the frame it was learned from) and, between
 them, its holes' kinds: matching compares the first and last pieces, then walks the holes.
@@ -558,7 +559,10 @@ class ShapeCache:
         for entry in entries:
             values = entry.skeleton.match(name, data)
             if values is not None:
-                if entry is not entries[0]:
+                first = entries[0]
+                if entry is not first and (
+                    entry.framed_head is not None or first.framed_head is None
+                ):
                     _to_front(entries, entry)
                 entry.hits += 1
                 self.skipped += 1
