@@ -123,3 +123,30 @@ def test_the_engine_owns_each_event_and_the_end(spec: ProtocolSpec) -> None:
     for cls in spec.checker.__mro__[: spec.checker.__mro__.index(Checker)]:
         assert "on_event" not in vars(cls)
         assert "on_end" not in vars(cls)
+
+
+def _protocol_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each protocol module -> the other protocol modules it imports (the engine's shared
+    modules, whose names start with ``_``, and the registry are not protocols)."""
+    protocols = {
+        name
+        for name in graph
+        if name.startswith("streamguard.protocols.") and not name.rpartition(".")[2].startswith("_")
+    }
+    return {name: graph[name] & protocols for name in protocols}
+
+
+def test_a_protocol_imports_no_other_protocol() -> None:
+    """What two protocols share lives in an engine module, so each can be read, compiled,
+    left out or replaced alone (MCP and A2A share JSON-RPC through ``_jsonrpc``)."""
+    assert {name: found for name, found in _protocol_imports(import_graph()).items() if found} == {}
+
+
+def test_a_protocol_importing_another_is_found() -> None:
+    """The check above can fail: an edge from one protocol to another is reported."""
+    graph = {
+        "streamguard.protocols.a2a": {"streamguard.protocols.mcp", "streamguard.protocols._base"},
+        "streamguard.protocols.mcp": {"streamguard.protocols._jsonrpc"},
+        "streamguard.protocols._jsonrpc": set(),
+    }
+    assert _protocol_imports(graph)["streamguard.protocols.a2a"] == {"streamguard.protocols.mcp"}

@@ -15,14 +15,9 @@ from streamguard import StreamGuardMiddleware, StreamReport, check_stream
 from streamguard.liveness import LivenessLimits
 from streamguard.monitor import StreamEnd, StreamMonitor
 from streamguard.protocols import CHECKERS, make_checker
-from streamguard.protocols._jsonrpc import MAX_REQUEST_IDS, jsonrpc_id_key
+from streamguard.protocols._jsonrpc import MAX_REQUEST_IDS, jsonrpc_id_key, jsonrpc_problem
 from streamguard.protocols.auto import protocol_for_event, protocol_for_path
-from streamguard.protocols.mcp import (
-    MAX_BATCH_ITEMS,
-    MAX_EVENT_IDS,
-    MCPChecker,
-    jsonrpc_problem,
-)
+from streamguard.protocols.mcp import MAX_BATCH_ITEMS, MAX_EVENT_IDS, MCPChecker
 from streamguard.protocols.openai_chat import OpenAIChatChecker
 from streamguard.report import SKIP_REASONS
 from streamguard.request import RequestFacts, add_http_facts, request_facts

@@ -1,4 +1,5 @@
-"""The JSON-RPC 2.0 request ids MCP and A2A read from a request, kept under bounds.
+"""What MCP and A2A share of JSON-RPC 2.0: the request ids they read from a request, kept
+under bounds, and the shape every message must have (``jsonrpc_problem``).
 
 Both protocols answer JSON-RPC requests on an event stream, and both check that the answers
 carry the ids of the requests that asked (``jsonrpc_ids``); both declare ``REQUEST_IDS``
@@ -17,10 +18,11 @@ judges a result by the method it answers, and a method string never sizes what i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from hashlib import blake2b
 from typing import Any, Final
 
+from streamguard.protocols._fields import INTEGER, OBJECT, STRING_OR_NUMBER, opt, req, shape_problem
 from streamguard.request import RequestBody, RequestFact
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "REQUEST_IDS",
     "IdKey",
     "jsonrpc_id_key",
+    "jsonrpc_problem",
 ]
 
 #: The JSON-RPC requests of one POST whose ids are read (a 2025-03-26 batch holds several);
@@ -143,3 +146,42 @@ def _read_request_ids(body: RequestBody, facts: dict[str, Any], attributes: dict
 REQUEST_IDS: RequestFact = RequestFact(
     ("jsonrpc_ids", "jsonrpc_invalid_ids", "jsonrpc_requests_unread"), _read_request_ids
 )
+
+
+#: A request's or a notification's fields (a notification has no id; a request's id is never
+#: null), a result response's, an error response's (its id null when the request's could not
+#: be read) and its error object's.
+_REQUEST_FIELDS = (req("method"), opt("params", OBJECT), opt("id", STRING_OR_NUMBER))
+_RESULT_FIELDS = (req("id", STRING_OR_NUMBER), req("result", OBJECT))
+_ERROR_RESPONSE_FIELDS = (req("error", OBJECT),)
+_ERROR_FIELDS = (req("code", INTEGER), req("message"))
+_ERROR_ID_FIELDS = (opt("id", STRING_OR_NUMBER, nullable=True),)
+
+
+def jsonrpc_problem(message: Mapping[str, Any]) -> str | None:
+    """What makes ``message`` invalid JSON-RPC 2.0 as MCP and A2A use it (the first problem),
+    or None.
+
+    The text names fields and types only, never a value.
+    """
+    if message.get("jsonrpc") != "2.0":
+        if "jsonrpc" not in message:
+            return 'field `jsonrpc` is missing; every message carries "jsonrpc": "2.0"'
+        return 'field `jsonrpc` is not the string "2.0"'
+    if "method" in message:
+        if "result" in message or "error" in message:
+            problem = shape_problem(message, _REQUEST_FIELDS[:1])
+            return problem or "a request or notification carries `result` or `error`"
+        return shape_problem(message, _REQUEST_FIELDS)
+    has_result, has_error = "result" in message, "error" in message
+    if has_result and has_error:
+        return "a response carries both `result` and `error`"
+    if not has_result and not has_error:
+        return "neither `method` (a request or notification) nor `result` or `error` (a response)"
+    if has_result:
+        return shape_problem(message, _RESULT_FIELDS)
+    problem = shape_problem(message, _ERROR_RESPONSE_FIELDS)
+    if problem is None:
+        problem = shape_problem(message["error"], _ERROR_FIELDS, "error")
+        problem = problem or shape_problem(message, _ERROR_ID_FIELDS)
+    return problem

@@ -73,7 +73,7 @@ from streamguard.protocols._fields import (
     req,
     shape_problem,
 )
-from streamguard.protocols._jsonrpc import REQUEST_IDS, IdKey, jsonrpc_id_key
+from streamguard.protocols._jsonrpc import REQUEST_IDS, IdKey, jsonrpc_id_key, jsonrpc_problem
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -87,7 +87,6 @@ from streamguard.protocols._lifecycle import (
 )
 from streamguard.protocols._payload import not_json, parse_json
 from streamguard.protocols._spec import ProtocolSpec, Signal
-from streamguard.protocols.mcp import jsonrpc_problem
 from streamguard.report import Finding, Severity
 from streamguard.rule_docs._base import rule_doc
 from streamguard.rules import Rule

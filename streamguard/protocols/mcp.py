@@ -109,7 +109,6 @@ from streamguard.protocols._fields import (
     ARRAY,
     ARRAY_OF_STRINGS,
     EACH,
-    INTEGER,
     LAX_BOOLEAN,
     LAX_FRACTION,
     LAX_INTEGER,
@@ -120,16 +119,20 @@ from streamguard.protocols._fields import (
     ONE,
     ONE_OR_EACH,
     STRING,
-    STRING_OR_NUMBER,
     Field,
     Nested,
     Shape,
     nested_problem,
     opt,
     req,
-    shape_problem,
 )
-from streamguard.protocols._jsonrpc import MAX_REQUEST_IDS, REQUEST_IDS, IdKey, jsonrpc_id_key
+from streamguard.protocols._jsonrpc import (
+    MAX_REQUEST_IDS,
+    REQUEST_IDS,
+    IdKey,
+    jsonrpc_id_key,
+    jsonrpc_problem,
+)
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -162,7 +165,6 @@ __all__ = [
     "MCPChecker",
     "is_endpoint_event",
     "is_jsonrpc_message",
-    "jsonrpc_problem",
 ]
 
 #: The legacy HTTP+SSE transport's (2024-11-05) first event: the URL to POST messages to.
@@ -267,44 +269,6 @@ LIFECYCLE = Lifecycle(
 )
 
 # -- messages --------------------------------------------------------------------------------
-
-
-#: A request's or a notification's fields (a notification has no id; a request's id is never
-#: null), a result response's, an error response's (its id null when the request's could not
-#: be read) and its error object's.
-_REQUEST_FIELDS = (req("method"), opt("params", OBJECT), opt("id", STRING_OR_NUMBER))
-_RESULT_FIELDS = (req("id", STRING_OR_NUMBER), req("result", OBJECT))
-_ERROR_RESPONSE_FIELDS = (req("error", OBJECT),)
-_ERROR_FIELDS = (req("code", INTEGER), req("message"))
-_ERROR_ID_FIELDS = (opt("id", STRING_OR_NUMBER, nullable=True),)
-
-
-def jsonrpc_problem(message: Mapping[str, Any]) -> str | None:
-    """What makes ``message`` invalid JSON-RPC 2.0 as MCP uses it (the first problem), or None.
-
-    The text names fields and types only, never a value.
-    """
-    if message.get("jsonrpc") != "2.0":
-        if "jsonrpc" not in message:
-            return 'field `jsonrpc` is missing; every message carries "jsonrpc": "2.0"'
-        return 'field `jsonrpc` is not the string "2.0"'
-    if "method" in message:
-        if "result" in message or "error" in message:
-            problem = shape_problem(message, _REQUEST_FIELDS[:1])
-            return problem or "a request or notification carries `result` or `error`"
-        return shape_problem(message, _REQUEST_FIELDS)
-    has_result, has_error = "result" in message, "error" in message
-    if has_result and has_error:
-        return "a response carries both `result` and `error`"
-    if not has_result and not has_error:
-        return "neither `method` (a request or notification) nor `result` or `error` (a response)"
-    if has_result:
-        return shape_problem(message, _RESULT_FIELDS)
-    problem = shape_problem(message, _ERROR_RESPONSE_FIELDS)
-    if problem is None:
-        problem = shape_problem(message["error"], _ERROR_FIELDS, "error")
-        problem = problem or shape_problem(message, _ERROR_ID_FIELDS)
-    return problem
 
 
 # -- results and params by method ------------------------------------------------------------
