@@ -161,14 +161,15 @@ def test_a_wrong_usage_counter_does_not_hide_the_content_rules() -> None:
 @pytest.mark.parametrize(
     ("error", "problem"),
     [
-        ({"code": "500", "message": "m", "status": "INTERNAL"}, "error.code is str"),
-        ({"code": 503.0, "message": "m", "status": "UNAVAILABLE"}, "error.code is float"),
-        ({"code": True, "message": "m", "status": "UNAVAILABLE"}, "error.code is bool"),
-        ({"message": "m", "status": "UNAVAILABLE"}, "error.code is null"),
-        ({"code": 503, "message": "m", "status": 14}, "error.status is int"),
-        ({"code": 503, "message": ["m"], "status": "UNAVAILABLE"}, "error.message is list"),
-        ({}, "error.code is null"),
-        ("overloaded", "error is str"),
+        ({"code": "500", "message": "m", "status": "INTERNAL"}, "`error.code` is a str, not an"),
+        ({"code": 503.0, "message": "m", "status": "UNAVAILABLE"}, "`error.code` is a float"),
+        ({"code": True, "message": "m", "status": "UNAVAILABLE"}, "`error.code` is a bool"),
+        ({"code": None, "message": "m", "status": "UNAVAILABLE"}, "`error.code` is null"),
+        ({"message": "m", "status": "UNAVAILABLE"}, "field `error.code` is missing"),
+        ({"code": 503, "message": "m", "status": 14}, "`error.status` is an int, not a string"),
+        ({"code": 503, "message": ["m"], "status": "UNAVAILABLE"}, "`error.message` is a list"),
+        ({}, "field `error.code` is missing; field `error.message` is missing"),
+        ("overloaded", "field `error` is a str, not an object"),
     ],
 )
 def test_an_error_of_the_wrong_shape_is_a_schema_mismatch(error: object, problem: str) -> None:

@@ -398,11 +398,13 @@ def test_a_mistyped_field_is_not_read_as_content() -> None:
 @pytest.mark.parametrize(
     ("error", "problem"),
     [
-        ('"rate limited"', "error is a string, expected an object"),
-        ('{"message": 5, "type": "server_error"}', "error.message is an integer"),
-        ('{"type": "server_error"}', "error.message is missing, expected a string"),
-        ('{"message": "m", "code": ["x"]}', "error.code is an array"),
-        ('{"message": "m", "type": 1, "param": 2}', "error.type is an integer"),
+        ('"rate limited"', "field `error` is a str, not an object"),
+        ('{"message": 5, "type": "server_error"}', "field `error.message` is an int, not a string"),
+        ('{"type": "server_error"}', "field `error.message` is missing"),
+        ('{"message": "m", "code": ["x"]}', "field `error.code` is a list, not a string or"),
+        ('{"message": "m", "code": 502.0}', "field `error.code` is a float, not a string or"),
+        ('{"message": "m", "code": true}', "field `error.code` is a bool, not a string or"),
+        ('{"message": "m", "type": 1, "param": 2}', "field `error.param` is an int, not a string"),
     ],
 )
 def test_an_error_payload_of_the_wrong_shape_is_a_schema_mismatch(error: str, problem: str) -> None:

@@ -8,7 +8,8 @@ makes when it serialises ``None``), unless the field is ``nullable``. Anthropic'
 are declared here too (its SDK's models are pydantic's, lax: ``1.0`` is an integer there
 as in JavaScript). The OpenAI protocols are checked by pydantic-core against TypedDicts
 instead (``_shapes``, ``_payload``), which also reads the fields that are right when a
-payload is not.
+payload is not. The in-band ``error`` of every LLM protocol (OpenAI's two, Anthropic's,
+Gemini's) is declared here whatever checks the rest of its payloads (``object_problems``).
 
 Messages name schema fields only: a wrong value is named by its type, an enum value outside
 its set by size and hash.
@@ -30,6 +31,7 @@ __all__ = [
     "ARRAY_OF_STRINGS",
     "BOOLEAN",
     "EACH",
+    "EXACT_INTEGER",
     "INTEGER",
     "LAX_BOOLEAN",
     "LAX_FRACTION",
@@ -46,12 +48,14 @@ __all__ = [
     "ONE_OR_EACH",
     "STRING",
     "STRING_OR_ARRAY",
+    "STRING_OR_EXACT_INTEGER",
     "STRING_OR_NUMBER",
     "Field",
     "Nested",
     "Shape",
     "is_number",
     "nested_problem",
+    "object_problems",
     "opt",
     "req",
     "shape_problem",
@@ -72,6 +76,13 @@ OBJECT_OF_OBJECTS: Final = "object of objects"
 STRING_OR_ARRAY: Final = "string or array"
 #: A string or a number, not NaN (a JSON-RPC id).
 STRING_OR_NUMBER: Final = "string or number"
+#: An integer as JSON writes it, digits only (``500``; not ``500.0``, ``5e2`` or ``true``),
+#: where a Python client uses the value as an ``int`` (google-genai compares an error's
+#: ``code`` with 400 and 500).
+EXACT_INTEGER: Final = "integer written as digits"
+#: A string or an ``EXACT_INTEGER`` (openai-python keeps an error's ``code`` as it came;
+#: OpenRouter sends the HTTP status there).
+STRING_OR_EXACT_INTEGER: Final = "string or integer written as digits"
 
 
 def _is_object_of_objects(value: object) -> bool:
@@ -98,6 +109,8 @@ _ACCEPTS: dict[str, Callable[[object], bool]] = {
     OBJECT_OF_OBJECTS: _is_object_of_objects,
     STRING_OR_ARRAY: lambda v: type(v) is str or type(v) is list,
     STRING_OR_NUMBER: lambda v: type(v) is str or is_number(v),
+    EXACT_INTEGER: lambda v: type(v) is int,
+    STRING_OR_EXACT_INTEGER: lambda v: type(v) is str or type(v) is int,
 }
 
 
@@ -156,6 +169,15 @@ def shape_problem(
                 else f"field `{field.name}` {problem}"
             )
     return None
+
+
+def object_problems(value: object, fields: tuple[Field, ...], where: str) -> list[str]:
+    """Everything wrong with ``value``, the object at ``where``, for ``fields``: that it is
+    no object, or each of its fields of the wrong kind. Every LLM protocol checks its
+    in-band ``error`` this way, so the messages read alike."""
+    if type(value) is not dict:
+        return [f"field `{where}` is {_a(type_name(value))}, not an object"]
+    return shape_problems(value, fields, where)
 
 
 def _field_problem(payload: Mapping[str, Any], field: Field) -> str | None:

@@ -81,7 +81,15 @@ from streamguard.protocols._base import (
     type_name,
 )
 from streamguard.protocols._entities import Entities, EntityKind
-from streamguard.protocols._fields import ARRAY, INTEGER, OBJECT, Field, req, shape_problems
+from streamguard.protocols._fields import (
+    ARRAY,
+    INTEGER,
+    OBJECT,
+    Field,
+    object_problems,
+    req,
+    shape_problems,
+)
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -663,12 +671,8 @@ class AnthropicChecker(Checker):
         # "message": str}} (anthropic-sdk-python types/shared/error_response.py); the SDK
         # raises APIStatusError on the event either way, and code that reads
         # ``error.body["error"]["type"]`` to tell overload from a bad request breaks.
-        error = payload.get("error")
-        if type(error) is not dict:
-            self._schema(found, f"error is {type_name(error)}, not an object")
-        else:
-            problems = shape_problems(error, _ERROR_FIELDS, "error")
-            self._schema(found, "; ".join(problems))
+        problems = object_problems(payload.get("error"), _ERROR_FIELDS, "error")
+        self._schema(found, "; ".join(problems))
 
     def _on_unknown(self, payload: _Payload, found: EventFindings) -> None:
         # Reported once per distinct type, a few per stream; the type is the stream's (the

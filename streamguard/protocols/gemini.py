@@ -88,6 +88,7 @@ from streamguard.protocols._base import (
     terminated_lifecycle,
     type_name,
 )
+from streamguard.protocols._fields import EXACT_INTEGER, object_problems, opt, req
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -298,6 +299,12 @@ _FEEDBACK: dict[str, object] = {
     "blockReasonMessage": _STRING,
     "safetyRatings": (_SAFETY_RATING,),
 }
+#: The in-band error's fields as ``request_streamed`` reads them (``_on_error``).
+_ERROR_FIELDS: Final = (
+    req("code", EXACT_INTEGER),
+    req("message"),
+    opt("status", nullable=True),
+)
 #: The chunk's own fields beyond candidates, usageMetadata and promptFeedback.
 _RESPONSE: dict[str, object] = {
     "modelVersion": _STRING,
@@ -695,23 +702,11 @@ class GeminiChecker(Checker):
         handles. ``message`` is the documented text. ``status`` (``"UNAVAILABLE"``) is
         checked when present; the SDK tolerates its absence.
         """
-        problems = _Problems()
-        if type(error) is not dict:
-            problems.add(f"error is {type_name(error)}, expected an object")
-        else:
-            code = error.get("code")
-            if type(code) is not int:
-                problems.add(f"error.code is {type_name(code)}, expected an integer")
-            message = error.get("message")
-            if not isinstance(message, str):
-                problems.add(f"error.message is {type_name(message)}, expected a string")
-            status = error.get("status")
-            if status is not None and not isinstance(status, str):
-                problems.add(f"error.status is {type_name(status)}, expected a string")
-        if problems.total:
+        problems = object_problems(error, _ERROR_FIELDS, "error")
+        if problems:
             detail = (
                 ": the in-band error is not {code: integer, message: string, status: "
-                f"string}}: {problems} ({preview(found.event.data)})"
+                f"string}}: {'; '.join(problems)} ({preview(found.event.data)})"
             )
             found.add(rules.SCHEMA_MISMATCH, detail)
 

@@ -76,6 +76,7 @@ from streamguard.protocols._base import (
     listing,
     terminated_lifecycle,
 )
+from streamguard.protocols._fields import STRING_OR_EXACT_INTEGER, object_problems, opt, req
 from streamguard.protocols._lifecycle import ANY, END, ERROR, OTHER, STAY, TERMINAL, broken, go
 from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
 from streamguard.protocols._shapes import (
@@ -155,46 +156,17 @@ _PRESENT: Final = frozenset({"delta"})
 
 # -- The in-band error payload (openai-python _streaming.py and _exceptions.APIError) ------
 
-#: The error object's fields: the types openai-python's ``APIError`` reads them as, and
-#: whether the field must be there. ``message`` is what the SDK raises with (without a
-#: string it falls back to a generic text and the reason is lost). ``code`` is typed
-#: ``Optional[str]`` by the SDK, but OpenRouter documents integer codes (the HTTP status)
-#: in its in-band errors and the SDK stores them unchanged, so an integer is accepted.
-_ERROR_FIELDS: Final[tuple[tuple[str, tuple[type, ...], str, bool], ...]] = (
-    ("message", (str,), "a string", True),
-    ("type", (str, type(None)), "a string or null", False),
-    ("param", (str, type(None)), "a string or null", False),
-    ("code", (str, int, type(None)), "a string, an integer or null", False),
+#: The error object's fields as openai-python's ``APIError`` reads them. ``message`` is what
+#: the SDK raises with (without a string it falls back to a generic text and the reason is
+#: lost). ``code`` is typed ``Optional[str]`` by the SDK, but OpenRouter documents integer
+#: codes (the HTTP status) in its in-band errors and the SDK stores them unchanged, so an
+#: integer is accepted.
+_ERROR_FIELDS: Final = (
+    req("message"),
+    opt("type", nullable=True),
+    opt("param", nullable=True),
+    opt("code", STRING_OR_EXACT_INTEGER, nullable=True),
 )
-
-
-def _error_problems(error: object) -> list[str]:
-    """What is wrong with the shape of a truthy top-level ``error``; types only, no values."""
-    if type(error) is not dict:
-        return [f"error is {_json_kind(error)}, expected an object"]
-    problems = []
-    for field, types, expected, required in _ERROR_FIELDS:
-        if field not in error:
-            if required:
-                problems.append(f"error.{field} is missing, expected {expected}")
-        elif type(error[field]) not in types:
-            problems.append(f"error.{field} is {_json_kind(error[field])}, expected {expected}")
-    return problems
-
-
-def _json_kind(value: object) -> str:
-    """A JSON value's kind, the only thing a message says about a mistyped value; with an
-    article (``an integer``), as these messages have always read, unlike ``type_name``."""
-    if value is None:
-        return "null"
-    return {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "an array",
-        dict: "an object",
-    }.get(type(value), "a value")
 
 
 def _listed(numbers: Sequence[int]) -> str:
@@ -653,7 +625,7 @@ class OpenAIChatChecker(Checker):
     def _on_error(self, error: object, found: EventFindings) -> None:
         """An in-band error payload (truthy top-level ``error``) ends the stream; its shape
         is checked against what the SDK reads from it."""
-        problems = _error_problems(error)
+        problems = object_problems(error, _ERROR_FIELDS, "error")
         if problems:
             found.add(rules.SCHEMA_MISMATCH, f": in-band error payload: {'; '.join(problems)}")
 

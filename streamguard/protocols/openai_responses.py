@@ -86,7 +86,7 @@ from streamguard.protocols._base import (
     type_name,
 )
 from streamguard.protocols._entities import Entities, EntityKind
-from streamguard.protocols._fields import OBJECT, opt, req, shape_problem
+from streamguard.protocols._fields import object_problems, opt, req, shape_problem
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -940,7 +940,6 @@ _ERROR_EVENT_FIELDS: Final = (
 )
 _NESTED_ERROR_FIELDS: Final = (*_ERROR_EVENT_FIELDS, opt("type", nullable=True))
 _RESPONSE_ERROR_FIELDS: Final = (req("message"), opt("code", nullable=True))
-_AN_OBJECT: Final = (req("error", OBJECT),)
 
 
 def _error_event_problem(payload: ResponsesEvent) -> str | None:
@@ -954,9 +953,7 @@ def _error_event_problem(payload: ResponsesEvent) -> str | None:
     fields = cast(Mapping[str, Any], payload)
     nested = fields.get("error")
     if nested:
-        if not isinstance(nested, dict):
-            return shape_problem(fields, _AN_OBJECT)
-        return shape_problem(nested, _NESTED_ERROR_FIELDS, "error")
+        return next(iter(object_problems(nested, _NESTED_ERROR_FIELDS, "error")), None)
     return shape_problem(fields, _ERROR_EVENT_FIELDS)
 
 
@@ -965,9 +962,7 @@ def _response_error_problem(error: object) -> str | None:
     ``ResponseError``; a missing or null error is status_mismatch's."""
     if not error:
         return None
-    if not isinstance(error, dict):
-        return shape_problem({"error": error}, _AN_OBJECT, "response")
-    return shape_problem(error, _RESPONSE_ERROR_FIELDS, "response.error")
+    return next(iter(object_problems(error, _RESPONSE_ERROR_FIELDS, "response.error")), None)
 
 
 def _reason(response: ResponsesResponse) -> object:

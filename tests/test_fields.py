@@ -1,0 +1,73 @@
+"""The shape vocabulary (``protocols/_fields``): kinds, ``object_problems``, and the in-band
+error every LLM protocol checks with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamguard import check_stream
+from streamguard.protocols._fields import (
+    EXACT_INTEGER,
+    INTEGER,
+    STRING_OR_EXACT_INTEGER,
+    object_problems,
+    opt,
+    req,
+    shape_problems,
+)
+
+
+@pytest.mark.parametrize(("value", "fits"), [(500, True), (500.0, False), (True, False)])
+def test_an_exact_integer_is_written_as_digits(value: object, fits: bool) -> None:
+    """``500`` fits, ``500.0`` and ``true`` do not (``INTEGER`` takes ``500.0``)."""
+    assert (shape_problems({"code": value}, (req("code", EXACT_INTEGER),)) == []) is fits
+    assert shape_problems({"code": value}, (req("code", INTEGER),)) == [] or value is True
+
+
+@pytest.mark.parametrize(
+    ("value", "fits"), [("E42", True), (502, True), (502.0, False), (False, False), (None, True)]
+)
+def test_a_string_or_exact_integer(value: object, fits: bool) -> None:
+    """A string or digits fit; a fraction or a boolean does not; null only where nullable."""
+    field = opt("code", STRING_OR_EXACT_INTEGER, nullable=True)
+    assert (shape_problems({"code": value}, (field,)) == []) is fits
+
+
+def test_object_problems_names_a_value_that_is_no_object() -> None:
+    """Not an object: one problem, naming the place and the type, never the value."""
+    assert object_problems("secret", (req("message"),), "error") == [
+        "field `error` is a str, not an object"
+    ]
+
+
+def test_object_problems_lists_each_field_of_an_object() -> None:
+    """An object: each field of the wrong kind, in the declared order, by its path."""
+    fields = (req("code", EXACT_INTEGER), req("message"), opt("status", nullable=True))
+    assert object_problems({"code": "500", "status": 14}, fields, "error") == [
+        "field `error.code` is a str, not an integer written as digits",
+        "field `error.message` is missing",
+        "field `error.status` is an int, not a string",
+    ]
+    assert object_problems({"code": 500, "message": "m", "status": None}, fields, "error") == []
+
+
+IN_BAND_ERROR_NOT_AN_OBJECT = {
+    "openai_chat": b'data: {"error": "overloaded"}\n\n',
+    "gemini": b'data: {"error": "overloaded"}\n\n',
+    "anthropic": b'event: error\ndata: {"type": "error", "error": "overloaded"}\n\n',
+    "openai_responses": (
+        b'event: error\ndata: {"type": "error", "sequence_number": 0, "error": "overloaded", '
+        b'"message": "m", "code": null, "param": null}\n\n'
+    ),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(IN_BAND_ERROR_NOT_AN_OBJECT))
+def test_every_llm_protocol_words_a_malformed_in_band_error_alike(protocol: str) -> None:
+    """An ``error`` that is no object reads the same in every LLM protocol's finding."""
+    report = check_stream(IN_BAND_ERROR_NOT_AN_OBJECT[protocol], protocol=protocol)
+    assert report.outcome.value == "error_event"
+    [shape] = [finding for finding in report.findings if finding.rule == "schema_mismatch"]
+    assert shape.event_index == 0
+    assert "field `error` is a str, not an object" in shape.message
+    assert "overloaded" not in shape.message
