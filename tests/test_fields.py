@@ -3,12 +3,20 @@ error every LLM protocol checks with it."""
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 import pytest
+from pydantic import Field, TypeAdapter, ValidationError
 
 from streamguard import check_stream
 from streamguard.protocols._fields import (
     EXACT_INTEGER,
     INTEGER,
+    LAX_BOOLEAN,
+    LAX_FRACTION,
+    LAX_INTEGER,
+    LAX_NUMBER,
+    LAX_STRING_OR_INTEGER,
     STRING_OR_EXACT_INTEGER,
     object_problems,
     opt,
@@ -71,3 +79,62 @@ def test_every_llm_protocol_words_a_malformed_in_band_error_alike(protocol: str)
     assert shape.event_index == 0
     assert "field `error` is a str, not an object" in shape.message
     assert "overloaded" not in shape.message
+
+
+#: Values a payload may hold where a lax kind is declared: right, wrong and look-alikes.
+LAX_CORPUS: tuple[object, ...] = (
+    *(
+        0,
+        1,
+        2,
+        -7,
+        10**20,
+        2**1023,
+        2**1024 - 1,
+        -(2**1023),
+        10**400,
+        0.0,
+        1.0,
+        0.5,
+        7.0,
+        7.5,
+        -0.0,
+        1e308,
+        1e-9,
+    ),
+    *(True, False, None, [], {}, [1], {"a": 1}),
+    *("", " ", "7", " 7 ", "+7", "-7", "1_000", "7.0", "7.5", "1e3", "0x10", "\u00b2"),
+    *("\u0663", "nan", "inf", "-inf", "0.5", "1", "0", "2"),
+    *("true", "false", " true", "TRUE", "On", "off", "yes", "yes ", "n", "t", "f", "maybe"),
+)
+
+LAX_KINDS: dict[str, object] = {
+    LAX_NUMBER: float,
+    LAX_INTEGER: int,
+    LAX_BOOLEAN: bool,
+    LAX_STRING_OR_INTEGER: str | int,
+    LAX_FRACTION: Annotated[float, Field(ge=0, le=1)],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LAX_KINDS))
+def test_a_lax_kind_accepts_what_pydantic_accepts(kind: str) -> None:
+    """Each lax kind takes exactly the values pydantic's lax mode reads as its type: the
+    clients that validate with pydantic (the MCP SDK, google-genai) refuse the rest."""
+    adapter: TypeAdapter[Any] = TypeAdapter(LAX_KINDS[kind])
+
+    def pydantic_reads(value: object) -> bool:
+        try:
+            adapter.validate_python(value)
+        except ValidationError:
+            return False
+        return True
+
+    fields = (req("value", kind),)
+    differs = [
+        value
+        for value in LAX_CORPUS
+        if (value is not None and not shape_problems({"value": value}, fields))
+        != (value is not None and pydantic_reads(value))
+    ]
+    assert differs == []

@@ -257,6 +257,8 @@ MISTYPED: dict[str, bytes] = {
     "usageMetadata details modality": gemini_chunk(
         gemini_text("x"), usageMetadata={"promptTokensDetails": [{"modality": 7}]}
     ),
+    # A digit pydantic does not read as one (str.isdigit() does).
+    "tokenCount in Arabic-Indic digits": gemini_chunk(gemini_text("x", tokenCount="\u0663")),
 }
 
 #: The look-alikes google-genai reads: lax-mode conversions, null, unknown enum values.
@@ -271,6 +273,9 @@ WELL_TYPED: dict[str, bytes] = {
         _part(functionCall={"name": "f", "args": {"city": "Paris"}})
     ),
     "numbers as strings": gemini_chunk(gemini_text("x", tokenCount="3", avgLogprobs="-0.5")),
+    # pydantic's lax mode reads both as the integer 3 and 1000.
+    "integers as '3.0' and '1_000'": gemini_chunk(gemini_text("x", tokenCount="3.0"))
+    + gemini_chunk(gemini_text("y", tokenCount="1_000")),
     "blocked 1": gemini_chunk(gemini_text("x", safetyRatings=[{"blocked": 1}])),
     "unknown blockReason": gemini_chunk(promptFeedback={"blockReason": "NEW_REASON"}),
     "usage details": gemini_chunk(
@@ -314,5 +319,7 @@ def test_what_google_genai_reads_stays_clean(name: str) -> None:
 def test_the_mismatch_names_the_field_path_not_the_value() -> None:
     body = gemini_chunk(_part(text="", thoughtSignature="secret_value_1")) + _FINAL
     (finding,) = check_stream(body, protocol="gemini").findings
-    assert "candidates[0].content.parts[0].thoughtSignature is not valid base64" in finding.message
+    assert "field `candidates[0].content.parts[0].thoughtSignature` is not valid base64" in (
+        finding.message
+    )
     assert "secret_value" not in finding.message

@@ -242,6 +242,16 @@ def test_open_objects_meta_nulls_and_absent_optionals_stay_clean() -> None:
     assert checked("initialize", init).findings == ()
 
 
+def test_numbers_are_read_as_pydantic_reads_them() -> None:
+    """An integer spelled ``"12.0"`` or ``"1_000"`` is one to the client's pydantic models;
+    a digit that is not ASCII (``str.isdigit`` says yes, ``int`` reads it) is not."""
+    for size in ("12.0", "1_000", 12.0):
+        link = {"type": "resource_link", "uri": "u", "name": "n", "size": size}
+        assert checked("tools/call", {"content": [link]}).findings == (), size
+    link = {"type": "resource_link", "uri": "u", "name": "n", "size": "\u0663"}
+    assert checked("tools/call", {"content": [link]}).rules() == ["schema_mismatch"]
+
+
 def test_results_that_answer_no_known_method_are_unchecked() -> None:
     """No method known, nothing checked: a method outside the known set, an id the request
     did not carry (only unrequested_response), an error answer, and no request at all."""

@@ -204,22 +204,29 @@ def test_every_client_agrees_on_every_fixture_and_mutant() -> None:
 def _gemini_probes() -> Iterator[tuple[str, dict[str, Any]]]:
     """One chunk per field the Gemini checker types, that field given a value of a type
     the schema does not allow (and each object or list given a string, or a list entry)."""
-    from streamguard.protocols import gemini
+    from streamguard.protocols import _fields, gemini
 
-    wrong = {"string": 7, "number": [], "integer": {}, "boolean": 7, "base64": "ab"}
+    wrong = {
+        _fields.STRING: 7,
+        _fields.LAX_NUMBER: [],
+        _fields.LAX_INTEGER: {},
+        _fields.LAX_BOOLEAN: 7,
+        _fields.BASE64: "ab",
+        _fields.OBJECT: "x",
+    }
 
-    def walk(schema: dict[str, object], build: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-        for field, kind in schema.items():
-            if isinstance(kind, dict):
-                yield f"{prefix}{field}=str", build({field: "x"})
-                if kind:
-                    yield from walk(kind, lambda d, f=field: build({f: d}), f"{prefix}{field}.")
-            elif isinstance(kind, tuple):
-                yield f"{prefix}{field}[0]=str", build({field: ["x"]})
-                entry = kind[0]
-                yield from walk(entry, lambda d, f=field: build({f: [d]}), f"{prefix}{field}[0].")
+    def walk(shape: _fields.Shape, build: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+        for field in shape.fields:
+            yield f"{prefix}{field.name}={field.kind}", build({field.name: wrong[field.kind]})
+        for nested in shape.nested:
+            name = nested.name
+            if nested.holds == _fields.EACH:
+                yield f"{prefix}{name}[0]=str", build({name: ["x"]})
+                entry = f"{prefix}{name}[0]."
+                yield from walk(nested.shape, lambda d, f=name: build({f: [d]}), entry)
             else:
-                yield f"{prefix}{field}={kind}", build({field: wrong[str(kind)]})
+                yield f"{prefix}{name}=str", build({name: "x"})
+                yield from walk(nested.shape, lambda d, f=name: build({f: d}), f"{prefix}{name}.")
 
     def candidate(fields: dict[str, Any]) -> dict[str, Any]:
         return {"candidates": [{"index": 0, **fields}]}
@@ -232,7 +239,7 @@ def _gemini_probes() -> Iterator[tuple[str, dict[str, Any]]]:
 
     yield from walk(gemini._RESPONSE, lambda d: d, "")
     yield from walk(gemini._CANDIDATE, candidate, "candidates[0].")
-    yield from walk({"role": "string"}, content, "content.")
+    yield from walk(_fields.Shape(gemini._CONTENT.fields), content, "content.")
     yield from walk(gemini._PART, part, "parts[0].")
     yield from walk(gemini._USAGE, lambda d: {"usageMetadata": d}, "usageMetadata.")
     yield from walk(gemini._FEEDBACK, lambda d: {"promptFeedback": d}, "promptFeedback.")

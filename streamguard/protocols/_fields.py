@@ -17,10 +17,13 @@ its set by size and hash.
 
 from __future__ import annotations
 
+import binascii
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final
+
+from pydantic import TypeAdapter, ValidationError
 
 from streamguard import _wire
 from streamguard.protocols._base import type_name
@@ -29,6 +32,7 @@ __all__ = [
     "ANY_VALUE",
     "ARRAY",
     "ARRAY_OF_STRINGS",
+    "BASE64",
     "BOOLEAN",
     "EACH",
     "EXACT_INTEGER",
@@ -54,6 +58,8 @@ __all__ = [
     "Nested",
     "Shape",
     "is_number",
+    "may",
+    "may_hold",
     "nested_problem",
     "object_problems",
     "opt",
@@ -191,6 +197,8 @@ def _field_problem(payload: Mapping[str, Any], field: Field) -> str | None:
             return None
         return "is null; an optional field is left out, never null"
     if not _ACCEPTS[field.kind](value):
+        if field.kind == BASE64 and type(value) is str:
+            return "is not valid base64"
         return f"is {_a(type_name(value))}, not {_a(field.kind)}"
     if field.values is not None and value not in field.values:
         return f"is {_wire.token(value, ())}, not one of {_listed(field.values)}"
@@ -222,9 +230,12 @@ MAX_SHAPE_OBJECTS: Final = 4096
 #: The deepest nesting walked; the declared tables are shallower, this guards a mistake.
 MAX_SHAPE_DEPTH: Final = 8
 
-#: Kinds as pydantic's lax mode reads JSON (the MCP SDK's models): a number is also a
-#: string that spells one, a bool; an integral number also a float without a fraction, a
-#: string of digits; a truth value also 0 and 1 and the strings pydantic reads as a bool.
+#: Kinds as pydantic's lax mode reads a parsed payload (the models of the MCP SDK and of
+#: google-genai): a number is also a string that spells one, a bool; an integral number
+#: also a float without a fraction, a string such as ``"7"`` or ``"7.0"``; a truth value
+#: also 0 and 1 and the strings pydantic reads as a bool. A value of the exact type is
+#: taken at once; any other is asked of pydantic itself, so these kinds accept exactly what
+#: the clients do (a test compares them on a corpus of look-alikes).
 LAX_NUMBER: Final = "number"
 LAX_INTEGER: Final = "integral number"
 LAX_BOOLEAN: Final = "truth value"
@@ -238,54 +249,63 @@ ARRAY_OF_STRINGS: Final = "array of strings"
 #: An object whose values are objects or booleans (a JSON Schema's ``properties``: its
 #: first ``MAX_SHAPE_ITEMS`` values are looked at).
 OBJECT_OF_SCHEMAS: Final = "object of objects or booleans"
+#: A string of base64 that pydantic decodes into ``bytes`` as google-genai's models do: the
+#: standard alphabet, padding optional but never more than needed, no stray bits.
+BASE64: Final = "base64 string"
 
-_TRUTH_STRINGS: Final = frozenset(
-    {"0", "1", "true", "false", "t", "f", "yes", "no", "y", "n", "on", "off"}
-)
+_LAX_FLOAT: Final = TypeAdapter(float)
+_LAX_INT: Final = TypeAdapter(int)
+_LAX_BOOL: Final = TypeAdapter(bool)
+_LAX_STRING_OR_INT: Final = TypeAdapter(str | int)
+
+
+def _lax(adapter: TypeAdapter[Any], value: object) -> bool:
+    """Whether pydantic's lax mode reads ``value`` through ``adapter``."""
+    try:
+        adapter.validate_python(value)
+    except ValidationError:
+        return False
+    return True
 
 
 def _is_lax_number(value: object) -> bool:
-    if type(value) is bool or type(value) is int or type(value) is float:
-        return True
-    if type(value) is str:
-        try:
-            float(value)
-        except ValueError:
-            return False
-        return True
-    return False
+    if type(value) is int and value.bit_length() <= 1023:
+        return True  # (a larger one overflows a float: pydantic refuses it)
+    return type(value) is float or _lax(_LAX_FLOAT, value)
 
 
 def _is_lax_fraction(value: object) -> bool:
-    if isinstance(value, (str, int, float)):  # a bool is an int
-        try:
-            number = float(value)
-        except ValueError:
-            return False
-        return 0 <= number <= 1
-    return False
+    try:
+        number = _LAX_FLOAT.validate_python(value)
+    except ValidationError:
+        return False
+    return 0 <= number <= 1
 
 
 def _is_lax_integer(value: object) -> bool:
-    if type(value) is bool or type(value) is int:
-        return True
-    if type(value) is float:
-        return value.is_integer()
-    if type(value) is str:
-        try:
-            int(value)
-        except ValueError:
-            return False
-        return True
-    return False
+    return type(value) is int or _lax(_LAX_INT, value)
 
 
 def _is_lax_boolean(value: object) -> bool:
-    if type(value) is bool:
-        return True
-    if type(value) is int or type(value) is float:
-        return value == 0 or value == 1
-    return type(value) is str and value.strip().lower() in _TRUTH_STRINGS
+    return type(value) is bool or _lax(_LAX_BOOL, value)
+
+
+def _is_lax_string_or_integer(value: object) -> bool:
+    return type(value) is str or type(value) is int or _lax(_LAX_STRING_OR_INT, value)
+
+
+def _is_base64(value: object) -> bool:
+    if type(value) is not str:
+        return False
+    body = value.rstrip("=")
+    padding = len(value) - len(body)
+    if not body.isascii() or len(body) % 4 == 1 or (padding and (len(value) % 4 or padding > 2)):
+        return False
+    try:
+        raw = binascii.a2b_base64(body + "=" * (-len(body) % 4), strict_mode=True)
+    except (binascii.Error, ValueError):
+        return False
+    return binascii.b2a_base64(raw, newline=False).rstrip(b"=") == body.encode()
 
 
 def _is_array_of_strings(value: object) -> bool:
@@ -303,8 +323,9 @@ _ACCEPTS[LAX_INTEGER] = _is_lax_integer
 _ACCEPTS[LAX_FRACTION] = _is_lax_fraction
 _ACCEPTS[LAX_BOOLEAN] = _is_lax_boolean
 _ACCEPTS[ARRAY_OF_STRINGS] = _is_array_of_strings
-_ACCEPTS[LAX_STRING_OR_INTEGER] = lambda v: type(v) is str or _is_lax_integer(v)
+_ACCEPTS[LAX_STRING_OR_INTEGER] = _is_lax_string_or_integer
 _ACCEPTS[OBJECT_OF_SCHEMAS] = _is_object_of_schemas
+_ACCEPTS[BASE64] = _is_base64
 
 #: How a ``Nested`` field holds its shape: one object, a list of objects, or either.
 ONE: Final = "one"
@@ -315,13 +336,16 @@ ONE_OR_EACH: Final = "one or each"
 @dataclass(frozen=True, slots=True)
 class Nested:
     """A field that holds an object of ``shape`` (``holds`` ``ONE``), a list of such objects
-    (``EACH``) or either (``ONE_OR_EACH``). Optional ones may be null when ``nullable``."""
+    (``EACH``) or either (``ONE_OR_EACH``). Optional ones may be null when ``nullable``.
+    With ``empty_object_is_list``, ``{}`` reads as an empty list (google-genai's converter
+    iterates the field, so an empty object becomes ``[]``)."""
 
     name: str
     shape: Shape
     holds: str = ONE
     required: bool = True
     nullable: bool = False
+    empty_object_is_list: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +360,18 @@ class Shape:
     tag: str | None = None
     variants: Mapping[str, Shape] | None = None
     alternatives: tuple[Shape, ...] = ()
+
+
+def may(name: str, kind: str = STRING, values: Collection[str] | None = None) -> Field:
+    """A field a pydantic model declares ``X | None = None``: left out or null alike."""
+    return opt(name, kind, values, nullable=True)
+
+
+def may_hold(
+    name: str, shape: Shape, holds: str = ONE, *, empty_object_is_list: bool = False
+) -> Nested:
+    """A nested field a pydantic model declares optional: left out or null alike."""
+    return Nested(name, shape, holds, False, True, empty_object_is_list)
 
 
 def nested_problem(payload: Mapping[str, Any], shape: Shape, where: str = "") -> str | None:
@@ -409,6 +445,8 @@ class _Walk:
             )
         if type(value) is dict and nested.holds != EACH:
             return self.problem(value, nested.shape, path, depth + 1)
+        if nested.empty_object_is_list and value == {}:
+            return None
         if type(value) is list and nested.holds != ONE:
             for number, item in enumerate(value[:MAX_SHAPE_ITEMS]):
                 place = f"{path}[{number}]"

@@ -43,12 +43,13 @@ google-genai validates every chunk into its pydantic ``GenerateContentResponse``
 mode), so one field of the wrong type (``content.role`` a number, a ``parts`` entry that is
 not an object, ``modelVersion`` a list, ``functionCall.args`` a list, a ``thoughtSignature``
 that is not base64, ...) fails the whole stream. The fields it types are declared once as
-nested schemas (``_RESPONSE``, ``_CANDIDATE``, ``_CONTENT``, ``_PART``, ``_USAGE``,
-``_FEEDBACK``) and walked by ``_check_fields``: each refused value is a ``schema_mismatch``
-naming its path, never its value. Null, unknown keys, unknown enum strings and what lax
-mode converts (``"3"`` for a count, ``1`` for a boolean) stay clean, as the SDK reads them;
-``tests/test_oracle.py`` checks every declared field against the SDK itself. Lists are
-walked on their first ``_CHECKED_ENTRIES`` entries only.
+nested shapes in the shared vocabulary (``_fields``: ``_RESPONSE``, ``_CANDIDATE``,
+``_CONTENT``, ``_PART``, ``_USAGE``, ``_FEEDBACK``) and walked by ``nested_problem``: a
+chunk's refused values make one ``schema_mismatch`` naming their paths (the first of each
+part of the chunk), never a value. Null, unknown keys, unknown enum strings and what lax
+mode converts (``"3"`` or ``"3.0"`` for a count, ``1`` for a boolean) stay clean, as the
+SDK reads them; ``tests/test_oracle.py`` checks every declared field against the SDK
+itself. Lists are walked on their first ``_fields.MAX_SHAPE_ITEMS`` entries only.
 
 Framing the official Python SDK cannot read
 -------------------------------------------
@@ -72,7 +73,6 @@ any other gap means lines the SDK cannot read. Known blind spot: bytes after the
 
 from __future__ import annotations
 
-import binascii
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -88,7 +88,22 @@ from streamguard.protocols._base import (
     terminated_lifecycle,
     type_name,
 )
-from streamguard.protocols._fields import EXACT_INTEGER, object_problems, opt, req
+from streamguard.protocols._fields import (
+    BASE64,
+    EACH,
+    EXACT_INTEGER,
+    LAX_BOOLEAN,
+    LAX_INTEGER,
+    LAX_NUMBER,
+    OBJECT,
+    Shape,
+    may,
+    may_hold,
+    nested_problem,
+    object_problems,
+    opt,
+    req,
+)
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -109,9 +124,6 @@ from streamguard.sse import Event
 __all__ = ["SPEC", "GeminiChecker"]
 
 _DATA_PREFIX = len("data: ")
-#: List entries whose fields are type-checked per list (``parts``, ``safetyRatings``, ...):
-#: a chunk with more is checked on its first ones only, so no list sizes the work.
-_CHECKED_ENTRIES: Final = 64
 #: ``data: {...}`` then LF LF, or CRLF CRLF: the only gaps between events the SDK reads.
 _CLEAN_GAPS = (2, 4)
 #: The counters of ``usageMetadata`` that are cumulative over the stream.
@@ -216,7 +228,9 @@ class _Problems:
         self.shown: list[str] = []
         self.total = 0
 
-    def add(self, problem: str) -> None:
+    def add(self, problem: str | None) -> None:
+        if problem is None:
+            return
         self.total += 1
         if len(self.shown) < _LISTED:
             self.shown.append(problem)
@@ -231,74 +245,69 @@ class _Problems:
 # google-genai validates each chunk into ``GenerateContentResponse`` (pydantic, lax mode),
 # so a field of the wrong type fails the whole stream with a ValidationError, and an enum
 # field that is not a string with an AttributeError (its lenient enum calls ``.upper()``).
-# Null is always accepted (every field is optional), and so is anything lax mode converts
-# (``"7"`` for an integer, ``1`` for a boolean); only what the SDK rejects is a problem.
-# A schema maps a camelCase field to a leaf kind (below), to a nested schema (an object
-# whose fields are checked in turn; ``{}``: any object), or to a one-entry tuple holding the
-# schema of each entry of a list of objects (and ``_EMPTY_OBJECT_READS`` where the SDK's
-# converter reads ``{}`` as an empty list).
+# Every field is optional and null reads as absent (``may``); what lax mode converts (``"7"``
+# for an integer, ``1`` for a boolean) is accepted, as the ``_fields`` lax kinds read it.
+# The shapes hold only the fields ``_on_candidates``, ``_on_usage`` and ``_on_feedback`` do
+# not read themselves.
 
-_STRING: Final = "string"
-_NUMBER: Final = "number"
-_INTEGER: Final = "integer"
-_BOOLEAN: Final = "boolean"
-_BASE64: Final = "base64"
-_ANY_OBJECT: dict[str, object] = {}
-#: In a list's one-entry tuple, a second entry: an empty object there reads as [].
-_EMPTY_OBJECT_READS: Final = "empty object reads"
-#: The strings pydantic's lax mode reads as a boolean.
-_BOOLEAN_WORDS: Final = frozenset(
-    {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"}
+_SAFETY_RATING: Final = Shape(
+    (
+        may("category"),
+        may("probability"),
+        may("blocked", LAX_BOOLEAN),
+        may("probabilityScore", LAX_NUMBER),
+        may("severity"),
+        may("severityScore", LAX_NUMBER),
+    )
 )
-
-_SAFETY_RATING: dict[str, object] = {
-    "category": _STRING,
-    "probability": _STRING,
-    "blocked": _BOOLEAN,
-    "probabilityScore": _NUMBER,
-    "severity": _STRING,
-    "severityScore": _NUMBER,
-}
-_PART: dict[str, object] = {
-    "text": _STRING,
-    "thought": _BOOLEAN,
-    "thoughtSignature": _BASE64,
-    "functionCall": {"id": _STRING, "name": _STRING, "args": _ANY_OBJECT},
-    "functionResponse": {"id": _STRING, "name": _STRING, "response": _ANY_OBJECT},
-    "inlineData": {"mimeType": _STRING, "data": _BASE64},
-    "fileData": {"mimeType": _STRING, "fileUri": _STRING},
-    "executableCode": {"code": _STRING, "language": _STRING},
-    "codeExecutionResult": {"outcome": _STRING, "output": _STRING},
-}
+_PART: Final = Shape(
+    (may("text"), may("thought", LAX_BOOLEAN), may("thoughtSignature", BASE64)),
+    (
+        may_hold("functionCall", Shape((may("id"), may("name"), may("args", OBJECT)))),
+        may_hold("functionResponse", Shape((may("id"), may("name"), may("response", OBJECT)))),
+        may_hold("inlineData", Shape((may("mimeType"), may("data", BASE64)))),
+        may_hold("fileData", Shape((may("mimeType"), may("fileUri")))),
+        may_hold("executableCode", Shape((may("code"), may("language")))),
+        may_hold("codeExecutionResult", Shape((may("outcome"), may("output")))),
+    ),
+)
 #: A candidate's fields beyond those ``_on_candidates`` reads itself (index, finishReason,
 #: content's own type). Not ``finishMessage`` (the Gemini API converter drops it) nor
 #: ``citationMetadata`` (converted leniently: a string or a list reads as empty).
-_CANDIDATE: dict[str, object] = {
-    "avgLogprobs": _NUMBER,
-    "tokenCount": _INTEGER,
+_CANDIDATE: Final = Shape(
+    (
+        may("avgLogprobs", LAX_NUMBER),
+        may("tokenCount", LAX_INTEGER),
+        may("groundingMetadata", OBJECT),
+        may("urlContextMetadata", OBJECT),
+        may("logprobsResult", OBJECT),
+    ),
     # The Gemini API converter iterates it, so an empty object reads as an empty list.
-    "safetyRatings": (_SAFETY_RATING, _EMPTY_OBJECT_READS),
-    "groundingMetadata": _ANY_OBJECT,
-    "urlContextMetadata": _ANY_OBJECT,
-    "logprobsResult": _ANY_OBJECT,
-}
-_CONTENT: dict[str, object] = {"role": _STRING, "parts": (_PART,)}
-_TOKENS_DETAILS: tuple[dict[str, object]] = ({"modality": _STRING, "tokenCount": _INTEGER},)
+    (may_hold("safetyRatings", _SAFETY_RATING, EACH, empty_object_is_list=True),),
+)
+_CONTENT: Final = Shape((may("role"),), (may_hold("parts", _PART, EACH),))
+_TOKENS_DETAILS: Final = Shape((may("modality"), may("tokenCount", LAX_INTEGER)))
 #: usageMetadata's fields beyond the cumulative counters ``_on_usage`` reads.
-_USAGE: dict[str, object] = {
-    "cachedContentTokenCount": _INTEGER,
-    "toolUsePromptTokenCount": _INTEGER,
-    "promptTokensDetails": _TOKENS_DETAILS,
-    "cacheTokensDetails": _TOKENS_DETAILS,
-    "candidatesTokensDetails": _TOKENS_DETAILS,
-    "toolUsePromptTokensDetails": _TOKENS_DETAILS,
-    "trafficType": _STRING,
-}
-_FEEDBACK: dict[str, object] = {
-    "blockReason": _STRING,
-    "blockReasonMessage": _STRING,
-    "safetyRatings": (_SAFETY_RATING,),
-}
+_USAGE: Final = Shape(
+    (
+        may("cachedContentTokenCount", LAX_INTEGER),
+        may("toolUsePromptTokenCount", LAX_INTEGER),
+        may("trafficType"),
+    ),
+    tuple(
+        may_hold(details, _TOKENS_DETAILS, EACH)
+        for details in (
+            "promptTokensDetails",
+            "cacheTokensDetails",
+            "candidatesTokensDetails",
+            "toolUsePromptTokensDetails",
+        )
+    ),
+)
+_FEEDBACK: Final = Shape(
+    (may("blockReason"), may("blockReasonMessage")),
+    (may_hold("safetyRatings", _SAFETY_RATING, EACH),),
+)
 #: The in-band error's fields as ``request_streamed`` reads them (``_on_error``).
 _ERROR_FIELDS: Final = (
     req("code", EXACT_INTEGER),
@@ -306,95 +315,7 @@ _ERROR_FIELDS: Final = (
     opt("status", nullable=True),
 )
 #: The chunk's own fields beyond candidates, usageMetadata and promptFeedback.
-_RESPONSE: dict[str, object] = {
-    "modelVersion": _STRING,
-    "responseId": _STRING,
-    "modelStatus": _ANY_OBJECT,
-}
-
-
-def _is_base64(text: str) -> bool:
-    """Whether google-genai decodes ``text`` as bytes: the standard alphabet, padding
-    optional but never more than needed, and no stray bits in the last symbol."""
-    body = text.rstrip("=")
-    padding = len(text) - len(body)
-    if not body.isascii() or len(body) % 4 == 1 or (padding and (len(text) % 4 or padding > 2)):
-        return False
-    try:
-        raw = binascii.a2b_base64(body + "=" * (-len(body) % 4), strict_mode=True)
-    except (binascii.Error, ValueError):
-        return False
-    return binascii.b2a_base64(raw, newline=False).rstrip(b"=") == body.encode()
-
-
-def _number_text(text: str, integer: bool) -> bool:
-    """Whether pydantic's lax mode reads ``text`` as a number (an integer)."""
-    text = text.strip()
-    if integer:
-        return text.lstrip("+-").isdigit()
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _leaf_problem(kind: str, value: object) -> str | None:
-    """What google-genai would refuse in a leaf ``value`` of ``kind``: the type it expects
-    (``"a string"``), ``"valid base64"`` for a string it cannot decode, or None."""
-    if kind == _STRING:
-        return None if isinstance(value, str) else "a string"
-    if kind == _BASE64:
-        if not isinstance(value, str):
-            return "a base64 string"
-        return None if _is_base64(value) else "valid base64"
-    expected = {_BOOLEAN: "a boolean", _INTEGER: "an integer"}.get(kind, "a number")
-    if type(value) is dict or type(value) is list:
-        return expected
-    if isinstance(value, str):
-        if kind == _BOOLEAN:
-            return None if value.lower() in _BOOLEAN_WORDS else expected
-        return None if _number_text(value, kind == _INTEGER) else expected
-    if kind == _BOOLEAN and isinstance(value, (int, float)) and value not in (0, 1):
-        return expected
-    if kind == _INTEGER and isinstance(value, float) and not value.is_integer():
-        return expected
-    return None
-
-
-def _check_fields(
-    value: dict[str, Any], schema: dict[str, object], where: str, problems: _Problems
-) -> None:
-    """Add to ``problems`` each field of ``value`` whose type google-genai would refuse."""
-    for field, kind in schema.items():
-        item = value.get(field)
-        if item is None:
-            continue  # every field is optional, and null reads as absent
-        path = f"{where}.{field}" if where else field
-        if isinstance(kind, dict):
-            if type(item) is not dict:
-                problems.add(f"{path} is {type_name(item)}, expected an object")
-            elif kind:
-                _check_fields(item, kind, path, problems)
-        elif isinstance(kind, tuple):
-            if len(kind) > 1 and item == {}:
-                continue  # converted by iterating it: an empty object reads as []
-            if type(item) is not list:
-                problems.add(f"{path} is {type_name(item)}, expected a list")
-                continue
-            entry_schema: dict[str, object] = kind[0]
-            for position, entry in enumerate(item[:_CHECKED_ENTRIES]):
-                at = f"{path}[{position}]"
-                if type(entry) is not dict:
-                    problems.add(f"{at} is {type_name(entry)}, expected an object")
-                else:
-                    _check_fields(entry, entry_schema, at, problems)
-        elif isinstance(kind, str):
-            expected = _leaf_problem(kind, item)
-            if expected == "valid base64":
-                problems.add(f"{path} is not valid base64")
-            elif expected is not None:
-                problems.add(f"{path} is {type_name(item)}, expected {expected}")
+_RESPONSE: Final = Shape((may("modelVersion"), may("responseId"), may("modelStatus", OBJECT)))
 
 
 def _has_content(candidate: dict[str, Any]) -> bool:
@@ -516,7 +437,7 @@ class GeminiChecker(Checker):
                 value = chunk.get(field)
                 if value is not None:
                     kind = handler(self, value, found, problems) or kind
-            _check_fields(chunk, _RESPONSE, "", problems)
+            problems.add(nested_problem(chunk, _RESPONSE))
             if problems.total:
                 shape = self.finding(rules.SCHEMA_MISMATCH, event, index, f": {problems}")
                 found.items.insert(0, shape)
@@ -610,8 +531,8 @@ class GeminiChecker(Checker):
             ):
                 problems.add(f"{where}.content is not an object with a list of parts")
             elif content is not None:
-                _check_fields(content, _CONTENT, f"{where}.content", problems)
-            _check_fields(candidate, _CANDIDATE, where, problems)
+                problems.add(nested_problem(content, _CONTENT, f"{where}.content"))
+            problems.add(nested_problem(candidate, _CANDIDATE, where))
             states = self._candidates
             if states is None:
                 states = self._candidates = {}
@@ -663,7 +584,7 @@ class GeminiChecker(Checker):
         if type(value) is not dict:
             problems.add(f"usageMetadata is {type_name(value)}, expected an object")
             return
-        _check_fields(value, _USAGE, "usageMetadata", problems)
+        problems.add(nested_problem(value, _USAGE, "usageMetadata"))
         seen = self._usage
         if seen is None:
             seen = self._usage = {}
@@ -688,7 +609,7 @@ class GeminiChecker(Checker):
         if type(value) is not dict:
             problems.add(f"promptFeedback is {type_name(value)}, expected an object")
             return None
-        _check_fields(value, _FEEDBACK, "promptFeedback", problems)
+        problems.add(nested_problem(value, _FEEDBACK, "promptFeedback"))
         if value.get("blockReason"):
             return TERMINAL  # a blocked prompt is the whole stream: nothing may follow it
         return None

@@ -116,12 +116,13 @@ from streamguard.protocols._fields import (
     LAX_STRING_OR_INTEGER,
     OBJECT,
     OBJECT_OF_SCHEMAS,
-    ONE,
     ONE_OR_EACH,
     STRING,
     Field,
     Nested,
     Shape,
+    may,
+    may_hold,
     nested_problem,
     opt,
     req,
@@ -280,17 +281,7 @@ LIFECYCLE = Lifecycle(
 # are open; ``_meta`` everywhere). Only what the client rejects is declared.
 
 
-def _may(name: str, kind: str = STRING, values: tuple[str, ...] | None = None) -> Field:
-    """An optional field of an MCP object: left out or null (pydantic reads both as None)."""
-    return opt(name, kind, values, nullable=True)
-
-
-def _may_hold(name: str, shape: Shape, holds: str = ONE) -> Nested:
-    """An optional nested field of an MCP object, left out or null."""
-    return Nested(name, shape, holds, required=False, nullable=True)
-
-
-_META: Final = _may("_meta", OBJECT)
+_META: Final = may("_meta", OBJECT)
 _ROLES: Final = ("assistant", "user")
 _LOG_LEVELS: Final = (
     "alert",
@@ -302,23 +293,21 @@ _LOG_LEVELS: Final = (
     "notice",
     "warning",
 )
-_ICONS: Final = _may_hold(
+_ICONS: Final = may_hold(
     "icons",
-    Shape((req("src"), _may("mimeType"), _may("sizes", ARRAY_OF_STRINGS), _may("theme"))),
+    Shape((req("src"), may("mimeType"), may("sizes", ARRAY_OF_STRINGS), may("theme"))),
     EACH,
 )
-_ANNOTATIONS: Final = _may_hold(
+_ANNOTATIONS: Final = may_hold(
     "annotations",
-    Shape(
-        (_may("audience", ARRAY_OF_STRINGS), _may("lastModified"), _may("priority", LAX_FRACTION))
-    ),
+    Shape((may("audience", ARRAY_OF_STRINGS), may("lastModified"), may("priority", LAX_FRACTION))),
 )
 #: A resource's contents: text or a base64 blob, each with its uri (an untagged union; the
 #: first field of each alternative is the one that says which it meant to be).
 _RESOURCE_CONTENTS: Final = Shape(
     alternatives=(
-        Shape((req("text"), req("uri"), _may("mimeType"), _META)),
-        Shape((req("blob"), req("uri"), _may("mimeType"), _META)),
+        Shape((req("text"), req("uri"), may("mimeType"), _META)),
+        Shape((req("blob"), req("uri"), may("mimeType"), _META)),
     )
 )
 _TEXT: Final = Shape((req("text"), _META), (_ANNOTATIONS,))
@@ -328,10 +317,10 @@ _RESOURCE: Final = Shape(
     (
         req("name"),
         req("uri"),
-        _may("title"),
-        _may("description"),
-        _may("mimeType"),
-        _may("size", LAX_INTEGER),
+        may("title"),
+        may("description"),
+        may("mimeType"),
+        may("size", LAX_INTEGER),
         _META,
     ),
     (_ANNOTATIONS, _ICONS),
@@ -359,8 +348,8 @@ _SAMPLING_BLOCK: Final = Shape(
             (
                 req("toolUseId"),
                 req("content", ARRAY),
-                _may("isError", LAX_BOOLEAN),
-                _may("structuredContent", OBJECT),
+                may("isError", LAX_BOOLEAN),
+                may("structuredContent", OBJECT),
                 _META,
             )
         ),
@@ -370,45 +359,45 @@ _SAMPLING_BLOCK: Final = Shape(
 _TOOL_SCHEMA: Final = Shape(
     (
         req("type", STRING, ("object",)),
-        _may("$schema"),
-        _may("properties", OBJECT_OF_SCHEMAS),
-        _may("required", ARRAY_OF_STRINGS),
+        may("$schema"),
+        may("properties", OBJECT_OF_SCHEMAS),
+        may("required", ARRAY_OF_STRINGS),
     )
 )
 _IMPLEMENTATION: Final = Shape(
-    (req("name"), req("version"), _may("title"), _may("description"), _may("websiteUrl")),
+    (req("name"), req("version"), may("title"), may("description"), may("websiteUrl")),
     (_ICONS,),
 )
-_LIST_CHANGED: Final = Shape((_may("listChanged", LAX_BOOLEAN),))
+_LIST_CHANGED: Final = Shape((may("listChanged", LAX_BOOLEAN),))
 _CAPABILITIES: Final = Shape(
     (
-        _may("completions", OBJECT),
-        _may("experimental", OBJECT),
-        _may("logging", OBJECT),
-        _may("tasks", OBJECT),
+        may("completions", OBJECT),
+        may("experimental", OBJECT),
+        may("logging", OBJECT),
+        may("tasks", OBJECT),
     ),
     (
-        _may_hold("prompts", _LIST_CHANGED),
-        _may_hold(
-            "resources", Shape((_may("listChanged", LAX_BOOLEAN), _may("subscribe", LAX_BOOLEAN)))
+        may_hold("prompts", _LIST_CHANGED),
+        may_hold(
+            "resources", Shape((may("listChanged", LAX_BOOLEAN), may("subscribe", LAX_BOOLEAN)))
         ),
-        _may_hold("tools", _LIST_CHANGED),
+        may_hold("tools", _LIST_CHANGED),
     ),
 )
 _TOOL: Final = Shape(
-    (req("name"), _may("title"), _may("description"), _META),
+    (req("name"), may("title"), may("description"), _META),
     (
         Nested("inputSchema", _TOOL_SCHEMA),
-        _may_hold("outputSchema", _TOOL_SCHEMA),
-        _may_hold(
+        may_hold("outputSchema", _TOOL_SCHEMA),
+        may_hold(
             "annotations",
             Shape(
                 (
-                    _may("title"),
-                    _may("readOnlyHint", LAX_BOOLEAN),
-                    _may("destructiveHint", LAX_BOOLEAN),
-                    _may("idempotentHint", LAX_BOOLEAN),
-                    _may("openWorldHint", LAX_BOOLEAN),
+                    may("title"),
+                    may("readOnlyHint", LAX_BOOLEAN),
+                    may("destructiveHint", LAX_BOOLEAN),
+                    may("idempotentHint", LAX_BOOLEAN),
+                    may("openWorldHint", LAX_BOOLEAN),
                 )
             ),
         ),
@@ -416,35 +405,35 @@ _TOOL: Final = Shape(
     ),
 )
 _RESOURCE_TEMPLATE: Final = Shape(
-    (req("name"), req("uriTemplate"), _may("title"), _may("description"), _may("mimeType"), _META),
+    (req("name"), req("uriTemplate"), may("title"), may("description"), may("mimeType"), _META),
     (_ANNOTATIONS, _ICONS),
 )
 _PROMPT: Final = Shape(
-    (req("name"), _may("title"), _may("description"), _META),
+    (req("name"), may("title"), may("description"), _META),
     (
-        _may_hold(
+        may_hold(
             "arguments",
-            Shape((req("name"), _may("title"), _may("description"), _may("required", LAX_BOOLEAN))),
+            Shape((req("name"), may("title"), may("description"), may("required", LAX_BOOLEAN))),
             EACH,
         ),
         _ICONS,
     ),
 )
-_PAGE: Final = (_may("nextCursor"), _META)
+_PAGE: Final = (may("nextCursor"), _META)
 _EMPTY: Final = Shape((_META,))
 
 #: The shape of the ``result`` that answers each known request method (the keys are
 #: ``_jsonrpc.JSONRPC_METHODS``), as the client validates it before the call returns.
 RESULT_SHAPES: Final[dict[str, Shape]] = {
     "initialize": Shape(
-        (req("protocolVersion"), _may("instructions"), _META),
+        (req("protocolVersion"), may("instructions"), _META),
         (Nested("capabilities", _CAPABILITIES), Nested("serverInfo", _IMPLEMENTATION)),
     ),
     "ping": _EMPTY,
     "tools/list": Shape(_PAGE, (Nested("tools", _TOOL, EACH),)),
     "tools/call": Shape(
         # ``isError`` defaults to false in the client's model and may not be null.
-        (opt("isError", LAX_BOOLEAN), _may("structuredContent", OBJECT), _META),
+        (opt("isError", LAX_BOOLEAN), may("structuredContent", OBJECT), _META),
         (Nested("content", _CONTENT_BLOCK, EACH),),
     ),
     "resources/list": Shape(_PAGE, (Nested("resources", _RESOURCE, EACH),)),
@@ -456,7 +445,7 @@ RESULT_SHAPES: Final[dict[str, Shape]] = {
     "resources/unsubscribe": _EMPTY,
     "prompts/list": Shape(_PAGE, (Nested("prompts", _PROMPT, EACH),)),
     "prompts/get": Shape(
-        (_may("description"), _META),
+        (may("description"), _META),
         (
             Nested(
                 "messages",
@@ -473,8 +462,8 @@ RESULT_SHAPES: Final[dict[str, Shape]] = {
                 Shape(
                     (
                         req("values", ARRAY_OF_STRINGS),
-                        _may("total", LAX_INTEGER),
-                        _may("hasMore", LAX_BOOLEAN),
+                        may("total", LAX_INTEGER),
+                        may("hasMore", LAX_BOOLEAN),
                     )
                 ),
             ),
@@ -502,8 +491,8 @@ _ELICITATION: Final = Shape(
                         (
                             req("type", STRING, ("object",)),
                             req("properties", OBJECT),
-                            _may("required", ARRAY_OF_STRINGS),
-                            _may("$schema"),
+                            may("required", ARRAY_OF_STRINGS),
+                            may("$schema"),
                         )
                     ),
                 ),
@@ -522,24 +511,24 @@ _SAMPLING_MESSAGE: Final = Shape(
 PARAMS_SHAPES: Final[dict[str, Shape]] = {
     "sampling/createMessage": _params(
         req("maxTokens", LAX_INTEGER),
-        _may("systemPrompt"),
-        _may("includeContext", STRING, ("allServers", "none", "thisServer")),
-        _may("temperature", LAX_NUMBER),
-        _may("stopSequences", ARRAY_OF_STRINGS),
-        _may("metadata", OBJECT),
-        _may("tools", ARRAY),
-        _may("toolChoice", OBJECT),
+        may("systemPrompt"),
+        may("includeContext", STRING, ("allServers", "none", "thisServer")),
+        may("temperature", LAX_NUMBER),
+        may("stopSequences", ARRAY_OF_STRINGS),
+        may("metadata", OBJECT),
+        may("tools", ARRAY),
+        may("toolChoice", OBJECT),
         nested=(
             Nested("messages", _SAMPLING_MESSAGE, EACH),
-            _may_hold(
+            may_hold(
                 "modelPreferences",
                 Shape(
                     (
-                        _may("costPriority", LAX_FRACTION),
-                        _may("speedPriority", LAX_FRACTION),
-                        _may("intelligencePriority", LAX_FRACTION),
+                        may("costPriority", LAX_FRACTION),
+                        may("speedPriority", LAX_FRACTION),
+                        may("intelligencePriority", LAX_FRACTION),
                     ),
-                    (_may_hold("hints", Shape((_may("name"),)), EACH),),
+                    (may_hold("hints", Shape((may("name"),)), EACH),),
                 ),
             ),
         ),
@@ -548,14 +537,14 @@ PARAMS_SHAPES: Final[dict[str, Shape]] = {
     "notifications/progress": _params(
         req("progressToken", LAX_STRING_OR_INTEGER),
         req("progress", LAX_NUMBER),
-        _may("total", LAX_NUMBER),
-        _may("message"),
+        may("total", LAX_NUMBER),
+        may("message"),
     ),
     "notifications/message": _params(
-        req("level", STRING, _LOG_LEVELS), req("data", ANY_VALUE), _may("logger")
+        req("level", STRING, _LOG_LEVELS), req("data", ANY_VALUE), may("logger")
     ),
     "notifications/resources/updated": _params(req("uri")),
-    "notifications/cancelled": _params(_may("requestId", LAX_STRING_OR_INTEGER), _may("reason")),
+    "notifications/cancelled": _params(may("requestId", LAX_STRING_OR_INTEGER), may("reason")),
     "notifications/elicitation/complete": _params(req("elicitationId")),
 }
 
