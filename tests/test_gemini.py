@@ -122,9 +122,10 @@ def test_the_rule_docs_example_fires_the_rule() -> None:
 
 
 def test_a_candidate_with_an_unusable_index_is_judged_by_position() -> None:
-    """A string index is a schema_mismatch, and the candidate still counts: its finish
-    completes the stream, and a missing one is still missing."""
-    finished = gemini_chunk(gemini_text("Hello.", "0", finishReason="STOP"))
+    """An index the SDK cannot read as an integer (``"first"``; ``"0"`` it reads as 0) is a
+    schema_mismatch, and the candidate still counts: its finish completes the stream, and a
+    missing one is still missing."""
+    finished = gemini_chunk(gemini_text("Hello.", "first", finishReason="STOP"))
     report = check_stream(finished, protocol="gemini")
     assert (report.outcome.value, report.rules()) == ("completed", ["schema_mismatch"])
     truncated = gemini_chunk(gemini_text("Hello", -1))
@@ -143,10 +144,10 @@ def test_a_null_index_is_the_default_zero() -> None:
 
 
 def test_a_wrong_usage_counter_does_not_hide_the_content_rules() -> None:
-    """A chunk with a string counter is a schema_mismatch and is still checked for content
-    after the finish."""
+    """A chunk with a counter the SDK cannot read as an integer (``"twelve"``; ``"12"`` it
+    reads as 12) is a schema_mismatch and is still checked for content after the finish."""
     body = gemini_chunk(gemini_text("Done.", finishReason="STOP")) + gemini_chunk(
-        gemini_text(" More."), usageMetadata={"totalTokenCount": "12"}
+        gemini_text(" More."), usageMetadata={"totalTokenCount": "twelve"}
     )
     report = check_stream(body, protocol="gemini")
     assert [(f.rule, f.event_index) for f in report.findings] == [
@@ -273,6 +274,15 @@ WELL_TYPED: dict[str, bytes] = {
         _part(functionCall={"name": "f", "args": {"city": "Paris"}})
     ),
     "numbers as strings": gemini_chunk(gemini_text("x", tokenCount="3", avgLogprobs="-0.5")),
+    # Values google-genai reads that the rules read too, as the SDK does.
+    "index '1' and 1.0": gemini_chunk(gemini_text("x"), gemini_text("y", index="1"))
+    + gemini_chunk({"index": 1.0, "finishReason": "STOP"}),
+    "usage counters as '7' and 9.0": gemini_chunk(
+        gemini_text("x"), usageMetadata={"promptTokenCount": "7", "totalTokenCount": 9.0}
+    ),
+    "content.parts null": gemini_chunk({"index": 0, "content": {"role": "model", "parts": None}}),
+    "candidates an empty object": gemini_chunk(gemini_text("x"))
+    + gemini_chunk(candidates={}, usageMetadata={"promptTokenCount": 1}),
     # pydantic's lax mode reads both as the integer 3 and 1000.
     "integers as '3.0' and '1_000'": gemini_chunk(gemini_text("x", tokenCount="3.0"))
     + gemini_chunk(gemini_text("y", tokenCount="1_000")),
@@ -323,3 +333,15 @@ def test_the_mismatch_names_the_field_path_not_the_value() -> None:
         finding.message
     )
     assert "secret_value" not in finding.message
+
+
+def test_the_rules_read_lax_values_as_the_sdk_does() -> None:
+    """A counter sent as ``"9"`` then ``7`` went down, and a candidate indexed ``"1"`` is
+    candidate 1: the rules see what google-genai reads, not a shape problem."""
+    usage = gemini_chunk(gemini_text("x"), usageMetadata={"totalTokenCount": "9"})
+    usage += gemini_chunk(gemini_text("y"), usageMetadata={"totalTokenCount": 7})
+    assert check_stream(usage + _FINAL, protocol="gemini").rules() == ["usage_decreased"]
+    second = gemini_chunk(gemini_text("x"), gemini_text("y", index="1"))
+    report = check_stream(second + _FINAL, protocol="gemini")
+    assert report.rules() == ["missing_finish_reason"]
+    assert "candidate(s) 1 never received" in report.findings[0].message

@@ -58,6 +58,7 @@ __all__ = [
     "Nested",
     "Shape",
     "is_number",
+    "lax_integer",
     "may",
     "may_hold",
     "nested_problem",
@@ -266,6 +267,17 @@ def _lax(adapter: TypeAdapter[Any], value: object) -> bool:
     except ValidationError:
         return False
     return True
+
+
+def lax_integer(value: object) -> int | None:
+    """``value`` as pydantic's lax mode reads an ``int`` (``"7"``, ``7.0`` and ``true`` are
+    7, 7 and 1), or None where it refuses it: a value a rule reads as its client does."""
+    if type(value) is int:
+        return value
+    try:
+        return _LAX_INT.validate_python(value)
+    except ValidationError:
+        return None
 
 
 def _is_lax_number(value: object) -> bool:

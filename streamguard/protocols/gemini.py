@@ -97,6 +97,7 @@ from streamguard.protocols._fields import (
     LAX_NUMBER,
     OBJECT,
     Shape,
+    lax_integer,
     may,
     may_hold,
     nested_problem,
@@ -506,19 +507,20 @@ class GeminiChecker(Checker):
 
     def _on_candidates(self, value: object, found: EventFindings, problems: _Problems) -> None:
         if type(value) is not list:
-            problems.add(f"candidates is {type_name(value)}, expected a list")
+            if value != {}:  # (the converter iterates it: an empty object reads as [])
+                problems.add(f"candidates is {type_name(value)}, expected a list")
             return
         for position, candidate in enumerate(value):
             where = f"candidates[{position}]"
             if type(candidate) is not dict:
                 problems.add(f"{where} is {type_name(candidate)}, expected an object")
                 continue
-            # proto3 JSON omits a zero index, and reads null as the default (zero) too.
-            number_ = candidate.get("index")
-            if number_ is None:
-                number_ = 0
-            elif type(number_) is not int or number_ < 0:
-                problems.add(f"{where}.index is {number(number_)}, expected a non-negative integer")
+            # proto3 JSON omits a zero index, and reads null as the default (zero) too; the
+            # SDK reads ``"1"`` or ``1.0`` as 1, and so does the checker.
+            given = candidate.get("index")
+            number_ = 0 if given is None else lax_integer(given)
+            if number_ is None or number_ < 0:
+                problems.add(f"{where}.index is {number(given)}, expected a non-negative integer")
                 # Judged where the SDK's own accessors (``response.text``) read it: by position.
                 number_ = position
             finish = candidate.get("finishReason")
@@ -526,8 +528,9 @@ class GeminiChecker(Checker):
                 problems.add(f"{where}.finishReason is {type_name(finish)}, expected a string")
                 finish = None
             content = candidate.get("content")
+            parts = content.get("parts") if type(content) is dict else None
             if content is not None and (
-                type(content) is not dict or type(content.get("parts", [])) is not list
+                type(content) is not dict or (parts is not None and type(parts) is not list)
             ):
                 problems.add(f"{where}.content is not an object with a list of parts")
             elif content is not None:
@@ -589,11 +592,12 @@ class GeminiChecker(Checker):
         if seen is None:
             seen = self._usage = {}
         for counter in _CUMULATIVE:
-            count = value.get(counter)
-            if count is None:
+            given = value.get(counter)
+            if given is None:
                 continue  # proto3 JSON omits zeros: an absent counter says nothing
-            if type(count) is not int:
-                problems.add(f"usageMetadata.{counter} is {type_name(count)}")
+            count = lax_integer(given)  # as the SDK reads it: "7" and 7.0 are 7
+            if count is None:
+                problems.add(f"usageMetadata.{counter} is {type_name(given)}")
                 continue
             before = seen.get(counter)
             # Once per stream here (in Gemini only): first_time keeps the note.

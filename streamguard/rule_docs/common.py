@@ -450,8 +450,9 @@ DOCS: tuple[RuleDoc, ...] = (
             requires (`response`, `output_index`, `item_id`, ...); an Anthropic `message_delta`
             without `usage.output_tokens`, an `error` event without `error.type` and
             `error.message`, or `data: [DONE]` in an Anthropic stream; a Gemini chunk whose
-            `candidates` is not a list. Only the fields the rules read are checked, and unknown
-            fields are always allowed.""",
+            `candidates` is not a list. Where the official client validates with pydantic
+            (google-genai, the MCP SDK) a value is judged as its lax mode reads it: `"3"` or
+            `3.0` for a count is no mismatch. Unknown fields are always allowed.""",
         clients="""
             Typed clients meet the wrong shape in different places. openai-python builds chunks
             without validation (`construct`), so a wrong type passes through and breaks the
