@@ -6,7 +6,10 @@ on a mismatch, so their shapes are what those schemas require. An optional field
 out, never ``null`` (zod's ``optional()`` refuses ``null``, the mistake a Python server
 makes when it serialises ``None``), unless the field is ``nullable``. Anthropic's payloads
 are declared here too (its SDK's models are pydantic's, lax: ``1.0`` is an integer there
-as in JavaScript). The OpenAI protocols are checked by pydantic-core against TypedDicts
+as in JavaScript), and those of the clients that validate with pydantic, the MCP SDK and
+google-genai: an optional field there may be null (``may``), and the ``LAX_*`` kinds ask
+pydantic itself how its lax mode reads a value (``"7.0"`` is an integer to it, ``"\u0663"``
+is not). The OpenAI protocols are checked by pydantic-core against TypedDicts
 instead (``_shapes``, ``_payload``), which also reads the fields that are right when a
 payload is not. The in-band ``error`` of every LLM protocol (OpenAI's two, Anthropic's,
 Gemini's) is declared here whatever checks the rest of its payloads (``object_problems``).
