@@ -597,15 +597,15 @@ class EventFindings:
             self.items.append(finding)
 
 
-def listing(labels: Iterable[str], total: int, limit: int = 3) -> str:
+def listing(labels: Iterable[str], total: int, limit: int = 3, separator: str = ", ") -> str:
     """``0, 1, 2 and 5 more``: the first ``limit`` labels, then how many of ``total`` were
     not shown (things past a tracking bound have no label, only a count); empty without
-    labels."""
+    labels. Labels that are phrases take ``separator="; "``."""
     shown = list(islice(labels, limit))
     if not shown:
         return ""
     rest = total - len(shown)
-    return ", ".join(shown) + (f" and {rest} more" if rest > 0 else "")
+    return separator.join(shown) + (f" and {rest} more" if rest > 0 else "")
 
 
 def type_name(value: object) -> str:

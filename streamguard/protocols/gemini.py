@@ -237,8 +237,7 @@ class _Problems:
             self.shown.append(problem)
 
     def __str__(self) -> str:
-        text = "; ".join(self.shown)
-        return text if self.total <= _LISTED else f"{text}; and {self.total - _LISTED} more"
+        return listing(self.shown, self.total, _LISTED, "; ")
 
 
 # -- Field types as google-genai's models enforce them -------------------------------------
