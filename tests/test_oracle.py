@@ -44,7 +44,7 @@ from .oracle.clients import (
     responses_reading,
 )
 from .oracle.exceptions import EXCEPTIONS, Exception_, matching
-from .oracle.mutants import KINDS, mutants
+from .oracle.mutants import KINDS, frames, lax_lookalikes, mutants
 from .sse_fixtures import Fixture, fixtures
 
 #: The SDKs warn while serialising mutated payloads; the verdict is whether they raise.
@@ -260,6 +260,28 @@ def test_the_gemini_field_types_are_those_google_genai_refuses() -> None:
         flagged = "schema_mismatch" in check_stream(body, protocol="gemini").rules()
         if verdict.ok == flagged:
             problems.append(f"{name}: google-genai ok={verdict.ok}, schema_mismatch={flagged}")
+    assert not problems, problems
+
+
+def test_gemini_values_in_lax_forms_are_judged_as_google_genai_reads_them() -> None:
+    """Each number, boolean and empty list of the healthy Gemini fixtures, written in a form
+    pydantic's lax mode reads as the same value (``"7"``, ``7.0``, ``"true"``, ``{}``):
+    streamguard reports an error exactly when google-genai fails, so a value the client
+    reads is never a false alarm and one it refuses never passes."""
+    if not available("gemini"):
+        pytest.skip("google-genai is not installed")
+    problems = []
+    for fixture in fixtures("gemini"):
+        if not fixture.name.startswith("ok_"):
+            continue
+        framed, tail, eol = frames(fixture.body)
+        for position, frame in enumerate(framed):
+            for name, new in lax_lookalikes(frame, eol):
+                body = b"".join([*framed[:position], new, *framed[position + 1 :], tail])
+                flagged = _flagged(check_stream(body, protocol="gemini"))
+                (verdict,) = python_verdicts("gemini", body, None)
+                if flagged == verdict.ok:
+                    problems.append(f"{fixture.name} {name}: google-genai ok={verdict.ok}")
     assert not problems, problems
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KINDS", "Mutant", "frames", "mutants"]
+__all__ = ["KINDS", "Mutant", "frames", "lax_lookalikes", "mutants"]
 
 KINDS = ("drop_terminal", "drop_start", "duplicate", "swap", "cut", "retype")
 #: One value of each JSON type a retyped field takes (never the type it had).
@@ -114,6 +114,43 @@ def _retypings(frame: bytes, eol: bytes) -> list[tuple[str, bytes]]:
                 changed[number] = b"data: " + json.dumps(_set(payload, path, new)).encode()
                 where = ".".join(map(str, path))
                 out.append((f"{where}={name}", eol.join(changed)))
+    return out
+
+
+def _lax_forms(value: Any) -> list[tuple[str, Any]]:
+    """The forms pydantic's lax mode reads as ``value``: a number spelled as a string or with a
+    fraction, a boolean as 0 or 1 or a word, an empty list as an empty object."""
+    if isinstance(value, bool):
+        return [("int", int(value)), ("word", "true" if value else "false")]
+    if isinstance(value, int):
+        return [("str", str(value)), ("float", float(value)), ("str.0", f"{value}.0")]
+    if isinstance(value, float):
+        return [("str", repr(value))]
+    if value == []:
+        return [("{}", {})]
+    return []
+
+
+def lax_lookalikes(frame: bytes, eol: bytes) -> list[tuple[str, bytes]]:
+    """Every (description, new frame) with one value of the frame's data written in another
+    form pydantic's lax mode reads as the same value (``_lax_forms``)."""
+    lines = frame.split(eol)
+    out: list[tuple[str, bytes]] = []
+    for number, line in enumerate(lines):
+        if not line.startswith(b"data:"):
+            continue
+        try:
+            payload = json.loads(line[5:])
+        except ValueError:
+            continue
+        for path in list(json_paths(payload))[1 : _MAX_PATHS + 1]:
+            old = payload
+            for key in path:
+                old = old[key]
+            for name, new in _lax_forms(old):
+                changed = list(lines)
+                changed[number] = b"data: " + json.dumps(_set(payload, path, new)).encode()
+                out.append((f"{'.'.join(map(str, path))}={name}", eol.join(changed)))
     return out
 
 
