@@ -114,12 +114,24 @@ served: ASGIApp
 if _choice == "streamguard-full":  # every frame parsed: the shape cache's own figure
     learning(False)
     _choice = "streamguard"
+#: The parts of the load run (``benchmarks/load_parts.py``): streamguard with its sinks and
+#: timers off, the same on a route checked as plain SSE (no JSON read), and a route it
+#: excludes (the middleware's shell alone).
+_QUIET: dict[str, Any] = {
+    "logs": {"enabled": False},
+    "metrics": False,
+    "timers": {"enabled": False},
+}
+_ROUTES = {"/stream": "openai_chat", "/paced": "openai_chat", "/idle-listed": "openai_chat"}
 if _choice == "streamguard":
     # /idle is left to auto-detection (watch_unlisted); the others are declared.
-    served = StreamGuardMiddleware(
-        app,
-        routes={"/stream": "openai_chat", "/paced": "openai_chat", "/idle-listed": "openai_chat"},
-    )
+    served = StreamGuardMiddleware(app, routes=_ROUTES)
+elif _choice == "streamguard-quiet":
+    served = StreamGuardMiddleware(app, routes=_ROUTES, **_QUIET)
+elif _choice == "streamguard-quiet-sse":
+    served = StreamGuardMiddleware(app, routes={**_ROUTES, "/paced": "sse"}, **_QUIET)
+elif _choice == "streamguard-excluded":
+    served = StreamGuardMiddleware(app, routes=_ROUTES, exclude_paths=["/paced"], **_QUIET)
 elif _choice == "noop":
     served = NoopMiddleware(app)
 else:
