@@ -7,6 +7,7 @@ import json
 import pytest
 
 from streamguard import Severity, check_stream
+from streamguard.protocols._base import Transcript
 from streamguard.protocols.gemini import GeminiChecker
 from streamguard.rule_docs import get_rule_doc
 from streamguard.rules import RULES
@@ -162,8 +163,10 @@ def test_a_wrong_usage_counter_does_not_hide_the_content_rules() -> None:
 @pytest.mark.parametrize(
     ("error", "problem"),
     [
-        ({"code": "500", "message": "m", "status": "INTERNAL"}, "`error.code` is a str, not an"),
-        ({"code": 503.0, "message": "m", "status": "UNAVAILABLE"}, "`error.code` is a float"),
+        (
+            {"code": "500", "message": "m", "status": "INTERNAL"},
+            "`error.code` is a str, not a JSON number",
+        ),
         ({"code": True, "message": "m", "status": "UNAVAILABLE"}, "`error.code` is a bool"),
         ({"code": None, "message": "m", "status": "UNAVAILABLE"}, "`error.code` is null"),
         ({"message": "m", "status": "UNAVAILABLE"}, "field `error.code` is missing"),
@@ -182,6 +185,16 @@ def test_an_error_of_the_wrong_shape_is_a_schema_mismatch(error: object, problem
     [finding] = report.findings
     assert (finding.rule, finding.event_index) == ("schema_mismatch", 1)
     assert problem in finding.message
+
+
+@pytest.mark.parametrize("code", [503, 503.0, 429.5])
+def test_an_error_with_a_numeric_code_is_clean(code: float) -> None:
+    """google-genai compares the code with 400 and 500: any number raises its APIError (a
+    503.0 its ServerError), so a code that is a number is no shape problem."""
+    error = {"code": code, "message": "m", "status": "UNAVAILABLE"}
+    body = gemini_chunk(gemini_text("Hi")) + f"data: {json.dumps({'error': error})}\n\n".encode()
+    report = check_stream(body, protocol="gemini")
+    assert (report.outcome.value, report.findings) == ("error_event", ())
 
 
 # -- short messages, bounded state (issue #13); no wire value: tests/test_privacy.py -------
@@ -345,3 +358,15 @@ def test_the_rules_read_lax_values_as_the_sdk_does() -> None:
     report = check_stream(second + _FINAL, protocol="gemini")
     assert report.rules() == ["missing_finish_reason"]
     assert "candidate(s) 1 never received" in report.findings[0].message
+
+
+def test_the_transcript_files_text_by_the_index_the_rules_read() -> None:
+    """A candidate indexed ``"1"`` (google-genai reads 1) is candidate 1 in the transcript
+    too; one indexed ``"first"`` is filed by its position, as the rules judge it."""
+    transcript = Transcript()
+    for data in (
+        json.dumps({"candidates": [gemini_text("A"), gemini_text("B", "1")]}),
+        json.dumps({"candidates": [gemini_text("a", 0), gemini_text("b", "first")]}),
+    ):
+        GeminiChecker.transcribe(data, transcript)
+    assert transcript.texts() == ("Aa", "Bb")

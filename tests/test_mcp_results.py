@@ -465,6 +465,20 @@ def test_params_look_alikes_stay_clean() -> None:
     assert report.findings == ()
 
 
+def test_a_cancelled_request_id_is_read_as_the_sdk_reads_a_request_id() -> None:
+    """``notifications/cancelled`` names a RequestId: a string or a strict int to the SDK, so
+    ``"3"`` and ``3`` are clean and ``3.0`` and ``true`` are refused (a progress token, in
+    pydantic's lax mode, takes both)."""
+    for good in ("3", 3):
+        cancelled = notification("notifications/cancelled", {"requestId": good})
+        assert _streamed(cancelled).findings == (), good
+    for bad in (3.0, True):
+        cancelled = notification("notifications/cancelled", {"requestId": bad})
+        assert _streamed(cancelled).rules() == ["schema_mismatch"], bad
+    progress = notification("notifications/progress", {"progressToken": 3.0, "progress": 1})
+    assert _streamed(progress).findings == ()
+
+
 def test_invalid_jsonrpc_is_one_finding_not_two() -> None:
     """A message that is not JSON-RPC is that finding alone: its params are not judged."""
     broken = {"jsonrpc": "1.0", "method": "notifications/progress", "params": {}}

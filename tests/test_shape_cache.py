@@ -942,6 +942,23 @@ def test_a_gemini_counter_that_goes_down_is_reported_though_its_chunk_repeats() 
     assert [(f.rule, f.event_index) for f in cached.findings] == [("usage_decreased", 4)]
 
 
+@pytest.mark.parametrize("lax", ['"1"', "1.0", "true"])
+def test_a_gemini_counter_in_a_lax_form_is_read_on_every_chunk(lax: str) -> None:
+    """A counter google-genai reads as 1 from ``"1"``, ``1.0`` or ``true`` is no plain
+    number a hole reads, so its chunks are not learned: one that went down after a 5 is
+    reported with the cache as without it."""
+
+    def chunk(text: str, total: str) -> bytes:
+        payload = f'{{"candidates":[{{"content":{{"parts":[{{"text":"{text}"}}]}}}}],'
+        return f'data: {payload}"usageMetadata":{{"totalTokenCount":{total}}}}}\n\n'.encode()
+
+    chunks = [chunk(text, lax) for text in "abc"] + [chunk("d", "5"), chunk("e", lax)]
+    chunks.append(b'data: {"candidates":[{"finishReason":"STOP"}]}\n\n')
+    cached, full = both_ways(chunks, protocol="gemini")
+    assert facts(cached) == facts(full)
+    assert [(f.rule, f.event_index) for f in cached.findings] == [("usage_decreased", 4)]
+
+
 def _pydantic_chat(deltas: list[dict[str, Any]]) -> list[bytes]:
     """Chunks as a pydantic server writes them: every field, null ones included."""
 

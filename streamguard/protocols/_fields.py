@@ -38,7 +38,6 @@ __all__ = [
     "BASE64",
     "BOOLEAN",
     "EACH",
-    "EXACT_INTEGER",
     "INTEGER",
     "LAX_BOOLEAN",
     "LAX_FRACTION",
@@ -48,6 +47,7 @@ __all__ = [
     "MAX_SHAPE_DEPTH",
     "MAX_SHAPE_ITEMS",
     "MAX_SHAPE_OBJECTS",
+    "NUMBER",
     "OBJECT",
     "OBJECT_OF_OBJECTS",
     "OBJECT_OF_SCHEMAS",
@@ -86,12 +86,12 @@ OBJECT_OF_OBJECTS: Final = "object of objects"
 STRING_OR_ARRAY: Final = "string or array"
 #: A string or a number, not NaN (a JSON-RPC id).
 STRING_OR_NUMBER: Final = "string or number"
-#: An integer as JSON writes it, digits only (``500``; not ``500.0``, ``5e2`` or ``true``),
-#: where a Python client uses the value as an ``int`` (google-genai compares an error's
-#: ``code`` with 400 and 500).
-EXACT_INTEGER: Final = "integer written as digits"
-#: A string or an ``EXACT_INTEGER`` (openai-python keeps an error's ``code`` as it came;
-#: OpenRouter sends the HTTP status there).
+#: A number, whole or not, never a boolean or NaN (google-genai compares an error's ``code``
+#: with 400 and 500: any number works, a string or null raises ``TypeError``).
+NUMBER: Final = "JSON number"
+#: A string or an integer as JSON writes it, digits only (``500``; not ``500.0``, ``5e2`` or
+#: ``true``): the MCP SDK's ``RequestId`` (a string or a strict int), and an OpenAI error's
+#: ``code`` (openai-python types it a string; OpenRouter sends the HTTP status there).
 STRING_OR_EXACT_INTEGER: Final = "string or integer written as digits"
 
 
@@ -119,7 +119,7 @@ _ACCEPTS: dict[str, Callable[[object], bool]] = {
     OBJECT_OF_OBJECTS: _is_object_of_objects,
     STRING_OR_ARRAY: lambda v: type(v) is str or type(v) is list,
     STRING_OR_NUMBER: lambda v: type(v) is str or is_number(v),
-    EXACT_INTEGER: lambda v: type(v) is int,
+    NUMBER: is_number,
     STRING_OR_EXACT_INTEGER: lambda v: type(v) is str or type(v) is int,
 }
 
@@ -238,15 +238,17 @@ MAX_SHAPE_DEPTH: Final = 8
 #: google-genai): a number is also a string that spells one, a bool; an integral number
 #: also a float without a fraction, a string such as ``"7"`` or ``"7.0"``; a truth value
 #: also 0 and 1 and the strings pydantic reads as a bool. A value of the exact type is
-#: taken at once; any other is asked of pydantic itself, so these kinds accept exactly what
-#: the clients do (a test compares them on a corpus of look-alikes).
+#: taken at once; any other is asked of pydantic itself, so these kinds accept what those
+#: clients' fields accept (``tests/test_fields.py`` compares each with the fields of the
+#: clients' own models on a corpus of look-alikes).
 LAX_NUMBER: Final = "number"
 LAX_INTEGER: Final = "integral number"
 LAX_BOOLEAN: Final = "truth value"
 #: A number from 0 to 1, read as ``LAX_NUMBER`` is (MCP's priorities).
 LAX_FRACTION: Final = "number from 0 to 1"
 #: A string or an integral number as pydantic's lax mode reads ``str | int`` (an MCP
-#: request id or progress token: ``true`` reads as 1, ``0.5`` as neither).
+#: progress token: ``true`` reads as 1, ``0.5`` as neither; an MCP request id is a string
+#: or a strict int, ``STRING_OR_EXACT_INTEGER``).
 LAX_STRING_OR_INTEGER: Final = "string or integer"
 #: A list of strings (its first ``MAX_SHAPE_ITEMS`` items are looked at).
 ARRAY_OF_STRINGS: Final = "array of strings"

@@ -91,10 +91,10 @@ from streamguard.protocols._base import (
 from streamguard.protocols._fields import (
     BASE64,
     EACH,
-    EXACT_INTEGER,
     LAX_BOOLEAN,
     LAX_INTEGER,
     LAX_NUMBER,
+    NUMBER,
     OBJECT,
     Shape,
     lax_integer,
@@ -310,7 +310,7 @@ _FEEDBACK: Final = Shape(
 )
 #: The in-band error's fields as ``request_streamed`` reads them (``_on_error``).
 _ERROR_FIELDS: Final = (
-    req("code", EXACT_INTEGER),
+    req("code", NUMBER),
     req("message"),
     opt("status", nullable=True),
 )
@@ -408,10 +408,15 @@ class GeminiChecker(Checker):
             return False
         carried = False
         candidates = chunk.get("candidates")
-        for candidate in candidates if isinstance(candidates, list) else ():
+        for position, candidate in enumerate(candidates if isinstance(candidates, list) else ()):
             if not isinstance(candidate, dict):
                 continue
-            number = candidate.get("index", 0)
+            given = candidate.get("index")
+            # As the checker reads it (``_on_candidates``); one it cannot read is filed by
+            # its position, as the checker judges it.
+            number = 0 if given is None else lax_integer(given)
+            if number is None or number < 0:
+                number = position
             content = candidate.get("content")
             parts = content.get("parts") if isinstance(content, dict) else None
             for part in parts if isinstance(parts, list) else ():
@@ -481,7 +486,14 @@ class GeminiChecker(Checker):
             return ()
         if type(usage) is not dict:
             return None
-        return tuple(counter for counter in _CUMULATIVE if type(usage.get(counter)) is int)
+        counters = []
+        for counter in _CUMULATIVE:
+            count = usage.get(counter)
+            if type(count) is int:
+                counters.append(counter)
+            elif count is not None:
+                return None  # read laxly ("7", 7.0): a hole reads plain digits only
+        return tuple(counters)
 
     def repeat_event(
         self, event: Event, index: int, token: object, values: Sequence[str]
@@ -621,15 +633,17 @@ class GeminiChecker(Checker):
         """An in-band error ends the stream; its shape is checked as google-genai reads it.
 
         ``request_streamed`` raises ``APIError.raise_error(error["code"], ...)``, which
-        compares the code with 400 and 500: a code that is missing or not an integer (a
-        string ``"500"``) raises ``TypeError`` instead of the ``APIError`` the application
-        handles. ``message`` is the documented text. ``status`` (``"UNAVAILABLE"``) is
-        checked when present; the SDK tolerates its absence.
+        compares the code with 400 and 500: a code that is missing or not a number (a
+        string ``"500"``, null) raises ``TypeError`` instead of the ``APIError`` the
+        application handles (``503.0`` raises its ``ServerError``; ``true``, no code, is
+        refused though the SDK compares it too). ``message`` is the documented text.
+        ``status`` (``"UNAVAILABLE"``) is checked when present; the SDK tolerates its
+        absence.
         """
         problems = object_problems(error, _ERROR_FIELDS, "error")
         if problems:
             detail = (
-                ": the in-band error is not {code: integer, message: string, status: "
+                ": the in-band error is not {code: number, message: string, status: "
                 f"string}}: {'; '.join(problems)} ({preview(found.event.data)})"
             )
             found.add(rules.SCHEMA_MISMATCH, detail)

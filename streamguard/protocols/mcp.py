@@ -118,6 +118,7 @@ from streamguard.protocols._fields import (
     OBJECT_OF_SCHEMAS,
     ONE_OR_EACH,
     STRING,
+    STRING_OR_EXACT_INTEGER,
     Field,
     Nested,
     Shape,
@@ -544,7 +545,8 @@ PARAMS_SHAPES: Final[dict[str, Shape]] = {
         req("level", STRING, _LOG_LEVELS), req("data", ANY_VALUE), may("logger")
     ),
     "notifications/resources/updated": _params(req("uri")),
-    "notifications/cancelled": _params(may("requestId", LAX_STRING_OR_INTEGER), may("reason")),
+    # A RequestId: a string or a strict int in the SDK (3.0 and true are refused).
+    "notifications/cancelled": _params(may("requestId", STRING_OR_EXACT_INTEGER), may("reason")),
     "notifications/elicitation/complete": _params(req("elicitationId")),
 }
 
