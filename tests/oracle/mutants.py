@@ -15,7 +15,7 @@ import copy
 import json
 import random
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,8 +92,11 @@ def _set(payload: Any, path: tuple[Any, ...], new: Any) -> Any:
     return payload
 
 
-def _retypings(frame: bytes, eol: bytes) -> list[tuple[str, bytes]]:
-    """Every (description, new frame) with one JSON value of the frame's data retyped."""
+def _rewritten(
+    frame: bytes, eol: bytes, forms: Callable[[Any], list[tuple[str, Any]]]
+) -> list[tuple[str, bytes]]:
+    """Every (description, new frame) with one JSON value of the frame's data replaced by
+    one of its ``forms``, each value up to ``_MAX_PATHS`` of them (not the payload itself)."""
     lines = frame.split(eol)
     out: list[tuple[str, bytes]] = []
     for number, line in enumerate(lines):
@@ -103,18 +106,20 @@ def _retypings(frame: bytes, eol: bytes) -> list[tuple[str, bytes]]:
             payload = json.loads(line[5:])
         except ValueError:
             continue
-        for path in list(json_paths(payload))[1 : _MAX_PATHS + 1]:  # not the payload itself
+        for path in list(json_paths(payload))[1 : _MAX_PATHS + 1]:
             old = payload
             for key in path:
                 old = old[key]
-            for name, new in _RETYPED:
-                if name == _type(old):
-                    continue
+            for name, new in forms(old):
                 changed = list(lines)
                 changed[number] = b"data: " + json.dumps(_set(payload, path, new)).encode()
-                where = ".".join(map(str, path))
-                out.append((f"{where}={name}", eol.join(changed)))
+                out.append((f"{'.'.join(map(str, path))}={name}", eol.join(changed)))
     return out
+
+
+def _retypings(frame: bytes, eol: bytes) -> list[tuple[str, bytes]]:
+    """Every (description, new frame) with one JSON value of the frame's data retyped."""
+    return _rewritten(frame, eol, lambda old: [(n, v) for n, v in _RETYPED if n != _type(old)])
 
 
 def _lax_forms(value: Any) -> list[tuple[str, Any]]:
@@ -134,24 +139,7 @@ def _lax_forms(value: Any) -> list[tuple[str, Any]]:
 def lax_lookalikes(frame: bytes, eol: bytes) -> list[tuple[str, bytes]]:
     """Every (description, new frame) with one value of the frame's data written in another
     form pydantic's lax mode reads as the same value (``_lax_forms``)."""
-    lines = frame.split(eol)
-    out: list[tuple[str, bytes]] = []
-    for number, line in enumerate(lines):
-        if not line.startswith(b"data:"):
-            continue
-        try:
-            payload = json.loads(line[5:])
-        except ValueError:
-            continue
-        for path in list(json_paths(payload))[1 : _MAX_PATHS + 1]:
-            old = payload
-            for key in path:
-                old = old[key]
-            for name, new in _lax_forms(old):
-                changed = list(lines)
-                changed[number] = b"data: " + json.dumps(_set(payload, path, new)).encode()
-                out.append((f"{'.'.join(map(str, path))}={name}", eol.join(changed)))
-    return out
+    return _rewritten(frame, eol, _lax_forms)
 
 
 def mutants(fixture_id: str, body: bytes, *, per_kind: int = 2, retypes: int = 8) -> list[Mutant]:
