@@ -300,7 +300,7 @@ def _is_lax_fraction(value: object) -> bool:
 
 
 def _is_lax_integer(value: object) -> bool:
-    return type(value) is int or _lax(_LAX_INT, value)
+    return lax_integer(value) is not None
 
 
 def _is_lax_boolean(value: object) -> bool:
