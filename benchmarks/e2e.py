@@ -3,13 +3,21 @@
 A uvicorn process (uvloop, httptools) serves a 30,000-frame OpenAI chat stream, one frame
 per ``send``; a minimal raw-socket client on loopback reads it whole. (At 3,000 frames a
 request is two or three 10 ms clock ticks of server CPU, and the ratios swung by 2x between
-runs: issue 26.) The server's CPU time
-(from ``/proc/<pid>/stat``) over the requests, divided by the frames, is compared between
-no middleware (the anchor), a no-op pure ASGI middleware, and streamguard with its default
-configuration (metrics and logs on). A JSON endpoint shows the cost where nothing is
-watched. The same comparison runs on a realistic app (``benchmarks/e2e_fastapi_app.py``):
-FastAPI's ``StreamingResponse`` yielding each chunk as a pydantic model's ``model_dump_json()``,
-as OpenAI-compatible servers do. Run: ``python -m benchmarks.e2e``.
+runs: issue 26.) The server's CPU time (from ``/proc/<pid>/stat``) over the requests,
+divided by the frames, is compared between no middleware (the anchor), a no-op pure ASGI
+middleware, and streamguard with its default configuration (metrics and logs on). A JSON
+endpoint shows the cost where nothing is watched. The same comparison runs on a realistic
+app (``benchmarks/e2e_fastapi_app.py``): FastAPI's ``StreamingResponse`` yielding each chunk
+as a pydantic model's ``model_dump_json()``, as OpenAI-compatible servers do.
+
+Samples are paired. Every configuration's server runs for the whole benchmark, side by
+side, and each round takes one sample of each in turn (the order turned by one every
+round), seconds apart; a configuration's ratio is the median, over the rounds, of its
+sample divided by the anchor's sample of the same round. The machine's speed drifts over
+minutes (a neighbour's load, the host's clock): with one server started per configuration
+and its least CPU kept, three runs of unchanged code gave the bare app 1.17x, 1.32x and
+1.53x, and once a FastAPI anchor slower than the no-op middleware. Run:
+``python -m benchmarks.e2e``.
 """
 
 from __future__ import annotations
@@ -18,11 +26,12 @@ import asyncio
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,17 +93,6 @@ def uvicorn_server(
         server.wait(timeout=30)
 
 
-def measure(middleware: str, requests: int, path: str, app: str = "raw") -> float:
-    """Server CPU seconds for ``requests`` GETs of ``path`` (after a warm-up)."""
-    with uvicorn_server(middleware, app=app) as (port, pid):
-        for _ in range(3):
-            fetch(port, path)  # warm-up
-        before = cpu_seconds(pid)
-        for _ in range(requests):
-            fetch(port, path)
-        return cpu_seconds(pid) - before
-
-
 async def _read_all(port: int, path: str) -> int:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode())
@@ -122,73 +120,137 @@ def measure_scale(middleware: str, streams: int) -> tuple[float, float, str]:
         return used, wall, metrics
 
 
+def paired(samples: dict[str, list[float]], anchor: str = "none") -> dict[str, tuple[float, float]]:
+    """Each configuration's median sample and its median ratio to the anchor's sample of
+    the same round."""
+    base = samples[anchor]
+    return {
+        name: (
+            statistics.median(taken),
+            statistics.median(mine / theirs for mine, theirs in zip(taken, base, strict=True)),
+        )
+        for name, taken in samples.items()
+    }
+
+
+def sample_streams(
+    app: str, configs: tuple[str, ...], rounds: int, requests: int, json_requests: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Server CPU seconds per round for ``requests`` streams and ``json_requests`` JSON
+    responses, every configuration's server running side by side."""
+    streamed: dict[str, list[float]] = {name: [] for name in configs}
+    answered: dict[str, list[float]] = {name: [] for name in configs}
+    with ExitStack() as servers:
+        running = {name: servers.enter_context(uvicorn_server(name, app=app)) for name in configs}
+        for port, _pid in running.values():
+            for _ in range(2):
+                fetch(port, "/stream")  # warm-up
+        # The JSON responses come after every stream sample: with 500 short connections
+        # after each stream sample, the anchor's stream samples came out about 20% above
+        # the no-op middleware's in two runs (not explained); taken apart, the two agree.
+        for path, count, taken in (
+            ("/stream", requests, streamed),
+            ("/json", json_requests, answered),
+        ):
+            for turn in range(rounds if count else 0):
+                for name in configs[turn % len(configs) :] + configs[: turn % len(configs)]:
+                    port, pid = running[name]
+                    before = cpu_seconds(pid)
+                    for _ in range(count):
+                        fetch(port, path)
+                    taken[name].append(cpu_seconds(pid) - before)
+    return streamed, answered
+
+
+def sample_scale(streams: int, rounds: int) -> tuple[list[float], list[float], str]:
+    """Server CPU seconds of each round's load run, with no middleware and with
+    streamguard, both servers running side by side; the ``/metrics`` text at the end."""
+    cpu: dict[str, list[float]] = {"none": [], "streamguard": []}
+    with ExitStack() as servers:
+        running = {
+            name: servers.enter_context(uvicorn_server(name, backlog=streams * 2)) for name in cpu
+        }
+
+        async def run(port: int) -> None:
+            sizes = await asyncio.gather(*(_read_all(port, "/paced") for _ in range(streams)))
+            assert min(sizes) > 0
+
+        for turn in range(rounds):
+            for name in ("none", "streamguard")[:: 1 if turn % 2 == 0 else -1]:
+                port, pid = running[name]
+                before = cpu_seconds(pid)
+                asyncio.run(run(port))
+                cpu[name].append(cpu_seconds(pid) - before)
+        metrics = fetch(running["streamguard"][0], "/metrics").decode(errors="replace")
+    return cpu["none"], cpu["streamguard"], metrics
+
+
 def main() -> int:
     frames = int(os.environ.get("STREAMGUARD_BENCH_FRAMES", str(FRAMES)))
-    stream_requests = int(os.environ.get("STREAMGUARD_BENCH_REQUESTS", "4"))
-    json_requests = 2000
-    # A FastAPI frame costs about five raw ones: half the requests still count more ticks.
+    stream_requests = int(os.environ.get("STREAMGUARD_BENCH_REQUESTS", "2"))
+    # A FastAPI frame costs about three raw ones: one request counts as many ticks.
     requests = {"raw": stream_requests, "fastapi": max(1, stream_requests // 2)}
+    json_requests = 500
     # streamguard-full: streamguard with the shape cache off (every frame parsed).
     configs = ("none", "noop", "streamguard-full", "streamguard")
-    # Rounds interleave the configurations and keep each one's least CPU: a neighbour's
-    # burst of load then inflates one sample, not the comparison.
-    rounds = int(os.environ.get("STREAMGUARD_BENCH_ROUNDS", "5"))
-    stream_cpu = {(app, name): float("inf") for app in APPS for name in configs}
-    json_cpu = dict.fromkeys(configs, float("inf"))
-    for _ in range(rounds):
-        for name in configs:
-            for app in APPS:
-                used = measure(name, requests[app], "/stream", app)
-                stream_cpu[app, name] = min(stream_cpu[app, name], used)
-            json_cpu[name] = min(json_cpu[name], measure(name, json_requests, "/json"))
-
-    def stream_row(app: str, name: str) -> dict[str, Any]:
-        return {
-            "app": app,
-            "middleware": name,
-            "stream_us_per_frame": stream_cpu[app, name] / (requests[app] * frames) * 1e6,
-            "stream_vs_none": stream_cpu[app, name] / stream_cpu[app, "none"],
-        }
-
-    rows = [
-        {
-            **stream_row("raw", name),
-            "json_us_per_request": json_cpu[name] / json_requests * 1e6,
-            "json_vs_none": json_cpu[name] / json_cpu["none"],
-        }
-        for name in configs
-    ]
-    fastapi_rows = [stream_row("fastapi", name) for name in configs]
-    print_table(rows)
-    print()
-    print_table(fastapi_rows)
+    rounds = int(os.environ.get("STREAMGUARD_BENCH_ROUNDS", "9"))
+    rows_by_app: dict[str, list[dict[str, Any]]] = {}
+    for app in APPS:
+        streamed, answered = sample_streams(
+            app, configs, rounds, requests[app], json_requests if app == "raw" else 0
+        )
+        per_frame = paired(streamed)
+        per_json = paired(answered) if app == "raw" else {}
+        rows_by_app[app] = [
+            {
+                "app": app,
+                "middleware": name,
+                "stream_us_per_frame": per_frame[name][0] / (requests[app] * frames) * 1e6,
+                "stream_vs_none": per_frame[name][1],
+                **(
+                    {
+                        "json_us_per_request": per_json[name][0] / json_requests * 1e6,
+                        "json_vs_none": per_json[name][1],
+                    }
+                    if per_json
+                    else {}
+                ),
+            }
+            for name in configs
+        ]
+        print_table(rows_by_app[app])
+        print()
 
     streams = int(os.environ.get("STREAMGUARD_BENCH_STREAMS", "1000"))
-    none_cpu, none_wall, _ = measure_scale("none", streams)
-    guarded_cpu, guarded_wall, metrics = measure_scale("streamguard", streams)
+    scale_rounds = int(os.environ.get("STREAMGUARD_BENCH_SCALE_ROUNDS", "5"))
+    none_cpu, guarded_cpu, metrics = sample_scale(streams, scale_rounds)
     labels = 'protocol="openai_chat",route="/paced"'
-    completed = f'streamguard_streams_total{{outcome="completed",{labels}}} {float(streams)}'
+    done = float(streams * scale_rounds)
+    completed = f'streamguard_streams_total{{outcome="completed",{labels}}} {done}'
     in_progress = f"streamguard_streams_in_progress{{{labels}}} 0.0"
+    shares = [(mine - theirs) / mine for mine, theirs in zip(guarded_cpu, none_cpu, strict=True)]
     scale = {
         "streams": streams,
         "events_per_stream": 100,
         "target_chunks_per_s": streams * 10,
-        "server_cpu_s_none": none_cpu,
-        "server_cpu_s_streamguard": guarded_cpu,
-        "streamguard_share_of_cpu": (guarded_cpu - none_cpu) / guarded_cpu,
-        "wall_s_none": none_wall,
-        "wall_s_streamguard": guarded_wall,
+        "rounds": scale_rounds,
+        "server_cpu_s_none": statistics.median(none_cpu),
+        "server_cpu_s_streamguard": statistics.median(guarded_cpu),
+        "streamguard_share_of_cpu": statistics.median(shares),
+        "share_low": min(shares),
+        "share_high": max(shares),
         "all_completed_and_gauge_zero": completed in metrics and in_progress in metrics,
     }
-    print()
     print_table([scale])
-    path = write_results("e2e", [*rows, *fastapi_rows, scale])
+    raw_rows, fastapi_rows = rows_by_app["raw"], rows_by_app["fastapi"]
+    path = write_results("e2e", [*raw_rows, *fastapi_rows, scale])
     print()
-    for row in (rows[-1], fastapi_rows[-1]):
+    for row in (raw_rows[-1], fastapi_rows[-1]):
         app, ratio = row["app"], row["stream_vs_none"]
         verdict = "met" if ratio <= BUDGETS[app] else "missed"
         print(
             f"budget ({app}): streamguard stream_vs_none {ratio:.2f} <= {BUDGETS[app]}: {verdict}"
+            f" (median of {rounds} paired rounds)"
         )
     print(f"results in {path}")
     return 0
