@@ -103,23 +103,6 @@ async def _read_all(port: int, path: str) -> int:
     return received
 
 
-def measure_scale(middleware: str, streams: int) -> tuple[float, float, str]:
-    """Server CPU for ``streams`` concurrent paced streams; the wall time; /metrics text."""
-    with uvicorn_server(middleware, backlog=streams * 2) as (port, pid):
-
-        async def run() -> None:
-            sizes = await asyncio.gather(*(_read_all(port, "/paced") for _ in range(streams)))
-            assert min(sizes) > 0
-
-        before = cpu_seconds(pid)
-        started = time.monotonic()
-        asyncio.run(run())
-        wall = time.monotonic() - started
-        used = cpu_seconds(pid) - before
-        metrics = fetch(port, "/metrics").decode(errors="replace") if middleware != "none" else ""
-        return used, wall, metrics
-
-
 def paired(samples: dict[str, list[float]], anchor: str = "none") -> dict[str, tuple[float, float]]:
     """Each configuration's median sample and its median ratio to the anchor's sample of
     the same round."""
@@ -162,13 +145,18 @@ def sample_streams(
     return streamed, answered
 
 
-def sample_scale(streams: int, rounds: int) -> tuple[list[float], list[float], str]:
-    """Server CPU seconds of each round's load run, with no middleware and with
-    streamguard, both servers running side by side; the ``/metrics`` text at the end."""
-    cpu: dict[str, list[float]] = {"none": [], "streamguard": []}
+def sample_scale(
+    configs: tuple[str, ...], streams: int, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Server CPU seconds of each round's load run (``streams`` concurrent paced streams)
+    under each configuration, every server running side by side and taken in turn (the
+    order turned by one each round); each server's ``/metrics`` text at the end (empty
+    without streamguard)."""
+    cpu: dict[str, list[float]] = {name: [] for name in configs}
     with ExitStack() as servers:
         running = {
-            name: servers.enter_context(uvicorn_server(name, backlog=streams * 2)) for name in cpu
+            name: servers.enter_context(uvicorn_server(name, backlog=streams * 2))
+            for name in configs
         }
 
         async def run(port: int) -> None:
@@ -176,13 +164,16 @@ def sample_scale(streams: int, rounds: int) -> tuple[list[float], list[float], s
             assert min(sizes) > 0
 
         for turn in range(rounds):
-            for name in ("none", "streamguard")[:: 1 if turn % 2 == 0 else -1]:
+            for name in configs[turn % len(configs) :] + configs[: turn % len(configs)]:
                 port, pid = running[name]
                 before = cpu_seconds(pid)
                 asyncio.run(run(port))
                 cpu[name].append(cpu_seconds(pid) - before)
-        metrics = fetch(running["streamguard"][0], "/metrics").decode(errors="replace")
-    return cpu["none"], cpu["streamguard"], metrics
+        metrics = {
+            name: fetch(port, "/metrics").decode(errors="replace") if name != "none" else ""
+            for name, (port, _pid) in running.items()
+        }
+    return cpu, metrics
 
 
 def main() -> int:
@@ -223,7 +214,12 @@ def main() -> int:
 
     streams = int(os.environ.get("STREAMGUARD_BENCH_STREAMS", "1000"))
     scale_rounds = int(os.environ.get("STREAMGUARD_BENCH_SCALE_ROUNDS", "5"))
-    none_cpu, guarded_cpu, metrics = sample_scale(streams, scale_rounds)
+    cpu, metrics_by_config = sample_scale(("none", "streamguard"), streams, scale_rounds)
+    none_cpu, guarded_cpu, metrics = (
+        cpu["none"],
+        cpu["streamguard"],
+        metrics_by_config["streamguard"],
+    )
     labels = 'protocol="openai_chat",route="/paced"'
     done = float(streams * scale_rounds)
     completed = f'streamguard_streams_total{{outcome="completed",{labels}}} {done}'
@@ -231,7 +227,7 @@ def main() -> int:
     shares = [(mine - theirs) / mine for mine, theirs in zip(guarded_cpu, none_cpu, strict=True)]
     scale = {
         "streams": streams,
-        "events_per_stream": 100,
+        "events_per_stream": int(os.environ.get("STREAMGUARD_BENCH_PACED_EVENTS", "100")),
         "target_chunks_per_s": streams * 10,
         "rounds": scale_rounds,
         "server_cpu_s_none": statistics.median(none_cpu),

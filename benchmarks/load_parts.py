@@ -1,6 +1,7 @@
 """Where the load run's cost goes (issue 26): 1,000 concurrent paced streams, as in
-``benchmarks/e2e.py``'s scale row, served under each of these, rounds interleaved, the least
-server CPU of each kept:
+``benchmarks/e2e.py``'s scale row, served under each of these, every server running side
+by side and taken in turn each round (``benchmarks.e2e.sample_scale``); each figure is the
+median over the rounds of the paired difference with the app alone:
 
 * ``none``: the app alone (the anchor); ``noop``: a pure ASGI middleware that forwards;
 * ``streamguard-excluded``: streamguard on a route it excludes (its shell: the ``send``
@@ -18,11 +19,12 @@ it says which part to work on. Run: ``python -m benchmarks.load_parts``.
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 from typing import Any
 
 from benchmarks._timing import print_table, write_results
-from benchmarks.e2e import measure_scale
+from benchmarks.e2e import sample_scale
 
 __all__ = ["CONFIGS", "main"]
 
@@ -40,21 +42,22 @@ def main() -> int:
     streams = int(os.environ.get("STREAMGUARD_BENCH_STREAMS", "1000"))
     events = int(os.environ.get("STREAMGUARD_BENCH_PACED_EVENTS", "100"))
     rounds = int(os.environ.get("STREAMGUARD_BENCH_ROUNDS", "3"))
-    cpu = dict.fromkeys(CONFIGS, float("inf"))
-    for _ in range(rounds):
-        for name in CONFIGS:
-            used, _wall, _metrics = measure_scale(name, streams)
-            cpu[name] = min(cpu[name], used)
-    rows: list[dict[str, Any]] = [
-        {
-            "middleware": name,
-            "server_cpu_s": cpu[name],
-            "added_us_per_stream": (cpu[name] - cpu["none"]) / streams * 1e6,
-            "added_us_per_frame": (cpu[name] - cpu["none"]) / (streams * events) * 1e6,
-            "share_of_cpu": (cpu[name] - cpu["none"]) / cpu[name],
-        }
-        for name in CONFIGS
-    ]
+    cpu, _metrics = sample_scale(CONFIGS, streams, rounds)
+    none = cpu["none"]
+
+    rows: list[dict[str, Any]] = []
+    for name in CONFIGS:
+        added = [mine - theirs for mine, theirs in zip(cpu[name], none, strict=True)]
+        share = [extra / mine for extra, mine in zip(added, cpu[name], strict=True)]
+        rows.append(
+            {
+                "middleware": name,
+                "server_cpu_s": statistics.median(cpu[name]),
+                "added_us_per_stream": statistics.median(added) / streams * 1e6,
+                "added_us_per_frame": statistics.median(added) / (streams * events) * 1e6,
+                "share_of_cpu": statistics.median(share),
+            }
+        )
     print_table(rows)
     print(f"results in {write_results('load_parts', rows)}")
     return 0
