@@ -10,14 +10,22 @@ endpoint shows the cost where nothing is watched. The same comparison runs on a 
 app (``benchmarks/e2e_fastapi_app.py``): FastAPI's ``StreamingResponse`` yielding each chunk
 as a pydantic model's ``model_dump_json()``, as OpenAI-compatible servers do.
 
-Samples are paired. Every configuration's server runs for the whole benchmark, side by
-side, and each round takes one sample of each in turn (the order turned by one every
-round), seconds apart; a configuration's ratio is the median, over the rounds, of its
-sample divided by the anchor's sample of the same round. The machine's speed drifts over
-minutes (a neighbour's load, the host's clock): with one server started per configuration
-and its least CPU kept, three runs of unchanged code gave the bare app 1.17x, 1.32x and
-1.53x, and once a FastAPI anchor slower than the no-op middleware. Run:
-``python -m benchmarks.e2e``.
+Samples are paired. Every configuration's server runs, side by side, for all of its app's
+rounds, and each round takes one sample of each in turn (the order turned by one every
+round, and the rounds a multiple of the configurations, so each takes each place as
+often), seconds apart; a configuration's ratio is the median, over the rounds, of its
+sample divided by the anchor's sample of the same round. (The µs-per-frame figures are
+medians of the samples themselves, so dividing two of them need not give the ratio.) The
+machine's speed drifts over minutes (a neighbour's load, the host's clock), which pairing
+mostly cancels: with a fresh server for every sample and each configuration's least CPU
+kept, three runs of unchanged code gave the bare app 1.17x, 1.32x and 1.53x, and once a
+FastAPI anchor slower than the no-op middleware.
+
+Run: ``python -m benchmarks.e2e``. The environment can change the sizes:
+``STREAMGUARD_BENCH_ROUNDS`` (8), ``STREAMGUARD_BENCH_REQUESTS`` (bare-app requests per
+sample, 2; the FastAPI app takes half), ``STREAMGUARD_BENCH_FRAMES`` (30,000),
+``STREAMGUARD_BENCH_STREAMS`` (1,000) and ``STREAMGUARD_BENCH_SCALE_ROUNDS`` (4) for the
+load run, and ``STREAMGUARD_BENCH_PACED_EVENTS`` (100 frames a paced stream).
 """
 
 from __future__ import annotations
@@ -128,7 +136,7 @@ def sample_streams(
         for port, _pid in running.values():
             for _ in range(2):
                 fetch(port, "/stream")  # warm-up
-        # The JSON responses come after every stream sample: with 500 short connections
+        # The JSON responses come after all the stream samples: with 500 short connections
         # after each stream sample, the anchor's stream samples came out about 20% above
         # the no-op middleware's in two runs (not explained); taken apart, the two agree.
         for path, count, taken in (
@@ -150,8 +158,8 @@ def sample_scale(
 ) -> tuple[dict[str, list[float]], dict[str, str]]:
     """Server CPU seconds of each round's load run (``streams`` concurrent paced streams)
     under each configuration, every server running side by side and taken in turn (the
-    order turned by one each round); each server's ``/metrics`` text at the end (empty
-    without streamguard)."""
+    order turned by one each round); the ``/metrics`` text of each streamguard server at
+    the end."""
     cpu: dict[str, list[float]] = {name: [] for name in configs}
     with ExitStack() as servers:
         running = {
@@ -170,8 +178,9 @@ def sample_scale(
                 asyncio.run(run(port))
                 cpu[name].append(cpu_seconds(pid) - before)
         metrics = {
-            name: fetch(port, "/metrics").decode(errors="replace") if name != "none" else ""
+            name: fetch(port, "/metrics").decode(errors="replace")
             for name, (port, _pid) in running.items()
+            if name.startswith("streamguard")
         }
     return cpu, metrics
 
@@ -181,10 +190,10 @@ def main() -> int:
     stream_requests = int(os.environ.get("STREAMGUARD_BENCH_REQUESTS", "2"))
     # A FastAPI frame costs about three raw ones: one request counts as many ticks.
     requests = {"raw": stream_requests, "fastapi": max(1, stream_requests // 2)}
-    json_requests = 500
+    json_requests = 2000  # about 30 clock ticks of server CPU a sample
     # streamguard-full: streamguard with the shape cache off (every frame parsed).
     configs = ("none", "noop", "streamguard-full", "streamguard")
-    rounds = int(os.environ.get("STREAMGUARD_BENCH_ROUNDS", "9"))
+    rounds = int(os.environ.get("STREAMGUARD_BENCH_ROUNDS", "8"))
     rows_by_app: dict[str, list[dict[str, Any]]] = {}
     for app in APPS:
         streamed, answered = sample_streams(
@@ -213,7 +222,7 @@ def main() -> int:
         print()
 
     streams = int(os.environ.get("STREAMGUARD_BENCH_STREAMS", "1000"))
-    scale_rounds = int(os.environ.get("STREAMGUARD_BENCH_SCALE_ROUNDS", "5"))
+    scale_rounds = int(os.environ.get("STREAMGUARD_BENCH_SCALE_ROUNDS", "4"))
     cpu, metrics_by_config = sample_scale(("none", "streamguard"), streams, scale_rounds)
     none_cpu, guarded_cpu, metrics = (
         cpu["none"],

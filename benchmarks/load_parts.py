@@ -1,7 +1,8 @@
 """Where the load run's cost goes (issue 26): 1,000 concurrent paced streams, as in
 ``benchmarks/e2e.py``'s scale row, served under each of these, every server running side
-by side and taken in turn each round (``benchmarks.e2e.sample_scale``); each figure is the
-median over the rounds of the paired difference with the app alone:
+by side and taken in turn each round (``benchmarks.e2e.sample_scale``); the CPU added and
+the share are medians over the rounds of the paired difference with the app alone's sample
+of the same round, ``server_cpu_s`` the median of the samples themselves:
 
 * ``none``: the app alone (the anchor); ``noop``: a pure ASGI middleware that forwards;
 * ``streamguard-excluded``: streamguard on a route it excludes (its shell: the ``send``
@@ -41,7 +42,7 @@ CONFIGS = (
 def main() -> int:
     streams = int(os.environ.get("STREAMGUARD_BENCH_STREAMS", "1000"))
     events = int(os.environ.get("STREAMGUARD_BENCH_PACED_EVENTS", "100"))
-    rounds = int(os.environ.get("STREAMGUARD_BENCH_ROUNDS", "3"))
+    rounds = int(os.environ.get("STREAMGUARD_BENCH_ROUNDS", "6"))
     cpu, _metrics = sample_scale(CONFIGS, streams, rounds)
     none = cpu["none"]
 

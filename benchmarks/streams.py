@@ -18,10 +18,11 @@ and per frame, against the app alone (the anchor) in the same run:
 * ``... (busy)``: ``none``, ``noop``, ``streamguard-bare`` and the default again, with the
   driver doing about 20 µs of unrelated work (``server_work``: JSON in and out, a regular
   expression) after every message, as a server does between two frames of one stream
-  (the load run's app alone costs about 20 µs of uvicorn's CPU a frame). That work evicts
-  streamguard's code and data from the CPU's caches before each frame, as a real server's
-  does; compared with ``none (busy)``, these rows come near what ``benchmarks.load_parts``
-  measures under uvicorn, in seconds rather than minutes.
+  (the load run's app alone costs about 20 µs of uvicorn's CPU a frame). Between two
+  frames, that work takes streamguard's code and data out of the CPU's caches, as a real
+  server's does: compared with ``none (busy)``, these rows show part of the gap between
+  the plain rows and what ``benchmarks.load_parts`` measures under uvicorn, in about a
+  minute.
 
 No budget is read from here. Run: ``python -m benchmarks.streams``.
 """
@@ -58,7 +59,7 @@ _PATTERN = re.compile(r'"k(\d+)": \[(\d+)')
 
 
 def server_work() -> None:
-    """About 20 µs of work that is not streamguard's, in C and in the interpreter."""
+    """About 20 µs of work that is not streamguard's: JSON and a pattern, mostly in C."""
     _PATTERN.findall(json.dumps(json.loads(_DOCUMENT)))
 
 
