@@ -136,9 +136,10 @@ def sample_streams(
         for port, _pid in running.values():
             for _ in range(2):
                 fetch(port, "/stream")  # warm-up
-        # The JSON responses come after all the stream samples: with 500 short connections
-        # after each stream sample, the anchor's stream samples came out about 20% above
-        # the no-op middleware's in two runs (not explained); taken apart, the two agree.
+        # The JSON responses have rounds of their own, so a stream sample follows stream
+        # samples only. (With 500 of them after each stream sample, the no-op middleware's
+        # ratio to the anchor came out 0.87 and 0.98 in two runs; apart, 0.93 to 1.05 in
+        # six: the anchor itself moves by about 5% between samples.)
         for path, count, taken in (
             ("/stream", requests, streamed),
             ("/json", json_requests, answered),
