@@ -111,6 +111,19 @@ async def _read_all(port: int, path: str) -> int:
     return received
 
 
+def _turned(configs: tuple[str, ...], turn: int) -> tuple[str, ...]:
+    """``configs`` in round ``turn``'s order: turned by one each round, so that over as many
+    rounds as there are configurations each takes each place once."""
+    cut = turn % len(configs)
+    return configs[cut:] + configs[:cut]
+
+
+def share(mine: float, theirs: float) -> float:
+    """The part of ``mine`` (a configuration's CPU) that ``theirs`` (the anchor's, same round)
+    does not account for; 0.0 for a sample too short to count a clock tick."""
+    return (mine - theirs) / mine if mine > 0 else 0.0
+
+
 def paired(samples: dict[str, list[float]], anchor: str = "none") -> dict[str, tuple[float, float]]:
     """Each configuration's median sample and its median ratio to the anchor's sample of
     the same round."""
@@ -145,7 +158,7 @@ def sample_streams(
             ("/json", json_requests, answered),
         ):
             for turn in range(rounds if count else 0):
-                for name in configs[turn % len(configs) :] + configs[: turn % len(configs)]:
+                for name in _turned(configs, turn):
                     port, pid = running[name]
                     before = cpu_seconds(pid)
                     for _ in range(count):
@@ -173,7 +186,7 @@ def sample_scale(
             assert min(sizes) > 0
 
         for turn in range(rounds):
-            for name in configs[turn % len(configs) :] + configs[: turn % len(configs)]:
+            for name in _turned(configs, turn):
                 port, pid = running[name]
                 before = cpu_seconds(pid)
                 asyncio.run(run(port))
@@ -230,7 +243,7 @@ def main() -> int:
     done = float(streams * scale_rounds)
     completed = f'streamguard_streams_total{{outcome="completed",{labels}}} {done}'
     in_progress = f"streamguard_streams_in_progress{{{labels}}} 0.0"
-    shares = [(mine - theirs) / mine for mine, theirs in zip(guarded_cpu, none_cpu, strict=True)]
+    shares = [share(mine, theirs) for mine, theirs in zip(guarded_cpu, none_cpu, strict=True)]
     scale = {
         "streams": streams,
         "events_per_stream": int(os.environ.get("STREAMGUARD_BENCH_PACED_EVENTS", "100")),

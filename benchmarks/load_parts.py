@@ -25,7 +25,7 @@ import sys
 from typing import Any
 
 from benchmarks._timing import print_table, write_results
-from benchmarks.e2e import sample_scale
+from benchmarks.e2e import sample_scale, share
 
 __all__ = ["CONFIGS", "main"]
 
@@ -49,14 +49,14 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     for name in CONFIGS:
         added = [mine - theirs for mine, theirs in zip(cpu[name], none, strict=True)]
-        share = [extra / mine for extra, mine in zip(added, cpu[name], strict=True)]
+        shares = [share(mine, theirs) for mine, theirs in zip(cpu[name], none, strict=True)]
         rows.append(
             {
                 "middleware": name,
                 "server_cpu_s": statistics.median(cpu[name]),
                 "added_us_per_stream": statistics.median(added) / streams * 1e6,
                 "added_us_per_frame": statistics.median(added) / (streams * events) * 1e6,
-                "share_of_cpu": statistics.median(share),
+                "share_of_cpu": statistics.median(shares),
             }
         )
     print_table(rows)
