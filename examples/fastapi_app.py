@@ -27,14 +27,15 @@ Run it::
 
 The module-level ``app`` uses ``DEMO_TIMERS`` (2 s idle limit, 0.5 s body-end grace, so the
 ``stalled`` and ``body_open`` faults show within seconds); ``build_app(**options)`` builds
-one with other timers, pacing, metrics registry or ``on_report`` callback, as the tests do.
+one with other timers, pacing, a ``sleep`` and ``clock`` pair, metrics registry or
+``on_report`` callback, as the tests do.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -460,26 +461,31 @@ def responses_frames(request: ResponsesRequest, fault: str | None) -> list[bytes
 
 
 async def paced(
-    frames: list[bytes], fault: str | None, token_delay: float, hold_s: float, stall_s: float
+    frames: list[bytes],
+    fault: str | None,
+    token_delay: float,
+    hold_s: float,
+    stall_s: float,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> AsyncIterator[bytes]:
     """Send the frames one per body message, ``token_delay`` apart, with timing faults.
 
     ``stalled`` goes silent for ``stall_s`` mid-stream; ``body_open`` keeps the body open
     for ``hold_s`` after the terminal; ``buffered`` waits ``hold_s`` and sends everything at
-    once, as a buffering proxy does.
+    once, as a buffering proxy does. Every pause goes through ``sleep``.
     """
     if fault == "buffered":
-        await anyio.sleep(hold_s)
+        await sleep(hold_s)
         yield b"".join(frames)
         return
     for position, frame in enumerate(frames):
         if fault == "stalled" and position == len(frames) // 2:
-            await anyio.sleep(stall_s)
+            await sleep(stall_s)
         yield frame
         if position < len(frames) - 1:
-            await anyio.sleep(token_delay)
+            await sleep(token_delay)
     if fault == "body_open":
-        await anyio.sleep(hold_s)
+        await sleep(hold_s)
 
 
 #: The example's timers: short enough that ``stalled`` and ``body_open`` show within
@@ -493,15 +499,20 @@ def build_app(
     timers: TimerConfig = DEMO_TIMERS,
     registry: CollectorRegistry | None = None,
     on_report: Callable[[StreamReport], None] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    clock: Callable[[], float] | None = None,
 ) -> FastAPI:
     """The example app, with streamguard mounted and ``/metrics`` served.
 
-    ``token_delay`` is the pause between two frames. ``timers`` are streamguard's liveness
-    timers; the timing faults are sized from them: ``stalled`` stays silent for 1.5 times
-    the idle limit, ``body_open`` and ``buffered`` hold for 3 times the body-end grace
-    (which must stay under the idle limit, so that they are not also stalls). ``registry``
-    is where the metrics live (the process-wide default when ``None``); ``on_report``
-    receives every stream's ``StreamReport``.
+    ``token_delay`` is the pause between two frames; every pause goes through ``sleep``,
+    and ``clock`` (``time.monotonic`` when ``None``) is streamguard's: a test gives a pair
+    where only the app's pauses move the clock, so the timing rules judge the pauses
+    written here and not how long a busy machine took between them. ``timers`` are
+    streamguard's liveness timers; the timing faults are sized from them: ``stalled`` stays
+    silent for 1.5 times the idle limit, ``body_open`` and ``buffered`` hold for 3 times
+    the body-end grace (which must stay under the idle limit, so that they are not also
+    stalls). ``registry`` is where the metrics live (the process-wide default when
+    ``None``); ``on_report`` receives every stream's ``StreamReport``.
     """
     hold_s = 3 * timers.body_end_grace_s
     stall_s = 1.5 * timers.idle_limit_s
@@ -521,7 +532,7 @@ def build_app(
         media_type = "text/event-stream"
         if path == "/v1/messages":
             media_type += "; charset=utf-8"  # as Anthropic sends it
-        body = paced(frames(fault), fault, token_delay, hold_s, stall_s)
+        body = paced(frames(fault), fault, token_delay, hold_s, stall_s, sleep)
         return StreamingResponse(body, media_type=media_type, headers=_HEADERS)
 
     @api.post("/v1/chat/completions")
@@ -543,6 +554,7 @@ def build_app(
         timers=timers,
         metrics=registry,
         on_report=on_report,
+        **({} if clock is None else {"clock": clock}),
     )
     return api
 

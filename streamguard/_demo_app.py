@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -70,18 +70,30 @@ PROTOCOLS = {
 DEMO_TIMERS = {"body_end_grace_s": 0.1, "burst_window_s": 0.02}
 
 
-async def _paced(frames: list[bytes], delay: float = 0.002) -> AsyncIterator[bytes]:
+async def _pause(request: Request, seconds: float) -> None:
+    """Every pause of the demo's routes: ``build_app``'s ``sleep`` (``asyncio.sleep``, unless
+    a test passes one that also moves the middleware's clock)."""
+    sleep: Callable[[float], Awaitable[None]] = request.app.state.sleep
+    await sleep(seconds)
+
+
+async def _paced(
+    request: Request, frames: list[bytes], delay: float = 0.002
+) -> AsyncIterator[bytes]:
     for frame in frames:
         yield frame
-        await asyncio.sleep(delay)
+        await _pause(request, delay)
 
 
 def _events(n: int) -> list[bytes]:
     return [f"data: token {i}\n\n".encode() for i in range(n)]
 
 
-def _sse(frames: list[bytes], headers: dict[str, str] | None = None) -> StreamingResponse:
-    return StreamingResponse(_paced(frames), media_type="text/event-stream", headers=headers)
+def _sse(
+    request: Request, frames: list[bytes], headers: dict[str, str] | None = None
+) -> StreamingResponse:
+    body = _paced(request, frames)
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
 class _NeverFinished(Response):
@@ -103,20 +115,20 @@ class _NeverFinished(Response):
 
 
 async def _healthy(request: Request) -> Response:
-    return _sse(_events(5))
+    return _sse(request, _events(5))
 
 
 async def _keepalive(request: Request) -> Response:
     frames = [b": ping - 2026-11-30 12:00:00\r\n\r\n", b"data: hello\r\n\r\n"]
-    return _sse([*frames, b": ping - 2026-11-30 12:00:15\r\n\r\n", b"data: bye\r\n\r\n"])
+    return _sse(request, [*frames, b": ping - 2026-11-30 12:00:15\r\n\r\n", b"data: bye\r\n\r\n"])
 
 
 async def _cut_frame(request: Request) -> Response:
-    return _sse([*_events(2), b"data: bye"])
+    return _sse(request, [*_events(2), b"data: bye"])
 
 
 async def _invalid_utf8(request: Request) -> Response:
-    return _sse([b"data: caf\xe9\n\n", *_events(1)])
+    return _sse(request, [b"data: caf\xe9\n\n", *_events(1)])
 
 
 #: How long ``/content-length`` works on after its last event before it ends the body.
@@ -127,18 +139,20 @@ async def _content_length(request: Request) -> Response:
     frames = _events(2)
 
     async def body() -> AsyncIterator[bytes]:
-        async for frame in _paced(frames):
+        async for frame in _paced(request, frames):
             yield frame
         # Work after the last event (usage, logs), as real apps do: the client has every
         # byte the Content-Length promised by now, so it, not the app, ends the stream.
-        await asyncio.sleep(CONTENT_LENGTH_HOLD_S)
+        await _pause(request, CONTENT_LENGTH_HOLD_S)
 
     headers = {"content-length": str(sum(map(len, frames)))}
     return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
 
 
 async def _gzipped(request: Request) -> Response:
-    return _sse([gzip.compress(b"".join(_events(3)))], headers={"content-encoding": "gzip"})
+    return _sse(
+        request, [gzip.compress(b"".join(_events(3)))], headers={"content-encoding": "gzip"}
+    )
 
 
 async def _never_finished(request: Request) -> Response:
@@ -148,7 +162,7 @@ async def _never_finished(request: Request) -> Response:
 async def _crash(request: Request) -> Response:
     async def frames() -> AsyncIterator[bytes]:
         yield b"data: partial answer\n\n"
-        await asyncio.sleep(0.005)
+        await _pause(request, 0.005)
         raise RuntimeError("the model backend went away")
 
     return StreamingResponse(frames(), media_type="text/event-stream")
@@ -221,40 +235,40 @@ def _anthropic(delta_before_start: bool = False) -> list[bytes]:
 
 
 async def _openai(request: Request) -> Response:
-    return _sse(_chat())
+    return _sse(request, _chat())
 
 
 async def _openai_no_done(request: Request) -> Response:
-    return _sse(_chat(done=False))
+    return _sse(request, _chat(done=False))
 
 
 async def _openai_role_repeated(request: Request) -> Response:
-    return _sse(_chat(role_every_chunk=True))
+    return _sse(request, _chat(role_every_chunk=True))
 
 
 async def _openai_held_open(request: Request) -> Response:
     async def frames() -> AsyncIterator[bytes]:
         for frame in _chat():
             yield frame
-        await asyncio.sleep(0.4)  # a proxy that keeps the connection after [DONE]
+        await _pause(request, 0.4)  # a proxy that keeps the connection after [DONE]
 
     return StreamingResponse(frames(), media_type="text/event-stream")
 
 
 async def _openai_buffered(request: Request) -> Response:
     async def frames() -> AsyncIterator[bytes]:
-        await asyncio.sleep(0.5)  # the proxy collects the whole answer first ...
+        await _pause(request, 0.5)  # the proxy collects the whole answer first ...
         yield b"".join(_chat(words=24))  # ... then flushes it in one piece
 
     return StreamingResponse(frames(), media_type="text/event-stream")
 
 
 async def _anthropic_ok(request: Request) -> Response:
-    return _sse(_anthropic())
+    return _sse(request, _anthropic())
 
 
 async def _anthropic_delta_before_start(request: Request) -> Response:
-    return _sse(_anthropic(delta_before_start=True))
+    return _sse(request, _anthropic(delta_before_start=True))
 
 
 def _data(payload: object) -> bytes:
@@ -287,19 +301,19 @@ _UI_MESSAGE_STREAM = {"x-vercel-ai-ui-message-stream": "v1"}
 
 
 async def _ai_sdk_ok(request: Request) -> Response:
-    return _sse(_ai_sdk(), headers=_UI_MESSAGE_STREAM)
+    return _sse(request, _ai_sdk(), headers=_UI_MESSAGE_STREAM)
 
 
 async def _ai_sdk_delta_before_start(request: Request) -> Response:
-    return _sse(_ai_sdk(delta_before_start=True), headers=_UI_MESSAGE_STREAM)
+    return _sse(request, _ai_sdk(delta_before_start=True), headers=_UI_MESSAGE_STREAM)
 
 
 async def _ag_ui_ok(request: Request) -> Response:
-    return _sse(_ag_ui())
+    return _sse(request, _ag_ui())
 
 
 async def _ag_ui_unclosed(request: Request) -> Response:
-    return _sse(_ag_ui(unclosed=True))
+    return _sse(request, _ag_ui(unclosed=True))
 
 
 def _mcp(response_on_get: bool = False) -> list[bytes]:
@@ -325,20 +339,24 @@ def _mcp(response_on_get: bool = False) -> list[bytes]:
 
 
 async def _mcp_ok(request: Request) -> Response:
-    return _sse(_mcp())
+    return _sse(request, _mcp())
 
 
 async def _mcp_response_on_get(request: Request) -> Response:
-    return _sse(_mcp(response_on_get=True))
+    return _sse(request, _mcp(response_on_get=True))
 
 
 def build_app(
-    on_report: Callable[[StreamReport], None] | None = None, **options: Any
+    on_report: Callable[[StreamReport], None] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    **options: Any,
 ) -> StreamGuardMiddleware:
     """The demo app with streamguard mounted; ``on_report`` receives every stream's report.
 
-    ``options`` go to ``StreamGuardMiddleware`` (by default: the LLM routes configured with
-    their protocols and short liveness timers).
+    Every pause of the routes goes through ``sleep``: a test gives one that also moves the
+    middleware's ``clock``, so the timing rules judge the pauses written here and not how
+    long a busy machine took between them. ``options`` go to ``StreamGuardMiddleware`` (by
+    default: the LLM routes configured with their protocols and short liveness timers).
     """
     app = Starlette(
         routes=[
@@ -365,6 +383,7 @@ def build_app(
             Route("/mcp/response-on-get", _mcp_response_on_get),
         ]
     )
+    app.state.sleep = sleep
     options.setdefault("routes", PROTOCOLS)
     options.setdefault("timers", DEMO_TIMERS)
     return StreamGuardMiddleware(app, on_report=on_report, **options)

@@ -1,6 +1,6 @@
-"""What several test modules need alike, so that none keeps its own copy: a settable clock, a
-free port, memory probes, SSE frames and each protocol's stream builders, and the endpoint
-that serves fixtures to the official SDKs.
+"""What several test modules need alike, so that none keeps its own copy: a settable clock,
+time that passes only when an app pauses, a free port, memory probes, SSE frames and each
+protocol's stream builders, and the endpoint that serves fixtures to the official SDKs.
 
 Fixture files are read through ``tests.sse_fixtures``; ways to cut bytes into chunks are in
 ``tests.chunking``.
@@ -9,6 +9,7 @@ Fixture files are read through ``tests.sse_fixtures``; ways to cut bytes into ch
 from __future__ import annotations
 
 import ast
+import asyncio
 import gc
 import json
 import socket
@@ -72,6 +73,21 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class AppTime(FakeClock):
+    """Time that passes only when the app pauses: the middleware's ``clock=`` and the
+    ``sleep`` an app's pauses go through (the example apps take one).
+
+    Under a real server a timer rule (``stalled``, ``body_not_ended``, ``buffered_flush``)
+    then judges the pauses the app was written with, and never the time a loaded machine
+    took to run the code between them: a test's verdict no longer depends on the machine's
+    speed. The server still runs for real; each pause yields to the event loop once.
+    """
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await asyncio.sleep(0)
 
 
 def free_port() -> int:

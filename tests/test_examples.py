@@ -12,6 +12,8 @@ from examples.plain_sse_app import ROUTES, build_app
 from streamguard import Outcome, StreamReport
 from streamguard.testing import serve
 
+from .helpers import AppTime
+
 EXPECTED = {
     "/healthy": ({Outcome.COMPLETED}, []),
     "/keepalive": ({Outcome.COMPLETED}, []),
@@ -57,7 +59,11 @@ def example_reports() -> dict[str, StreamReport]:
             reports[report.path or "?"] = report
             arrived.notify_all()
 
-    with serve(build_app(on_report=on_report), log_level="critical") as url:
+    # Time as the app's pauses make it (AppTime): the timing routes are judged on the pauses
+    # they were written with, the others on none, whatever the machine's load.
+    time = AppTime()
+    app = build_app(on_report=on_report, sleep=time.sleep, clock=time)
+    with serve(app, log_level="critical") as url:
         for path in ROUTES:
             try:
                 with httpx.stream("GET", url + path, timeout=10) as response:

@@ -25,6 +25,8 @@ from streamguard import Outcome, StreamReport
 from streamguard.config import TimerConfig
 from streamguard.testing import CollectedStream, collect, serve
 
+from .helpers import AppTime
+
 #: Short timers, so the timing faults take a fraction of a second: ``body_open`` and
 #: ``buffered`` hold for 0.15 s (over the grace, under the idle limit), ``stalled`` for 0.45 s.
 TIMERS = TimerConfig(idle_limit_s=0.3, body_end_grace_s=0.05)
@@ -71,9 +73,18 @@ def post(url: str, body: dict[str, Any], **params: str) -> CollectedStream:
 
 @contextmanager
 def served_fake_llm(timers: TimerConfig) -> Iterator[Served]:
+    """The fake LLM under uvicorn, on time as its pauses make it (``AppTime``): a timing
+    fault is judged on the pause it was written with, a healthy stream on none, whatever
+    the machine's load."""
     reports: queue.Queue[StreamReport] = queue.Queue()
+    time = AppTime()
     app = fastapi_app.build_app(
-        token_delay=0.003, timers=timers, registry=CollectorRegistry(), on_report=reports.put
+        token_delay=0.003,
+        timers=timers,
+        registry=CollectorRegistry(),
+        on_report=reports.put,
+        sleep=time.sleep,
+        clock=time,
     )
     with serve(app) as url:
         yield Served(url, reports)
@@ -93,9 +104,8 @@ def llm(fake_llm: Served) -> Served:
 
 @pytest.fixture(scope="module")
 def sdk_llm() -> Iterator[Served]:
-    """The fake LLM with the demo timers (2 s idle limit), for the SDK tests: the server runs
-    in the test's process, and an SDK building its pydantic models on first use holds the
-    GIL long enough to look like a stall to the short test timers."""
+    """The fake LLM with the example's own timers (``DEMO_TIMERS``, as its module-level app
+    runs), for the SDK tests."""
     with served_fake_llm(fastapi_app.DEMO_TIMERS) as served:
         yield served
 
