@@ -133,11 +133,13 @@ class LogConfig(_Model):
     """What streamguard logs, and how much."""
 
     enabled: bool = True
-    #: Which streams get a ``stream_<outcome>`` summary: ``all``, or only ``notable`` ones
-    #: (a finding, an outcome in ``FAILED_OUTCOMES`` or ``NOTABLE_OUTCOMES``, a failure
-    #: inside streamguard), what most production deployments want. Violations are logged
-    #: either way.
-    summaries: Literal["all", "notable"] = "all"
+    #: Which streams get a ``stream_<outcome>`` summary: only ``notable`` ones (a finding,
+    #: an outcome in ``FAILED_OUTCOMES`` or ``NOTABLE_OUTCOMES``, a failure inside
+    #: streamguard), or ``all``, a line for every healthy stream too. ``notable`` by
+    #: default: the metrics count every stream by outcome already, and a line per healthy
+    #: stream is noise at production rates and most of a stream's fixed cost. Violations
+    #: are logged either way.
+    summaries: Literal["all", "notable"] = "notable"
     #: ``stream_violation`` events per stream; the rest are counted on the summary.
     max_violations_per_stream: int = Field(default=20, ge=0)
     #: ``stream_violation`` events per (route, rule) per minute; the number suppressed

@@ -1,11 +1,15 @@
-"""structlog events for people: one summary per stream, one event per violation; a sink.
+"""structlog events for people: a summary per notable stream, one event per violation; a sink.
 
 streamguard is a library citizen: it never calls ``structlog.configure()``; it logs
 through ``structlog.get_logger("streamguard")`` with constant event names, so the
 application's own processors and renderers decide what the lines look like. Until the
 application configures structlog, whose default configuration prints to stdout, the events
 go to the stdlib logger ``streamguard`` instead, which carries a ``NullHandler`` as a
-library's logger should: silent until the application configures ``logging``.
+library's logger should: silent until the application configures ``logging``. So that a
+quickstart under plain ``uvicorn app:app`` does not drop its first broken stream without a
+word, the first warning or error event a process drops that way prints one line to stderr
+saying how to see them (``_notice_unheard``); once per process, never with the event's
+values.
 
 Events:
 
@@ -13,10 +17,11 @@ Events:
   made, so a liveness finding shows up while the stream is still open. At most
   ``max_violations_per_stream`` per stream, and ``violations_per_minute`` per (route,
   rule); the number suppressed rides on the next one emitted for that pair.
-* ``stream_<outcome>`` (``stream_completed``, ``stream_unclosed``, ...), once per stream at
-  its end: info when clean, warning or error otherwise; the name is always the outcome's,
-  so a completed stream with an error finding is ``stream_completed`` logged at ``error``.
-  With ``summaries="notable"``, only for streams ``is_notable`` accepts.
+* ``stream_<outcome>`` (``stream_completed``, ``stream_unclosed``, ...), at the end of each
+  stream ``is_notable`` accepts (``summaries="notable"``, the default), or of every stream
+  (``summaries="all"``): info when clean, warning or error otherwise; the name is always
+  the outcome's, so a completed stream with an error finding is ``stream_completed``
+  logged at ``error``.
 * ``streamguard_internal_error`` (error), when streamguard itself fails, with ``where``
   and the exception's type and place; logged even with the stream events turned off.
 
@@ -30,6 +35,7 @@ on, and then only a shortened, escaped excerpt of the offending frame.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -68,6 +74,41 @@ def _render(logger: Any, method_name: str, event_dict: Any) -> str:
     return " ".join([str(event), *(f"{key}={value!r}" for key, value in event_dict.items())])
 
 
+#: What ``_notice_unheard`` prints, once per process.
+UNHEARD_NOTICE = (
+    "streamguard: a broken stream was found, but nothing is listening to its log events: "
+    "structlog is not configured and the stdlib logger 'streamguard' has no handler. To "
+    "see them, call logging.basicConfig(level=logging.INFO) or configure structlog; "
+    "logs={'enabled': False} turns them off. (said once per process)"
+)
+_unheard_noticed = threading.Event()
+
+
+def _heard(logger: logging.Logger) -> bool:
+    """Whether a handler other than a ``NullHandler`` gets ``logger``'s warnings."""
+    if not logger.isEnabledFor(logging.WARNING):
+        return True  # silenced on purpose: the application chose the level
+    current: logging.Logger | None = logger
+    while current is not None:
+        if any(not isinstance(handler, logging.NullHandler) for handler in current.handlers):
+            return True
+        current = current.parent if current.propagate else None
+    return False
+
+
+def _notice_unheard(logger: Any, method_name: str, event_dict: Any) -> Any:
+    """A processor of the stdlib fallback: the first warning or error event that no
+    handler would show makes one line on stderr saying how to see them."""
+    if (
+        method_name in ("warning", "error")
+        and not _unheard_noticed.is_set()
+        and not _heard(STDLIB_LOGGER)
+    ):
+        _unheard_noticed.set()
+        print(UNHEARD_NOTICE, file=sys.stderr)
+    return event_dict
+
+
 def get_logger() -> Any:
     """structlog's logger ``streamguard`` when the application configured structlog, else
     one that renders to the stdlib logger ``streamguard`` (dropping, before rendering,
@@ -77,6 +118,7 @@ def get_logger() -> Any:
     return structlog.wrap_logger(
         STDLIB_LOGGER,
         processors=[
+            _notice_unheard,
             structlog.stdlib.filter_by_level,
             structlog.contextvars.merge_contextvars,
             _render,

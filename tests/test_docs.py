@@ -88,8 +88,8 @@ _EXTRA_DESCRIPTIONS = {
     ("LogConfig", "enabled"): (
         "Log through structlog (logger `streamguard`), or the stdlib logger `streamguard` "
         "while structlog is unconfigured (silent until the app configures logging: see "
-        "[Logs](index.md#logs-and-request-ids)): `stream_violation` events and one "
-        "`stream_<outcome>` summary per stream."
+        "[Logs](index.md#logs-and-request-ids)): `stream_violation` events and a "
+        "`stream_<outcome>` summary per stream (per notable one by default: `summaries`)."
     ),
     ("LogConfig", "excerpt_chars"): "Length of a content excerpt, when excerpts are on.",
 }

@@ -25,11 +25,21 @@ def events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [entry for entry in logs if entry["event"] == name]
 
 
-def test_clean_stream_logs_one_info_summary() -> None:
-    """A clean stream gives exactly one ``stream_completed`` event at info."""
+def test_a_clean_stream_logs_nothing_by_default() -> None:
+    """By default (``summaries="notable"``) a clean stream logs no line: the metrics count
+    it, and a line per healthy stream is noise at production rates."""
     steps = [sse_start(), body(b"data: a\n\n", more=False)]
     with capture_logs() as logs:
         run(guarded(steps), http_scope(path="/chat"))
+    assert logs == []
+
+
+def test_clean_stream_logs_one_info_summary() -> None:
+    """With ``summaries="all"`` a clean stream gives exactly one ``stream_completed`` event
+    at info."""
+    steps = [sse_start(), body(b"data: a\n\n", more=False)]
+    with capture_logs() as logs:
+        run(guarded(steps, logs={"summaries": "all"}), http_scope(path="/chat"))
     assert logs == [
         {
             "event": "stream_completed",
@@ -197,8 +207,8 @@ def test_summary_says_what_the_report_did_not_keep_and_a_late_close() -> None:
     )
 
 
-#: A program using only the transport, with structlog left unconfigured: a broken stream
-#: (no ``[DONE]``) read through it, then a line of the program's own.
+#: A program using only the transport, with structlog left unconfigured: two broken
+#: streams (no ``[DONE]``) and a healthy one read through it, then a line of its own.
 _TRANSPORT_ONLY = """
 import logging, sys
 import httpx
@@ -206,18 +216,27 @@ from streamguard.httpx import StreamGuardTransport
 
 if sys.argv[1] == "logging":
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s %(message)s")
+if sys.argv[1] == "quieted":
+    logging.getLogger("streamguard").setLevel(logging.CRITICAL)
+bodies = [b"data: {}\\n\\n", b"data: {}\\n\\n", b"data: [DONE]\\n\\n"]
 upstream = httpx.MockTransport(lambda request: httpx.Response(
-    200, headers={"content-type": "text/event-stream"}, content=iter([b"data: {}\\n\\n"])))
-client = httpx.Client(transport=StreamGuardTransport(upstream, metrics=False))
-with client.stream("POST", "http://api.test/v1/chat/completions") as response:
-    response.read()
+    200, headers={"content-type": "text/event-stream"}, content=iter([bodies.pop(0)])))
+logs = {"enabled": sys.argv[1] != "turned-off"}
+client = httpx.Client(transport=StreamGuardTransport(upstream, metrics=False, logs=logs))
+for _ in range(3):
+    with client.stream("POST", "http://api.test/v1/chat/completions") as response:
+        response.read()
 print("own output")
 """
 
 
-@pytest.mark.parametrize("configured", ["nothing", "logging"])
+@pytest.mark.parametrize("configured", ["nothing", "logging", "quieted", "turned-off"])
 def test_library_is_silent_until_the_application_configures_logging(configured: str) -> None:
-    """Unconfigured, streamguard writes nothing; with stdlib logging on, its events go there."""
+    """Unconfigured, streamguard writes only one line, once, saying how to see the events
+    it found (its values never); with stdlib logging on, its events go there; a logger
+    quieted on purpose, or the logs turned off, write nothing."""
+    from streamguard.logs import UNHEARD_NOTICE
+
     done = subprocess.run(
         [sys.executable, "-c", _TRANSPORT_ONLY, configured],
         capture_output=True,
@@ -227,10 +246,13 @@ def test_library_is_silent_until_the_application_configures_logging(configured: 
     )
     assert done.stdout == "own output\n"
     if configured == "nothing":
-        assert done.stderr == ""
-    else:
+        assert done.stderr == UNHEARD_NOTICE + "\n"
+    elif configured == "logging":
         assert "streamguard stream_unclosed " in done.stderr
         assert "side='upstream'" in done.stderr
+        assert UNHEARD_NOTICE not in done.stderr
+    else:
+        assert done.stderr == ""
 
 
 @pytest.mark.parametrize(

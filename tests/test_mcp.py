@@ -496,7 +496,9 @@ def test_the_end_log_names_the_skipped_checks() -> None:
     from structlog.testing import capture_logs
 
     steps = ["receive", sse_start(), body(sse(result("SECRET"))), body(b"", more=False)]
-    middleware = StreamGuardMiddleware(ScriptedApp(steps), protocol="mcp", metrics=False)
+    middleware = StreamGuardMiddleware(
+        ScriptedApp(steps), protocol="mcp", metrics=False, logs={"summaries": "all"}
+    )
     resumed = http_scope("GET", "/mcp", headers=[(b"last-event-id", b"SECRET")])
     with capture_logs() as logs:
         run(middleware, resumed, Recorder(incoming=[{"type": "http.request", "body": b""}]))

@@ -181,8 +181,8 @@ def watch(frames: list[bytes], path: str) -> tuple[list[dict[str, Any]], str, St
         body(b"", more=False),
     ]
     reports: list[StreamReport] = []
-    middleware = StreamGuardMiddleware(
-        ScriptedApp(steps), metrics=registry, on_report=reports.append
+    middleware = StreamGuardMiddleware(  # every summary logged: a clean stream's too
+        ScriptedApp(steps), metrics=registry, on_report=reports.append, logs={"summaries": "all"}
     )
     scope = http_scope(
         method="POST",
