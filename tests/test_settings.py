@@ -41,12 +41,19 @@ def test_unset_environment_gives_the_defaults(monkeypatch: pytest.MonkeyPatch) -
         ("STREAMGUARD_SAMPLE_RATE", "3", "sample_rate"),
         ("STREAMGUARD_PROTOCOL", "grpc", "unknown protocol 'grpc'"),
         ("STREAMGUARD_TIMERS__IDLE_LIMIT", "3", "timers.idle_limit"),
+        (
+            "STREAMGUARD_SAMPLE_RAT",
+            "0.25",
+            "STREAMGUARD_SAMPLE_RAT is not a streamguard setting; did you mean "
+            "STREAMGUARD_SAMPLE_RATE?",
+        ),
+        ("STREAMGUARD_VERBOSE", "1", "STREAMGUARD_VERBOSE is not a streamguard setting"),
     ],
 )
 def test_bad_or_misspelt_variables_are_errors(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str, shown: str
 ) -> None:
-    """A bad value or a misspelt nested variable fails, naming the field."""
+    """A bad value or a misspelt variable, nested or not, fails, naming it."""
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError, match=shown.replace("(", r"\(")):
         StreamGuardSettings()
@@ -59,3 +66,12 @@ def test_settings_configure_the_middleware(monkeypatch: pytest.MonkeyPatch) -> N
         ScriptedApp([]), config=StreamGuardSettings(), metrics=CollectorRegistry()
     )
     assert middleware.config.protocol == "anthropic"
+
+
+def test_the_builds_and_the_tests_variables_are_not_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``STREAMGUARD_PURE_PYTHON`` and the test and benchmark variables are left alone."""
+    for name in ("STREAMGUARD_PURE_PYTHON", "STREAMGUARD_REQUIRE_NODE", "STREAMGUARD_BENCH_X"):
+        monkeypatch.setenv(name, "1")
+    assert StreamGuardSettings().sample_rate == 1.0
