@@ -234,3 +234,24 @@ def test_marker_is_registered(inner: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["@pytest.mark.streamguard_allow(*rules): findings of these streamguard rules do not *"]
     )
+
+
+def test_a_failed_assertion_shows_the_callers_line_not_streamguards_body(
+    inner: pytest.Pytester,
+) -> None:
+    """``assert_stream_ok`` hides its own frame from pytest's traceback: the failure shows
+    the test's line and the message, not streamguard's source."""
+    inner.makepyfile(
+        """
+        from streamguard.testing import assert_stream_ok
+
+        def test_cut():
+            assert_stream_ok(b"data: a\\n\\ndata: b")
+        """
+    )
+    result = run(inner)
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "assert_stream_ok(b" in output  # the caller's line
+    assert "unterminated_frame" in output  # the message
+    assert "allowed = check_allowed(allow)" not in output  # streamguard's own body

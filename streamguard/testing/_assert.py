@@ -77,6 +77,7 @@ def assert_stream_ok(
 
     Returns the record (or the report) that was checked, for further assertions.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line and the message, not this body
     allowed = check_allowed(allow)
     threshold = Severity(fail_on)
     checked: CollectedStream | StreamReport

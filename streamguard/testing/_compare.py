@@ -124,6 +124,7 @@ def assert_matches_response(
     ignore: Collection[str] = (),
 ) -> None:
     """Raise ``AssertionError`` listing every ``differences_from_response``, if any."""
+    __tracebackhide__ = True  # pytest shows the caller's line and the message, not this body
     differences = differences_from_response(collected, response, ignore=ignore)
     if differences:
         lines = "\n".join(f"  - {difference}" for difference in differences)
