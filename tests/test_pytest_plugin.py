@@ -255,3 +255,34 @@ def test_a_failed_assertion_shows_the_callers_line_not_streamguards_body(
     assert "assert_stream_ok(b" in output  # the caller's line
     assert "unterminated_frame" in output  # the message
     assert "allowed = check_allowed(allow)" not in output  # streamguard's own body
+
+
+def test_serving_an_app_that_has_the_middleware_already_is_an_error(
+    inner: pytest.Pytester,
+) -> None:
+    """An app with streamguard mounted (added as Starlette middleware, or wrapped by hand)
+    would be watched twice by the fixture, every finding counted twice: refused, saying
+    why. The same app without it is served."""
+    inner.makepyfile(
+        """
+        import pytest
+        from streams import get, make_app
+        from streamguard import StreamGuardMiddleware
+
+        def test_added(streamguard_server):
+            app = make_app()
+            app.add_middleware(StreamGuardMiddleware)
+            with pytest.raises(ValueError, match="watched twice"):
+                streamguard_server.serve(app)
+
+        def test_wrapped(streamguard_server):
+            with pytest.raises(ValueError, match="watched twice"):
+                streamguard_server.serve(StreamGuardMiddleware(make_app()))
+
+        def test_plain(streamguard_server):
+            url = streamguard_server.serve(make_app())
+            get(url + "/ok")
+            assert len(streamguard_server.reports) == 1
+        """
+    )
+    run(inner).assert_outcomes(passed=3)

@@ -64,6 +64,13 @@ class StreamGuardServer:
         ``options`` go to ``StreamGuardMiddleware`` (``protocol=``, ``routes=``, ...; by
         default no metrics and no logs), ``server_options`` to ``uvicorn.Config``.
         """
+        if _mounted_already(app):
+            raise ValueError(
+                "streamguard_server.serve() mounts StreamGuardMiddleware itself, and this app "
+                "has it already: every stream would be watched twice. Serve the app without "
+                "it (build_app() without the middleware), or serve it with "
+                "streamguard.testing.serve() and read its reports through your on_report"
+            )
         merged = dict(_DEFAULT_OPTIONS)
         merged.update(options)
         guard = StreamGuardMiddleware(app, on_report=self._on_report, **merged)
@@ -150,6 +157,30 @@ def _allowed(node: pytest.Item) -> frozenset[str]:
                 raise ValueError(f"@pytest.mark.{MARKER} takes rule names, got {name!r}")
             names.append(name)
     return check_allowed(names)
+
+
+#: How many ``.app`` links ``_mounted_already`` follows: middleware stacks are shallow,
+#: and a cycle must not loop.
+_MAX_DEPTH = 64
+
+
+def _mounted_already(app: Any) -> bool:
+    """Whether ``app`` is, or wraps, a ``StreamGuardMiddleware``: the app itself, one of a
+    Starlette or FastAPI app's ``user_middleware``, or a middleware down its ``.app`` chain
+    (the ASGI convention for a wrapped app)."""
+    for _ in range(_MAX_DEPTH):
+        if isinstance(app, StreamGuardMiddleware):
+            return True
+        declared = getattr(app, "user_middleware", None)
+        if isinstance(declared, list | tuple) and any(
+            getattr(entry, "cls", None) is StreamGuardMiddleware for entry in declared
+        ):
+            return True
+        inner = getattr(app, "app", None)
+        if inner is None or inner is app:
+            return False
+        app = inner
+    return False
 
 
 @pytest.fixture
