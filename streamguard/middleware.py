@@ -52,6 +52,7 @@ from streamguard._session import (
     StreamSession,
     classify_end,
     configure,
+    current_task,
     is_cancellation,
     read_head,
 )
@@ -159,6 +160,9 @@ class StreamGuardMiddleware:
         # variable is cleared when the app is done.
         if _session.LINKING.enabled:  # (no local: the coroutine frame lives as long)
             DOWNSTREAM.set(exchange)
+            # A task the app leaves running copies the context too: only the upstream
+            # streams of tasks the app awaited are the request's (``_session.Relay``).
+            exchange.app_task = current_task()
         try:
             await self.app(scope, exchange.receive, exchange)  # the exchange is the app's send
         except BaseException as exc:
@@ -379,6 +383,7 @@ class _Exchange(StreamSession):
         the ``upstream_left_open`` finding (``streamguard._session.Relay``)."""
         if self.relay is not None:
             self.relay.app_returned()
+        self.app_task = None  # no upstream stream links to the request from now on
         monitor = self.monitor
         if monitor is None or monitor.report is not None:
             return
