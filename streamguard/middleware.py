@@ -65,6 +65,7 @@ from streamguard.config import (
 )
 from streamguard.metrics import StreamGuardMetrics
 from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor
+from streamguard.report import StreamReport
 from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.sinks import ReportCallback, Sink
 
@@ -376,6 +377,33 @@ class _Exchange(StreamSession):
     #: held for the whole life of every stream (an idle one costs at most 2 KiB).
     __call__ = send
 
+    def end(
+        self,
+        end: StreamEnd,
+        cause: BaseException | None = None,
+        *,
+        note: str | None = None,
+        server_stopping: bool = False,
+    ) -> StreamReport | None:
+        """``StreamSession.end``; a body the app ended while the server was shutting down
+        says so on its report (``BODY_ENDED_AT_SHUTDOWN``).
+
+        The outcome stays what the client got: sse-starlette ends its open streams' bodies
+        at shutdown from 3.7.1 on, and a client then sees a stream that ended, ``completed``
+        for plain SSE, and an answer without its terminal (``[DONE]``), ``unclosed`` with
+        ``missing_terminal``, for a protocol that has one: its SDK cannot tell the answer
+        was cut. The note tells a deploy's cuts from the app's own (docs/reliability.md).
+        """
+        if (
+            end is StreamEnd.BODY_ENDED
+            and note is None
+            and self.monitor is not None
+            and self.monitor.report is None
+            and _server_is_stopping()
+        ):
+            note = BODY_ENDED_AT_SHUTDOWN
+        return StreamSession.end(self, end, cause, note=note, server_stopping=server_stopping)
+
     def app_ended(self, error: BaseException | None = None) -> None:
         """The app returned, or raised ``error``: end the stream if it is still open.
 
@@ -569,6 +597,11 @@ def _route_template(scope: Scope) -> str | None:
         return template if isinstance(template, str) and template else None
     except Exception:
         return None
+
+
+#: The note on the report of a stream whose body the app ended while the server was
+#: shutting down (sse-starlette 3.7.1 and later end their open streams so).
+BODY_ENDED_AT_SHUTDOWN = "the body ended while the server was shutting down"
 
 
 def _server_is_stopping() -> bool:
