@@ -54,9 +54,11 @@ in one place:
 A gateway's two sides: the middleware publishes each request's session in a context
 variable (``DOWNSTREAM``) while the app runs, once a transport exists in the process
 (``LINKING``), and a transport that starts watching an upstream stream in that context
-links it to the request's session (``link_upstream``). The link (``Relay``) is made by the
-first upstream stream, so a stream with none holds ``None`` in one slot; the downstream
-report is completed through it (its upstream streams, each finding's attribution, the
+links it to the request's session (``link_upstream``) while the app runs, noting the task
+that opened it: a task the app left running copies the context too, and its upstream
+streams are not the request's (``Relay``). The link (``Relay``) is made by the first
+upstream stream, so a stream with none holds ``None`` in one slot; the downstream report
+is completed through it (its upstream streams, each finding's attribution, the
 ``upstream_left_open`` leak) and may wait for the request to be over (``Relay``).
 
 Why a base class and not a helper object: the middleware's per-request object *is* the
@@ -79,6 +81,7 @@ import asyncio
 import contextlib
 import dataclasses
 import random
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, MutableSet, Sequence
@@ -114,6 +117,7 @@ __all__ = [
     "StreamSession",
     "classify_end",
     "configure",
+    "current_task",
     "initial_labels",
     "is_cancellation",
     "link_upstream",
@@ -429,6 +433,7 @@ class StreamSession:
         "_failed",
         "_handles",
         "_seam",
+        "app_task",
         "monitor",
         "protocol_label",
         "relay",
@@ -453,6 +458,10 @@ class StreamSession:
         #: for the same request (``Relay``): made by the first upstream stream that links,
         #: so a stream with none holds ``None`` and nothing more.
         self.relay: Relay | None = None
+        #: A downstream stream's side only: the task running the request's app, while it
+        #: runs (``None`` before it starts, after it returns, and with no transport in the
+        #: process). Only the request's own upstream streams link to it (``link_upstream``).
+        self.app_task: object | None = None
         self._failed = False
 
     def start(
@@ -673,16 +682,49 @@ class _Linking:
 LINKING = _Linking()
 
 
+def current_task() -> object | None:
+    """The task running the caller: asyncio's, or trio's (looked up only once trio is
+    imported); ``None`` on a worker thread or outside any event loop."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no asyncio loop running in this thread
+        pass
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            task: object = trio.lowlevel.current_task()
+        except RuntimeError:  # not in trio either
+            return None
+        return task
+    return None
+
+
+def _task_finished(task: object) -> bool:
+    """Whether ``task`` (asyncio's, or trio's) has finished."""
+    if isinstance(task, asyncio.Future):
+        return task.done()
+    # A trio task runs its coroutine to the end, which then drops its frame.
+    coro = getattr(task, "coro", None)
+    return coro is not None and getattr(coro, "cr_frame", None) is None
+
+
 def link_upstream(upstream: StreamSession) -> None:
     """Link a started upstream stream to the downstream stream of the request being served
-    in this context, if any (``DOWNSTREAM``), unless its report was already made."""
+    in this context, if any (``DOWNSTREAM``), while that request's app runs and its report
+    is not made yet; the task opening the stream is noted, to tell a task the app awaited
+    from one it left running (``Relay``)."""
     downstream = DOWNSTREAM.get()
-    if downstream is None or downstream is upstream:
+    if downstream is None or downstream is upstream or downstream.app_task is None:
+        # No request, or one whose app has returned: a task it left running (a poller)
+        # still sees it in the context it copied, and is not its.
         return
     relay = downstream.relay
     if relay is None:
+        monitor = downstream.monitor
+        if monitor is not None and monitor.report is not None:
+            return  # its report is made: too late to name this stream
         relay = downstream.relay = Relay(downstream)
-    relay.add(upstream)
+    relay.add(upstream, current_task())
 
 
 class Relay:
@@ -703,6 +745,18 @@ class Relay:
     (``app_returned``: the ones still open leaked), or the server stops (``release``). The
     stream counts as open (``in_flight``) until then.
 
+    Whose upstream stream is it? A task the app starts copies the request's context, so a
+    background task (a poller started with ``asyncio.create_task``) links its upstream
+    streams here as the app's own fan-out (``asyncio.gather``, a task group) does. What
+    tells them apart is whether the app waited for the task: one it awaited has finished
+    by the time the app returns; one still running then was left running, and its
+    upstream streams are not the request's: not named, not compared, never a leak. So each
+    upstream stream is linked with the task that opened it (its *opener*), and an upstream
+    stream is the request's when its opener is the app's task, the task that ended the
+    downstream body, a worker thread (``None``: a sync client in the threadpool), or a task
+    that has finished. The report is held while an opener is still running (it may yet be
+    one the app awaits), until it is decided or the app returns.
+
     Upstream streams past ``MAX_LINKED_UPSTREAMS`` are counted, not linked.
     """
 
@@ -710,6 +764,7 @@ class Relay:
         "_app_returned",
         "_completed",
         "_lock",
+        "_openers",
         "_pending",
         "downstream",
         "dropped",
@@ -719,6 +774,8 @@ class Relay:
     def __init__(self, downstream: StreamSession) -> None:
         self.downstream = downstream
         self.upstreams: list[StreamSession] = []
+        #: The task that opened each upstream stream (``None``: a worker thread).
+        self._openers: list[object | None] = []
         #: Upstream streams of the request past ``MAX_LINKED_UPSTREAMS``.
         self.dropped = 0
         #: The downstream report, held until the request is over.
@@ -731,7 +788,7 @@ class Relay:
         #: taken under this lock, so it is delivered once.
         self._lock = threading.Lock()
 
-    def add(self, upstream: StreamSession) -> None:
+    def add(self, upstream: StreamSession, opener: object | None = None) -> None:
         if self._completed:
             return
         if len(self.upstreams) >= MAX_LINKED_UPSTREAMS:
@@ -739,30 +796,45 @@ class Relay:
             return
         upstream.relay = self
         self.upstreams.append(upstream)
+        self._openers.append(opener)
 
-    def _open_upstreams(self) -> list[StreamSession]:
-        return [
-            upstream
-            for upstream in self.upstreams
-            if upstream.monitor is not None and upstream.monitor.report is None
-        ]
+    def _is_the_requests(self, opener: object | None, deciding: object | None) -> bool:
+        """Whether an upstream stream opened by ``opener`` is the request's, as far as can
+        be told now; ``deciding``: the task now ending the downstream stream or the app."""
+        return (
+            opener is None
+            or opener is self.downstream.app_task
+            or opener is deciding
+            or _task_finished(opener)
+        )
+
+    def _undecided(self, deciding: object | None) -> bool:
+        """Whether the request's upstream streams may still change: one is still open, or
+        was opened by a task still running that the app may yet be waiting for."""
+        return any(
+            _still_open(upstream) or not self._is_the_requests(opener, deciding)
+            for upstream, opener in zip(self.upstreams, self._openers, strict=True)
+        )
 
     # -- the downstream side ---------------------------------------------------------------
 
     def downstream_ended(self, report: StreamReport) -> StreamReport | None:
         """The downstream stream ended with ``report``: complete and deliver it now if the
-        request is over or no upstream is open, else hold it; return it if delivered."""
-        if self._app_returned or not self._open_upstreams():
-            return self._deliver(report)
+        request is over or its upstream streams are decided, else hold it; return it if
+        delivered."""
+        deciding = current_task()
+        if self._app_returned or not self._undecided(deciding):
+            return self._deliver(report, deciding)
         self._pending = report
         return None
 
     def app_returned(self) -> None:
-        """The app returned (or raised): the request is over; a held report goes now."""
+        """The app returned (or raised), in its own task: the request is over; a held
+        report goes now."""
         self._app_returned = True
-        self.release(None)
+        self.release(None, current_task())
 
-    def release(self, note: str | None) -> None:
+    def release(self, note: str | None, deciding: object | None = None) -> None:
         """Deliver the held downstream report, if any (``note``: why now)."""
         with self._lock:
             report = self._pending
@@ -771,22 +843,34 @@ class Relay:
             return
         if note is not None:
             report = dataclasses.replace(report, notes=(*report.notes, note))
-        self._deliver(report)
+        self._deliver(report, deciding)
 
-    def _deliver(self, report: StreamReport) -> StreamReport:
+    def _deliver(self, report: StreamReport, deciding: object | None) -> StreamReport:
         try:
-            report = self._complete(report)
+            report = self._complete(report, deciding)
         except Exception as exc:  # the report goes as it is; nothing reaches the app
             self._completed = True
             self.downstream.fail("attribute", exc)
         self.downstream.deliver(report)
         return report
 
-    def _complete(self, report: StreamReport) -> StreamReport:
+    def _complete(self, report: StreamReport, deciding: object | None) -> StreamReport:
         """``report`` with its upstream streams, its findings' attribution and the leak."""
         self._completed = True
+        # The upstream streams opened by tasks the app left running are not the request's:
+        # unlinked, so that their end is not ``abandoned`` and holds nothing here.
+        upstreams = []
+        for upstream, opener in zip(self.upstreams, self._openers, strict=True):
+            if self._is_the_requests(opener, deciding):
+                upstreams.append(upstream)
+            else:
+                upstream.relay = None
+        self.upstreams = upstreams
+        self._openers = []  # (no task is held past the report)
+        if not upstreams and not self.dropped:
+            return report  # none was the request's: a stream with no upstream
         findings = report.findings
-        left_open = self._open_upstreams() if self._app_returned else []
+        left_open = [u for u in upstreams if _still_open(u)] if self._app_returned else []
         if left_open:
             leak = rules.UPSTREAM_LEFT_OPEN.finding(
                 f"{len(left_open)} upstream stream(s) still open when the request ended",
@@ -796,7 +880,7 @@ class Relay:
             self.downstream.emit((leak,))
             findings = (*findings, leak)
         summaries = []
-        for upstream in self.upstreams:
+        for upstream in upstreams:
             monitor = upstream.monitor
             assert monitor is not None  # linked once started
             ended = monitor.report
@@ -826,7 +910,12 @@ class Relay:
         return report
 
     def upstream_settled(self) -> None:
-        """An upstream stream's report was delivered: a held downstream report goes once no
-        upstream stream is open any more."""
-        if self._pending is not None and not self._open_upstreams():
+        """An upstream stream's report was delivered: a held downstream report goes once the
+        request's upstream streams are decided (none open, no opener left to wait for)."""
+        if self._pending is not None and not self._undecided(None):
             self.release(None)
+
+
+def _still_open(upstream: StreamSession) -> bool:
+    """Whether an upstream stream has not ended (its report not made)."""
+    return upstream.monitor is not None and upstream.monitor.report is None

@@ -52,6 +52,7 @@ from streamguard._session import (
     StreamSession,
     classify_end,
     configure,
+    current_task,
     is_cancellation,
     read_head,
 )
@@ -64,6 +65,7 @@ from streamguard.config import (
 )
 from streamguard.metrics import StreamGuardMetrics
 from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor
+from streamguard.report import StreamReport
 from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.sinks import ReportCallback, Sink
 
@@ -159,6 +161,9 @@ class StreamGuardMiddleware:
         # variable is cleared when the app is done.
         if _session.LINKING.enabled:  # (no local: the coroutine frame lives as long)
             DOWNSTREAM.set(exchange)
+            # A task the app leaves running copies the context too: only the upstream
+            # streams of tasks the app awaited are the request's (``_session.Relay``).
+            exchange.app_task = current_task()
         try:
             await self.app(scope, exchange.receive, exchange)  # the exchange is the app's send
         except BaseException as exc:
@@ -372,6 +377,33 @@ class _Exchange(StreamSession):
     #: held for the whole life of every stream (an idle one costs at most 2 KiB).
     __call__ = send
 
+    def end(
+        self,
+        end: StreamEnd,
+        cause: BaseException | None = None,
+        *,
+        note: str | None = None,
+        server_stopping: bool = False,
+    ) -> StreamReport | None:
+        """``StreamSession.end``; a body the app ended while the server was shutting down
+        says so on its report (``BODY_ENDED_AT_SHUTDOWN``).
+
+        The outcome stays what the client got: sse-starlette ends its open streams' bodies
+        at shutdown from 3.7.1 on, and a client then sees a stream that ended, ``completed``
+        for plain SSE, and an answer without its terminal (``[DONE]``), ``unclosed`` with
+        ``missing_terminal``, for a protocol that has one: its SDK cannot tell the answer
+        was cut. The note tells a deploy's cuts from the app's own (docs/reliability.md).
+        """
+        if (
+            end is StreamEnd.BODY_ENDED
+            and note is None
+            and self.monitor is not None
+            and self.monitor.report is None
+            and _server_is_stopping()
+        ):
+            note = BODY_ENDED_AT_SHUTDOWN
+        return StreamSession.end(self, end, cause, note=note, server_stopping=server_stopping)
+
     def app_ended(self, error: BaseException | None = None) -> None:
         """The app returned, or raised ``error``: end the stream if it is still open.
 
@@ -379,6 +411,7 @@ class _Exchange(StreamSession):
         the ``upstream_left_open`` finding (``streamguard._session.Relay``)."""
         if self.relay is not None:
             self.relay.app_returned()
+        self.app_task = None  # no upstream stream links to the request from now on
         monitor = self.monitor
         if monitor is None or monitor.report is not None:
             return
@@ -564,6 +597,11 @@ def _route_template(scope: Scope) -> str | None:
         return template if isinstance(template, str) and template else None
     except Exception:
         return None
+
+
+#: The note on the report of a stream whose body the app ended while the server was
+#: shutting down (sse-starlette 3.7.1 and later end their open streams so).
+BODY_ENDED_AT_SHUTDOWN = "the body ended while the server was shutting down"
 
 
 def _server_is_stopping() -> bool:

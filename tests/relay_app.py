@@ -21,7 +21,14 @@ it) whose ``POST /{lane}/v1/chat/completions`` relays the upstream fixtures name
 * ``leak``: faithful, but the relay stops reading at ``[DONE]`` and never closes the upstream
   response (kept in ``LEAKED`` so that ``POST /close-leaked`` closes it later);
 * ``background_close``: stops at ``[DONE]`` too, and hands the close to a
-  ``BackgroundTask``, after the body ended and before the app returns: no leak.
+  ``BackgroundTask``, after the body ended and before the app returns: no leak;
+* ``background_poller``: starts a background task (``asyncio.create_task``, not awaited)
+  that reads the first upstream fixture to its end, then opens the second and keeps it
+  open until ``POST /stop-pollers``; once both were opened the relay reads the third
+  upstream, dropping its ``[DONE]`` (the gateway's own bug);
+* ``fan_out_gather``, ``fan_out_task_group``: the first upstream read to its end and the
+  second opened, each in a task of its own, awaited (``asyncio.gather``, an anyio task
+  group); the second is relayed dropping its ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -43,12 +51,14 @@ from starlette.routing import Route
 
 from streamguard.httpx import AsyncStreamGuardTransport
 
-__all__ = ["LEAKED", "relay_app", "upstream_app"]
+__all__ = ["LEAKED", "POLLERS", "relay_app", "upstream_app"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _PATHS = {"openai_chat": "/v1/chat/completions", "anthropic": "/v1/messages"}
 #: Upstream responses the ``leak`` relay left open, until ``/close-leaked`` closes them.
 LEAKED: list[httpx.Response] = []
+#: The ``background_poller`` relays' tasks and what stops each, until ``/stop-pollers``.
+POLLERS: list[tuple[asyncio.Task[None], asyncio.Event]] = []
 _DONE = "data: [DONE]"
 
 
@@ -126,6 +136,12 @@ async def _lines(response: httpx.Response, *, drop_done: bool = False) -> AsyncI
         yield f"{line}\n"
 
 
+async def _relayed(response: httpx.Response, *, drop_done: bool) -> AsyncIterator[str]:
+    async with _closing(response):
+        async for line in _lines(response, drop_done=drop_done):
+            yield line
+
+
 @contextlib.asynccontextmanager
 async def _closing(response: httpx.Response) -> AsyncIterator[httpx.Response]:
     try:
@@ -157,11 +173,50 @@ def relay_app(upstream_url: str, **transport_options: Any) -> Starlette:
         )
         return await client.send(request, stream=True)
 
+    async def read_to_the_end(fixture: str, gate: str | None) -> None:
+        async with _closing(await open_upstream(fixture, gate)) as response:
+            async for _line in response.aiter_lines():
+                pass
+
+    async def poll(fixtures: list[str], opened: asyncio.Event, stop: asyncio.Event) -> None:
+        """A background poller: one upstream read to its end, one kept open until stopped."""
+        await read_to_the_end(fixtures[0], None)
+        async with _closing(await open_upstream(fixtures[1], None)):
+            opened.set()
+            await stop.wait()
+
+    async def fan_out(mode: str, fixtures: list[str], gate: str | None) -> httpx.Response:
+        """The first upstream read to its end, the second opened: each in its own task."""
+        if mode == "fan_out_gather":
+            _, opened = await asyncio.gather(
+                read_to_the_end(fixtures[0], gate), open_upstream(fixtures[1], gate)
+            )
+            return opened
+        responses: list[httpx.Response] = []
+
+        async def open_one() -> None:
+            responses.append(await open_upstream(fixtures[1], gate))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(read_to_the_end, fixtures[0], gate)
+            group.start_soon(open_one)
+        return responses[0]
+
     async def relay(request: Request) -> Response:
         mode = request.headers["x-relay"]
         fixtures = request.headers["x-upstream"].split(",")
         gate = request.headers.get("x-gate")
         await request.body()
+        if mode == "background_poller":
+            opened, stop = asyncio.Event(), asyncio.Event()
+            POLLERS.append((asyncio.create_task(poll(fixtures[:2], opened, stop)), stop))
+            await opened.wait()  # (the event, not the task: the poller keeps running)
+            fixtures, mode = fixtures[2:], "drop_done"
+        if mode.startswith("fan_out_"):
+            upstream = await fan_out(mode, fixtures, gate)
+            return StreamingResponse(
+                _relayed(upstream, drop_done=True), media_type="text/event-stream"
+            )
         if mode == "draft_then_faithful":
             draft = await open_upstream(fixtures[0], gate)
             async for _line in draft.aiter_lines():
@@ -213,8 +268,16 @@ def relay_app(upstream_url: str, **transport_options: Any) -> Starlette:
             await LEAKED.pop().aclose()
         return Response(status_code=204)
 
+    async def stop_pollers(request: Request) -> Response:
+        while POLLERS:
+            task, stop = POLLERS.pop()
+            stop.set()
+            await task
+        return Response(status_code=204)
+
     routes: list[Route] = [
         Route("/{lane}/v1/chat/completions", relay, methods=["POST"]),
         Route("/close-leaked", close_leaked, methods=["POST"]),
+        Route("/stop-pollers", stop_pollers, methods=["POST"]),
     ]
     return Starlette(routes=routes)

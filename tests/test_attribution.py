@@ -459,6 +459,81 @@ def test_an_upstream_closed_by_a_background_task_is_no_leak(gateway: Gateway) ->
     assert sum(r.abandoned for r in gateway.upstream) == abandoned_before
 
 
+def test_a_background_poller_started_by_a_request_is_not_linked_to_it(gateway: Gateway) -> None:
+    """Issue 44: a task the request starts and leaves running (``asyncio.create_task``)
+    copies the request's context. Its upstream streams (one cut, read to its end while the
+    request runs; one still open when the app returns) are not the request's: the
+    gateway's own missing ``[DONE]`` stays the gateway's, no ``upstream_left_open``, and
+    the poller's stream, closed after the request, is not ``abandoned``."""
+    gateway.call(
+        "poller",
+        "background_poller",
+        "openai_chat/missing_terminal",  # the poller's, cut, ended during the request
+        "anthropic/ok_text_end_turn",  # the poller's, open when the app returns
+        "openai_chat/clean-2024-no-usage-field",  # the request's own, relayed without [DONE]
+    )
+    report = gateway.report("poller")
+    assert named(report) == [("openai_chat", Outcome.COMPLETED, {})]
+    assert by_rule(report) == {"missing_terminal": GATEWAY}
+    assert "upstream_left_open" not in report.rules()
+    seen = len(gateway.upstream)
+    httpx.post(f"{gateway.url}/stop-pollers").raise_for_status()
+    wait_until(
+        lambda: any(r.protocol == "anthropic" for r in gateway.upstream[seen:]),
+        what="the poller's open upstream stream, closed",
+    )
+    [closed] = [r for r in gateway.upstream[seen:] if r.protocol == "anthropic"]
+    assert not closed.abandoned
+
+
+@pytest.mark.parametrize("mode", ["fan_out_gather", "fan_out_task_group"])
+def test_upstreams_read_in_tasks_the_app_awaits_are_linked(gateway: Gateway, mode: str) -> None:
+    """The look-alike: the app fans out to two upstream streams in tasks of their own, and
+    awaits them (``asyncio.gather``, an anyio task group). Both are the request's: named,
+    and the cut one explains the relayed stream's missing ``[DONE]``."""
+    lane = mode.replace("_", "-")
+    gateway.call(
+        lane, mode, "openai_chat/missing_terminal", "openai_chat/clean-2024-no-usage-field"
+    )
+    report = gateway.report(lane)
+    assert sorted(named(report), key=str) == sorted(
+        [
+            ("openai_chat", Outcome.UNCLOSED, {"missing_terminal": 1}),
+            ("openai_chat", Outcome.COMPLETED, {}),
+        ],
+        key=str,
+    )
+    assert by_rule(report) == {"missing_terminal": UPSTREAM}
+
+
+def test_the_opening_task_is_told_apart_under_trio_and_on_a_worker_thread() -> None:
+    """What tells the app's upstream streams from a background task's: the task that
+    opened each, and whether it finished; under trio (hypercorn's trio worker) as under
+    asyncio, and none on a worker thread (a sync client in the threadpool)."""
+    trio = pytest.importorskip("trio")
+    from streamguard._session import _task_finished, current_task
+
+    async def main() -> None:
+        me = current_task()
+        assert me is trio.lowlevel.current_task()
+        children: list[object | None] = []
+
+        async def child() -> None:
+            children.append(current_task())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(child)
+        [task] = children
+        assert task is not None
+        assert task is not me
+        assert _task_finished(task)
+        assert not _task_finished(me)
+        assert await trio.to_thread.run_sync(current_task) is None
+
+    trio.run(main)
+    assert current_task() is None  # no loop at all
+
+
 def test_concurrent_requests_are_never_linked_to_each_other(gateway: Gateway) -> None:
     """Pairs of requests in flight at once (their upstream answers only once every one of
     them has asked): each downstream report names its own upstream and no other."""
