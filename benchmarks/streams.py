@@ -12,6 +12,8 @@ and per frame, against the app alone (the anchor) in the same run:
 * ``noop``: a pure ASGI middleware that only forwards, the floor of any middleware;
 * ``streamguard-bare``: streamguard with its logs and metrics off;
 * ``+metrics``, ``+logs``: one of them on; ``streamguard``: the default (both on);
+* ``+logs, every summary``: the logs with ``summaries="all"``, a line for every healthy
+  stream (the default logs only notable ones; this row is what that default saves);
 * ``streamguard-full``: the default with the shape cache off (every frame parsed);
 * ``one-at-a-time``: the default, each stream run to its end before the next starts
   (what interleaving costs: a stream's state is cold when its next frame comes);
@@ -145,6 +147,12 @@ def streams() -> list[dict[str, Any]]:
         "streamguard-bare": (bare, True, True, False),
         "+metrics": (guarded(**quiet), True, True, False),
         "+logs": (guarded(metrics=False), True, True, False),
+        "+logs, every summary": (
+            guarded(metrics=False, logs={"summaries": "all"}),
+            True,
+            True,
+            False,
+        ),
         "streamguard": (default, True, True, False),
         "streamguard-full": (guarded(), True, False, False),
         "one-at-a-time": (guarded(), False, True, False),

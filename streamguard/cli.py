@@ -43,6 +43,7 @@ from urllib.parse import urlsplit, urlunsplit
 from streamguard import __version__
 from streamguard._build import PURE_PYTHON_ENV, wants_sources
 from streamguard._format import FRAME_CHARS, format_finding, frame_at, severity_at_least
+from streamguard._launch import version_line
 from streamguard._table import table
 from streamguard._wire import token
 from streamguard.attribution import ATTRIBUTIONS, linked, summary_of
@@ -1611,14 +1612,6 @@ def _core() -> tuple[str, str]:
     return "pure", (
         "no compiled core is installed: it was built without a C compiler or mypyc "
         "(reinstall with `pip install -v` to see why)"
-    )
-
-
-def version_line() -> str:
-    """``streamguard 0.1.0 (compiled core)``: the version and the build that runs."""
-    build, _ = _core()
-    return (
-        f"streamguard {__version__} ({'compiled' if build == 'compiled' else 'pure-Python'} core)"
     )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from importlib.metadata import metadata
 
 import pytest
@@ -25,6 +27,26 @@ def test_version_line_names_the_build_that_runs(capsys: pytest.CaptureFixture[st
         EXIT_OK,
         f"streamguard {streamguard.__version__} ({build} core)\n",
     )
+
+
+def test_the_command_answers_version_without_loading_the_engine() -> None:
+    """``streamguard --version`` (the installed command's entry point) loads neither the
+    engine nor the CLI's parser: a deployment script asking for the build pays an import
+    of the package, not of every protocol. Any other argument goes to the full CLI."""
+    script = (
+        "import sys\n"
+        "from streamguard._launch import main\n"
+        "sys.argv = ['streamguard', '--version']\n"
+        "main()\n"
+        "print(sorted(name for name in ('streamguard.cli', 'streamguard.monitor', "
+        "'streamguard.protocols') if name in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    version, loaded = done.stdout.splitlines()
+    assert version.startswith(f"streamguard {streamguard.__version__} (")
+    assert loaded == "[]"
 
 
 @pytest.mark.parametrize(
