@@ -11,8 +11,10 @@ from streamguard.report import Finding, Severity
 __all__ = ["FRAME_CHARS", "format_finding", "frame_at", "severity_at_least"]
 
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
-#: How much of a frame a finding shows, in characters.
-FRAME_CHARS = 80
+#: How much of a frame a finding shows, in characters: a chat chunk whole (about 200), so
+#: the part that broke it (a delta after the finish) is on the line. Only the CLI and
+#: failed tests show frames, never a log line.
+FRAME_CHARS = 240
 
 
 def severity_at_least(severity: Severity, threshold: Severity) -> bool:

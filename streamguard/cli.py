@@ -45,7 +45,7 @@ from streamguard._build import PURE_PYTHON_ENV, wants_sources
 from streamguard._format import FRAME_CHARS, format_finding, frame_at, severity_at_least
 from streamguard._launch import version_line
 from streamguard._table import table
-from streamguard._wire import token
+from streamguard._wire import showing_values, token
 from streamguard.attribution import ATTRIBUTIONS, linked, summary_of
 from streamguard.monitor import StreamEnd, StreamMonitor, check_stream
 from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker, load_plugins
@@ -571,9 +571,10 @@ def _check_file(
     with _reading(name, "a captured stream"), _rereadable(name) as source:
         capture = _is_capture(source)
         try:
-            report = check_stream(
-                _pieces(_arrivals(source, capture)), protocol=protocol, request=request
-            )
+            with showing_values():  # the user's own file: its values are theirs to see
+                report = check_stream(
+                    _pieces(_arrivals(source, capture)), protocol=protocol, request=request
+                )
         except _CaptureError as exc:
             raise InputError(f"{label}: {exc}") from None
         # A capture read whole once reads again: the passes below raise nothing new.

@@ -88,8 +88,10 @@ def test_check_table_lists_findings_with_frames(
         "role.sse\n"
         "  - role_repeated [warning] at event 1, byte 442: event 1: choice 0 sends delta.role "
         "again (first at event 0)\n"
-        '      frame: data: {"id":"chatcmpl-CBx3mK9qLw7ZrT2yPdVnE5uHa1sG","object":'
-        '"chat.completion.ch…\n'
+        '      frame: data: {"id":"chatcmpl-CBx3mK9qLw7ZrT2yPdVnE5uHa1sG","object":"c'
+        'hat.completion.chunk","created":1755012345,"model":"gpt-5-mini-2025-08-07","'
+        'service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"del'
+        'ta":{"role":"assistant","…\n'
         "\n"
         "3 file(s) checked: 1 with findings at error or above\n"
     )
@@ -775,3 +777,24 @@ def test_console_script_runs_check(files: Path) -> None:
     assert done.stdout.endswith("1 file(s) checked: 0 with findings at error or above\n")
     assert cut.returncode == 1
     assert json.loads(cut.stdout)["findings"][0]["rule"] == "unterminated_frame"
+
+
+def test_check_shows_the_values_of_the_users_own_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``check`` reads files the user passed: a value a finding names is shown (quoted),
+    where the middleware's findings show its size and hash only."""
+    from streamguard.monitor import check_stream
+
+    stream = (
+        b'event: mystery_event\ndata: {"type":"mystery_event"}\n\n'
+        b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    )
+    path = tmp_path / "mystery.sse"
+    path.write_bytes(stream)
+    code, out, _ = run(capsys, "check", "--protocol", "anthropic", str(path))
+    assert "the undocumented type 'mystery_event'" in out
+    assert "chars #" not in out
+    hidden = check_stream([stream], protocol="anthropic")  # as the middleware sees it
+    assert "mystery_event" not in repr(hidden.findings)
+    assert any("<13 chars #" in finding.message for finding in hidden.findings)

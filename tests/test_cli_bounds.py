@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from streamguard import cli, timeline
 from streamguard._format import format_finding, frame_at, severity_at_least
+from streamguard._wire import showing_values
 from streamguard.monitor import check_stream
 from streamguard.report import Severity
 from streamguard.testing import serve
@@ -59,8 +60,10 @@ def peak_bytes(action: Callable[[], object]) -> int:
 
 
 def whole_body_json(label: str, body: bytes, request: Any = None) -> dict[str, Any]:
-    """What ``check --format json`` printed when it read the whole body at once."""
-    report = check_stream([body], request=request)
+    """What ``check --format json`` printed when it read the whole body at once (as it
+    reads the user's own files: values shown)."""
+    with showing_values():
+        report = check_stream([body], request=request)
     fails = any(severity_at_least(f.severity, Severity.ERROR) for f in report.findings)
     return {
         "file": label,

@@ -314,8 +314,9 @@ def test_assert_stream_ok_lists_missing_terminal_exactly() -> None:
     )
 
 
-def test_assert_stream_ok_shows_the_offending_frame_shortened() -> None:
-    """A finding inside the body shows its frame, cut to 80 characters with an ellipsis."""
+def test_assert_stream_ok_shows_the_offending_frame() -> None:
+    """A finding inside the body shows its frame: a chat chunk whole, so the part that
+    broke it (here the role sent again) is on the line."""
     with pytest.raises(AssertionError) as excinfo:
         assert_stream_ok(ROLE_AGAIN)
     assert str(excinfo.value) == (
@@ -324,8 +325,19 @@ def test_assert_stream_ok_shows_the_offending_frame_shortened() -> None:
         "- role_repeated [warning] at event 1, byte 165: event 1: choice 0 sends delta.role "
         "again (first at event 0)\n"
         '    frame: data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
-        '"choic…'
+        '"choices":[{"index":0,"delta":{"role":"assistant","content":"!"},'
+        '"finish_reason":"stop"}]}'
     )
+
+
+def test_assert_stream_ok_shortens_a_long_frame() -> None:
+    """A frame longer than ``FRAME_CHARS`` is cut there, with an ellipsis."""
+    from streamguard._format import FRAME_CHARS
+
+    with pytest.raises(AssertionError) as excinfo:
+        assert_stream_ok(b"data: " + b"x" * 1000)
+    frame = str(excinfo.value).splitlines()[-1]
+    assert frame == "    frame: " + ("data: " + "x" * 1000)[:FRAME_CHARS] + "…"
 
 
 def test_assert_stream_ok_escapes_control_characters_in_the_frame() -> None:
