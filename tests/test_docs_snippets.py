@@ -8,7 +8,10 @@ read, when it is not a module by itself (docs/contributing.md):
 - ``<!-- snippet: continues -->``: the block goes on from the page's previous block, and is
   checked as one module with it (and with what that one continued);
 - ``<!-- snippet: from examples/job_progress_protocol.py -->``: the block is a piece of that
-  file, copied as it stands there; the test checks that it is, and mypy checks the file.
+  file, copied as it stands there; the test checks that it is, and mypy checks the file;
+- ``<!-- snippet: needs openai<3 -->``: the block is for other versions of a dependency than
+  the dev environment's may be; with those it must pass, with others it must fail (else
+  the comment, and the page's note on versions, are stale) and the test says so as xfail.
 
 The README's quickstart with a misspelt option goes into the same run: it must fail, since
 the middleware's options are explicit keywords (which is why a snippet's mistakes show).
@@ -19,9 +22,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -30,6 +35,7 @@ _FENCE = re.compile(r"(?P<indent> *)```python\s*")
 _MARK = re.compile(r"\s*<!--\s*snippet:\s*(?P<how>.*?)\s*-->\s*")
 _CONTINUES = "continues"
 _FROM = "from "
+_NEEDS = "needs "
 # ``path:line: error: message  [code]``, as mypy prints it (notes too: they explain errors).
 _DIAGNOSTIC = re.compile(r"(?P<path>[^:\n]+):(?P<line>\d+): (?P<kind>error|note): (?P<message>.*)")
 
@@ -116,7 +122,7 @@ class _Modules:
         for number, snippet in enumerate(all_snippets()):
             continued, previous = previous, snippet
             part = _Part(snippet.code, snippet.page, snippet.line)
-            if snippet.how is None:
+            if snippet.how is None or snippet.how.startswith(_NEEDS):
                 chain = [part]
             elif snippet.how == _CONTINUES:
                 same_page = continued is not None and continued.page == snippet.page
@@ -231,6 +237,12 @@ def test_snippet_type_checks(snippet: Snippet, checked: Checked) -> None:
             f"{snippet.where}: not a piece of {snippet.how.removeprefix(_FROM)} as it stands"
         )
     errors = _said(checked, snippet.page, snippet.lines)
+    if snippet.how and snippet.how.startswith(_NEEDS):
+        requirement = Requirement(snippet.how.removeprefix(_NEEDS))
+        installed = version(requirement.name)
+        if not requirement.specifier.contains(installed, prereleases=True):
+            assert errors, f"{snippet.where}: passes with {requirement.name} {installed} too"
+            pytest.xfail(f"for {requirement}, and {requirement.name} {installed} is installed")
     assert not errors, "\n".join(errors)
 
 
