@@ -2,7 +2,8 @@
 
 Each ```` ```python ```` block is extracted and written out as a module of its own, and one
 mypy run (the project's settings, from pyproject.toml) checks them all; a failure names
-the page, the line and mypy's error. A comment on the line before a block says how it is
+the page, the line and mypy's error. The blocks that import the openai or anthropic SDK
+get a run of their own in the slow tier (``SDKS``: their types cost mypy about 25 s). A comment on the line before a block says how it is
 read, when it is not a module by itself (docs/contributing.md):
 
 - ``<!-- snippet: continues -->``: the block goes on from the page's previous block, and is
@@ -24,6 +25,7 @@ import re
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -116,7 +118,8 @@ class _Modules:
         (self.directory / f"{name}.py").write_text("".join(part.code for part in parts))
         self.parts[name] = parts
 
-    def add_pages(self) -> None:
+    def add_pages(self, sdk: bool) -> None:
+        """Write the snippets that use the big SDKs (``sdk``), or all the others."""
         chain: list[_Part] = []
         previous: Snippet | None = None
         for number, snippet in enumerate(all_snippets()):
@@ -130,11 +133,14 @@ class _Modules:
                 chain = [*chain, part]
             elif snippet.how.startswith(_FROM):
                 # Checked as part of the file; what continues it starts from the whole file.
-                self.files.add(the_file(snippet))
+                if not sdk:
+                    self.files.add(the_file(snippet))
                 chain = [_Part(the_file(snippet).read_text(), the_file(snippet), 1)]
                 continue
             else:
                 raise AssertionError(f"{snippet.where}: unknown snippet comment {snippet.how!r}")
+            if uses_sdk(chain) != sdk:
+                continue
             slug = re.sub(r"\W", "_", snippet.page.stem).lower()
             self.write(f"snippet_{number:03}_{slug}_{snippet.line}", chain)
 
@@ -166,23 +172,34 @@ class Checked:
 
 MISSPELT = "misspelt_quickstart"
 
+#: Snippets that import these SDKs are checked in the slow tier (``make check``): mypy reads
+#: their types for about 25 s when its cache does not hold them, where every other snippet
+#: together takes 5 s after ``mypy --strict streamguard``.
+SDKS = ("openai", "anthropic")
+_SDK_IMPORT = re.compile(rf"^(?:import|from)\s+(?:{'|'.join(SDKS)})\b", re.MULTILINE)
+
+
+def uses_sdk(chain: list[_Part]) -> bool:
+    return any(_SDK_IMPORT.search(part.code) for part in chain)
+
 
 def readme_quickstart() -> Snippet:
     """The README's first FastAPI example, which tests/test_readme.py also runs."""
     return next(s for s in snippets(ROOT / "README.md") if "app.add_middleware" in s.code)
 
 
-@pytest.fixture(scope="module")
-def checked(tmp_path_factory: pytest.TempPathFactory) -> Checked:
+def _check(directory: Path, sdk: bool) -> Checked:
+    """One mypy run over the snippets that use the big SDKs (``sdk``), or over the others,
+    the files they are pieces of and the misspelt quickstart."""
     from mypy import api
 
-    directory = tmp_path_factory.mktemp("snippets")
     modules = _Modules(directory)
-    modules.add_pages()
-    quickstart = readme_quickstart()
-    misspelt = quickstart.code.replace("routes=", "rutes=", 1)
-    assert misspelt != quickstart.code
-    (directory / f"{MISSPELT}.py").write_text(misspelt)
+    modules.add_pages(sdk)
+    if not sdk:
+        quickstart = readme_quickstart()
+        misspelt = quickstart.code.replace("routes=", "rutes=", 1)
+        assert misspelt != quickstart.code
+        (directory / f"{MISSPELT}.py").write_text(misspelt)
     files = [*sorted(directory.glob("*.py")), *sorted(modules.files)]
     # MYPYPATH puts this checkout first, ahead of any installed streamguard (and lets the
     # example modules be imported as ``examples.…``). The cache is the project's: a second
@@ -221,6 +238,22 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> Checked:
     return Checked(said, unplaced, wrong)
 
 
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory: pytest.TempPathFactory) -> Checked:
+    return _check(tmp_path_factory.mktemp("snippets"), sdk=False)
+
+
+@pytest.fixture(scope="module")
+def checked_sdk(tmp_path_factory: pytest.TempPathFactory) -> Checked:
+    return _check(tmp_path_factory.mktemp("sdk_snippets"), sdk=True)
+
+
+def _tiered(snippet: Snippet) -> Any:
+    """The snippet as a test parameter: a slow one when it uses the big SDKs."""
+    sdk = uses_sdk([_Part(snippet.code, snippet.page, snippet.line)])
+    return pytest.param(snippet, id=snippet.where, marks=[pytest.mark.slow] if sdk else [])
+
+
 def _said(checked: Checked, page: Path, lines: range) -> list[str]:
     return [
         f"{page.relative_to(ROOT)}:{line}: {message}"
@@ -229,8 +262,10 @@ def _said(checked: Checked, page: Path, lines: range) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("snippet", all_snippets(), ids=lambda snippet: snippet.where)
-def test_snippet_type_checks(snippet: Snippet, checked: Checked) -> None:
+@pytest.mark.parametrize("snippet", [_tiered(snippet) for snippet in all_snippets()])
+def test_snippet_type_checks(snippet: Snippet, request: pytest.FixtureRequest) -> None:
+    sdk = uses_sdk([_Part(snippet.code, snippet.page, snippet.line)])
+    checked: Checked = request.getfixturevalue("checked_sdk" if sdk else "checked")
     if snippet.how and snippet.how.startswith(_FROM):
         code = snippet.code.strip("\n")
         assert code in the_file(snippet).read_text(), (
@@ -256,7 +291,9 @@ def test_the_files_snippets_are_pieces_of_type_check(checked: Checked) -> None:
     assert not errors, "\n".join(errors)
 
 
-def test_mypy_said_nothing_else(checked: Checked) -> None:
+@pytest.mark.parametrize("run", ["checked", pytest.param("checked_sdk", marks=pytest.mark.slow)])
+def test_mypy_said_nothing_else(run: str, request: pytest.FixtureRequest) -> None:
+    checked: Checked = request.getfixturevalue(run)
     assert not checked.unplaced, "\n".join(checked.unplaced)
 
 
