@@ -3,16 +3,18 @@
 Each ```` ```python ```` block is extracted and written out as a module of its own, and one
 mypy run (the project's settings, from pyproject.toml) checks them all; a failure names
 the page, the line and mypy's error. The blocks that import the openai or anthropic SDK
-get a run of their own in the slow tier (``SDKS``: their types cost mypy about 25 s). A comment on the line before a block says how it is
-read, when it is not a module by itself (docs/contributing.md):
+get a run of their own in the slow tier (``SDKS``: their types cost mypy about 25 s).
+
+A comment on the line before a block says how it is read, when it is not a module by
+itself (docs/contributing.md):
 
 - ``<!-- snippet: continues -->``: the block goes on from the page's previous block, and is
   checked as one module with it (and with what that one continued);
 - ``<!-- snippet: from examples/job_progress_protocol.py -->``: the block is a piece of that
   file, copied as it stands there; the test checks that it is, and mypy checks the file;
-- ``<!-- snippet: needs openai<3 -->``: the block is for other versions of a dependency than
-  the dev environment's may be; with those it must pass, with others it must fail (else
-  the comment, and the page's note on versions, are stale) and the test says so as xfail.
+- ``<!-- snippet: needs openai<3 -->``: the block is for some versions of a dependency
+  only; where they are installed it must pass, elsewhere it must fail (else the comment,
+  and the page's note on versions, are stale), and the test reports it as xfail.
 
 The README's quickstart with a misspelt option goes into the same run: it must fail, since
 the middleware's options are explicit keywords (which is why a snippet's mistakes show).
@@ -20,8 +22,12 @@ the middleware's options are explicit keywords (which is why a snippet's mistake
 
 from __future__ import annotations
 
+import gc
 import os
 import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -188,6 +194,27 @@ def readme_quickstart() -> Snippet:
     return next(s for s in snippets(ROOT / "README.md") if "app.add_middleware" in s.code)
 
 
+@contextmanager
+def _state_restored() -> Iterator[None]:
+    """Run mypy in this process and leave no trace of it: it sets ``MYPYPATH`` here, and
+    raises the recursion limit and the garbage collector's thresholds for itself, which
+    would change what later tests of the session measure (the JSON parser's depth is the
+    recursion limit)."""
+    environ = os.environ.copy()
+    limit = sys.getrecursionlimit()
+    threshold = gc.get_threshold()
+    enabled = gc.isenabled()
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.setrecursionlimit(limit)
+        gc.set_threshold(*threshold)
+        if enabled:
+            gc.enable()
+
+
 def _check(directory: Path, sdk: bool) -> Checked:
     """One mypy run over the snippets that use the big SDKs (``sdk``), or over the others,
     the files they are pieces of and the misspelt quickstart."""
@@ -204,9 +231,8 @@ def _check(directory: Path, sdk: bool) -> Checked:
     # MYPYPATH puts this checkout first, ahead of any installed streamguard (and lets the
     # example modules be imported as ``examples.…``). The cache is the project's: a second
     # run reads the dependencies' types from it.
-    previous = os.environ.get("MYPYPATH")
-    os.environ["MYPYPATH"] = str(ROOT)
-    try:
+    with _state_restored():
+        os.environ["MYPYPATH"] = str(ROOT)
         stdout, stderr, status = api.run(
             [
                 f"--config-file={ROOT / 'pyproject.toml'}",
@@ -216,11 +242,6 @@ def _check(directory: Path, sdk: bool) -> Checked:
                 *map(str, files),
             ]
         )
-    finally:
-        if previous is None:
-            del os.environ["MYPYPATH"]
-        else:
-            os.environ["MYPYPATH"] = previous
     assert status in (0, 1), stdout + stderr  # 2: mypy did not run
     said: dict[tuple[Path, int], list[str]] = {}
     unplaced: list[str] = [stderr] if stderr.strip() else []
