@@ -70,7 +70,7 @@ JOB_CHANGED = Rule(
 MAX_JOB_CHARS = 64
 
 
-def _read_job(body: RequestBody, facts: dict[str, Any], attributes: dict[str, Any]) -> None:
+def read_job(body: RequestBody, facts: dict[str, Any], attributes: dict[str, Any]) -> None:
     """The request fact ``job``: the job a request body names, a string of at most
     ``MAX_JOB_CHARS`` characters (anything else is unknown, and the first event decides)."""
     job = None if isinstance(body, list) else body.get("job")
@@ -121,25 +121,27 @@ class JobProgressChecker(Checker):
         return found
 
 
-def _progress_event(event: Event, payload: object) -> bool:
+def is_progress_event(event: Event, payload: object) -> bool:
+    """The event signal: a ``progress`` event with a ``percent`` is this protocol's."""
     return event.event == "progress" and type(payload) is dict and "percent" in payload
 
 
-def _jobs_path(path: str) -> bool:
+def is_jobs_path(path: str) -> bool:
+    """The path signal: ``/jobs/<id>/events``, under any prefix."""
     parts = path.split("/")
     return len(parts) >= 4 and parts[-3] == "jobs" and parts[-1] == "events"
 
 
 SPEC: ProtocolSpec = ProtocolSpec(
-    name=JobProgressChecker.name,
+    name=JobProgressChecker.name,  # the spec's name is the checker's
     checker=JobProgressChecker,
     summary="the example in-house job progress stream, ending in `done`",
-    paths=(Signal(55, _jobs_path),),
-    events=(Signal(95, _progress_event),),
+    paths=(Signal(55, is_jobs_path),),  # the path names it (auto-detection)
+    events=(Signal(95, is_progress_event),),  # one event proves it
     event_names=frozenset({"progress", "done", "failed"}),
-    request_facts=(RequestFact(("job",), _read_job),),
-    rules=(PROGRESS_WENT_BACK, JOB_CHANGED),
-    rule_docs=(
+    request_facts=(RequestFact(("job",), read_job),),  # what the checker reads of a request
+    rules=(PROGRESS_WENT_BACK, JOB_CHANGED),  # rules the catalog does not hold
+    rule_docs=(  # their long form, for `streamguard rules` and the docs
         rule_doc(
             "progress_went_back",
             meaning="A `progress` event's `percent` is lower than an earlier one's.",
@@ -165,7 +167,7 @@ SPEC: ProtocolSpec = ProtocolSpec(
 )
 
 #: Each demo job: the events it sends.
-JOBS: dict[str, list[tuple[str, dict[str, object]]]] = {
+JOBS: dict[str, list[tuple[str, dict[str, int]]]] = {
     "healthy": [("progress", {"percent": p}) for p in (0, 50, 100)] + [("done", {})],
     "backwards": [("progress", {"percent": p}) for p in (0, 60, 30)] + [("done", {})],
     "unfinished": [("progress", {"percent": p}) for p in (0, 10)],

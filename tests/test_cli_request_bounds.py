@@ -115,8 +115,8 @@ def test_a_deeply_nested_request_is_an_input_error(
     """Nesting deeper than the parser goes is exit 2 with a message, not a traceback."""
     (tmp_path / "req.json").write_text('{"x": ' + "[" * 5000 + "]" * 5000 + "}")
     monkeypatch.chdir(tmp_path)
-    # The parser's depth is the interpreter's recursion limit; an in-process mypy run (the
-    # README's type-check test) raises it, so pin the default here.
+    # The parser's depth is the interpreter's recursion limit; an in-process mypy run
+    # raises it (tests/test_docs_snippets.py puts it back after its own), so pin the default.
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(1000)
     try:

@@ -102,9 +102,11 @@ Everything streamguard's middleware does is set by one validated pydantic model,
 are equivalent and cannot be mixed:
 
 ```python
+from fastapi import FastAPI
 from streamguard import StreamGuardMiddleware
-from streamguard.config import StreamGuardConfig
+from streamguard.config import RouteConfig, StreamGuardConfig
 
+app = FastAPI()
 app.add_middleware(
     StreamGuardMiddleware,
     routes={
@@ -117,8 +119,8 @@ app.add_middleware(
     timers={"idle_limit_s": 30},
 )
 
-# the same, as one object
-config = StreamGuardConfig(routes={"/v1/chat/completions": "openai_chat"})
+# as one object, whose fields are typed as the models they hold
+config = StreamGuardConfig(routes={"/v1/chat/completions": RouteConfig(protocol="openai_chat")})
 app.add_middleware(StreamGuardMiddleware, config=config)
 ```
 
@@ -126,7 +128,10 @@ Values are checked once, at construction: an unknown field, a protocol that is n
 {protocols},
 an excluded path without a leading `/` or a value out of range raises
 `pydantic.ValidationError`, naming the field. The models are frozen. Nested models
-(`routes`, `timers`, `logs`) accept plain dicts.
+(`routes`, `timers`, `logs`) accept plain dicts, and a route its protocol's name, at run
+time; a type checker reads `StreamGuardConfig`'s fields as declared and wants the models
+there (`RouteConfig(protocol="openai_chat")`, `TimerConfig(idle_limit_s=30)`), while the
+middleware's keywords are typed to take the dicts and names too.
 
 **From the environment.** With the `settings` extra (`pip install 'streamguard[settings]'`),
 `streamguard.settings.StreamGuardSettings()` is a `StreamGuardConfig` whose fields come from
