@@ -31,6 +31,7 @@ $(STAMP): pyproject.toml constraints.txt
 CORE_SOURCES := $(shell $(PYTHON) -m tests.tiers sources 2>/dev/null || find streamguard -name '*.py')
 COMPILED_STAMP := $(VENV)/.compiled
 $(COMPILED_STAMP): $(STAMP) setup.py $(CORE_SOURCES)
+	@echo "== compiling the core with mypyc (2-5 minutes on 2 cores, silent meanwhile; rebuilt only when a core source changes)"
 	find streamguard -name '*.so' -delete
 	env -u STREAMGUARD_PURE_PYTHON $(BIN)/python setup.py --quiet build_ext --inplace
 	env -u STREAMGUARD_PURE_PYTHON $(BIN)/python -c "import streamguard; print('compiled' if streamguard.compiled else 'pure')" > $(COMPILED_STAMP)
