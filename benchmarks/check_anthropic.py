@@ -33,8 +33,8 @@ def _event(name: str, payload: dict[str, object], padding: int) -> bytes:
     return f"event: {name}\ndata: {data}\n\n".encode()
 
 
-def anthropic_frames() -> list[bytes]:
-    """One frame per event, as the API writes them."""
+def anthropic_frames(deltas: int = DELTAS) -> list[bytes]:
+    """One frame per event, as the API writes them, with ``deltas`` text deltas."""
     frames = [
         _event(
             "message_start",
@@ -69,7 +69,7 @@ def anthropic_frames() -> list[bytes]:
             5,
         ),
     ]
-    for i in range(DELTAS):
+    for i in range(deltas):
         if i % PING_EVERY == 0:
             frames.append(b'event: ping\ndata: {"type": "ping"}\n\n')
         delta = {"type": "text_delta", "text": _WORDS[i % len(_WORDS)]}
@@ -87,7 +87,7 @@ def anthropic_frames() -> list[bytes]:
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": DELTAS},
+                "usage": {"output_tokens": deltas},
             },
             3,
         )

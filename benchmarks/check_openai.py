@@ -41,8 +41,9 @@ _WORDS = (" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy"
 _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 
-def openai_chat_frames(seed: int = 0) -> list[bytes]:
-    """One frame per chunk, as the API writes them (compact JSON, one ``data:`` line)."""
+def openai_chat_frames(seed: int = 0, chunks: int = CONTENT_CHUNKS) -> list[bytes]:
+    """One frame per chunk, as the API writes them (compact JSON, one ``data:`` line), with
+    ``chunks`` content chunks."""
     rng = random.Random(seed)
 
     def frame(choices: list[dict[str, object]], usage: object = None) -> bytes:
@@ -63,12 +64,12 @@ def openai_chat_frames(seed: int = 0) -> list[bytes]:
         return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
 
     frames = [frame([choice({"role": "assistant", "content": "", "refusal": None})])]
-    frames += [frame([choice({"content": _WORDS[i % len(_WORDS)]})]) for i in range(CONTENT_CHUNKS)]
+    frames += [frame([choice({"content": _WORDS[i % len(_WORDS)]})]) for i in range(chunks)]
     frames.append(frame([choice({}, "stop")]))
     usage = {
         "prompt_tokens": 14,
-        "completion_tokens": CONTENT_CHUNKS,
-        "total_tokens": 14 + CONTENT_CHUNKS,
+        "completion_tokens": chunks,
+        "total_tokens": 14 + chunks,
         "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
     }

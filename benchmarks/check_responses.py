@@ -33,8 +33,8 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _ITEM = "msg_68c0f7a1e2b48190a5f3c9d2e1b7a6f40123456789abcdef"
 
 
-def responses_frames(seed: int = 0) -> list[bytes]:
-    """One frame per event, as the API writes them."""
+def responses_frames(seed: int = 0, deltas: int = DELTAS) -> list[bytes]:
+    """One frame per event, as the API writes them, with ``deltas`` text deltas."""
     rng = random.Random(seed)
     frames: list[bytes] = []
 
@@ -66,7 +66,7 @@ def responses_frames(seed: int = 0) -> list[bytes]:
     where = {"item_id": _ITEM, "output_index": 0, "content_index": 0}
     event({"type": "response.content_part.added", **where, "part": part})
     text = []
-    for i in range(DELTAS):
+    for i in range(deltas):
         word = _WORDS[i % len(_WORDS)]
         text.append(word)
         padding = "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(1, 15)))
@@ -84,7 +84,7 @@ def responses_frames(seed: int = 0) -> list[bytes]:
     event({"type": "response.content_part.done", **where, "part": {**part, "text": joined}})
     done_item = {**item, "status": "completed", "content": [{**part, "text": joined}]}
     event({"type": "response.output_item.done", "output_index": 0, "item": done_item})
-    usage = {"input_tokens": 12, "output_tokens": DELTAS, "total_tokens": DELTAS + 12}
+    usage = {"input_tokens": 12, "output_tokens": deltas, "total_tokens": deltas + 12}
     final = {**response, "status": "completed", "output": [done_item], "usage": usage}
     event({"type": "response.completed", "response": final})
     return frames
