@@ -110,7 +110,7 @@ demo: $(COMPILED_STAMP)
 
 # Every benchmark once per build of the core (compiled, then pure Python), then the table
 # of every budget for both (benchmarks/budgets.py; docs/performance.md keeps a copy).
-BENCHMARKS := parse json_step check_openai check_anthropic check_responses parts cuts streams timers memory idle_rss e2e transport
+BENCHMARKS := parse json_step check_openai check_anthropic check_responses parts cuts streams production timers memory idle_rss e2e transport
 bench: $(COMPILED_STAMP)
 	rm -f benchmarks/results/*.json  # budgets.py must never read an earlier run's figures
 	@for build in compiled pure; do \

@@ -2,7 +2,8 @@
 
 ``make bench`` runs each benchmark once per build (``benchmarks/results/<name>.<build>.json``)
 and then this, which prints one table: each budget of ``docs/performance.md``, the ratio
-measured under the compiled and the pure-Python core, and whether it was met. A budget with
+(or, for issue 45's budgets, the µs added to the app alone in the same run) measured under
+the compiled and the pure-Python core, and whether it was met. A budget with
 no result file says so (a benchmark that was not run), never passes by default.
 Run: ``python -m benchmarks.budgets``.
 """
@@ -75,6 +76,18 @@ def _scale_share(rows: Rows) -> float:
     raise LookupError("no load-run row")
 
 
+def _production(case: str, key: str) -> Callable[[Rows], float]:
+    """A figure of ``benchmarks.production``: ``key`` of the row of ``case``."""
+
+    def measure(rows: Rows) -> float:
+        for row in rows:
+            if row.get("case") == case:
+                return float(row[key])
+        raise LookupError(f"no row {case!r}")
+
+    return measure
+
+
 BUDGETS: tuple[Budget, ...] = (
     Budget("OpenAI full check vs split + orjson.loads (worst cut)", "check_openai", 1.0,
            _worst("vs_split")),
@@ -95,6 +108,24 @@ BUDGETS: tuple[Budget, ...] = (
            _scale_share),
     Budget("a JSON response (not watched): server CPU vs none, within noise", "e2e", 1.1,
            _json_endpoint),
+    # Issue 45, in process, µs added to the app alone in the same run (compiled build).
+    Budget("issue 45: µs added per chat frame by the shell alone (sample_rate=0, default sinks)",
+           "production", 0.15,
+           _production("chat stream: shell (sample_rate=0), default sinks",
+                       "added_us_per_frame")),
+    Budget("issue 45: µs added per chat frame, every-stream tier (STAND-IN: protocol=sse, "
+           "plain SSE framing, until the tier exists)", "production", 0.3,
+           _production("chat stream: sse (stand-in for the every-stream tier)",
+                       "added_us_per_frame")),
+    Budget("issue 45: µs added per frame, full OpenAI chat check", "production", 0.5,
+           _production("chat stream: full check", "added_us_per_frame")),
+    Budget("issue 45: µs added per frame, full Anthropic check", "production", 0.7,
+           _production("anthropic stream: full check", "added_us_per_frame")),
+    Budget("issue 45: µs added per frame, full Responses check", "production", 0.7,
+           _production("responses stream: full check", "added_us_per_frame")),
+    Budget("issue 45: µs a stream's fixed cost (3-frame chat stream, default sinks, one JSON "
+           "summary line: summaries=all)", "production", 40.0,
+           _production("3 frames: summaries=all (one JSON line)", "added_us_per_stream")),
 )  # fmt: skip
 
 
