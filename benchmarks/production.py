@@ -9,7 +9,7 @@ them in one process, against the same app with no middleware (the anchor) in the
 The app is a raw ASGI app that reads its request body (as a chat endpoint does, so that
 streamguard's request-aware checks run) and sends one frame per body message. A scripted
 driver runs it: ``send`` suspends the app after every message, as a server's does, and
-nothing is written anywhere. Each configuration's figure is the least thread CPU time over
+nothing is written anywhere (no I/O). Each configuration's figure is the least thread CPU time over
 ``ROUNDS`` interleaved rounds (every configuration once per round, in turn). structlog is
 configured, for this benchmark only (restored after), as a production service would:
 ``merge_contextvars``, ``add_log_level``, an ISO ``TimeStamper`` and
@@ -34,10 +34,11 @@ fixed cost in. On the chat stream:
 * ``sse``: the route checked as ``protocol="sse"``, plain SSE framing and no JSON, default
   sinks: the nearest stand-in for the every-stream tier (framing, terminal, outcome), which
   does not exist yet;
-* ``openai_chat``: full checking, default sinks.
+* ``full check``: the route as ``openai_chat``, default sinks.
 
-On the Anthropic and Responses streams: ``anthropic`` and ``openai_responses``, full
-checking, default sinks, each against the app alone on the same stream.
+On the Anthropic and Responses streams: ``full check`` (``anthropic``,
+``openai_responses``), default sinks, each against the app alone on the same stream.
+Rows are named ``<stream> stream: <configuration>``.
 
 **Per stream** (``part`` ``stream``): ``STREAMS`` chat streams of 3 frames (role, finish,
 ``[DONE]``, for a request without ``stream_options``) taken in turn, one message each, as a
@@ -56,7 +57,9 @@ configuration's time less the app alone's, per stream; the 3 frames' checking is
 Every stream is checked once, before timing, to end ``completed`` with no finding.
 Budgets (issue 45), compiled build: the shell ≤ 0.15 µs a frame; the every-stream tier
 (here its ``sse`` stand-in) ≤ 0.3; full checking ≤ 0.5 (chat) and ≤ 0.7 (Anthropic,
-Responses); a stream's fixed cost ≤ 40 µs. Run: ``python -m benchmarks.production``.
+Responses); a stream's fixed cost ≤ 40 µs. ``benchmarks.budgets`` reads them. Run:
+``python -m benchmarks.production [--rounds N]`` (30 by default: well under a minute a
+build on a two-core machine).
 """
 
 from __future__ import annotations
