@@ -30,6 +30,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -748,7 +749,7 @@ class _ProbeReader:
 
         # The clock each chunk is read at: the real one, or the arrival times of a capture
         # that ``conformance --replay`` reads again.
-        self._clock = clock
+        self.clock = clock
         self.end: StreamEnd | None = None
         self.cause: BaseException | None = None
         if request is None:  # the request's head still says its method and Last-Event-ID
@@ -818,7 +819,7 @@ class _ProbeReader:
                 self._more_finish_reasons += 1
 
     def feed(self, chunk: bytes) -> None:
-        self._now = self._clock()
+        self._now = self.clock()
         self.received += len(chunk)
         if len(self._head) < PREVIEW_BYTES:
             self._head += chunk[: PREVIEW_BYTES - len(self._head)]
@@ -829,7 +830,7 @@ class _ProbeReader:
     def finish(
         self, end: StreamEnd, error: BaseException | None = None, stopped_by: str | None = None
     ) -> _Probed:
-        self._now = self._clock()
+        self._now = self.clock()
         self.end, self.cause = end, error
         report = self.monitor.finish(end, cause=error)
         self._transcribe_undecided()  # decided at the end of the body
@@ -855,6 +856,155 @@ class _ProbeReader:
         )
 
 
+# -- the --max-time budget of one request -----------------------------------------------------
+#
+# httpx's ``timeout`` bounds each socket read, not a request: a head sent one byte every
+# half second, or a body that trickles a byte just under ``--timeout``, never trips it. The
+# overall budget is enforced where the waiting happens, in the reads themselves: the
+# client's connection pool gets a network backend (``_DeadlineBackend``) whose streams give
+# each connect, read and write as its timeout the smaller of ``--timeout`` and the time
+# left before the deadline of the request under way, and refuse to start one past it. So
+# the connect, the TLS handshake, the head and every body read are bounded alike, without
+# a second thread racing the reader to close a socket under it (closing a socket another
+# thread waits on does not wake that thread on every platform), and the clock is a
+# parameter, so a test can run the budget on a clock of its own. The deadline is
+# per thread (``_read_budget``): the concurrent variant reads one stream per thread.
+
+
+@dataclass(slots=True)
+class _Budget:
+    """The deadline of the request this thread is reading, on ``clock``; ``spent`` is set
+    when a read was refused or cut short by it (not by ``--timeout``)."""
+
+    deadline: float
+    clock: Callable[[], float]
+    spent: bool = False
+
+    def left(self) -> float:
+        return self.deadline - self.clock()
+
+
+_BUDGETS = threading.local()
+#: What a read refused at the deadline says (httpx's ``ReadTimeout`` carries it).
+MAX_TIME_SPENT = "--max-time spent"
+
+
+@contextlib.contextmanager
+def _read_budget(deadline: float, clock: Callable[[], float]) -> Iterator[_Budget]:
+    """Bound every socket wait of this thread's requests, through a client of
+    ``_bounded_client``, by ``deadline`` (on ``clock``) while the block runs."""
+    previous = getattr(_BUDGETS, "current", None)
+    budget = _BUDGETS.current = _Budget(deadline, clock)
+    try:
+        yield budget
+    finally:
+        _BUDGETS.current = previous
+
+
+def _budgeted(timeout: float | None, exceeded: type[Exception]) -> tuple[float | None, bool]:
+    """The timeout of one socket wait under this thread's budget (if any), and whether the
+    budget, not ``timeout``, bounds it; ``exceeded`` (httpcore's timeout error) is raised
+    when no time is left."""
+    budget: _Budget | None = getattr(_BUDGETS, "current", None)
+    if budget is None:
+        return timeout, False
+    left = budget.left()
+    if left <= 0:
+        budget.spent = True
+        raise exceeded(MAX_TIME_SPENT)
+    if timeout is None or left < timeout:
+        return left, True
+    return timeout, False
+
+
+def _waited(
+    call: Callable[[float | None], Any], timeout: float | None, exceeded: type[Exception]
+) -> Any:
+    """``call`` with the budgeted timeout; a timeout that the budget set marks it spent."""
+    bounded, by_budget = _budgeted(timeout, exceeded)
+    try:
+        return call(bounded)
+    except exceeded:
+        if by_budget:
+            _BUDGETS.current.spent = True
+        raise
+
+
+class _DeadlineStream:
+    """An httpcore network stream whose every wait is bounded by the thread's budget."""
+
+    def __init__(self, inner: Any, httpcore: Any) -> None:
+        self._inner = inner
+        self._httpcore = httpcore
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        read = self._inner.read
+        return cast(
+            bytes, _waited(lambda t: read(max_bytes, t), timeout, self._httpcore.ReadTimeout)
+        )
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        write = self._inner.write
+        _waited(lambda t: write(buffer, t), timeout, self._httpcore.WriteTimeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> _DeadlineStream:
+        start = self._inner.start_tls
+        inner = _waited(
+            lambda t: start(ssl_context, server_hostname, t), timeout, self._httpcore.ConnectTimeout
+        )
+        return _DeadlineStream(inner, self._httpcore)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """An httpcore network backend whose connects and streams the thread's budget bounds."""
+
+    def __init__(self, inner: Any, httpcore: Any) -> None:
+        self._inner = inner
+        self._httpcore = httpcore
+
+    def connect_tcp(
+        self, host: str, port: int, timeout: float | None = None, **options: Any
+    ) -> _DeadlineStream:
+        connect = self._inner.connect_tcp
+        stream = _waited(
+            lambda t: connect(host, port, t, **options), timeout, self._httpcore.ConnectTimeout
+        )
+        return _DeadlineStream(stream, self._httpcore)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, **options: Any
+    ) -> _DeadlineStream:
+        connect = self._inner.connect_unix_socket
+        stream = _waited(
+            lambda t: connect(path, t, **options), timeout, self._httpcore.ConnectTimeout
+        )
+        return _DeadlineStream(stream, self._httpcore)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _bounded_client(httpx: Any, timeout: float) -> Any:
+    """An httpx client (``timeout`` per socket wait) whose requests ``_read_budget`` bounds
+    overall. httpx has no public way to hand its pool a network backend (httpcore's pool
+    takes one): the transport's pool is reached by its private name, and a test of a head
+    sent byte by byte fails if a new httpx moves it."""
+    import httpcore
+
+    transport = httpx.HTTPTransport()
+    pool = transport._pool
+    pool._network_backend = _DeadlineBackend(pool._network_backend, httpcore)
+    return httpx.Client(timeout=timeout, transport=transport)
+
+
 #: Why the body did not end, by how the read ended (the exception's own text is not shown:
 #: it may quote the peer). The same words as ``streamguard.testing.collect``'s.
 _WHY_NOT = {
@@ -864,48 +1014,72 @@ _WHY_NOT = {
 
 
 def _read_response(
-    httpx: Any, response: Any, reader: _ProbeReader, max_bytes: int, max_seconds: float
+    httpx: Any,
+    response: Any,
+    reader: _ProbeReader,
+    max_bytes: int,
+    max_seconds: float,
+    budget: _Budget | None = None,
+    stop_at: Callable[[str], bool] | None = None,
 ) -> _Probed:
     """Read the body to its end, or until ``max_bytes`` were received or ``max_seconds``
     passed since the request: then the probe leaves, as a client that stops reading does
     (the outcome ``client_disconnect``, unless the terminal already arrived), and a note
     says which limit stopped it. No more than ``max_bytes`` are checked or recorded.
 
-    The time is looked at as each chunk arrives: a stream that sends nothing ends at
-    ``--timeout`` instead.
+    With ``stop_at`` (the abort variant's: whether an event's data carries content), the
+    read also leaves after the first event it holds (``stopped_by`` ``abort``), within the
+    same bounds: a stream that never sends content stops at a limit too.
+
+    The time is looked at as each chunk arrives, and, through a client of
+    ``_bounded_client``, by every socket wait (``budget``, the request's ``_read_budget``):
+    a body that trickles a byte just under ``--timeout``, or sends nothing, ends at
+    ``max_seconds`` all the same.
     """
     monitor = reader.monitor
     deadline = reader.started + max_seconds
+    parser = None if stop_at is None else EventParser()
     stopped_by = None
     try:
         for chunk in response.iter_raw():
             room = max_bytes - reader.received
+            piece = chunk[:room] if len(chunk) > room else chunk
+            reader.feed(piece)
+            if stop_at is not None and parser is not None and _any_event(parser, piece, stop_at):
+                return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by="abort")
             if len(chunk) > room:
-                reader.feed(chunk[:room])
                 stopped_by = f"--max-bytes {max_bytes}"
-                monitor.add_note(
-                    f"the probe stopped reading after --max-bytes ({max_bytes} bytes): the "
-                    "body had not ended; the rest of the stream was not checked"
-                )
                 break
-            reader.feed(chunk)
-            if time.monotonic() >= deadline:
+            if reader.clock() >= deadline:
                 stopped_by = f"--max-time {max_seconds:g}"
-                monitor.add_note(
-                    f"the probe stopped reading after --max-time ({max_seconds:g} s): the "
-                    "body had not ended; the rest of the stream was not checked"
-                )
                 break
-    except httpx.TransportError as exc:
-        end = (
-            StreamEnd.READ_TIMEOUT
-            if isinstance(exc, httpx.TimeoutException)
-            else StreamEnd.CONNECTION_LOST
+    except httpx.HTTPError as exc:
+        if budget is None or not budget.spent:
+            end = (
+                StreamEnd.READ_TIMEOUT
+                if isinstance(exc, httpx.TimeoutException)
+                else StreamEnd.CONNECTION_LOST
+            )
+            return reader.finish(end, exc)
+        stopped_by = f"--max-time {max_seconds:g}"
+    if stopped_by is None:
+        return reader.finish(StreamEnd.BODY_ENDED)
+    if stopped_by.startswith("--max-bytes"):
+        monitor.add_note(
+            f"the probe stopped reading after --max-bytes ({max_bytes} bytes): the "
+            "body had not ended; the rest of the stream was not checked"
         )
-        return reader.finish(end, exc)
-    if stopped_by is not None:
-        return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by=stopped_by)
-    return reader.finish(StreamEnd.BODY_ENDED)
+    else:
+        monitor.add_note(
+            f"the probe stopped reading after --max-time ({max_seconds:g} s): the "
+            "body had not ended; the rest of the stream was not checked"
+        )
+    return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by=stopped_by)
+
+
+def _any_event(parser: EventParser, piece: bytes, holds: Callable[[str], bool]) -> bool:
+    """Whether an event that ``piece`` completes has data that ``holds``."""
+    return any(holds(event.data) for event in parser.feed(piece))
 
 
 def _recorded(recording: BinaryIO) -> Iterator[Arrival]:
@@ -985,21 +1159,27 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     method = "POST" if content is not None else "GET"
     with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
         recording = cast(BinaryIO, spool)
+        started = time.monotonic()
+        budget = None
         try:
-            with httpx.Client(timeout=args.timeout) as client:
-                started = time.monotonic()
-                with client.stream(method, args.url, content=content, headers=headers) as response:
-                    reader = _ProbeReader(response, args.protocol, request, started, recording)
-                    probed = _read_response(httpx, response, reader, args.max_bytes, args.max_time)
+            with (
+                _bounded_client(httpx, args.timeout) as client,
+                _read_budget(started + args.max_time, time.monotonic) as budget,
+                client.stream(method, args.url, content=content, headers=headers) as response,
+            ):
+                reader = _ProbeReader(response, args.protocol, request, started, recording)
+                probed = _read_response(
+                    httpx, response, reader, args.max_bytes, args.max_time, budget
+                )
         except httpx.InvalidURL as exc:
             print(f"streamguard probe: error: {args.url}: invalid URL: {exc}", file=err)
             return EXIT_USAGE
         except (httpx.HTTPError, httpx.UnsupportedProtocol) as exc:
-            print(
-                f"streamguard probe: error: {args.url}: request failed: "
-                f"{type(exc).__name__}: {exc}",
-                file=err,
-            )
+            if budget is not None and budget.spent:  # before the head: nothing to report
+                why = f"no response head within --max-time {args.max_time:g} s"
+            else:
+                why = f"request failed: {type(exc).__name__}: {exc}"
+            print(f"streamguard probe: error: {args.url}: {why}", file=err)
             return EXIT_USAGE
         report = probed.report
         frames = _frames(_recorded(recording), report.findings) if report.findings else {}
@@ -1181,11 +1361,21 @@ def _variant_names(value: str) -> list[str]:
     return names
 
 
-def _conformance_reader(httpx: Any, max_bytes: int, max_time: float, protocol: str) -> Any:
+def _conformance_reader(
+    httpx: Any,
+    max_bytes: int,
+    max_time: float,
+    protocol: str,
+    keep_arrivals: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> Any:
     """The conformance run's ``StreamReader``: each stream read as ``probe`` reads it
     (``_ProbeReader``, ``_read_response``: ``protocol``'s checker with the request's facts,
-    bounded by ``--max-bytes`` and ``--max-time``), or, for the abort variant, until its
-    first content."""
+    bounded by ``--max-bytes`` and ``--max-time``), for the abort variant until its first
+    content within the same bounds. ``--max-time`` bounds the whole request, its head
+    too, through a client of ``_bounded_client`` (``clock``: the budget's). The chunks
+    are recorded on disk and read back once: the body (at most ``max_bytes``) is kept,
+    each chunk with its arrival time only when ``keep_arrivals`` (``--save`` writes them)."""
     from streamguard import conformance
 
     has_content = conformance.battery(protocol).has_content
@@ -1196,15 +1386,26 @@ def _conformance_reader(httpx: Any, max_bytes: int, max_time: float, protocol: s
         content = json.dumps(body).encode()
         with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
             recording = cast(BinaryIO, spool)
-            started = time.monotonic()
-            with client.stream("POST", url, content=content, headers=dict(headers)) as response:
-                reader = _ProbeReader(response, protocol, RequestFacts(body), started, recording)
-                if abort:
-                    probed = _read_until_content(reader, response, has_content)
-                else:
-                    probed = _read_response(httpx, response, reader, max_bytes, max_time)
-            arrivals = list(_recorded(recording))
-        read = conformance.stream_read(probed, arrivals, started)
+            started = clock()
+            with _read_budget(started + max_time, clock) as budget, contextlib.ExitStack() as open_:
+                try:
+                    response = open_.enter_context(
+                        client.stream("POST", url, content=content, headers=dict(headers))
+                    )
+                except httpx.HTTPError:
+                    if budget.spent:
+                        raise conformance.MaxTimeSpent(
+                            f"no response head within --max-time {max_time:g} s"
+                        ) from None
+                    raise
+                reader = _ProbeReader(
+                    response, protocol, RequestFacts(body), started, recording, clock
+                )
+                stop_at = has_content if abort else None
+                probed = _read_response(
+                    httpx, response, reader, max_bytes, max_time, budget, stop_at
+                )
+            read = conformance.stream_read(probed, _recorded(recording), started, keep_arrivals)
         read.retry_after = _retry_after(response.headers.get("retry-after"))
         read.content_length = response.headers.get("content-length")
         read.end = None if reader.end is None else reader.end.value
@@ -1326,23 +1527,6 @@ def _retry_after(value: str | None) -> float | None:
     return float(value.strip())
 
 
-def _read_until_content(
-    reader: _ProbeReader, response: Any, has_content: Callable[[str], bool]
-) -> _Probed:
-    """Feed ``reader`` until an event carries content (``has_content``, the protocol's),
-    then stop: the client leaves (the connection closes as the response's block exits, the
-    rest unread)."""
-    parser = EventParser()
-    try:
-        for piece in response.iter_raw():
-            reader.feed(piece)
-            if any(has_content(event.data) for event in parser.feed(piece)):
-                return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by="abort")
-    except Exception as exc:  # the read broke before any content: the run judges it
-        return reader.finish(StreamEnd.CONNECTION_LOST, exc)
-    return reader.finish(StreamEnd.BODY_ENDED)
-
-
 def _cmd_conformance(args: argparse.Namespace) -> int:
     from streamguard import conformance, conformance_report
 
@@ -1440,12 +1624,21 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         if progress:
             print(f"{result.name}: {result.outcome.value}", file=err)
 
-    read = _conformance_reader(httpx, args.max_bytes, args.max_time, args.protocol)
+    read = _conformance_reader(
+        httpx, args.max_bytes, args.max_time, args.protocol, keep_arrivals=args.save is not None
+    )
     endpoint = _shown_url(battery.url(args.url))
     try:
         if settings.save is not None:
             settings.save.mkdir(parents=True, exist_ok=True)
-        summary = conformance.run_conformance(settings, variants, read, endpoint, shown)
+        summary = conformance.run_conformance(
+            settings,
+            variants,
+            read,
+            endpoint,
+            shown,
+            new_client=lambda timeout: _bounded_client(httpx, timeout),
+        )
         if settings.save is not None:
             saved = conformance.saved_json(summary, settings)
             with open(settings.save / conformance.SAVED_SUMMARY, "w", encoding="utf-8") as file:
@@ -1834,8 +2027,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_seconds,
         default=DEFAULT_MAX_SECONDS,
         metavar="SECONDS",
-        help="stop reading this many seconds after the request, looked at as each chunk "
-        f"arrives (default: {DEFAULT_MAX_SECONDS:g})",
+        help="stop reading this many seconds after the request: the connect, the head and "
+        f"every wait for the body (default: {DEFAULT_MAX_SECONDS:g})",
     )
     probe.add_argument(
         "--max-bytes",
@@ -1968,7 +2161,8 @@ def _conformance_parser(commands: Any) -> None:
         type=_positive_seconds,
         default=120.0,
         metavar="SECONDS",
-        help="stop reading a stream this many seconds after its request (default: 120)",
+        help="stop reading a stream this many seconds after its request, its head included "
+        "(default: 120)",
     )
     sub.add_argument(
         "--max-bytes",

@@ -63,7 +63,6 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +100,7 @@ __all__ = [
     "PROTOCOLS",
     "Battery",
     "Exchange",
+    "MaxTimeSpent",
     "NotExercised",
     "NotReplayable",
     "RunSettings",
@@ -805,13 +805,24 @@ StreamReader = Callable[[Any, str, Mapping[str, Any], Mapping[str, str], bool], 
 class _Endpoint:
     """The endpoint under test: one httpx client, every request bounded."""
 
-    def __init__(self, httpx: Any, settings: RunSettings, read: StreamReader) -> None:
+    def __init__(
+        self,
+        httpx: Any,
+        settings: RunSettings,
+        read: StreamReader,
+        new_client: Callable[[float], Any] | None = None,
+    ) -> None:
         self.httpx = httpx
         self.settings = settings
         self.read = read
         self.battery = settings.battery
         self.url = self.battery.url(settings.base_url)
-        self.client = httpx.Client(timeout=settings.timeout)
+        #: Makes a client with the run's ``--timeout`` (the reader's, when it bounds the
+        #: requests through the client: ``--max-time``); the concurrent variant's too.
+        self.new_client: Callable[[float], Any] = new_client or (
+            lambda timeout: httpx.Client(timeout=timeout)
+        )
+        self.client = self.new_client(settings.timeout)
         # What the run sent (retries included), and what the variant under way may still
         # spend on retries without passing --max-requests or --budget-tokens. The
         # concurrent variant's threads count too: under a lock.
@@ -908,17 +919,33 @@ def twin_body(body: Mapping[str, Any]) -> dict[str, Any]:
     return twin
 
 
-def stream_read(probed: Any, arrivals: Sequence[Arrival], started: float) -> StreamRead:
+def stream_read(
+    probed: Any, arrivals: Iterable[Arrival], started: float, keep_arrivals: bool = True
+) -> StreamRead:
     """A ``StreamRead`` from what the probe's reader gave: its ``_Probed`` (duck-typed:
     ``status_code``, ``is_event_stream``, ``head``, ``report``, ``stopped_by``,
-    ``error``) and the recorded arrivals (``at``, ``data``; at most ``--max-bytes``)."""
-    gaps = [b.at - a.at for a, b in pairwise(arrivals)]
+    ``error``) and the recorded arrivals (``at``, ``data``; at most ``--max-bytes``), read
+    once: the body is joined from them and the longest gap measured as they pass; they are
+    kept (for ``--save``) only when ``keep_arrivals``."""
+    pieces: list[bytes] = []
+    kept: list[Arrival] = []
+    max_gap = previous = None
+    for arrival in arrivals:
+        if previous is not None:
+            gap = arrival.at - previous
+            max_gap = gap if max_gap is None else max(max_gap, gap)
+        previous = arrival.at
+        pieces.append(arrival.data)
+        if keep_arrivals:
+            kept.append(arrival)
+    body = b"".join(pieces)
+    del pieces
     report = probed.report
     return StreamRead(
         status=probed.status_code,
         is_event_stream=probed.is_event_stream,
         head=probed.head,
-        body=b"".join(arrival.data for arrival in arrivals),
+        body=body,
         outcome=report.outcome,
         findings=tuple(
             VariantFinding(f.rule, f.severity, f.message, "engine") for f in report.findings
@@ -926,12 +953,12 @@ def stream_read(probed: Any, arrivals: Sequence[Arrival], started: float) -> Str
         time_to_first_byte=(
             None if report.first_byte_at is None else report.first_byte_at - started
         ),
-        max_gap=max(gaps) if gaps else None,
+        max_gap=max_gap,
         duration=report.duration,
         stopped=probed.stopped_by or probed.error,
         content_type=probed.content_type,
         content_encoding=probed.content_encoding,
-        arrivals=tuple(arrivals),
+        arrivals=tuple(kept),
     )
 
 
@@ -1076,19 +1103,21 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
         requests += 1
         try:
             read = endpoint.stream(request if abort else health, abort_after_content=abort)
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, MaxTimeSpent) as exc:
+            if number == 0:
+                raise  # the abort's own request: nothing was aborted yet
             if step == "cycle":
                 what = f"open/close cycle {number - 1} of {ABORT_CYCLES}"
             elif number == 1:
                 what = "the health request after the abort"
             else:
                 what = f"the health request after {ABORT_CYCLES} open/close cycles"
-            findings.append(
-                _found(
-                    "hang_after_abort",
-                    f"{what} got no answer within --timeout {settings.timeout:g} s",
-                )
+            within = (
+                str(exc).removeprefix("no response head ")
+                if isinstance(exc, MaxTimeSpent)
+                else f"within --timeout {settings.timeout:g} s"
             )
+            findings.append(_found("hang_after_abort", f"{what} got no answer {within}"))
             break
         if not read.is_event_stream:
             if number == 0:
@@ -1098,8 +1127,10 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
             )
             continue
         if number == 0 and read.stopped != "abort":
-            # The stream ended before any content: there was nothing to leave.
+            # No content to leave after: the stream ended, or a bound stopped its read.
             not_exercised = "the stream ended before its first content"
+            if read.stopped is not None and read.stopped.startswith("--max-"):
+                not_exercised = f"no content before the read stopped at {read.stopped}"
             break
         if not abort:
             findings += _stream_findings(read)
@@ -1134,7 +1165,7 @@ def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     reads: list[StreamRead | BaseException | None] = [None] * len(requests)
 
     def one(k: int) -> None:
-        with endpoint.httpx.Client(timeout=settings.timeout) as client:
+        with endpoint.new_client(settings.timeout) as client:
             try:
                 reads[k] = endpoint.stream(requests[k], client=client)
             except Exception as exc:  # reported below, per stream
@@ -1203,14 +1234,16 @@ def run_conformance(
     read: StreamReader,
     shown_endpoint: str,
     on_result: Callable[[VariantResult], None] | None = None,
+    new_client: Callable[[float], Any] | None = None,
 ) -> RunSummary:
     """Run ``variants`` one at a time against the endpoint, each ``settings.repeat``
     times, each stream read by ``read``; ``shown_endpoint`` is the endpoint as the report
     shows it (no credentials). A variant whose requests would pass ``--max-requests`` or
-    ``--budget-tokens`` is skipped, not run. Needs httpx."""
+    ``--budget-tokens`` is skipped, not run. ``new_client`` makes each httpx client of
+    the run from ``--timeout`` (by default a plain one). Needs httpx."""
     import httpx
 
-    endpoint = _Endpoint(httpx, settings, read)
+    endpoint = _Endpoint(httpx, settings, read, new_client)
     results: list[VariantResult] = []
     try:
         for variant in variants:
@@ -1286,6 +1319,9 @@ def _run_once(httpx: Any, endpoint: _Endpoint, variant: Variant) -> VariantResul
         request = endpoint.battery.request(variant, endpoint.settings.model)
         reason = f"not re-judged offline: {exc}"
         return VariantResult(variant.name, VariantOutcome.SKIPPED, reason, request, (), 0)
+    except MaxTimeSpent as exc:
+        request = endpoint.battery.request(variant, endpoint.settings.model)
+        return VariantResult(variant.name, VariantOutcome.ERROR, str(exc), request, (), 1)
     except httpx.HTTPError as exc:
         request = endpoint.battery.request(variant, endpoint.settings.model)
         reason = f"request failed: {type(exc).__name__}"
@@ -1462,6 +1498,11 @@ MAX_SAVED_SUMMARY_BYTES = 16 * 1024 * 1024
 #: a number from 2 for its second stream on. ``--replay`` reads no other name.
 _CAPTURE_NAME = re.compile(r"[a-z0-9_]{1,64}(-[0-9]{1,6})?\.jsonl")
 SAVED_SUMMARY = "conformance.json"
+
+
+class MaxTimeSpent(Exception):
+    """The reader's ``--max-time`` passed before the response head arrived (a head sent
+    byte by byte): the request has nothing to judge; the message says so."""
 
 
 class NotReplayable(Exception):
