@@ -962,20 +962,53 @@ def stream_read(
     )
 
 
-def _chunks(body: bytes) -> tuple[Mapping[str, Any], ...]:
-    """The JSON object of each event of ``body`` (bounded by ``--max-bytes``)."""
+#: The event data a variant's checks read, in bytes. Their parsed JSON takes about ten
+#: times its text (a small chunk's dicts, keys and strings), and an endless stream of tiny
+#: events fills ``--max-bytes`` with them: past this bound the events are counted, not
+#: parsed or kept, and the variant's own checks do not run on a part of the stream (the
+#: engine has judged all of it as it arrived). A real answer of the battery is far below:
+#: 64 tokens of chat chunks are about 13 KB, the opt-in long variant's 1024 about 200 KB.
+MAX_JUDGED_EVENT_BYTES = 1024 * 1024
+#: The body is handed to the event parser in pieces of this many bytes: the events of one
+#: piece are parsed and dropped before the next (never a list of every event of the body).
+_PARSE_PIECE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunks:
+    """The JSON objects of a body's events, as far as ``MAX_JUDGED_EVENT_BYTES`` of event
+    data go, and how many events past it were left out."""
+
+    kept: tuple[Mapping[str, Any], ...]
+    left_out: int
+
+    def note(self) -> str:
+        return (
+            f"{self.left_out} events past the first {MAX_JUDGED_EVENT_BYTES} bytes of event "
+            "data were not kept: the variant's own checks did not run"
+        )
+
+
+def _chunks(body: bytes) -> _Chunks:
+    """The JSON object of each event of ``body`` (bounded by ``--max-bytes``), parsed no
+    further than ``MAX_JUDGED_EVENT_BYTES`` of event data."""
     parser = EventParser()
-    events = parser.feed(body)
+    kept: list[Mapping[str, Any]] = []
+    size = left_out = 0
+    for start in range(0, len(body), _PARSE_PIECE_BYTES):
+        for event in parser.feed(body[start : start + _PARSE_PIECE_BYTES]):
+            if left_out or size + len(event.data) > MAX_JUDGED_EVENT_BYTES:
+                left_out += 1
+                continue
+            size += len(event.data)
+            try:
+                value = json.loads(event.data)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                kept.append(value)
     parser.close()
-    chunks: list[Mapping[str, Any]] = []
-    for event in events:
-        try:
-            value = json.loads(event.data)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            chunks.append(value)
-    return tuple(chunks)
+    return _Chunks(tuple(kept), left_out)
 
 
 def _capped(findings: Iterable[VariantFinding]) -> tuple[VariantFinding, ...]:
@@ -1058,10 +1091,17 @@ def _run_stream(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     if not read.is_event_stream:
         return _refused(variant, request, read)
     findings = _stream_findings(read)
-    exchange = Exchange(request, RequestFacts(request), _chunks(read.body))
+    chunks = _chunks(read.body)
+    requests = 1
+    if chunks.left_out:
+        # Judging a part of the stream would make up findings (a finish, a choice, a
+        # tool call past the part): the engine's findings and the outcome stand alone.
+        timing = (read.time_to_first_byte, read.max_gap, read.duration)
+        judged = _judge(variant, request, findings, settings, requests, chunks.note(), timing)
+        return replace(judged, note=chunks.note())
+    exchange = Exchange(request, RequestFacts(request), chunks.kept)
     more, not_exercised = _variant_checks(endpoint.battery, variant, exchange)
     findings += more
-    requests = 1
     if settings.twin and variant.twin_ignores is not None:
         requests += 1
         findings += _twin_findings(endpoint, variant, request, read.body)
@@ -1192,7 +1232,8 @@ def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
                     finding.rule, finding.severity, f"stream {k}: {finding.message}", finding.source
                 )
             )
-        chunks = _chunks(read.body)
+        # A part of the stream still shows a shared id or another stream's marker.
+        chunks = _chunks(read.body).kept
         for stream_id in {c.get("id") for c in chunks if isinstance(c.get("id"), str)}:
             if stream_id in ids:
                 findings.append(
@@ -1557,13 +1598,25 @@ def saved_json(summary: RunSummary, settings: RunSettings) -> dict[str, Any]:
     return saved
 
 
+def _read_within(file: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``file``, read in pieces: ``read(limit)`` would allocate
+    the whole limit up front, however small the file."""
+    data = bytearray()
+    while len(data) < limit:
+        piece = file.read(min(_PARSE_PIECE_BYTES, limit - len(data)))
+        if not piece:
+            break
+        data += piece
+    return bytes(data)
+
+
 def load_saved(directory: Path) -> dict[str, Any]:
     """The ``conformance.json`` of a ``--save`` directory, checked for what ``--replay``
     reads; ``ValueError`` says what is wrong."""
     path = directory / SAVED_SUMMARY
     try:
         with open(path, "rb") as file:
-            data = file.read(MAX_SAVED_SUMMARY_BYTES + 1)
+            data = _read_within(file, MAX_SAVED_SUMMARY_BYTES + 1)
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror}") from None
     if len(data) > MAX_SAVED_SUMMARY_BYTES:
@@ -1623,7 +1676,7 @@ def replayed(saved: Mapping[str, Any], summary: RunSummary) -> RunSummary:
                 why = f"not re-judged offline: no capture (live: {shown.get('outcome')})"
             request = chosen.request(variant, summary.model)
             result = VariantResult(name, VariantOutcome.SKIPPED, why, request, (), 0)
-        notes = []
+        notes = [result.note] if result.note else []
         if variant.kind == "abort":
             notes.append(
                 "the health requests are judged again from their captures; how long they "

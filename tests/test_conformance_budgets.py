@@ -13,13 +13,14 @@ import contextlib
 import json
 import socket
 import threading
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from streamguard import cli
+from streamguard import cli, conformance
 from streamguard.timeline import read_capture
 
 #: How long a run may take before the test calls it a hang: far past any budget the tests
@@ -99,7 +100,7 @@ class Misbehaving:
     def _serve(self, connection: socket.socket) -> None:
         with contextlib.suppress(OSError), connection:
             path, body = self._request(connection)
-            kind = path.strip("/").split("/")[0]
+            kind, _, megabytes = path.strip("/").split("/")[0].partition("-")
             if b"Count from one" in body and kind in ("nocontent", "finite"):
                 head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                 head += b"content-length: %d\r\n\r\n" % len(HEALTHY)
@@ -122,10 +123,10 @@ class Misbehaving:
                 block = NO_CONTENT * (16 * KIB // len(NO_CONTENT))
                 while not self.stopping.is_set():
                     connection.sendall(block)
-            elif kind == "finite":  # 4 MB of events without content, then the end
+            elif kind == "finite":  # MB (by default 4) of events without content, then the end
                 connection.sendall(EVENT_STREAM_HEAD)
                 block = NO_CONTENT * (16 * KIB // len(NO_CONTENT))
-                for _ in range(4 * 1024 * KIB // len(block)):
+                for _ in range(int(megabytes or 4) * 1000 * KIB // len(block)):
                     connection.sendall(block)
             elif kind == "tiny":  # tiny content events without end
                 connection.sendall(EVENT_STREAM_HEAD)
@@ -275,3 +276,83 @@ def test_a_body_read_waiting_past_max_time_is_cut_at_it(
     )  # fmt: skip
     assert (result["stopped_by"], result["bytes"]) == ("--max-time 2", 0)
     assert code == 1
+
+
+# -- items 3 and 4: what a read keeps stays within a multiple of --max-bytes -----------------
+
+
+def peak_bytes(action: Callable[[], object]) -> int:
+    """The peak of traced allocations while ``action`` runs (every thread's)."""
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_abort_read_keeps_a_multiple_of_max_bytes(
+    server: Misbehaving, run_json: Callable[..., Any]
+) -> None:
+    """A finite 4 MB stream without content, --max-bytes 256 KiB: the read stops at the
+    limit and keeps no more than a few times it (the spool's memory part, the body). Before,
+    the abort read had no byte limit, and the whole recording was read back into memory
+    and joined: a peak of more than 8 MB, 32 times the limit."""
+    limit = 256 * KIB
+    argv = ["conformance", f"{server.url}/finite/v1", "--model", "m", "--json"]
+    argv += ["--variants", "abort", "--max-bytes", str(limit)]
+    run_json(*argv)  # the imports and first-call caches, out of the figure
+    peak = peak_bytes(lambda: run_json(*argv))
+    assert peak < 8 * limit, peak
+
+
+def test_an_endless_stream_of_tiny_events_keeps_a_bounded_part(
+    server: Misbehaving, run_json: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """plain against tiny events without end, --max-bytes 1 MiB: the events past the
+    judged bound (64 KiB here) are counted, not parsed, and the note says the variant's
+    own checks did not run. Before, every event was parsed into dicts and kept: about ten
+    times the body."""
+    monkeypatch.setattr(conformance, "MAX_JUDGED_EVENT_BYTES", 64 * KIB, raising=False)
+    limit = 1024 * KIB
+    argv = ["conformance", f"{server.url}/tiny/v1", "--model", "m", "--json"]
+    argv += ["--variants", "plain", "--max-bytes", str(limit)]
+    run_json(*argv)
+    reports: list[dict[str, Any]] = []
+    peak = peak_bytes(lambda: reports.append(run_json(*argv)[1]))
+    assert peak < 5 * limit, peak
+    [variant] = reports[0]["variants"]
+    assert variant["outcome"] == "fail"  # stream_incomplete: cut at --max-bytes
+    left_out, _, rest = variant["note"].partition(" ")
+    assert int(left_out) > 0
+    assert rest == (
+        f"events past the first {64 * KIB} bytes of event data were not kept: the "
+        "variant's own checks did not run"
+    )
+
+
+def test_the_judged_events_stop_at_their_bound() -> None:
+    event = _chunk({"content": "x"})
+    body = event * 20_000
+    chunks = conformance._chunks(body)
+    data = len(event) - len(b"data: \n\n")
+    assert len(chunks.kept) == conformance.MAX_JUDGED_EVENT_BYTES // data
+    assert len(chunks.kept) + chunks.left_out == 20_000
+
+
+def test_a_replay_keeps_a_multiple_of_max_bytes(
+    server: Misbehaving,
+    run_json: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """--replay reads a capture no further than --max-bytes, and judges it as the live run
+    did: within the same multiple."""
+    monkeypatch.setattr(conformance, "MAX_JUDGED_EVENT_BYTES", 64 * KIB, raising=False)
+    limit = 1024 * KIB
+    run_json("conformance", f"{server.url}/tiny/v1", "--model", "m", "--json",
+             "--variants", "plain", "--max-bytes", str(limit), "--save", str(tmp_path))  # fmt: skip
+    argv = ["conformance", "--replay", str(tmp_path), "--json", "--max-bytes", str(limit)]
+    run_json(*argv)
+    peak = peak_bytes(lambda: run_json(*argv))
+    assert peak < 5 * limit, peak
