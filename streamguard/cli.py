@@ -618,14 +618,66 @@ def _upstream_line(upstream: _Upstream) -> str:
     )
 
 
-def _shown_url(url: str) -> str:
-    """A URL as a capture or a page shows it: no query (Gemini's ``?key=`` is an API key)
-    and no credentials."""
-    parts = urlsplit(url)
+def _shown_url(url: str, query_names: bool = False) -> str:
+    """A URL as a capture or a page shows it: no credentials and no query (Gemini's
+    ``?key=`` is an API key), or with ``query_names`` the query's names with their values
+    left out (``?api-version=***``). A malformed URL shows what reads of it: a port that is
+    not a number is left out (``http://h:sk-KEY/v1`` holds a key where its port should be)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracketed host not closed
+        return "(a malformed URL)"
     host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    with contextlib.suppress(ValueError):
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    query = ""
+    if query_names and parts.query:
+        names = [field.partition("=")[0] for field in parts.query.split("&") if field]
+        query = "&".join(f"{name}=***" for name in names[:_QUERY_NAMES_SHOWN])
+        if len(names) > _QUERY_NAMES_SHOWN:
+            query += "&..."
+    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
+#: The most query names a shown URL lists (the rest: ``&...``).
+_QUERY_NAMES_SHOWN = 10
+
+
+def _named_url(url: str) -> str:
+    """How an error names a URL that cannot be requested: as ``_shown_url`` shows it when
+    it is an http(s) URL with a host, else ``URL`` (the text may be anything, a key too)."""
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        if parts.scheme.lower() in ("http", "https") and parts.hostname:
+            return _shown_url(url)
+    return "URL"
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be requested, in words that quote none of it (its userinfo, a
+    port that is not a number or a query value may be a secret); None when it can."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "not a valid URL: a host in brackets not closed"
+    try:
+        parts.port  # noqa: B018  (a property that raises on a port it cannot read)
+    except ValueError:
+        return "not a valid URL: its port is not a number from 0 to 65535"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "not a valid URL: it must start with http:// or https://"
+    if not parts.hostname:
+        return "not a valid URL: it names no host"
+    try:
+        import httpx
+    except ImportError:
+        return None
+    try:
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError):
+        return "not a valid URL (httpx cannot parse it)"
+    return None
 
 
 def _band(
@@ -1128,6 +1180,10 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"streamguard probe: error: probing needs httpx: {_INSTALL_HINT}", file=err)
         return EXIT_USAGE
+    problem = _url_problem(args.url)
+    if problem is not None:
+        print(f"streamguard probe: error: {_named_url(args.url)}: {problem}", file=err)
+        return EXIT_USAGE
     # identity: the bytes stay checkable (a compressed stream is passed over uninspected);
     # -H 'Accept-Encoding: gzip' asks for what the SDKs ask for.
     headers: dict[str, str] = {"accept": "text/event-stream", "accept-encoding": "identity"}
@@ -1171,15 +1227,15 @@ def _cmd_probe(args: argparse.Namespace) -> int:
                 probed = _read_response(
                     httpx, response, reader, args.max_bytes, args.max_time, budget
                 )
-        except httpx.InvalidURL as exc:
-            print(f"streamguard probe: error: {args.url}: invalid URL: {exc}", file=err)
+        except httpx.InvalidURL:  # its message may quote the URL: named, never quoted
+            print(f"streamguard probe: error: {_shown_url(args.url)}: invalid URL", file=err)
             return EXIT_USAGE
         except (httpx.HTTPError, httpx.UnsupportedProtocol) as exc:
             if budget is not None and budget.spent:  # before the head: nothing to report
                 why = f"no response head within --max-time {args.max_time:g} s"
             else:
                 why = f"request failed: {type(exc).__name__}: {exc}"
-            print(f"streamguard probe: error: {args.url}: {why}", file=err)
+            print(f"streamguard probe: error: {_shown_url(args.url)}: {why}", file=err)
             return EXIT_USAGE
         report = probed.report
         frames = _frames(_recorded(recording), report.findings) if report.findings else {}
@@ -1548,6 +1604,10 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     if args.url is None or args.model is None:
         print("streamguard conformance: error: URL and --model are required", file=err)
         return EXIT_USAGE
+    problem = _url_problem(args.url)
+    if problem is not None:  # before any request, and without quoting what may be a key
+        print(f"streamguard conformance: error: {_named_url(args.url)}: {problem}", file=err)
+        return EXIT_USAGE
     battery = conformance.battery(args.protocol)
     try:
         variants = conformance.select(args.variants, args.protocol)
@@ -1585,11 +1645,15 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     if args.dry_run:
         rows = conformance.plan(settings, variants)
         if args.format == "json":
-            shown_plan = {"endpoint": _shown_url(args.url), "protocol": args.protocol, "plan": rows}
+            shown_plan = {
+                "endpoint": _shown_url(battery.url(args.url), query_names=True),
+                "protocol": args.protocol,
+                "plan": rows,
+            }
             print(json.dumps(shown_plan), file=out)
             return EXIT_OK
         auth = battery.shown_auth(api_key)
-        print(f"POST {_shown_url(battery.url(args.url))} ({auth})", file=out)
+        print(f"POST {_shown_url(battery.url(args.url), query_names=True)} ({auth})", file=out)
         table_rows = [["variant", "requests", "max output tokens", "runs"]]
         table_rows += [
             [
