@@ -35,8 +35,9 @@ One outcome per variant (``VariantOutcome``):
   a natural end before the length cap: "not exercised"), or the run's request budget was
   spent. A feature that was accepted but left no trace in a clean stream (no logprobs,
   text despite a forced tool call) is ``feature_ignored``, a warning: it fails only under
-  ``--fail-on warning``. (One choice for ``n: 2`` is ``feature_ignored`` too, and fails
-  all the same: the engine, told ``n``, misses the other choice's finish.)
+  ``--fail-on warning``. (One choice for ``n: 2`` is ``feature_ignored`` too, once: the
+  engine, told ``n``, misses the other choice's finish, and that ``missing_finish_reason``,
+  the same dropped parameter, is not counted again.)
 * ``error``: the endpoint could not be reached, or answered 429, 5xx, or a 4xx to a
   request that exercises no option, before streaming (after the one retry);
 * ``flaky`` (``--repeat``): the runs that judged disagree; it fails the run.
@@ -230,6 +231,28 @@ def check_choices(exchange: Exchange) -> Iterator[VariantFinding]:
     missing = [i for i in range(n) if i not in seen]
     if missing:
         yield _found("choice_missing", f"choice(s) {missing[:5]} never streamed (n={n})")
+
+
+def _n_dropped(exchange: Exchange) -> bool:
+    """Whether ``n`` was dropped and nothing else is wrong with the choices: ``n`` of 2 or
+    more asked for, choice 0 alone streamed, and it finished (a gateway with LiteLLM's
+    ``drop_params``)."""
+    n = exchange.facts.get("n")
+    if type(n) is not int or n < 2:
+        return False
+    seen = {choice["index"] for _, choice in exchange.choices()}
+    return seen == {0} and 0 in exchange.finishes()
+
+
+def _counted_once(findings: list[VariantFinding], exchange: Exchange) -> list[VariantFinding]:
+    """One cause, one finding. With ``n`` dropped (``check_choices``' ``feature_ignored``),
+    the engine, told ``n``, misses the finish of every choice that never came: its
+    ``missing_finish_reason`` counts the same dropped parameter again, and is left out
+    (as ``logprobs`` dropped gets ``feature_ignored`` alone). When choice 0 did not finish
+    either, that is a second cause, and the engine's finding stays."""
+    if not _n_dropped(exchange):
+        return findings
+    return [f for f in findings if not (f.source == "engine" and f.rule == "missing_finish_reason")]
 
 
 def check_stop(exchange: Exchange) -> Iterator[VariantFinding]:
@@ -1101,7 +1124,7 @@ def _run_stream(endpoint: _Endpoint, variant: Variant) -> VariantResult:
         return replace(judged, note=chunks.note())
     exchange = Exchange(request, RequestFacts(request), chunks.kept)
     more, not_exercised = _variant_checks(endpoint.battery, variant, exchange)
-    findings += more
+    findings = _counted_once(findings + more, exchange)
     if settings.twin and variant.twin_ignores is not None:
         requests += 1
         findings += _twin_findings(endpoint, variant, request, read.body)
