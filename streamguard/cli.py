@@ -621,7 +621,7 @@ def _upstream_line(upstream: _Upstream) -> str:
 def _shown_url(url: str, query_names: bool = False) -> str:
     """A URL as a capture or a page shows it: no credentials and no query (Gemini's
     ``?key=`` is an API key), or with ``query_names`` the query's names with their values
-    left out (``?api-version=***``). A malformed URL shows what reads of it: a port that is
+    left out (``?api-version=***``). Of a malformed URL, what can be read: a port that is
     not a number is left out (``http://h:sk-KEY/v1`` holds a key where its port should be)."""
     try:
         parts = urlsplit(url)
@@ -1512,8 +1512,10 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
         key = json.dumps(header["request"], sort_keys=True)
         queues.setdefault(key, []).append((header, path))
 
-    def arrivals_of(path: Path) -> list[Arrival]:
-        arrivals, size = [], 0
+    def arrivals_of(path: Path) -> Iterator[Arrival]:
+        """The capture's chunks one at a time (never a list of them: the read records
+        them again, as a live read does), no further than ``max_bytes``."""
+        size = 0
         with _reading(str(path), "a saved capture"), open(path, "rb") as file:
             try:
                 lines = capture_lines(file)
@@ -1522,10 +1524,9 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
                     size += len(arrival.data)
                     if size > max_bytes:
                         raise ValueError(f"more than --max-bytes {max_bytes} body bytes")
-                    arrivals.append(arrival)
+                    yield arrival
             except ValueError as exc:
                 raise InputError(f"{path}: not a readable capture: {exc}") from None
-        return arrivals
 
     def read(
         client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str], abort: bool
@@ -1536,7 +1537,6 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
                 "a request has no capture: it got no answer live (a hang, a connect error)"
             )
         header, path = queue.pop(0)
-        arrivals = arrivals_of(path)
         now = [0.0]
         media = {
             key.replace("_", "-"): str(header[key])
@@ -1552,11 +1552,11 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
             reader = _ProbeReader(
                 response, protocol, RequestFacts(body), 0.0, recording, clock=lambda: now[0]
             )
-            for arrival in arrivals:
+            for arrival in arrivals_of(path):
                 now[0] = arrival.at
                 reader.feed(arrival.data)
             probed = reader.finish(*_saved_end(header))
-        return conformance.stream_read(probed, arrivals, 0.0)
+            return conformance.stream_read(probed, _recorded(recording), 0.0, keep_arrivals=False)
 
     return read
 
