@@ -356,3 +356,41 @@ def test_a_replay_keeps_a_multiple_of_max_bytes(
     run_json(*argv)
     peak = peak_bytes(lambda: run_json(*argv))
     assert peak < 5 * limit, peak
+
+
+# -- the budget on an injected clock -------------------------------------------------------
+
+
+def ticking(step: float) -> Callable[[], float]:
+    """A clock that moves ``step`` seconds each time it is read: the budget is spent after
+    a count of readings, whatever the real time."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += step
+        return now[0]
+
+    return clock
+
+
+def chat_read(server: Misbehaving, kind: str, clock: Callable[[], float]) -> Any:
+    import httpx
+
+    reader = cli._conformance_reader(httpx, 10**12, 5.0, "openai_chat", clock=clock)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with cli._bounded_client(httpx, HANG) as client:
+        return reader(client, f"{server.url}/{kind}/v1/chat/completions", body, {}, False)
+
+
+def test_the_body_budget_runs_on_the_reader_clock(server: Misbehaving) -> None:
+    """A body byte every 0.5 s, --max-time 5 on a clock that moves a quarter second per
+    reading (the connect, the request's writes, each read and each chunk read it): the
+    head comes within a few readings, and the body read stops at the budget after twenty
+    (real time plays no part)."""
+    read = chat_read(server, "trickle", ticking(0.25))
+    assert (read.outcome.value, read.stopped) == ("client_disconnect", "--max-time 5")
+
+
+def test_the_head_budget_runs_on_the_reader_clock(server: Misbehaving) -> None:
+    with pytest.raises(conformance.MaxTimeSpent, match="no response head within --max-time 5 s"):
+        chat_read(server, "head", ticking(1.0))
