@@ -1702,6 +1702,7 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
             endpoint,
             shown,
             new_client=lambda timeout: _bounded_client(httpx, timeout),
+            request_budget=lambda: _read_budget(time.monotonic() + args.max_time, time.monotonic),
         )
         if settings.save is not None:
             saved = conformance.saved_json(summary, settings)

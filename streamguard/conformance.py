@@ -55,6 +55,7 @@ runners, its reader answering each request with the next capture saved for that 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -62,6 +63,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -834,6 +836,7 @@ class _Endpoint:
         settings: RunSettings,
         read: StreamReader,
         new_client: Callable[[float], Any] | None = None,
+        request_budget: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
         self.httpx = httpx
         self.settings = settings
@@ -846,6 +849,11 @@ class _Endpoint:
             lambda timeout: httpx.Client(timeout=timeout)
         )
         self.client = self.new_client(settings.timeout)
+        #: Bounds one request the run makes outside its reader (``--twin``'s answer) as the
+        #: reader bounds a stream (``--max-time``), through a client of ``new_client``.
+        self.request_budget: Callable[[], AbstractContextManager[Any]] = (
+            request_budget or contextlib.nullcontext
+        )
         # What the run sent (retries included), and what the variant under way may still
         # spend on retries without passing --max-requests or --budget-tokens. The
         # concurrent variant's threads count too: under a lock.
@@ -919,9 +927,12 @@ class _Endpoint:
         self._count(twin)
         headers = {**self.settings.headers(), "accept": "application/json"}
         data = bytearray()
-        with self.client.stream(
-            "POST", self.url, content=json.dumps(twin).encode(), headers=headers
-        ) as response:
+        with (
+            self.request_budget(),
+            self.client.stream(
+                "POST", self.url, content=json.dumps(twin).encode(), headers=headers
+            ) as response,
+        ):
             for piece in response.iter_bytes():
                 data += piece
                 if len(data) > MAX_TWIN_BYTES:
@@ -1299,15 +1310,18 @@ def run_conformance(
     shown_endpoint: str,
     on_result: Callable[[VariantResult], None] | None = None,
     new_client: Callable[[float], Any] | None = None,
+    request_budget: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> RunSummary:
     """Run ``variants`` one at a time against the endpoint, each ``settings.repeat``
     times, each stream read by ``read``; ``shown_endpoint`` is the endpoint as the report
     shows it (no credentials). A variant whose requests would pass ``--max-requests`` or
     ``--budget-tokens`` is skipped, not run. ``new_client`` makes each httpx client of
-    the run from ``--timeout`` (by default a plain one). Needs httpx."""
+    the run from ``--timeout`` (by default a plain one); ``request_budget`` bounds the
+    requests made outside ``read`` (``--twin``'s answers) as ``read`` bounds its own.
+    Needs httpx."""
     import httpx
 
-    endpoint = _Endpoint(httpx, settings, read, new_client)
+    endpoint = _Endpoint(httpx, settings, read, new_client, request_budget)
     results: list[VariantResult] = []
     try:
         for variant in variants:

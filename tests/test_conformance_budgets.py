@@ -106,7 +106,16 @@ class Misbehaving:
                 head += b"content-length: %d\r\n\r\n" % len(HEALTHY)
                 connection.sendall(head + HEALTHY)
                 return
-            if kind == "head":  # a head sent one byte at a time, never finished
+            if kind == "twin":  # a healthy stream; the unstreamed answer trickles
+                if b'"stream": false' not in body:
+                    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    head += b"content-length: %d\r\n\r\n" % len(HEALTHY)
+                    connection.sendall(head + HEALTHY)
+                    return
+                connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n")
+                while not self.stopping.wait(0.5):
+                    connection.sendall(b" ")
+            elif kind == "head":  # a head sent one byte at a time, never finished
                 connection.sendall(b"HTTP/1.1 200 OK\r\n")
                 while not self.stopping.wait(0.02):
                     connection.sendall(b"x")
@@ -275,6 +284,20 @@ def test_a_body_read_waiting_past_max_time_is_cut_at_it(
         "--format", "json",
     )  # fmt: skip
     assert (result["stopped_by"], result["bytes"]) == ("--max-time 2", 0)
+    assert code == 1
+
+
+def test_the_twin_answer_is_bounded_by_max_time_too(
+    server: Misbehaving, run_json: Callable[..., Any]
+) -> None:
+    """--twin's unstreamed answer, a byte every 0.5 s: the request ends at --max-time (a
+    ReadTimeout: the variant an error), where before only --timeout bounded each wait."""
+    code, report, _ = run_json(
+        "conformance", f"{server.url}/twin/v1", "--model", "m", "--json",
+        "--variants", "plain", "--twin", "--max-time", "1.5", "--timeout", "5",
+    )  # fmt: skip
+    [variant] = report["variants"]
+    assert (variant["outcome"], variant["reason"]) == ("error", "request failed: ReadTimeout")
     assert code == 1
 
 
