@@ -864,8 +864,13 @@ class _Endpoint:
         self.spare_requests = 0
         self.spare_tokens = 0
         self.bodies: list[Mapping[str, Any]] = []
-        #: ``--save``: the streams read since the last variant's were written.
-        self.captured: list[tuple[Mapping[str, Any], StreamRead]] = []
+        #: ``--save``: the variant under way, the endpoint as its captures name it, and
+        #: the capture files its streams were written to, in the order they were read.
+        #: Each is written as it is read: a variant's streams (the abort's eight, times
+        #: ``--repeat``) are never held at once.
+        self.variant = ""
+        self.shown_endpoint = ""
+        self.captures: list[str] = []
 
     def close(self) -> None:
         self.client.close()
@@ -910,8 +915,14 @@ class _Endpoint:
                     continue
                 raise
             if self.settings.save is not None:
-                with self._lock:
-                    self.captured.append((body, read))
+                with self._lock:  # the concurrent variant's threads number theirs too
+                    name = capture_name(self.variant, len(self.captures) + 1)
+                    self.captures.append(name)
+                _write_capture(
+                    self.settings.save / name, self.variant, body, read, self.shown_endpoint,
+                    self.settings,
+                )  # fmt: skip
+                read.arrivals = ()  # written: the chunks are not kept
             retryable = read.status == 429 or read.status >= 500
             before_stream = retryable and not read.is_event_stream
             if attempt == 1 and before_stream and self._may_retry(body, f"HTTP {read.status}"):
@@ -1337,19 +1348,15 @@ def run_conformance(
                     settings.budget_tokens, endpoint.sent_tokens + tokens
                 )
                 sent, retried = endpoint.sent, len(endpoint.retries)
+                endpoint.variant, endpoint.shown_endpoint = variant.name, shown_endpoint
+                endpoint.captures = []
                 runs = [_run_once(httpx, endpoint, variant) for _ in range(settings.repeat)]
-                captures: tuple[str, ...] = ()
-                if settings.save is not None:
-                    captures = _write_captures(
-                        settings.save, variant.name, endpoint.captured, shown_endpoint, settings
-                    )
-                    endpoint.captured.clear()
                 result = replace(
                     _combined(runs),
                     requests=endpoint.sent - sent,
                     retries=tuple(endpoint.retries[retried:]),
                     bodies=tuple(endpoint.bodies[sent:]),
-                    captures=captures,
+                    captures=tuple(endpoint.captures),
                 )
             results.append(result)
             if on_result is not None:
@@ -1592,35 +1599,31 @@ def capture_name(variant: str, k: int) -> str:
     return f"{variant}.jsonl" if k == 1 else f"{variant}-{k}.jsonl"
 
 
-def _write_captures(
-    directory: Path,
+def _write_capture(
+    path: Path,
     variant: str,
-    captured: Sequence[tuple[Mapping[str, Any], StreamRead]],
+    body: Mapping[str, Any],
+    read: StreamRead,
     endpoint: str,
     settings: RunSettings,
-) -> tuple[str, ...]:
-    """Write each stream a variant read in probe's capture format (``probe --save``'s
+) -> None:
+    """Write one stream a variant read in probe's capture format (``probe --save``'s
     header, with what ``--replay`` needs besides: the request, how the read ended)."""
-    names = []
-    for k, (body, read) in enumerate(captured, start=1):
-        name = capture_name(variant, k)
-        header = {
-            "url": endpoint,
-            "status": read.status,
-            "content_type": read.content_type,
-            "protocol": settings.protocol,
-            "variant": variant,
-            "request": body,
-            "content_encoding": read.content_encoding,
-            "content_length": read.content_length,
-            "end": read.end,
-            "cause": read.cause,
-            "stopped": read.stopped,
-        }
-        with open(directory / name, "w", encoding="utf-8") as out:
-            write_capture(out, header, read.arrivals)
-        names.append(name)
-    return tuple(names)
+    header = {
+        "url": endpoint,
+        "status": read.status,
+        "content_type": read.content_type,
+        "protocol": settings.protocol,
+        "variant": variant,
+        "request": body,
+        "content_encoding": read.content_encoding,
+        "content_length": read.content_length,
+        "end": read.end,
+        "cause": read.cause,
+        "stopped": read.stopped,
+    }
+    with open(path, "w", encoding="utf-8") as out:
+        write_capture(out, header, read.arrivals)
 
 
 def saved_json(summary: RunSummary, settings: RunSettings) -> dict[str, Any]:

@@ -329,6 +329,25 @@ def test_the_abort_read_keeps_a_multiple_of_max_bytes(
     assert peak < 8 * limit, peak
 
 
+def test_save_writes_each_stream_as_it_is_read(
+    server: Misbehaving, run_json: Callable[..., Any], tmp_path: Path
+) -> None:
+    """--save with --repeat 8: each stream is written as it is read, not held with its
+    chunks until the variant's runs are over (before: eight streams of 256 KiB, each body
+    and chunks, held at once)."""
+    limit = 256 * KIB
+    argv = ["conformance", f"{server.url}/finite/v1", "--model", "m", "--json"]
+    argv += ["--variants", "abort", "--max-bytes", str(limit), "--repeat", "8"]
+    run_json(*argv)
+    peak = peak_bytes(lambda: run_json(*argv, "--save", str(tmp_path)))
+    assert peak < 8 * limit, peak
+    [variant] = json.loads((tmp_path / "conformance.json").read_text())["variants"]
+    assert variant["captures"] == ["abort.jsonl", *(f"abort-{k}.jsonl" for k in range(2, 9))]
+    for name in variant["captures"]:
+        saved = read_capture((tmp_path / name).read_text().splitlines())
+        assert sum(len(a.data) for a in saved.arrivals) == limit
+
+
 def test_an_endless_stream_of_tiny_events_keeps_a_bounded_part(
     server: Misbehaving, run_json: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
