@@ -170,6 +170,27 @@ def guarded(argv: list[str]) -> int:
     return result[0]
 
 
+def ticking(step: float) -> Callable[[], float]:
+    """A clock that moves ``step`` seconds each time it is read: the budget is spent after
+    a count of readings, whatever the real time."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += step
+        return now[0]
+
+    return clock
+
+
+@pytest.fixture
+def ticking_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands' budget clock (``cli._monotonic``) moved a quarter second per reading:
+    a run connects, sends and reads its head within 8 readings (2 s), each body chunk
+    takes 3 more; a budget of 3 s is then spent after a count of readings, not of real
+    seconds, so a loaded machine changes nothing but how long the test waits."""
+    monkeypatch.setattr(cli, "_monotonic", ticking(0.25))
+
+
 @pytest.fixture
 def run_json(
     capsys: pytest.CaptureFixture[str],
@@ -205,17 +226,16 @@ def test_abort_against_an_endless_stream_without_content_stops_at_max_bytes(
     assert code == 0  # skipped: nothing was left mid-content
 
 
+@pytest.mark.usefixtures("ticking_clock")
 def test_abort_against_an_endless_stream_without_content_stops_at_max_time(
     server: Misbehaving, run_json: Callable[..., Any]
 ) -> None:
     _, report, _ = run_json(
         "conformance", f"{server.url}/nocontent/v1", "--model", "m", "--json",
-        "--variants", "abort", "--max-time", "0.5", "--max-bytes", str(10**12),
+        "--variants", "abort", "--max-time", "3", "--max-bytes", str(10**12),
     )  # fmt: skip
     [variant] = report["variants"]
-    assert (
-        variant["reason"] == "not exercised: no content before the read stopped at --max-time 0.5"
-    )
+    assert variant["reason"] == "not exercised: no content before the read stopped at --max-time 3"
 
 
 # -- item 2: the head and every body read are bounded by --max-time ------------------------
@@ -244,6 +264,7 @@ def test_a_head_sent_byte_by_byte_stops_the_probe_at_max_time(
     assert code == 2
 
 
+@pytest.mark.usefixtures("ticking_clock")
 @pytest.mark.parametrize("command", ["probe", "conformance"])
 def test_a_body_that_trickles_stops_at_max_time(
     command: str, server: Misbehaving, run_json: Callable[..., Any]
@@ -254,25 +275,26 @@ def test_a_body_that_trickles_stops_at_max_time(
             "probe",
             f"{server.url}/trickle",
             "--max-time",
-            "1.5",
+            "3",
             "--timeout",
             "5",
             "--format",
             "json",
         )
-        assert result["stopped_by"] == "--max-time 1.5"
+        assert result["stopped_by"] == "--max-time 3"
         assert code == 1
         return
     code, report, _ = run_json(
         "conformance", f"{server.url}/trickle/v1", "--model", "m", "--json",
-        "--variants", "plain", "--max-time", "1.5", "--timeout", "5",
+        "--variants", "plain", "--max-time", "3", "--timeout", "5",
     )  # fmt: skip
     [variant] = report["variants"]
-    assert "the stream ended client_disconnect (--max-time 1.5)" in [
+    assert "the stream ended client_disconnect (--max-time 3)" in [
         f["message"] for f in variant["findings"]
     ]
 
 
+@pytest.mark.usefixtures("ticking_clock")
 def test_a_body_read_waiting_past_max_time_is_cut_at_it(
     server: Misbehaving, run_json: Callable[..., Any]
 ) -> None:
@@ -280,13 +302,14 @@ def test_a_body_read_waiting_past_max_time_is_cut_at_it(
     for it is cut at the budget, before that byte arrives (before, the time was looked at
     only as a chunk arrived, so the probe waited for it)."""
     code, result, _ = run_json(
-        "probe", f"{server.url}/slow", "--max-time", "2", "--timeout", str(HANG * 2),
+        "probe", f"{server.url}/slow", "--max-time", "3", "--timeout", str(HANG * 2),
         "--format", "json",
     )  # fmt: skip
-    assert (result["stopped_by"], result["bytes"]) == ("--max-time 2", 0)
+    assert (result["stopped_by"], result["bytes"]) == ("--max-time 3", 0)
     assert code == 1
 
 
+@pytest.mark.usefixtures("ticking_clock")
 def test_the_twin_answer_is_bounded_by_max_time_too(
     server: Misbehaving, run_json: Callable[..., Any]
 ) -> None:
@@ -294,7 +317,7 @@ def test_the_twin_answer_is_bounded_by_max_time_too(
     ReadTimeout: the variant an error), where before only --timeout bounded each wait."""
     code, report, _ = run_json(
         "conformance", f"{server.url}/twin/v1", "--model", "m", "--json",
-        "--variants", "plain", "--twin", "--max-time", "1.5", "--timeout", "5",
+        "--variants", "plain", "--twin", "--max-time", "3", "--timeout", "5",
     )  # fmt: skip
     [variant] = report["variants"]
     assert (variant["outcome"], variant["reason"]) == ("error", "request failed: ReadTimeout")
@@ -401,18 +424,6 @@ def test_a_replay_keeps_a_multiple_of_max_bytes(
 
 
 # -- the budget on an injected clock -------------------------------------------------------
-
-
-def ticking(step: float) -> Callable[[], float]:
-    """A clock that moves ``step`` seconds each time it is read: the budget is spent after
-    a count of readings, whatever the real time."""
-    now = [0.0]
-
-    def clock() -> float:
-        now[0] += step
-        return now[0]
-
-    return clock
 
 
 def chat_read(server: Misbehaving, kind: str, clock: Callable[[], float]) -> Any:
