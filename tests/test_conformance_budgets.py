@@ -363,7 +363,7 @@ def test_save_writes_each_stream_as_it_is_read(
     argv += ["--variants", "abort", "--max-bytes", str(limit), "--repeat", "8"]
     run_json(*argv)
     peak = peak_bytes(lambda: run_json(*argv, "--save", str(tmp_path)))
-    assert peak < 8 * limit, peak
+    assert peak < 10 * limit, peak  # about 6 x: the spool's memory part, the body, its chunks
     [variant] = json.loads((tmp_path / "conformance.json").read_text())["variants"]
     assert variant["captures"] == ["abort.jsonl", *(f"abort-{k}.jsonl" for k in range(2, 9))]
     for name in variant["captures"]:
