@@ -30,6 +30,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -619,14 +620,66 @@ def _upstream_line(upstream: _Upstream) -> str:
     )
 
 
-def _shown_url(url: str) -> str:
-    """A URL as a capture or a page shows it: no query (Gemini's ``?key=`` is an API key)
-    and no credentials."""
-    parts = urlsplit(url)
+def _shown_url(url: str, query_names: bool = False) -> str:
+    """A URL as a capture or a page shows it: no credentials and no query (Gemini's
+    ``?key=`` is an API key), or with ``query_names`` the query's names with their values
+    left out (``?api-version=***``). Of a malformed URL, what can be read: a port that is
+    not a number is left out (``http://h:sk-KEY/v1`` holds a key where its port should be)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracketed host not closed
+        return "(a malformed URL)"
     host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    with contextlib.suppress(ValueError):
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    query = ""
+    if query_names and parts.query:
+        names = [field.partition("=")[0] for field in parts.query.split("&") if field]
+        query = "&".join(f"{name}=***" for name in names[:_QUERY_NAMES_SHOWN])
+        if len(names) > _QUERY_NAMES_SHOWN:
+            query += "&..."
+    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
+#: The most query names a shown URL lists (the rest: ``&...``).
+_QUERY_NAMES_SHOWN = 10
+
+
+def _named_url(url: str) -> str:
+    """How an error names a URL that cannot be requested: as ``_shown_url`` shows it when
+    it is an http(s) URL with a host, else ``URL`` (the text may be anything, a key too)."""
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        if parts.scheme.lower() in ("http", "https") and parts.hostname:
+            return _shown_url(url)
+    return "URL"
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be requested, in words that quote none of it (its userinfo, a
+    port that is not a number or a query value may be a secret); None when it can."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "not a valid URL: a host in brackets not closed"
+    try:
+        parts.port  # noqa: B018  (a property that raises on a port it cannot read)
+    except ValueError:
+        return "not a valid URL: its port is not a number from 0 to 65535"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "not a valid URL: it must start with http:// or https://"
+    if not parts.hostname:
+        return "not a valid URL: it names no host"
+    try:
+        import httpx
+    except ImportError:
+        return None
+    try:
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError):
+        return "not a valid URL (httpx cannot parse it)"
+    return None
 
 
 def _band(
@@ -750,7 +803,7 @@ class _ProbeReader:
 
         # The clock each chunk is read at: the real one, or the arrival times of a capture
         # that ``conformance --replay`` reads again.
-        self._clock = clock
+        self.clock = clock
         self.end: StreamEnd | None = None
         self.cause: BaseException | None = None
         if request is None:  # the request's head still says its method and Last-Event-ID
@@ -820,7 +873,7 @@ class _ProbeReader:
                 self._more_finish_reasons += 1
 
     def feed(self, chunk: bytes) -> None:
-        self._now = self._clock()
+        self._now = self.clock()
         self.received += len(chunk)
         if len(self._head) < PREVIEW_BYTES:
             self._head += chunk[: PREVIEW_BYTES - len(self._head)]
@@ -831,7 +884,7 @@ class _ProbeReader:
     def finish(
         self, end: StreamEnd, error: BaseException | None = None, stopped_by: str | None = None
     ) -> _Probed:
-        self._now = self._clock()
+        self._now = self.clock()
         self.end, self.cause = end, error
         report = self.monitor.finish(end, cause=error)
         self._transcribe_undecided()  # decided at the end of the body
@@ -857,6 +910,161 @@ class _ProbeReader:
         )
 
 
+# -- the --max-time budget of one request -----------------------------------------------------
+#
+# httpx's ``timeout`` bounds each socket read, not a request: a head sent one byte every
+# half second, or a body that trickles a byte just under ``--timeout``, never trips it. The
+# overall budget is enforced where the waiting happens, in the reads themselves: the
+# client's connection pool gets a network backend (``_DeadlineBackend``) whose streams give
+# each connect, read and write as its timeout the smaller of ``--timeout`` and the time
+# left before the deadline of the request under way, and refuse to start one past it. So
+# the connect, the TLS handshake, the head and every body read are bounded alike, without
+# a second thread racing the reader to close a socket under it (closing a socket another
+# thread waits on does not wake that thread on every platform), and the clock is a
+# parameter, so a test can run the budget on a clock of its own. The deadline is
+# per thread (``_read_budget``): the concurrent variant reads one stream per thread.
+
+
+#: The clock ``probe`` and ``conformance`` run their ``--max-time`` on (and time their
+#: chunks by), read through this name at each run: a test sets one of its own, so that a
+#: budget is spent after a count of readings, however loaded the machine.
+_monotonic: Callable[[], float] = time.monotonic
+
+
+@dataclass(slots=True)
+class _Budget:
+    """The deadline of the request this thread is reading, on ``clock``; ``spent`` is set
+    when a read was refused or cut short by it (not by ``--timeout``)."""
+
+    deadline: float
+    clock: Callable[[], float]
+    spent: bool = False
+
+    def left(self) -> float:
+        return self.deadline - self.clock()
+
+
+_BUDGETS = threading.local()
+#: What a read refused at the deadline says (httpx's ``ReadTimeout`` carries it).
+MAX_TIME_SPENT = "--max-time spent"
+
+
+@contextlib.contextmanager
+def _read_budget(deadline: float, clock: Callable[[], float]) -> Iterator[_Budget]:
+    """Bound every socket wait of this thread's requests, through a client of
+    ``_bounded_client``, by ``deadline`` (on ``clock``) while the block runs."""
+    previous = getattr(_BUDGETS, "current", None)
+    budget = _BUDGETS.current = _Budget(deadline, clock)
+    try:
+        yield budget
+    finally:
+        _BUDGETS.current = previous
+
+
+def _budgeted(timeout: float | None, exceeded: type[Exception]) -> tuple[float | None, bool]:
+    """The timeout of one socket wait under this thread's budget (if any), and whether the
+    budget, not ``timeout``, bounds it; ``exceeded`` (httpcore's timeout error) is raised
+    when no time is left."""
+    budget: _Budget | None = getattr(_BUDGETS, "current", None)
+    if budget is None:
+        return timeout, False
+    left = budget.left()
+    if left <= 0:
+        budget.spent = True
+        raise exceeded(MAX_TIME_SPENT)
+    if timeout is None or left < timeout:
+        return left, True
+    return timeout, False
+
+
+def _waited(
+    call: Callable[[float | None], Any], timeout: float | None, exceeded: type[Exception]
+) -> Any:
+    """``call`` with the budgeted timeout; a timeout that the budget set marks it spent."""
+    bounded, by_budget = _budgeted(timeout, exceeded)
+    try:
+        return call(bounded)
+    except exceeded:
+        if by_budget:
+            _BUDGETS.current.spent = True
+        raise
+
+
+class _DeadlineStream:
+    """An httpcore network stream whose every wait is bounded by the thread's budget."""
+
+    def __init__(self, inner: Any, httpcore: Any) -> None:
+        self._inner = inner
+        self._httpcore = httpcore
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        read = self._inner.read
+        return cast(
+            bytes, _waited(lambda t: read(max_bytes, t), timeout, self._httpcore.ReadTimeout)
+        )
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        write = self._inner.write
+        _waited(lambda t: write(buffer, t), timeout, self._httpcore.WriteTimeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> _DeadlineStream:
+        start = self._inner.start_tls
+        inner = _waited(
+            lambda t: start(ssl_context, server_hostname, t), timeout, self._httpcore.ConnectTimeout
+        )
+        return _DeadlineStream(inner, self._httpcore)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """An httpcore network backend whose connects and streams the thread's budget bounds."""
+
+    def __init__(self, inner: Any, httpcore: Any) -> None:
+        self._inner = inner
+        self._httpcore = httpcore
+
+    def connect_tcp(
+        self, host: str, port: int, timeout: float | None = None, **options: Any
+    ) -> _DeadlineStream:
+        connect = self._inner.connect_tcp
+        stream = _waited(
+            lambda t: connect(host, port, t, **options), timeout, self._httpcore.ConnectTimeout
+        )
+        return _DeadlineStream(stream, self._httpcore)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, **options: Any
+    ) -> _DeadlineStream:
+        connect = self._inner.connect_unix_socket
+        stream = _waited(
+            lambda t: connect(path, t, **options), timeout, self._httpcore.ConnectTimeout
+        )
+        return _DeadlineStream(stream, self._httpcore)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _bounded_client(httpx: Any, timeout: float) -> Any:
+    """An httpx client (``timeout`` per socket wait) whose requests ``_read_budget`` bounds
+    overall. httpx has no public way to hand its pool a network backend (httpcore's pool
+    takes one): the transport's pool is reached by its private name, and a test of a head
+    sent byte by byte fails if a new httpx moves it."""
+    import httpcore
+
+    transport = httpx.HTTPTransport()
+    pool = transport._pool
+    pool._network_backend = _DeadlineBackend(pool._network_backend, httpcore)
+    return httpx.Client(timeout=timeout, transport=transport)
+
+
 #: Why the body did not end, by how the read ended (the exception's own text is not shown:
 #: it may quote the peer). The same words as ``streamguard.testing.collect``'s.
 _WHY_NOT = {
@@ -866,48 +1074,72 @@ _WHY_NOT = {
 
 
 def _read_response(
-    httpx: Any, response: Any, reader: _ProbeReader, max_bytes: int, max_seconds: float
+    httpx: Any,
+    response: Any,
+    reader: _ProbeReader,
+    max_bytes: int,
+    max_seconds: float,
+    budget: _Budget | None = None,
+    stop_at: Callable[[str], bool] | None = None,
 ) -> _Probed:
     """Read the body to its end, or until ``max_bytes`` were received or ``max_seconds``
     passed since the request: then the probe leaves, as a client that stops reading does
     (the outcome ``client_disconnect``, unless the terminal already arrived), and a note
     says which limit stopped it. No more than ``max_bytes`` are checked or recorded.
 
-    The time is looked at as each chunk arrives: a stream that sends nothing ends at
-    ``--timeout`` instead.
+    With ``stop_at`` (the abort variant's: whether an event's data carries content), the
+    read also leaves after the first event it holds (``stopped_by`` ``abort``), within the
+    same bounds: a stream that never sends content stops at a limit too.
+
+    The time is looked at as each chunk arrives, and, through a client of
+    ``_bounded_client``, by every socket wait (``budget``, the request's ``_read_budget``):
+    a body that trickles a byte just under ``--timeout``, or sends nothing, ends at
+    ``max_seconds`` all the same.
     """
     monitor = reader.monitor
     deadline = reader.started + max_seconds
+    parser = None if stop_at is None else EventParser()
     stopped_by = None
     try:
         for chunk in response.iter_raw():
             room = max_bytes - reader.received
+            piece = chunk[:room] if len(chunk) > room else chunk
+            reader.feed(piece)
+            if stop_at is not None and parser is not None and _any_event(parser, piece, stop_at):
+                return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by="abort")
             if len(chunk) > room:
-                reader.feed(chunk[:room])
                 stopped_by = f"--max-bytes {max_bytes}"
-                monitor.add_note(
-                    f"the probe stopped reading after --max-bytes ({max_bytes} bytes): the "
-                    "body had not ended; the rest of the stream was not checked"
-                )
                 break
-            reader.feed(chunk)
-            if time.monotonic() >= deadline:
+            if reader.clock() >= deadline:
                 stopped_by = f"--max-time {max_seconds:g}"
-                monitor.add_note(
-                    f"the probe stopped reading after --max-time ({max_seconds:g} s): the "
-                    "body had not ended; the rest of the stream was not checked"
-                )
                 break
-    except httpx.TransportError as exc:
-        end = (
-            StreamEnd.READ_TIMEOUT
-            if isinstance(exc, httpx.TimeoutException)
-            else StreamEnd.CONNECTION_LOST
+    except httpx.HTTPError as exc:
+        if budget is None or not budget.spent:
+            end = (
+                StreamEnd.READ_TIMEOUT
+                if isinstance(exc, httpx.TimeoutException)
+                else StreamEnd.CONNECTION_LOST
+            )
+            return reader.finish(end, exc)
+        stopped_by = f"--max-time {max_seconds:g}"
+    if stopped_by is None:
+        return reader.finish(StreamEnd.BODY_ENDED)
+    if stopped_by.startswith("--max-bytes"):
+        monitor.add_note(
+            f"the probe stopped reading after --max-bytes ({max_bytes} bytes): the "
+            "body had not ended; the rest of the stream was not checked"
         )
-        return reader.finish(end, exc)
-    if stopped_by is not None:
-        return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by=stopped_by)
-    return reader.finish(StreamEnd.BODY_ENDED)
+    else:
+        monitor.add_note(
+            f"the probe stopped reading after --max-time ({max_seconds:g} s): the "
+            "body had not ended; the rest of the stream was not checked"
+        )
+    return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by=stopped_by)
+
+
+def _any_event(parser: EventParser, piece: bytes, holds: Callable[[str], bool]) -> bool:
+    """Whether an event that ``piece`` completes has data that ``holds``."""
+    return any(holds(event.data) for event in parser.feed(piece))
 
 
 def _recorded(recording: BinaryIO) -> Iterator[Arrival]:
@@ -956,6 +1188,10 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"streamguard probe: error: probing needs httpx: {_INSTALL_HINT}", file=err)
         return EXIT_USAGE
+    problem = _url_problem(args.url)
+    if problem is not None:
+        print(f"streamguard probe: error: {_named_url(args.url)}: {problem}", file=err)
+        return EXIT_USAGE
     # identity: the bytes stay checkable (a compressed stream is passed over uninspected);
     # -H 'Accept-Encoding: gzip' asks for what the SDKs ask for.
     headers: dict[str, str] = {"accept": "text/event-stream", "accept-encoding": "identity"}
@@ -987,21 +1223,28 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     method = "POST" if content is not None else "GET"
     with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
         recording = cast(BinaryIO, spool)
+        clock = _monotonic
+        started = clock()
+        budget = None
         try:
-            with httpx.Client(timeout=args.timeout) as client:
-                started = time.monotonic()
-                with client.stream(method, args.url, content=content, headers=headers) as response:
-                    reader = _ProbeReader(response, args.protocol, request, started, recording)
-                    probed = _read_response(httpx, response, reader, args.max_bytes, args.max_time)
-        except httpx.InvalidURL as exc:
-            print(f"streamguard probe: error: {args.url}: invalid URL: {exc}", file=err)
+            with (
+                _bounded_client(httpx, args.timeout) as client,
+                _read_budget(started + args.max_time, clock) as budget,
+                client.stream(method, args.url, content=content, headers=headers) as response,
+            ):
+                reader = _ProbeReader(response, args.protocol, request, started, recording, clock)
+                probed = _read_response(
+                    httpx, response, reader, args.max_bytes, args.max_time, budget
+                )
+        except httpx.InvalidURL:  # its message may quote the URL: named, never quoted
+            print(f"streamguard probe: error: {_shown_url(args.url)}: invalid URL", file=err)
             return EXIT_USAGE
         except (httpx.HTTPError, httpx.UnsupportedProtocol) as exc:
-            print(
-                f"streamguard probe: error: {args.url}: request failed: "
-                f"{type(exc).__name__}: {exc}",
-                file=err,
-            )
+            if budget is not None and budget.spent:  # before the head: nothing to report
+                why = f"no response head within --max-time {args.max_time:g} s"
+            else:
+                why = f"request failed: {type(exc).__name__}: {exc}"
+            print(f"streamguard probe: error: {_shown_url(args.url)}: {why}", file=err)
             return EXIT_USAGE
         report = probed.report
         frames = _frames(_recorded(recording), report.findings) if report.findings else {}
@@ -1183,11 +1426,21 @@ def _variant_names(value: str) -> list[str]:
     return names
 
 
-def _conformance_reader(httpx: Any, max_bytes: int, max_time: float, protocol: str) -> Any:
+def _conformance_reader(
+    httpx: Any,
+    max_bytes: int,
+    max_time: float,
+    protocol: str,
+    keep_arrivals: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> Any:
     """The conformance run's ``StreamReader``: each stream read as ``probe`` reads it
     (``_ProbeReader``, ``_read_response``: ``protocol``'s checker with the request's facts,
-    bounded by ``--max-bytes`` and ``--max-time``), or, for the abort variant, until its
-    first content."""
+    bounded by ``--max-bytes`` and ``--max-time``), for the abort variant until its first
+    content within the same bounds. ``--max-time`` bounds the whole request, its head
+    too, through a client of ``_bounded_client`` (``clock``: the budget's). The chunks
+    are recorded on disk and read back once: the body (at most ``max_bytes``) is kept,
+    each chunk with its arrival time only when ``keep_arrivals`` (``--save`` writes them)."""
     from streamguard import conformance
 
     has_content = conformance.battery(protocol).has_content
@@ -1198,15 +1451,26 @@ def _conformance_reader(httpx: Any, max_bytes: int, max_time: float, protocol: s
         content = json.dumps(body).encode()
         with tempfile.SpooledTemporaryFile(SPOOL_MEMORY_BYTES) as spool:
             recording = cast(BinaryIO, spool)
-            started = time.monotonic()
-            with client.stream("POST", url, content=content, headers=dict(headers)) as response:
-                reader = _ProbeReader(response, protocol, RequestFacts(body), started, recording)
-                if abort:
-                    probed = _read_until_content(reader, response, has_content)
-                else:
-                    probed = _read_response(httpx, response, reader, max_bytes, max_time)
-            arrivals = list(_recorded(recording))
-        read = conformance.stream_read(probed, arrivals, started)
+            started = clock()
+            with _read_budget(started + max_time, clock) as budget, contextlib.ExitStack() as open_:
+                try:
+                    response = open_.enter_context(
+                        client.stream("POST", url, content=content, headers=dict(headers))
+                    )
+                except httpx.HTTPError:
+                    if budget.spent:
+                        raise conformance.MaxTimeSpent(
+                            f"no response head within --max-time {max_time:g} s"
+                        ) from None
+                    raise
+                reader = _ProbeReader(
+                    response, protocol, RequestFacts(body), started, recording, clock
+                )
+                stop_at = has_content if abort else None
+                probed = _read_response(
+                    httpx, response, reader, max_bytes, max_time, budget, stop_at
+                )
+            read = conformance.stream_read(probed, _recorded(recording), started, keep_arrivals)
         read.retry_after = _retry_after(response.headers.get("retry-after"))
         read.content_length = response.headers.get("content-length")
         read.end = None if reader.end is None else reader.end.value
@@ -1257,8 +1521,10 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
         key = json.dumps(header["request"], sort_keys=True)
         queues.setdefault(key, []).append((header, path))
 
-    def arrivals_of(path: Path) -> list[Arrival]:
-        arrivals, size = [], 0
+    def arrivals_of(path: Path) -> Iterator[Arrival]:
+        """The capture's chunks one at a time (never a list of them: the read records
+        them again, as a live read does), no further than ``max_bytes``."""
+        size = 0
         with _reading(str(path), "a saved capture"), open(path, "rb") as file:
             try:
                 lines = capture_lines(file)
@@ -1267,10 +1533,9 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
                     size += len(arrival.data)
                     if size > max_bytes:
                         raise ValueError(f"more than --max-bytes {max_bytes} body bytes")
-                    arrivals.append(arrival)
+                    yield arrival
             except ValueError as exc:
                 raise InputError(f"{path}: not a readable capture: {exc}") from None
-        return arrivals
 
     def read(
         client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str], abort: bool
@@ -1281,7 +1546,6 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
                 "a request has no capture: it got no answer live (a hang, a connect error)"
             )
         header, path = queue.pop(0)
-        arrivals = arrivals_of(path)
         now = [0.0]
         media = {
             key.replace("_", "-"): str(header[key])
@@ -1297,11 +1561,11 @@ def _replay_reader(directory: Path, saved: Mapping[str, Any], protocol: str, max
             reader = _ProbeReader(
                 response, protocol, RequestFacts(body), 0.0, recording, clock=lambda: now[0]
             )
-            for arrival in arrivals:
+            for arrival in arrivals_of(path):
                 now[0] = arrival.at
                 reader.feed(arrival.data)
             probed = reader.finish(*_saved_end(header))
-        return conformance.stream_read(probed, arrivals, 0.0)
+            return conformance.stream_read(probed, _recorded(recording), 0.0, keep_arrivals=False)
 
     return read
 
@@ -1328,23 +1592,6 @@ def _retry_after(value: str | None) -> float | None:
     return float(value.strip())
 
 
-def _read_until_content(
-    reader: _ProbeReader, response: Any, has_content: Callable[[str], bool]
-) -> _Probed:
-    """Feed ``reader`` until an event carries content (``has_content``, the protocol's),
-    then stop: the client leaves (the connection closes as the response's block exits, the
-    rest unread)."""
-    parser = EventParser()
-    try:
-        for piece in response.iter_raw():
-            reader.feed(piece)
-            if any(has_content(event.data) for event in parser.feed(piece)):
-                return reader.finish(StreamEnd.CLIENT_DISCONNECT, stopped_by="abort")
-    except Exception as exc:  # the read broke before any content: the run judges it
-        return reader.finish(StreamEnd.CONNECTION_LOST, exc)
-    return reader.finish(StreamEnd.BODY_ENDED)
-
-
 def _cmd_conformance(args: argparse.Namespace) -> int:
     from streamguard import conformance, conformance_report
 
@@ -1365,6 +1612,10 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         return _replay_conformance(args, expected)
     if args.url is None or args.model is None:
         print("streamguard conformance: error: URL and --model are required", file=err)
+        return EXIT_USAGE
+    problem = _url_problem(args.url)
+    if problem is not None:  # before any request, and without quoting what may be a key
+        print(f"streamguard conformance: error: {_named_url(args.url)}: {problem}", file=err)
         return EXIT_USAGE
     battery = conformance.battery(args.protocol)
     try:
@@ -1403,11 +1654,15 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     if args.dry_run:
         rows = conformance.plan(settings, variants)
         if args.format == "json":
-            shown_plan = {"endpoint": _shown_url(args.url), "protocol": args.protocol, "plan": rows}
+            shown_plan = {
+                "endpoint": _shown_url(battery.url(args.url), query_names=True),
+                "protocol": args.protocol,
+                "plan": rows,
+            }
             print(json.dumps(shown_plan), file=out)
             return EXIT_OK
         auth = battery.shown_auth(api_key)
-        print(f"POST {_shown_url(battery.url(args.url))} ({auth})", file=out)
+        print(f"POST {_shown_url(battery.url(args.url), query_names=True)} ({auth})", file=out)
         table_rows = [["variant", "requests", "max output tokens", "runs"]]
         table_rows += [
             [
@@ -1442,12 +1697,23 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         if progress:
             print(f"{result.name}: {result.outcome.value}", file=err)
 
-    read = _conformance_reader(httpx, args.max_bytes, args.max_time, args.protocol)
+    clock = _monotonic
+    read = _conformance_reader(
+        httpx, args.max_bytes, args.max_time, args.protocol, args.save is not None, clock
+    )
     endpoint = _shown_url(battery.url(args.url))
     try:
         if settings.save is not None:
             settings.save.mkdir(parents=True, exist_ok=True)
-        summary = conformance.run_conformance(settings, variants, read, endpoint, shown)
+        summary = conformance.run_conformance(
+            settings,
+            variants,
+            read,
+            endpoint,
+            shown,
+            new_client=lambda timeout: _bounded_client(httpx, timeout),
+            request_budget=lambda: _read_budget(clock() + args.max_time, clock),
+        )
         if settings.save is not None:
             saved = conformance.saved_json(summary, settings)
             with open(settings.save / conformance.SAVED_SUMMARY, "w", encoding="utf-8") as file:
@@ -1828,8 +2094,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive_seconds,
         default=DEFAULT_MAX_SECONDS,
         metavar="SECONDS",
-        help="stop reading this many seconds after the request, looked at as each chunk "
-        f"arrives (default: {DEFAULT_MAX_SECONDS:g})",
+        help="stop reading this many seconds after the request: the connect, the head and "
+        f"every wait for the body (default: {DEFAULT_MAX_SECONDS:g})",
     )
     probe.add_argument(
         "--max-bytes",
@@ -1962,7 +2228,8 @@ def _conformance_parser(commands: Any) -> None:
         type=_positive_seconds,
         default=120.0,
         metavar="SECONDS",
-        help="stop reading a stream this many seconds after its request (default: 120)",
+        help="stop reading a stream this many seconds after its request, its head included "
+        "(default: 120)",
     )
     sub.add_argument(
         "--max-bytes",

@@ -35,8 +35,9 @@ One outcome per variant (``VariantOutcome``):
   a natural end before the length cap: "not exercised"), or the run's request budget was
   spent. A feature that was accepted but left no trace in a clean stream (no logprobs,
   text despite a forced tool call) is ``feature_ignored``, a warning: it fails only under
-  ``--fail-on warning``. (One choice for ``n: 2`` is ``feature_ignored`` too, and fails
-  all the same: the engine, told ``n``, misses the other choice's finish.)
+  ``--fail-on warning``. (One choice for ``n: 2`` is ``feature_ignored`` too, once: the
+  engine, told ``n``, misses the other choice's finish, and that ``missing_finish_reason``,
+  the same dropped parameter, is not counted again.)
 * ``error``: the endpoint could not be reached, or answered 429, 5xx, or a 4xx to a
   request that exercises no option, before streaming (after the one retry);
 * ``flaky`` (``--repeat``): the runs that judged disagree; it fails the run.
@@ -54,6 +55,7 @@ runners, its reader answering each request with the next capture saved for that 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -61,9 +63,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +103,7 @@ __all__ = [
     "PROTOCOLS",
     "Battery",
     "Exchange",
+    "MaxTimeSpent",
     "NotExercised",
     "NotReplayable",
     "RunSettings",
@@ -230,6 +233,28 @@ def check_choices(exchange: Exchange) -> Iterator[VariantFinding]:
     missing = [i for i in range(n) if i not in seen]
     if missing:
         yield _found("choice_missing", f"choice(s) {missing[:5]} never streamed (n={n})")
+
+
+def _n_dropped(exchange: Exchange) -> bool:
+    """Whether ``n`` was dropped and nothing else is wrong with the choices: ``n`` of 2 or
+    more asked for, choice 0 alone streamed, and it finished (a gateway with LiteLLM's
+    ``drop_params``)."""
+    n = exchange.facts.get("n")
+    if type(n) is not int or n < 2:
+        return False
+    seen = {choice["index"] for _, choice in exchange.choices()}
+    return seen == {0} and 0 in exchange.finishes()
+
+
+def _counted_once(findings: list[VariantFinding], exchange: Exchange) -> list[VariantFinding]:
+    """One cause, one finding. With ``n`` dropped (``check_choices``' ``feature_ignored``),
+    the engine, told ``n``, misses the finish of every choice that never came: its
+    ``missing_finish_reason`` counts the same dropped parameter again, and is left out
+    (as ``logprobs`` dropped gets ``feature_ignored`` alone). When choice 0 did not finish
+    either, that is a second cause, and the engine's finding stays."""
+    if not _n_dropped(exchange):
+        return findings
+    return [f for f in findings if not (f.source == "engine" and f.rule == "missing_finish_reason")]
 
 
 def check_stop(exchange: Exchange) -> Iterator[VariantFinding]:
@@ -805,13 +830,30 @@ StreamReader = Callable[[Any, str, Mapping[str, Any], Mapping[str, str], bool], 
 class _Endpoint:
     """The endpoint under test: one httpx client, every request bounded."""
 
-    def __init__(self, httpx: Any, settings: RunSettings, read: StreamReader) -> None:
+    def __init__(
+        self,
+        httpx: Any,
+        settings: RunSettings,
+        read: StreamReader,
+        new_client: Callable[[float], Any] | None = None,
+        request_budget: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> None:
         self.httpx = httpx
         self.settings = settings
         self.read = read
         self.battery = settings.battery
         self.url = self.battery.url(settings.base_url)
-        self.client = httpx.Client(timeout=settings.timeout)
+        #: Makes a client with the run's ``--timeout`` (the reader's, when it bounds the
+        #: requests through the client: ``--max-time``); the concurrent variant's too.
+        self.new_client: Callable[[float], Any] = new_client or (
+            lambda timeout: httpx.Client(timeout=timeout)
+        )
+        self.client = self.new_client(settings.timeout)
+        #: Bounds one request the run makes outside its reader (``--twin``'s answer) as the
+        #: reader bounds a stream (``--max-time``), through a client of ``new_client``.
+        self.request_budget: Callable[[], AbstractContextManager[Any]] = (
+            request_budget or contextlib.nullcontext
+        )
         # What the run sent (retries included), and what the variant under way may still
         # spend on retries without passing --max-requests or --budget-tokens. The
         # concurrent variant's threads count too: under a lock.
@@ -822,8 +864,13 @@ class _Endpoint:
         self.spare_requests = 0
         self.spare_tokens = 0
         self.bodies: list[Mapping[str, Any]] = []
-        #: ``--save``: the streams read since the last variant's were written.
-        self.captured: list[tuple[Mapping[str, Any], StreamRead]] = []
+        #: ``--save``: the variant under way, the endpoint as its captures name it, and
+        #: the capture files its streams were written to, in the order they were read.
+        #: Each is written as it is read: a variant's streams (the abort's eight, times
+        #: ``--repeat``) are never held at once.
+        self.variant = ""
+        self.shown_endpoint = ""
+        self.captures: list[str] = []
 
     def close(self) -> None:
         self.client.close()
@@ -868,8 +915,14 @@ class _Endpoint:
                     continue
                 raise
             if self.settings.save is not None:
-                with self._lock:
-                    self.captured.append((body, read))
+                with self._lock:  # the concurrent variant's threads number theirs too
+                    name = capture_name(self.variant, len(self.captures) + 1)
+                    self.captures.append(name)
+                _write_capture(
+                    self.settings.save / name, self.variant, body, read, self.shown_endpoint,
+                    self.settings,
+                )  # fmt: skip
+                read.arrivals = ()  # written: the chunks are not kept
             retryable = read.status == 429 or read.status >= 500
             before_stream = retryable and not read.is_event_stream
             if attempt == 1 and before_stream and self._may_retry(body, f"HTTP {read.status}"):
@@ -885,9 +938,12 @@ class _Endpoint:
         self._count(twin)
         headers = {**self.settings.headers(), "accept": "application/json"}
         data = bytearray()
-        with self.client.stream(
-            "POST", self.url, content=json.dumps(twin).encode(), headers=headers
-        ) as response:
+        with (
+            self.request_budget(),
+            self.client.stream(
+                "POST", self.url, content=json.dumps(twin).encode(), headers=headers
+            ) as response,
+        ):
             for piece in response.iter_bytes():
                 data += piece
                 if len(data) > MAX_TWIN_BYTES:
@@ -908,17 +964,33 @@ def twin_body(body: Mapping[str, Any]) -> dict[str, Any]:
     return twin
 
 
-def stream_read(probed: Any, arrivals: Sequence[Arrival], started: float) -> StreamRead:
+def stream_read(
+    probed: Any, arrivals: Iterable[Arrival], started: float, keep_arrivals: bool = True
+) -> StreamRead:
     """A ``StreamRead`` from what the probe's reader gave: its ``_Probed`` (duck-typed:
     ``status_code``, ``is_event_stream``, ``head``, ``report``, ``stopped_by``,
-    ``error``) and the recorded arrivals (``at``, ``data``; at most ``--max-bytes``)."""
-    gaps = [b.at - a.at for a, b in pairwise(arrivals)]
+    ``error``) and the recorded arrivals (``at``, ``data``; at most ``--max-bytes``), read
+    once: the body is joined from them and the longest gap measured as they pass; they are
+    kept (for ``--save``) only when ``keep_arrivals``."""
+    pieces: list[bytes] = []
+    kept: list[Arrival] = []
+    max_gap = previous = None
+    for arrival in arrivals:
+        if previous is not None:
+            gap = arrival.at - previous
+            max_gap = gap if max_gap is None else max(max_gap, gap)
+        previous = arrival.at
+        pieces.append(arrival.data)
+        if keep_arrivals:
+            kept.append(arrival)
+    body = b"".join(pieces)
+    del pieces
     report = probed.report
     return StreamRead(
         status=probed.status_code,
         is_event_stream=probed.is_event_stream,
         head=probed.head,
-        body=b"".join(arrival.data for arrival in arrivals),
+        body=body,
         outcome=report.outcome,
         findings=tuple(
             VariantFinding(f.rule, f.severity, f.message, "engine") for f in report.findings
@@ -926,29 +998,62 @@ def stream_read(probed: Any, arrivals: Sequence[Arrival], started: float) -> Str
         time_to_first_byte=(
             None if report.first_byte_at is None else report.first_byte_at - started
         ),
-        max_gap=max(gaps) if gaps else None,
+        max_gap=max_gap,
         duration=report.duration,
         stopped=probed.stopped_by or probed.error,
         content_type=probed.content_type,
         content_encoding=probed.content_encoding,
-        arrivals=tuple(arrivals),
+        arrivals=tuple(kept),
     )
 
 
-def _chunks(body: bytes) -> tuple[Mapping[str, Any], ...]:
-    """The JSON object of each event of ``body`` (bounded by ``--max-bytes``)."""
+#: The event data a variant's checks read, in bytes. Their parsed JSON takes about ten
+#: times its text (a small chunk's dicts, keys and strings), and an endless stream of tiny
+#: events fills ``--max-bytes`` with them: past this bound the events are counted, not
+#: parsed or kept, and the variant's own checks do not run on a part of the stream (the
+#: engine has judged all of it as it arrived). A real answer of the battery is far below:
+#: 64 tokens of chat chunks are about 13 KB, the opt-in long variant's 1024 about 200 KB.
+MAX_JUDGED_EVENT_BYTES = 1024 * 1024
+#: The body is handed to the event parser in pieces of this many bytes: the events of one
+#: piece are parsed and dropped before the next (never a list of every event of the body).
+_PARSE_PIECE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunks:
+    """The JSON objects of a body's events, as far as ``MAX_JUDGED_EVENT_BYTES`` of event
+    data go, and how many events past it were left out."""
+
+    kept: tuple[Mapping[str, Any], ...]
+    left_out: int
+
+    def note(self) -> str:
+        return (
+            f"{self.left_out} events past the first {MAX_JUDGED_EVENT_BYTES} bytes of event "
+            "data were not kept: the variant's own checks did not run"
+        )
+
+
+def _chunks(body: bytes) -> _Chunks:
+    """The JSON object of each event of ``body`` (bounded by ``--max-bytes``), parsed no
+    further than ``MAX_JUDGED_EVENT_BYTES`` of event data."""
     parser = EventParser()
-    events = parser.feed(body)
+    kept: list[Mapping[str, Any]] = []
+    size = left_out = 0
+    for start in range(0, len(body), _PARSE_PIECE_BYTES):
+        for event in parser.feed(body[start : start + _PARSE_PIECE_BYTES]):
+            if left_out or size + len(event.data) > MAX_JUDGED_EVENT_BYTES:
+                left_out += 1
+                continue
+            size += len(event.data)
+            try:
+                value = json.loads(event.data)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                kept.append(value)
     parser.close()
-    chunks: list[Mapping[str, Any]] = []
-    for event in events:
-        try:
-            value = json.loads(event.data)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            chunks.append(value)
-    return tuple(chunks)
+    return _Chunks(tuple(kept), left_out)
 
 
 def _capped(findings: Iterable[VariantFinding]) -> tuple[VariantFinding, ...]:
@@ -1031,10 +1136,17 @@ def _run_stream(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     if not read.is_event_stream:
         return _refused(variant, request, read)
     findings = _stream_findings(read)
-    exchange = Exchange(request, RequestFacts(request), _chunks(read.body))
-    more, not_exercised = _variant_checks(endpoint.battery, variant, exchange)
-    findings += more
+    chunks = _chunks(read.body)
     requests = 1
+    if chunks.left_out:
+        # Judging a part of the stream would make up findings (a finish, a choice, a
+        # tool call past the part): the engine's findings and the outcome stand alone.
+        timing = (read.time_to_first_byte, read.max_gap, read.duration)
+        judged = _judge(variant, request, findings, settings, requests, chunks.note(), timing)
+        return replace(judged, note=chunks.note())
+    exchange = Exchange(request, RequestFacts(request), chunks.kept)
+    more, not_exercised = _variant_checks(endpoint.battery, variant, exchange)
+    findings = _counted_once(findings + more, exchange)
     if settings.twin and variant.twin_ignores is not None:
         requests += 1
         findings += _twin_findings(endpoint, variant, request, read.body)
@@ -1076,19 +1188,21 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
         requests += 1
         try:
             read = endpoint.stream(request if abort else health, abort_after_content=abort)
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, MaxTimeSpent) as exc:
+            if number == 0:
+                raise  # the abort's own request: nothing was aborted yet
             if step == "cycle":
                 what = f"open/close cycle {number - 1} of {ABORT_CYCLES}"
             elif number == 1:
                 what = "the health request after the abort"
             else:
                 what = f"the health request after {ABORT_CYCLES} open/close cycles"
-            findings.append(
-                _found(
-                    "hang_after_abort",
-                    f"{what} got no answer within --timeout {settings.timeout:g} s",
-                )
+            within = (
+                str(exc).removeprefix("no response head ")
+                if isinstance(exc, MaxTimeSpent)
+                else f"within --timeout {settings.timeout:g} s"
             )
+            findings.append(_found("hang_after_abort", f"{what} got no answer {within}"))
             break
         if not read.is_event_stream:
             if number == 0:
@@ -1098,8 +1212,10 @@ def _run_abort(endpoint: _Endpoint, variant: Variant) -> VariantResult:
             )
             continue
         if number == 0 and read.stopped != "abort":
-            # The stream ended before any content: there was nothing to leave.
+            # No content to leave after: the stream ended, or a bound stopped its read.
             not_exercised = "the stream ended before its first content"
+            if read.stopped is not None and read.stopped.startswith("--max-"):
+                not_exercised = f"no content before the read stopped at {read.stopped}"
             break
         if not abort:
             findings += _stream_findings(read)
@@ -1134,7 +1250,7 @@ def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
     reads: list[StreamRead | BaseException | None] = [None] * len(requests)
 
     def one(k: int) -> None:
-        with endpoint.httpx.Client(timeout=settings.timeout) as client:
+        with endpoint.new_client(settings.timeout) as client:
             try:
                 reads[k] = endpoint.stream(requests[k], client=client)
             except Exception as exc:  # reported below, per stream
@@ -1161,7 +1277,8 @@ def _run_concurrent(endpoint: _Endpoint, variant: Variant) -> VariantResult:
                     finding.rule, finding.severity, f"stream {k}: {finding.message}", finding.source
                 )
             )
-        chunks = _chunks(read.body)
+        # A part of the stream still shows a shared id or another stream's marker.
+        chunks = _chunks(read.body).kept
         for stream_id in {c.get("id") for c in chunks if isinstance(c.get("id"), str)}:
             if stream_id in ids:
                 findings.append(
@@ -1203,14 +1320,19 @@ def run_conformance(
     read: StreamReader,
     shown_endpoint: str,
     on_result: Callable[[VariantResult], None] | None = None,
+    new_client: Callable[[float], Any] | None = None,
+    request_budget: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> RunSummary:
     """Run ``variants`` one at a time against the endpoint, each ``settings.repeat``
     times, each stream read by ``read``; ``shown_endpoint`` is the endpoint as the report
     shows it (no credentials). A variant whose requests would pass ``--max-requests`` or
-    ``--budget-tokens`` is skipped, not run. Needs httpx."""
+    ``--budget-tokens`` is skipped, not run. ``new_client`` makes each httpx client of
+    the run from ``--timeout`` (by default a plain one); ``request_budget`` bounds the
+    requests made outside ``read`` (``--twin``'s answers) as ``read`` bounds its own.
+    Needs httpx."""
     import httpx
 
-    endpoint = _Endpoint(httpx, settings, read)
+    endpoint = _Endpoint(httpx, settings, read, new_client, request_budget)
     results: list[VariantResult] = []
     try:
         for variant in variants:
@@ -1226,19 +1348,15 @@ def run_conformance(
                     settings.budget_tokens, endpoint.sent_tokens + tokens
                 )
                 sent, retried = endpoint.sent, len(endpoint.retries)
+                endpoint.variant, endpoint.shown_endpoint = variant.name, shown_endpoint
+                endpoint.captures = []
                 runs = [_run_once(httpx, endpoint, variant) for _ in range(settings.repeat)]
-                captures: tuple[str, ...] = ()
-                if settings.save is not None:
-                    captures = _write_captures(
-                        settings.save, variant.name, endpoint.captured, shown_endpoint, settings
-                    )
-                    endpoint.captured.clear()
                 result = replace(
                     _combined(runs),
                     requests=endpoint.sent - sent,
                     retries=tuple(endpoint.retries[retried:]),
                     bodies=tuple(endpoint.bodies[sent:]),
-                    captures=captures,
+                    captures=tuple(endpoint.captures),
                 )
             results.append(result)
             if on_result is not None:
@@ -1286,6 +1404,9 @@ def _run_once(httpx: Any, endpoint: _Endpoint, variant: Variant) -> VariantResul
         request = endpoint.battery.request(variant, endpoint.settings.model)
         reason = f"not re-judged offline: {exc}"
         return VariantResult(variant.name, VariantOutcome.SKIPPED, reason, request, (), 0)
+    except MaxTimeSpent as exc:
+        request = endpoint.battery.request(variant, endpoint.settings.model)
+        return VariantResult(variant.name, VariantOutcome.ERROR, str(exc), request, (), 1)
     except httpx.HTTPError as exc:
         request = endpoint.battery.request(variant, endpoint.settings.model)
         reason = f"request failed: {type(exc).__name__}"
@@ -1464,6 +1585,11 @@ _CAPTURE_NAME = re.compile(r"[a-z0-9_]{1,64}(-[0-9]{1,6})?\.jsonl")
 SAVED_SUMMARY = "conformance.json"
 
 
+class MaxTimeSpent(Exception):
+    """The reader's ``--max-time`` passed before the response head arrived (a head sent
+    byte by byte): the request has nothing to judge; the message says so."""
+
+
 class NotReplayable(Exception):
     """``--replay``: a request of the saved run has no capture to read again."""
 
@@ -1473,35 +1599,31 @@ def capture_name(variant: str, k: int) -> str:
     return f"{variant}.jsonl" if k == 1 else f"{variant}-{k}.jsonl"
 
 
-def _write_captures(
-    directory: Path,
+def _write_capture(
+    path: Path,
     variant: str,
-    captured: Sequence[tuple[Mapping[str, Any], StreamRead]],
+    body: Mapping[str, Any],
+    read: StreamRead,
     endpoint: str,
     settings: RunSettings,
-) -> tuple[str, ...]:
-    """Write each stream a variant read in probe's capture format (``probe --save``'s
+) -> None:
+    """Write one stream a variant read in probe's capture format (``probe --save``'s
     header, with what ``--replay`` needs besides: the request, how the read ended)."""
-    names = []
-    for k, (body, read) in enumerate(captured, start=1):
-        name = capture_name(variant, k)
-        header = {
-            "url": endpoint,
-            "status": read.status,
-            "content_type": read.content_type,
-            "protocol": settings.protocol,
-            "variant": variant,
-            "request": body,
-            "content_encoding": read.content_encoding,
-            "content_length": read.content_length,
-            "end": read.end,
-            "cause": read.cause,
-            "stopped": read.stopped,
-        }
-        with open(directory / name, "w", encoding="utf-8") as out:
-            write_capture(out, header, read.arrivals)
-        names.append(name)
-    return tuple(names)
+    header = {
+        "url": endpoint,
+        "status": read.status,
+        "content_type": read.content_type,
+        "protocol": settings.protocol,
+        "variant": variant,
+        "request": body,
+        "content_encoding": read.content_encoding,
+        "content_length": read.content_length,
+        "end": read.end,
+        "cause": read.cause,
+        "stopped": read.stopped,
+    }
+    with open(path, "w", encoding="utf-8") as out:
+        write_capture(out, header, read.arrivals)
 
 
 def saved_json(summary: RunSummary, settings: RunSettings) -> dict[str, Any]:
@@ -1516,13 +1638,25 @@ def saved_json(summary: RunSummary, settings: RunSettings) -> dict[str, Any]:
     return saved
 
 
+def _read_within(file: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``file``, read in pieces: ``read(limit)`` would allocate
+    the whole limit up front, however small the file."""
+    data = bytearray()
+    while len(data) < limit:
+        piece = file.read(min(_PARSE_PIECE_BYTES, limit - len(data)))
+        if not piece:
+            break
+        data += piece
+    return bytes(data)
+
+
 def load_saved(directory: Path) -> dict[str, Any]:
     """The ``conformance.json`` of a ``--save`` directory, checked for what ``--replay``
     reads; ``ValueError`` says what is wrong."""
     path = directory / SAVED_SUMMARY
     try:
         with open(path, "rb") as file:
-            data = file.read(MAX_SAVED_SUMMARY_BYTES + 1)
+            data = _read_within(file, MAX_SAVED_SUMMARY_BYTES + 1)
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror}") from None
     if len(data) > MAX_SAVED_SUMMARY_BYTES:
@@ -1582,7 +1716,7 @@ def replayed(saved: Mapping[str, Any], summary: RunSummary) -> RunSummary:
                 why = f"not re-judged offline: no capture (live: {shown.get('outcome')})"
             request = chosen.request(variant, summary.model)
             result = VariantResult(name, VariantOutcome.SKIPPED, why, request, (), 0)
-        notes = []
+        notes = [result.note] if result.note else []
         if variant.kind == "abort":
             notes.append(
                 "the health requests are judged again from their captures; how long they "

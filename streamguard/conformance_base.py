@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from streamguard.report import Severity
 from streamguard.request import RequestFacts
@@ -287,9 +288,13 @@ class Battery:
 
     def url(self, base_url: str) -> str:
         """The endpoint's URL for a base URL (``http://host/v1``), or the URL itself when
-        it already names the endpoint."""
-        url = base_url.rstrip("/")
-        return url if url.endswith(self.path) else f"{url}{self.path}"
+        it already names the endpoint. The path goes after the base URL's path, before its
+        query, which is kept (Azure's ``?api-version=``)."""
+        parts = urlsplit(base_url)
+        path = parts.path.rstrip("/")
+        if not path.endswith(self.path):
+            path += self.path
+        return urlunsplit(parts._replace(path=path))
 
     def request(self, variant: Variant, model: str) -> dict[str, Any]:
         """The body ``variant`` sends."""

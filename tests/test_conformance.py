@@ -222,16 +222,34 @@ def test_an_ignored_option_is_a_warning(
     assert code == 1
 
 
-def test_an_ignored_n_fails_by_the_engine(capsys: pytest.CaptureFixture[str]) -> None:
-    """One choice for ``n: 2`` is more than a missing feature: the request asked for two,
-    and the engine (with the request's facts) misses the finish of choice 1."""
-    code, report = run(capsys, FakeState(ignore=frozenset({"n"})), "--variants", "n2")
+def test_an_ignored_n_is_counted_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """One choice for ``n: 2`` (a gateway that drops ``n``) is one cause: one
+    ``feature_ignored``, as for ``logprobs``. Before, the engine (told ``n``) also reported
+    the finish of choice 1 missing, an error counting the same dropped parameter again."""
+    state = FakeState(ignore=frozenset({"n"}))
+    code, report = run(capsys, state, "--variants", "n2")
     [variant] = report["variants"]
-    assert {(f["rule"], f["severity"]) for f in variant["findings"]} == {
-        ("missing_finish_reason", "error"),
-        ("feature_ignored", "warning"),
-    }
-    assert code == 1
+    assert [(f["rule"], f["severity"]) for f in variant["findings"]] == [
+        ("feature_ignored", "warning")
+    ]
+    assert (variant["outcome"], code) == ("pass", 0)
+    code, report = run(capsys, state, "--variants", "n2", "--fail-on", "warning")
+    assert (outcomes(report), code) == ({"n2": "fail"}, 1)
+
+
+def test_an_ignored_n_with_an_unfinished_choice_keeps_the_engine_finding() -> None:
+    """Choice 0 without a finish is a second cause: the engine's finding stays."""
+    from streamguard.conformance import Exchange, VariantFinding, _counted_once
+    from streamguard.report import Severity
+
+    request = {"n": 2}
+    engine = VariantFinding("missing_finish_reason", Severity.ERROR, "m", "engine")
+    content = {"index": 0, "delta": {"content": "x"}, "finish_reason": None}
+    finished = {**content, "finish_reason": "stop"}
+    for choices, kept in (([content], [engine]), ([content, finished], [])):
+        chunks = tuple({"choices": [choice]} for choice in choices)
+        exchange = Exchange(request, RequestFacts(request), chunks)
+        assert _counted_once([engine], exchange) == kept
 
 
 def test_a_behaviour_the_model_did_not_show_is_not_exercised(
