@@ -1056,12 +1056,16 @@ def _bounded_client(httpx: Any, timeout: float) -> Any:
     """An httpx client (``timeout`` per socket wait) whose requests ``_read_budget`` bounds
     overall. httpx has no public way to hand its pool a network backend (httpcore's pool
     takes one): the transport's pool is reached by its private name, and a test of a head
-    sent byte by byte fails if a new httpx moves it."""
+    sent byte by byte fails if a new httpx moves it. Where it has moved, the client is
+    httpx's own (``--timeout`` per wait, ``--max-time`` checked as chunks arrive), so the
+    command still runs."""
     import httpcore
 
     transport = httpx.HTTPTransport()
-    pool = transport._pool
-    pool._network_backend = _DeadlineBackend(pool._network_backend, httpcore)
+    pool: Any = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is not None:
+        pool._network_backend = _DeadlineBackend(backend, httpcore)
     return httpx.Client(timeout=timeout, transport=transport)
 
 

@@ -447,3 +447,35 @@ def test_the_body_budget_runs_on_the_reader_clock(server: Misbehaving) -> None:
 def test_the_head_budget_runs_on_the_reader_clock(server: Misbehaving) -> None:
     with pytest.raises(conformance.MaxTimeSpent, match="no response head within --max-time 5 s"):
         chat_read(server, "head", ticking(1.0))
+
+
+def test_a_client_without_the_private_pool_still_runs(
+    server: Misbehaving, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a newer httpx has moved the pool the deadline backend is put in, the client
+    is httpx's own: the read still runs, bounded as chunks arrive."""
+    import httpx
+
+    original = httpx.HTTPTransport
+
+    class Moved(original):
+        def __init__(self) -> None:
+            super().__init__()
+            del self._pool  # (the attribute moved)
+            self._pool_moved = original()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            return self._pool_moved.handle_request(request)
+
+        def close(self) -> None:
+            self._pool_moved.close()
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.close()
+
+    monkeypatch.setattr(httpx, "HTTPTransport", Moved)
+    read = chat_read(server, "trickle", ticking(0.25))
+    assert (read.outcome.value, read.stopped) == ("client_disconnect", "--max-time 5")
