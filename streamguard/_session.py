@@ -532,7 +532,9 @@ class StreamSession:
             )
             if found:
                 self.emit(found)
-        except Exception as exc:
+        except BaseException as exc:  # (a plugin's checker may raise anything)
+            if is_cancellation(exc):
+                raise
             self.fail("check", exc)
 
     def emit(self, found: Sequence[Finding]) -> None:
@@ -552,7 +554,9 @@ class StreamSession:
             return
         try:
             found = monitor.poll()
-        except Exception as exc:
+        except BaseException as exc:  # (a plugin's checker may raise anything)
+            if is_cancellation(exc):
+                raise
             self.fail("poll", exc)
             return
         if found:
@@ -591,7 +595,9 @@ class StreamSession:
             report = monitor.finish(
                 end, cause=cause, emit=self.emit, server_stopping=server_stopping
             )
-        except Exception as exc:
+        except BaseException as exc:  # (a plugin's checker may raise anything)
+            if is_cancellation(exc):
+                raise
             self.fail("finish", exc)
             report = monitor.fallback_report(end)
         if relay is None:

@@ -57,6 +57,7 @@ from streamguard._session import (
     StreamSession,
     classify_end,
     configure,
+    is_cancellation,
     link_upstream,
     read_head,
 )
@@ -171,7 +172,9 @@ class UpstreamSeam(Seam):
         """``response``, its body tapped when it is an event stream worth watching."""
         try:
             session = self._start(request, response, started_at, sync)
-        except Exception as exc:
+        except BaseException as exc:  # (a plugin's checker is built here)
+            if is_cancellation(exc):
+                raise
             self.errors("decide", exc, UNKNOWN_ROUTE, "unknown")
             return response
         if session is not None:

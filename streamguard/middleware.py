@@ -272,7 +272,9 @@ class _Exchange(StreamSession):
             if self._peeking:
                 try:
                     self._peek_request(message)
-                except Exception as exc:
+                except BaseException as exc:  # (a plugin's request reader may raise anything)
+                    if is_cancellation(exc):
+                        raise
                     self._stop_peeking("reading the request body failed: request checks skipped")
                     self._seam.errors("receive", exc, self.route, "unknown")
         elif kind == "http.disconnect":
@@ -284,7 +286,11 @@ class _Exchange(StreamSession):
             # The per-frame path: a body message with more to come, fed by compiled code.
             try:
                 found = monitor.feed_body(message)
-            except Exception as exc:
+            except BaseException as exc:
+                # A checker may be a plugin's, which may raise anything: all but the task's
+                # cancellation is contained (docs/plugins.md, "The boundary").
+                if is_cancellation(exc):
+                    raise
                 found = ()
                 self.fail("check", exc)
             if found is not None:
@@ -320,7 +326,9 @@ class _Exchange(StreamSession):
                             )
                             if found:
                                 self.emit(found)
-                        except Exception as exc:
+                        except BaseException as exc:  # (as above)
+                            if is_cancellation(exc):
+                                raise
                             self.fail("check", exc)
             elif message["type"] == "http.response.pathsend":
                 body_ended = True
@@ -329,7 +337,9 @@ class _Exchange(StreamSession):
             self.decided = True
             try:
                 self._decide(message)
-            except Exception as exc:
+            except BaseException as exc:  # (a plugin's checker is built here)
+                if is_cancellation(exc):
+                    raise
                 self.fail("decide", exc)  # counted; a stream already open is reported
             # _decide took the facts the checks need, if any; a body read from now on
             # comes too late for them.

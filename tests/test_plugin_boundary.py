@@ -1,0 +1,174 @@
+"""The plugin boundary (issue 44): whatever a protocol of one's own does, the stream is
+delivered whole, the fault is counted once and logged without its message, and streamguard
+goes on (docs/plugins.md, docs/reliability.md "Plugin boundary")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+import pytest
+from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
+
+from streamguard import Outcome, StreamGuardMiddleware, StreamReport
+from streamguard.protocols import (
+    OTHER,
+    TERMINAL,
+    Checker,
+    ProtocolSpec,
+    Signal,
+    register,
+    terminated_lifecycle,
+    unregister,
+)
+from streamguard.report import Finding
+from streamguard.sse import Event
+
+from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+
+
+class PluginPanic(BaseException):
+    """Neither an ``Exception`` nor a cancellation: what a plugin may raise all the same."""
+
+
+class _Faults:
+    """Where the faulty plugin raises, and what (set by each test, reset after it)."""
+
+    error: type[BaseException] | None = None
+    #: ``init``, ``event`` (at ``at_event``) or ``end``.
+    where = "event"
+    at_event = 2
+
+
+class FaultyChecker(Checker):
+    """``event: done`` ends the stream; raises ``_Faults.error`` where ``_Faults`` says."""
+
+    name = "faulty_plugin"
+    LIFECYCLE = terminated_lifecycle(terminal="the `done` event")
+    RAISES: ClassVar[frozenset[Any]] = frozenset()
+
+    def __init__(self, request: Any = None, path: str | None = None) -> None:
+        super().__init__(request, path)
+        if _Faults.error is not None and _Faults.where == "init":
+            raise _Faults.error()
+
+    def is_terminal(self, event: Event) -> bool:
+        return event.event == "done"
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        if _Faults.error is not None and _Faults.where == "event" and index == _Faults.at_event:
+            raise _Faults.error()
+        finding = self.advance(TERMINAL if event.event == "done" else OTHER, event, index)
+        return () if finding is None else (finding,)
+
+    def check_end(self, events: int, offset: int) -> Sequence[Finding]:
+        if _Faults.error is not None and _Faults.where == "end":
+            raise _Faults.error()
+        return ()
+
+
+FAULTY = ProtocolSpec(
+    name=FaultyChecker.name,
+    checker=FaultyChecker,
+    summary="a plugin that raises on cue",
+    event_names=frozenset({"tick", "done"}),
+)
+
+
+@pytest.fixture
+def faulty() -> Iterator[type[_Faults]]:
+    register(FAULTY)
+    try:
+        yield _Faults
+    finally:
+        _Faults.error, _Faults.where, _Faults.at_event = None, "event", 2
+        unregister(FAULTY.name)
+
+
+def _ticks(count: int, *, done: bool = True) -> list[dict[str, Any]]:
+    """A stream of ``count`` ticks (about 267 bytes each), then ``done``, one per message."""
+    frames = [
+        body(f"event: tick\ndata: {{\"n\": {n}, \"pad\": \"{'x' * 230}\"}}\n\n".encode())
+        for n in range(count)
+    ]
+    if done:
+        frames.append(body(b"event: done\ndata: {}\n\n"))
+    return [sse_start(), *frames, body(b"", more=False)]
+
+
+def _internal_error_lines(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [entry for entry in logs if entry["event"] == "streamguard_internal_error"]
+
+
+# -- 1. any exception that is not a cancellation is contained -------------------------------
+
+
+@pytest.mark.parametrize("error", [PluginPanic, KeyboardInterrupt, SystemExit, RuntimeError])
+@pytest.mark.parametrize("where", ["init", "event", "end"])
+def test_a_checker_raising_any_base_exception_is_contained(
+    faulty: type[_Faults], where: str, error: type[BaseException]
+) -> None:
+    """A plugin checker raising a ``BaseException`` that is no cancellation (in its
+    constructor, on an event, at the end): the whole stream reaches the client, one
+    internal error is counted and logged, and that stream alone is no longer checked."""
+    faulty.error, faulty.where = error, where
+    steps = _ticks(40)
+    registry = CollectorRegistry()
+    reports: list[StreamReport] = []
+    middleware = StreamGuardMiddleware(
+        ScriptedApp(steps),
+        protocol=FaultyChecker.name,
+        metrics=registry,
+        on_report=reports.append,
+    )
+    with capture_logs() as logs:
+        recorder, raised = run(middleware)
+    assert raised is None
+    assert recorder.sent == steps  # every byte, in the same messages
+    assert middleware.internal_errors == 1
+    [line] = _internal_error_lines(logs)
+    assert line["error"].startswith(error.__name__)
+    # (A checker that cannot be built fails before the stream is labelled with it.)
+    protocol = "unknown" if where == "init" else FaultyChecker.name
+    labels = {"route": "__unknown__", "protocol": protocol}
+    assert registry.get_sample_value("streamguard_internal_errors_total", labels) == 1
+    if where != "init":  # (a checker that cannot be built leaves no stream to report)
+        [report] = reports
+        assert report.internal_error is not None and report.inspected is False
+        assert report.outcome is Outcome.COMPLETED
+    # The next stream is watched as usual.
+    faulty.error = None
+    reports.clear()
+    run(middleware)
+    assert reports[0].internal_error is None and reports[0].inspected
+    assert middleware.internal_errors == 1
+
+
+def test_a_cancellation_a_checker_raises_still_propagates(faulty: type[_Faults]) -> None:
+    """Cancellation is the task's, not the plugin's: it is not swallowed."""
+    import asyncio
+
+    faulty.error = asyncio.CancelledError
+    middleware = StreamGuardMiddleware(
+        ScriptedApp(_ticks(5)), protocol=FaultyChecker.name, metrics=False
+    )
+    _, raised = run(middleware)
+    assert isinstance(raised, asyncio.CancelledError)
+
+
+def test_a_last_body_message_whose_check_raises_is_delivered(faulty: type[_Faults]) -> None:
+    """The last body message takes the other path through ``send``: contained there too."""
+    faulty.error, faulty.at_event = PluginPanic, 1
+    frames = b"event: tick\ndata: {}\n\n" * 3
+    steps = [sse_start(), body(frames, more=False)]
+    middleware = StreamGuardMiddleware(
+        ScriptedApp(steps), protocol=FaultyChecker.name, metrics=False
+    )
+    recorder, raised = run(middleware)
+    assert raised is None
+    assert recorder.sent == steps
+    assert middleware.internal_errors == 1
+
+
+_ = (Recorder, http_scope, Signal)
