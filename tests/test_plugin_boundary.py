@@ -89,7 +89,7 @@ def faulty() -> Iterator[type[_Faults]]:
 def _ticks(count: int, *, done: bool = True) -> list[dict[str, Any]]:
     """A stream of ``count`` ticks (about 267 bytes each), then ``done``, one per message."""
     frames = [
-        body(f"event: tick\ndata: {{\"n\": {n}, \"pad\": \"{'x' * 230}\"}}\n\n".encode())
+        body(f'event: tick\ndata: {{"n": {n}, "pad": "{"x" * 230}"}}\n\n'.encode())
         for n in range(count)
     ]
     if done:
@@ -135,13 +135,15 @@ def test_a_checker_raising_any_base_exception_is_contained(
     assert registry.get_sample_value("streamguard_internal_errors_total", labels) == 1
     if where != "init":  # (a checker that cannot be built leaves no stream to report)
         [report] = reports
-        assert report.internal_error is not None and report.inspected is False
+        assert report.internal_error is not None
+        assert report.inspected is False
         assert report.outcome is Outcome.COMPLETED
     # The next stream is watched as usual.
     faulty.error = None
     reports.clear()
     run(middleware)
-    assert reports[0].internal_error is None and reports[0].inspected
+    assert reports[0].internal_error is None
+    assert reports[0].inspected
     assert middleware.internal_errors == 1
 
 
