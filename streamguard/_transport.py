@@ -198,6 +198,7 @@ class UpstreamSeam(Seam):
         label, spec = route
         protocol = spec.protocol if spec is not None else self.config.protocol
         facts, note = self._request_facts(request, protocol)
+        self.count_reader_faults(facts, label or UNKNOWN_ROUTE, protocol)
         facts = add_http_facts(facts, request.method, request.headers.raw)
         monitor = StreamMonitor(
             protocol,

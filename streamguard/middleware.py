@@ -472,6 +472,7 @@ class _Exchange(StreamSession):
 
     def _reduce_request(self, body: bytes | bytearray) -> None:
         self._request = request_facts(body, self._seam.config.request_peek_bytes)
+        self._seam.count_reader_faults(self._request[0], self.route, "unknown")
         self._request_body = None
         self._peeking = False
 

@@ -28,12 +28,13 @@ from enum import Enum
 from typing import Any, Final
 
 from streamguard import rules
+from streamguard._faults import error_name
 from streamguard._wire import describe, token
 from streamguard.liveness import Liveness, LivenessLimits
 from streamguard.protocols import AUTO, PlainSSEChecker, make_checker
 from streamguard.protocols._base import Checker
 from streamguard.protocols._skeleton import MAX_SKELETON_CHARS, Entry, ShapeCache
-from streamguard.protocols.auto import Detector
+from streamguard.protocols.auto import Detector, Fault
 from streamguard.report import Finding, Outcome, StreamReport
 from streamguard.request import RequestFacts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
@@ -181,6 +182,7 @@ class StreamMonitor:
         "_dropped",
         "_events",
         "_excerpt_chars",
+        "_faults",
         "_findings",
         "_held",
         "_inspecting",
@@ -224,6 +226,7 @@ class StreamMonitor:
         self._detector: Detector | None = None
         self._checker: Checker | None = None
         self._protocol_source = "configured"
+        detector: Detector | None = None
         if protocol != AUTO:
             self._checker = make_checker(protocol, request, path, json_data=json_data)
         else:
@@ -233,10 +236,15 @@ class StreamMonitor:
             self._checker = detector.checker
             if detector.checker is None:
                 self._detector = detector
+        #: The faults contained on this stream that the seam has yet to count
+        #: (``take_faults``): a plugin's detection signals that raised.
+        self._faults: list[Fault] | None = None
         self._on_event = on_event
         self.route = route
         #: Facts about how the stream was checked (``add_note``); a tuple, as most have none.
         self.notes: tuple[str, ...] = ()
+        if detector is not None and detector.faults is not None:
+            self._keep_faults(detector)
         self._parser = EventParser(max_event_bytes)
         #: The start of a frame, held for the next chunk instead of parsed (``_check``).
         self._held = b""
@@ -654,8 +662,34 @@ class StreamMonitor:
         detector = self._detector
         assert detector is not None
         found = detector.hold(event, index)
+        if detector.faults is not None:
+            self._keep_faults(detector)
         self._adopt(detector)
         return found
+
+    def _keep_faults(self, detector: Detector) -> None:
+        """Take the faults of the detector's signals (each was no match): for the seam to
+        count, and said on the report."""
+        faults = detector.faults
+        if not faults:
+            return
+        detector.faults = None
+        kept = self._faults
+        if kept is None:
+            kept = self._faults = []
+        for where, error in faults:
+            kept.append((where, error))
+            self.add_note(f"the {where} raised ({error.partition(' ')[0]}): no match")
+
+    def take_faults(self) -> list[Fault]:
+        """The faults contained on this stream since the last call, as ``(where, error)``
+        (``protocols.auto.Fault``), for the seam to count as internal errors: the stream
+        is still checked."""
+        faults = self._faults
+        if faults is None:
+            return []
+        self._faults = None
+        return faults
 
     def _adopt(self, detector: Detector) -> None:
         """Take the detector's checker once it decided."""
@@ -832,6 +866,7 @@ class StreamMonitor:
         detector = self._detector
         if pending is not None and detector is not None:
             found.extend(detector.decide_by(pending))
+            self._keep_faults(detector)
             self._adopt(detector)
         found.extend(last)
         if not parser.inspecting:  # close() can still find the last event too large
@@ -933,18 +968,6 @@ def _charset(content_type: str) -> str | None:
         if key.strip().lower() == "charset":
             return value.strip().strip('"')
     return None
-
-
-def error_name(exc: BaseException) -> str:
-    """An exception as its type and where it was raised; its message may quote the wire."""
-    traceback = exc.__traceback__
-    while traceback is not None and traceback.tb_next is not None:
-        traceback = traceback.tb_next
-    if traceback is None:
-        return type(exc).__name__
-    code = traceback.tb_frame.f_code
-    where = f"{code.co_filename.rsplit('/', 1)[-1]}:{traceback.tb_lineno}"
-    return f"{type(exc).__name__} in {code.co_name} ({where})"
 
 
 def _cause_name(cause: BaseException | None, default: str) -> str:

@@ -5,6 +5,7 @@ goes on (docs/plugins.md, docs/reliability.md "Plugin boundary")."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -23,9 +24,12 @@ from streamguard.protocols import (
     unregister,
 )
 from streamguard.report import Finding
+from streamguard.request import RequestFact, RequestFacts
 from streamguard.sse import Event
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class PluginPanic(BaseException):
@@ -173,4 +177,119 @@ def test_a_last_body_message_whose_check_raises_is_delivered(faulty: type[_Fault
     assert middleware.internal_errors == 1
 
 
-_ = (Recorder, http_scope, Signal)
+# -- 2. a plugin's other hooks: signals and request readers ----------------------------------
+
+CHAT = (ROOT / "tests/fixtures/openai_chat/clean-2024-no-usage-field.sse").read_bytes()
+#: What a plugin's exception says; it must never reach a log line (it may quote the wire).
+SECRET = "the-plugin-s-message"
+
+
+def _raising_signal(*args: object) -> bool:
+    raise PluginPanic(SECRET)
+
+
+def _raising_reader(body: object, facts: dict[str, Any], attributes: dict[str, Any]) -> None:
+    facts["faulty_fact"] = "half-read"
+    raise PluginPanic(SECRET)
+
+
+class _SignalChecker(Checker):
+    name = "faulty_signals"
+
+
+@pytest.mark.parametrize("hook", ["headers", "paths", "events"])
+def test_a_raising_detection_signal_is_no_match_and_detection_goes_on(hook: str) -> None:
+    """A plugin's signal that raises, tried before every built-in one (rank 5), is treated
+    as no match for that stream: the built-in protocol is still detected and checked, the
+    report still made; the fault is counted once, as an internal error that names the
+    plugin and its hook, without the exception's message."""
+    spec = ProtocolSpec(
+        name=_SignalChecker.name,
+        checker=_SignalChecker,
+        summary="signals that raise",
+        **{hook: (Signal(5, _raising_signal),)},  # type: ignore[arg-type]
+    )
+    register(spec)
+    try:
+        frames = [body(frame + b"\n\n") for frame in CHAT.split(b"\n\n") if frame.strip()]
+        steps = [sse_start(), *frames, body(b"", more=False)]
+        registry = CollectorRegistry()
+        reports: list[StreamReport] = []
+        middleware = StreamGuardMiddleware(
+            ScriptedApp(steps), protocol="auto", metrics=registry, on_report=reports.append
+        )
+        path = "/stream" if hook == "events" else "/v1/chat/completions"
+        with capture_logs() as logs:
+            recorder, raised = run(middleware, http_scope("POST", path))
+    finally:
+        unregister(spec.name)
+    assert raised is None
+    assert recorder.sent == steps
+    [report] = reports
+    assert report.protocol == "openai_chat"
+    assert report.protocol_source == ("event" if hook == "events" else "path")
+    assert report.findings == ()
+    assert report.internal_error is None
+    assert report.inspected
+    assert middleware.internal_errors == 1
+    [line] = _internal_error_lines(logs)
+    assert line["where"] == f"{hook.removesuffix('s')} signal of faulty_signals"
+    assert line["error"].startswith("PluginPanic")
+    assert SECRET not in str(logs)
+    assert any("faulty_signals" in note for note in report.notes)
+
+
+def test_a_raising_request_reader_leaves_its_facts_out() -> None:
+    """A plugin's request reader that raises: its facts are left out, the other readers'
+    kept, the stream checked; the fault counted once, naming the plugin."""
+    spec = ProtocolSpec(
+        name=_SignalChecker.name,
+        checker=_SignalChecker,
+        summary="a reader that raises",
+        request_facts=(RequestFact(("faulty_fact",), _raising_reader),),
+    )
+    register(spec)
+    try:
+        frames = [body(frame + b"\n\n") for frame in CHAT.split(b"\n\n") if frame.strip()]
+        steps = ["receive", sse_start(), *frames, body(b"", more=False)]
+        reports: list[StreamReport] = []
+        middleware = StreamGuardMiddleware(
+            ScriptedApp(steps), protocol="auto", metrics=False, on_report=reports.append
+        )
+        incoming = [{"type": "http.request", "body": b'{"stream": true, "n": 2}'}]
+        with capture_logs() as logs:
+            recorder, raised = run(
+                middleware, http_scope("POST", "/v1/chat/completions"), Recorder(incoming)
+            )
+    finally:
+        unregister(spec.name)
+    assert raised is None
+    assert recorder.sent == [step for step in steps if step != "receive"]
+    [report] = reports
+    assert report.protocol == "openai_chat"
+    # The built-in readers still ran: the request asked for two choices, the stream
+    # finished one.
+    assert [finding.rule for finding in report.findings] == ["missing_finish_reason"]
+    assert middleware.internal_errors == 1
+    [line] = _internal_error_lines(logs)
+    assert line["where"] == "request fact reader of faulty_signals"
+    assert SECRET not in str(logs)
+
+
+def test_what_a_raising_reader_set_is_undone() -> None:
+    """The facts a reader set before it raised are not kept; the others' are."""
+    spec = ProtocolSpec(
+        name=_SignalChecker.name,
+        checker=_SignalChecker,
+        summary="a reader that raises",
+        request_facts=(RequestFact(("faulty_fact",), _raising_reader),),
+    )
+    register(spec)
+    try:
+        facts = RequestFacts({"stream": True, "n": 2})
+    finally:
+        unregister(spec.name)
+    assert dict(facts) == {"stream": True, "n": 2}
+    [(fact, error)] = facts.reader_faults
+    assert fact is spec.request_facts[0]
+    assert error.startswith("PluginPanic in _raising_reader")

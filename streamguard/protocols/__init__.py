@@ -82,6 +82,7 @@ __all__ = [
     "Signal",
     "load_plugins",
     "make_checker",
+    "reader_of",
     "register",
     "request_facts_read_by",
     "terminated_lifecycle",
@@ -207,6 +208,15 @@ def _request_facts(specs: list[ProtocolSpec]) -> list[RequestFact]:
                 setters[key] = spec.name
             read.append(fact)
     return read
+
+
+def reader_of(fact: RequestFact) -> str:
+    """The protocol that declares request fact ``fact`` (the first registered, for a fact
+    two protocols share), to name it when its reader fails; ``"unknown"`` if none does."""
+    for spec in _specs.values():
+        if any(fact is own for own in spec.request_facts):
+            return spec.name
+    return "unknown"
 
 
 def request_facts_read_by(protocol: str) -> tuple[RequestFact, ...] | None:
