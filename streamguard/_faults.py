@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["error_name", "is_cancellation"]
+__all__ = ["UndeclaredRule", "error_name", "is_cancellation"]
+
+
+class UndeclaredRule(ValueError):
+    """A protocol's checker made a finding of a rule its protocol does not declare (a
+    plugin's bug: ``RAISES`` is missing the rule, or the name came from the wire). The
+    finding is refused, and the stream's checking stops as on any other failure."""
 
 
 def is_cancellation(exc: BaseException) -> bool:

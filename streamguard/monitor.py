@@ -28,10 +28,10 @@ from enum import Enum
 from typing import Any, Final
 
 from streamguard import rules
-from streamguard._faults import error_name
+from streamguard._faults import UndeclaredRule, error_name
 from streamguard._wire import describe, token
 from streamguard.liveness import Liveness, LivenessLimits
-from streamguard.protocols import AUTO, PlainSSEChecker, make_checker
+from streamguard.protocols import AUTO, PLUGIN_RULES, PlainSSEChecker, make_checker
 from streamguard.protocols._base import Checker
 from streamguard.protocols._skeleton import MAX_SKELETON_CHARS, Entry, ShapeCache
 from streamguard.protocols.auto import Detector, Fault
@@ -565,6 +565,7 @@ class StreamMonitor:
                 if found and excerpts:
                     found = [replace(f, excerpt=self._excerpt(event.data)) for f in found]
             if found:
+                _vet(found, checker)
                 new.extend(found)
             index += 1
         self._events = index
@@ -609,6 +610,8 @@ class StreamMonitor:
         text = shapes.fitted_data
         event = self._parser.passed(len(data), entry.skeleton.name, text)
         found = checker.repeat_frame(event, index, entry, shapes.fitted_values)
+        if found:
+            _vet(found, checker)
         self._events = index + 1
         if self.first_event_at is None:
             self.first_event_at = now
@@ -774,7 +777,9 @@ class StreamMonitor:
             )
         undecided = self._detector is not None
         if end not in _ABORTS and self._inspecting:
-            found.extend(self._end_of_body(events, offset))
+            ended = self._end_of_body(events, offset)
+            _vet(ended, self._checker)  # (the parser's: rules of every stream, declared)
+            found.extend(ended)
         if end is StreamEnd.BODY_ENDED:
             # The body's end reached the server, so all that was fed did, including a
             # terminal only the end reveals (Gemini's "every candidate finished").
@@ -876,8 +881,9 @@ class StreamMonitor:
         if detector is not None:
             found.extend(detector.decide_plain())
             self._adopt(detector)
-        assert self._checker is not None
-        found.extend(self._checker.on_end(events, offset))
+        checker = self._checker
+        assert checker is not None
+        found.extend(checker.on_end(events, offset))
         return found
 
     def _last_activity(self) -> float:
@@ -956,6 +962,26 @@ def _unfinished_frame(data: bytes, start: int = 0) -> bool:
                 return False
         start = end + 1
     return True
+
+
+def _vet(found: Sequence[Finding], checker: Checker | None) -> None:
+    """Refuse the findings of a plugin's checker that name a rule its protocol does not
+    declare (``PLUGIN_RULES``): an ``UndeclaredRule`` before any of them is kept or handed
+    on, which the seam counts as the stream's internal error (and stops checking it). A
+    built-in checker's findings, and findings of no checker, are not looked up."""
+    if checker is None:
+        return
+    declared = PLUGIN_RULES.get(checker.name)
+    if declared is None:
+        return
+    for finding in found:
+        if finding.rule not in declared:
+            shown = finding.rule if finding.rule in rules.RULES else describe(finding.rule)
+            raise UndeclaredRule(
+                f"protocol {checker.name!r} made a finding of rule {shown}, which it does not "
+                "declare: add the rule to its checker's RAISES (and, if it is its own, to "
+                "its spec's rules)"
+            )
 
 
 def _is_short_number(value: str) -> bool:

@@ -12,9 +12,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
+from examples.job_progress_protocol import SPEC
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 from streamguard.protocols import (
     OTHER,
+    SPECS,
     TERMINAL,
     Checker,
     ProtocolSpec,
@@ -23,8 +25,11 @@ from streamguard.protocols import (
     terminated_lifecycle,
     unregister,
 )
-from streamguard.report import Finding
+from streamguard.report import Finding, Severity
 from streamguard.request import RequestFact, RequestFacts
+from streamguard.rule_docs import rule_doc
+from streamguard.rule_docs.markdown import rules_markdown
+from streamguard.rules import RULES, Rule
 from streamguard.sse import Event
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
@@ -293,3 +298,138 @@ def test_what_a_raising_reader_set_is_undone() -> None:
     [(fact, error)] = facts.reader_faults
     assert fact is spec.request_facts[0]
     assert error.startswith("PluginPanic in _raising_reader")
+
+
+# -- 3. rules: validated at registration, a finding of an undeclared rule refused -----------
+
+
+class _WireRuleChecker(Checker):
+    """Names its findings' rule after the event's data, as a careless plugin might."""
+
+    name = "wire_rules"
+    RAISES: ClassVar[frozenset[Any]] = frozenset()
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        return (Finding(f"rule_{event.data}", Severity.ERROR, f"event {index}", index),)
+
+
+class _UndeclaredJSONChecker(Checker):
+    """Parses its data (``invalid_json`` on a bad payload) without declaring the rule."""
+
+    name = "ticker"
+    RAISES: ClassVar[frozenset[Any]] = frozenset()
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        found: list[Finding] = []
+        self.parse_object(event, index, found)
+        return found
+
+
+@pytest.mark.parametrize("checker", [_WireRuleChecker, _UndeclaredJSONChecker])
+def test_a_finding_of_a_rule_the_protocol_does_not_declare_is_refused(
+    checker: type[Checker],
+) -> None:
+    """A plugin finding whose rule the protocol does not declare (a name from the wire, or a
+    catalog rule missing from ``RAISES``) is refused: not on the report, not logged as a
+    finding, no metric series; the stream's internal error counts it and its checking
+    stops. Three streams of 70 distinct wire values add no series."""
+    spec = ProtocolSpec(name=checker.name, checker=checker, summary="careless")
+    register(spec)
+    registry = CollectorRegistry()
+    reports: list[StreamReport] = []
+    try:
+        with capture_logs() as logs:
+            for stream in range(3):
+                frames = [body(f"data: {stream}-{n}\n\n".encode()) for n in range(70)]
+                steps = [sse_start(), *frames, body(b"", more=False)]
+                middleware = StreamGuardMiddleware(
+                    ScriptedApp(steps),
+                    protocol=checker.name,
+                    metrics=registry,
+                    on_report=reports.append,
+                )
+                recorder, raised = run(middleware)
+                assert raised is None
+                assert recorder.sent == steps
+    finally:
+        unregister(spec.name)
+    undeclared = {"invalid_json"} | {f"rule_{s}-{n}" for s in range(3) for n in range(70)}
+    series = [
+        sample
+        for metric in registry.collect()
+        if metric.name == "streamguard_violations"
+        for sample in metric.samples
+        if sample.labels["rule"] in undeclared
+    ]
+    assert series == []
+    assert not any(f.rule in undeclared for report in reports for f in report.findings)
+    assert not any(entry.get("rule") in undeclared for entry in logs)
+    assert [report.inspected for report in reports] == [False] * 3
+    labels = {"route": "__unknown__", "protocol": checker.name}
+    assert registry.get_sample_value("streamguard_internal_errors_total", labels) == 3
+    assert all(line["error"].startswith("UndeclaredRule") for line in _internal_error_lines(logs))
+
+
+def _spec(**fields: Any) -> ProtocolSpec:
+    class OwnRules(Checker):
+        name = "own_rules"
+
+    return ProtocolSpec(name="own_rules", checker=OwnRules, summary="x", **fields)
+
+
+GOOD_RULE = Rule("own_rule", Severity.WARNING, "A rule of its own.")
+GOOD_DOC = rule_doc("own_rule", meaning="m.", clients="c.", example="data: x", fix="f.")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"rules": (Rule("Own Rule!", Severity.WARNING, "x"),), "rule_docs": ()},
+            "rule names are snake_case",
+        ),
+        ({"rules": (Rule("r" * 65, Severity.WARNING, "x"),)}, "at most 64 characters"),
+        ({"rules": (GOOD_RULE,)}, "rule 'own_rule' has no rule_docs entry"),
+        ({"rule_docs": (GOOD_DOC,)}, "documents 'own_rule', which is not one of its rules"),
+        ({"rules": ("own_rule",)}, "rules must be Rule objects"),
+    ],
+)
+def test_register_refuses_rules_it_cannot_carry(fields: dict[str, Any], message: str) -> None:
+    """A rule name that would not do as a metric label, a rule without its docs (which
+    broke ``streamguard rules --format markdown``), a doc without its rule: refused with
+    a message that says what to change, and nothing kept."""
+    try:
+        with pytest.raises((ValueError, TypeError), match=message):
+            register(_spec(**fields))
+    finally:
+        if "own_rules" in SPECS:  # (before the fix: registered, and in every later test)
+            unregister("own_rules")
+    assert "own_rules" not in SPECS
+    assert "own_rule" not in RULES
+
+
+@pytest.mark.parametrize(
+    ("raises", "message"),
+    [
+        (frozenset({"invalid_json"}), "RAISES must be a frozenset of Rule objects"),
+        (["x"], "RAISES must be a frozenset of Rule objects"),
+    ],
+)
+def test_register_refuses_a_raises_that_is_not_rules(raises: object, message: str) -> None:
+    class BadRaises(Checker):
+        name = "bad_raises"
+        RAISES = raises  # type: ignore[assignment]
+
+    with pytest.raises(TypeError, match=message):
+        register(ProtocolSpec(name="bad_raises", checker=BadRaises, summary="x"))
+    assert "bad_raises" not in SPECS
+
+
+def test_the_rules_page_renders_with_a_plugin_registered() -> None:
+    """With the example's rules and docs registered, the markdown page has their sections."""
+    register(SPEC)
+    try:
+        page = rules_markdown()
+    finally:
+        unregister(SPEC.name)
+    assert "## `progress_went_back`" in page
