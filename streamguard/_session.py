@@ -278,6 +278,7 @@ class MonitorSettings(TypedDict):
     excerpt_chars: int
     liveness: LivenessLimits | None
     json_data: bool
+    checking_budget_s: float
 
 
 class Seam:
@@ -364,6 +365,7 @@ class Seam:
             excerpt_chars=logs.excerpt_chars if logs.content_excerpts else 0,
             liveness=self.limits_for(spec),
             json_data=spec is not None and spec.json_data,
+            checking_budget_s=config.checking_budget_ms / 1000,  # (0: none)
         )
 
     def limits_for(self, spec: RouteConfig | None) -> LivenessLimits | None:

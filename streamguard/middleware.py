@@ -106,6 +106,7 @@ class StreamGuardMiddleware:
         timers: TimerConfig | Mapping[str, Any] | None = None,
         logs: LogConfig | Mapping[str, Any] | None = None,
         sample_rate: float | None = None,
+        checking_budget_ms: float | None = None,
         zero_series_at_start: bool | None = None,
         metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,

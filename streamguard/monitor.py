@@ -21,6 +21,7 @@ first data line of the event the parser was left with decides the same way.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -35,11 +36,12 @@ from streamguard.protocols import AUTO, PLUGIN_RULES, PlainSSEChecker, make_chec
 from streamguard.protocols._base import Checker
 from streamguard.protocols._skeleton import MAX_SKELETON_CHARS, Entry, ShapeCache
 from streamguard.protocols.auto import Detector, Fault
-from streamguard.report import Finding, Outcome, StreamReport
+from streamguard.report import CHECKING_BUDGET, Finding, Outcome, StreamReport
 from streamguard.request import RequestFacts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
 
 __all__ = [
+    "CHECK_SHARE",
     "FEED_WINDOW",
     "MAX_KEPT_FINDINGS",
     "OUTCOMES",
@@ -77,6 +79,24 @@ FEED_WINDOW: Final = 64 * 1024
 #: stream is polled (``StreamMonitor.poll``: the middleware's sweeper polls a stream with
 #: timers every second or sooner, on asyncio; one not polled keeps them).
 REST_AFTER_S: Final = 1.0
+
+#: The checking-time budget's share: a stream may spend on its checking this fraction of
+#: its age, beyond the budget itself (``checking_budget_s``). Why a share and not only a
+#: total: a stream that lives for hours (an MCP notification stream) accumulates checking
+#: time however cheap its frames are, and must not lose its checks for it; what stalls a
+#: server is a stream whose checking takes the loop for long stretches. A tenth: the
+#: built-in checkers take 2 to 10 µs a frame in pure Python, so a stream would have to send
+#: 10,000 to 50,000 frames a second, sustained, to go past it (an LLM stream sends tens to
+#: hundreds); the 20 ms a frame of issue 44's plugin goes past it at any pace above five
+#: frames a second.
+CHECK_SHARE: Final = 0.1
+#: Within one chunk of many events, the clock is read every this many events (one read per
+#: chunk otherwise): how far past its budget a chunk of slow events can take a stream.
+_BUDGET_STRIDE: Final = 8
+#: ``_budget_left`` of a stream with no budget (offline: no server to protect), and of one
+#: whose checking stopped at its budget.
+_UNLIMITED: Final = math.inf
+_EXHAUSTED: Final = -math.inf
 
 Clock = Callable[[], float]
 #: Receives each dispatched event with its index (``StreamMonitor(on_event=...)``).
@@ -173,6 +193,7 @@ class StreamMonitor:
     """
 
     __slots__ = (
+        "_budget_left",
         "_bytes",
         "_checker",
         "_clock",
@@ -219,6 +240,7 @@ class StreamMonitor:
         confirms_delivery: bool = False,
         json_data: bool = False,
         on_event: EventCallback | None = None,
+        checking_budget_s: float = _UNLIMITED,
     ) -> None:
         if request is not None and type(request) is not RequestFacts:
             request = RequestFacts(request)  # only the bounded facts the checks read
@@ -240,6 +262,10 @@ class StreamMonitor:
         #: (``take_faults``): a plugin's detection signals that raised.
         self._faults: list[Fault] | None = None
         self._on_event = on_event
+        #: The checking time this stream may still spend beyond its share of its age
+        #: (``CHECK_SHARE``), in the clock's seconds: ``_UNLIMITED`` without a budget,
+        #: ``_EXHAUSTED`` once its checking stopped at it (``_spend``).
+        self._budget_left = checking_budget_s if checking_budget_s > 0 else _UNLIMITED
         self.route = route
         #: Facts about how the stream was checked (``add_note``); a tuple, as most have none.
         self.notes: tuple[str, ...] = ()
@@ -415,8 +441,23 @@ class StreamMonitor:
         if not self._inspecting:
             return ()
         if len(data) <= FEED_WINDOW:
-            return self._check(data, now)
+            found = self._check(data, now)
+            # The checking-time budget (``_spend``), inlined: one more clock read a chunk,
+            # and the share of the stream's age looked at only once the budget is spent.
+            left = self._budget_left
+            if left < _UNLIMITED:
+                at = self._clock()
+                left -= at - now
+                self._budget_left = left
+                if (
+                    left < 0.0
+                    and self._inspecting
+                    and left + CHECK_SHARE * (at - self.started_at) < 0.0
+                ):
+                    self._stop_at_budget()
+            return found
         held: list[Finding] = []
+        budgeted = self._budget_left < _UNLIMITED
         for start in range(0, len(data), FEED_WINDOW):
             found = self._check(data[start : start + FEED_WINDOW], now)
             if found:
@@ -424,9 +465,40 @@ class StreamMonitor:
                     held.extend(found)
                 else:
                     emit(found)
+            if budgeted and self._inspecting:
+                self._spend(now, start + FEED_WINDOW >= len(data))
             if not self._inspecting:
                 break  # the rest is counted, not checked
         return held
+
+    def _spend(self, since: float, done: bool) -> bool:
+        """Charge the checking of the chunk fed at ``since`` (so far, or ``done``) to the
+        stream's budget; past it (its ``checking_budget_s`` beyond ``CHECK_SHARE`` of its
+        age), stop checking the stream, note it and return True.
+
+        Measured with the monitor's clock (injectable: tests drive it), read once more per
+        chunk fed, after its checking (``feed`` inlines that), and every ``_BUDGET_STRIDE``
+        events within a chunk of more: a clock read per event would cost every healthy
+        frame. What cannot be measured this way is a single call that never returns (a
+        checker that loops): no code in the process can stop it."""
+        at = self._clock()
+        left = self._budget_left - (at - since)
+        if done:
+            self._budget_left = left
+        if left + CHECK_SHARE * (at - self.started_at) >= 0.0:
+            return False
+        self._stop_at_budget()
+        return True
+
+    def _stop_at_budget(self) -> None:
+        """The stream's checking went past its budget: only watch it from here."""
+        self._budget_left = _EXHAUSTED
+        self._inspecting = False
+        self.add_note(
+            f"checking stopped at event {self._events}: the stream's checking time went past "
+            "its budget (checking_budget_ms beyond a tenth of its age); from there its bytes "
+            "were counted and its outcome recorded, its frames not checked"
+        )
 
     def feed_body(self, message: object) -> Sequence[Finding] | None:
         """``feed`` for a server's usual ASGI message, a ``dict`` that is an
@@ -556,6 +628,10 @@ class StreamMonitor:
         first = index = self._events
         undecided = checker is None
         excerpts = self._excerpt_chars
+        # A chunk of many events looks at the budget as it goes (``_spend``).
+        stride = 0
+        if len(events) > _BUDGET_STRIDE and self._budget_left < _UNLIMITED:
+            stride = _BUDGET_STRIDE
         for event in events:
             if checker is None:
                 found = self._hold(event, index)  # replayed findings carry their excerpts
@@ -568,6 +644,9 @@ class StreamMonitor:
                 _vet(found, checker)
                 new.extend(found)
             index += 1
+            if stride and (index - first) % stride == 0 and self._spend(now, False):
+                index = first + len(events)  # the rest of the chunk: counted, not checked
+                break
         self._events = index
         if len(events) == 1 and checker is not None and data.endswith(b"\n"):
             shapes = checker.frame_cache
@@ -828,6 +907,8 @@ class StreamMonitor:
             emit(found)  # a sink failing here calls fail(): the report below says so
         dropped = self._dropped
         skipped: tuple[str, ...] = ()
+        if self._budget_left == _EXHAUSTED:
+            skipped += (CHECKING_BUDGET,)  # (its note was added when it stopped)
         if checker is not None and (self._inspecting or events):
             # Checks the request ruled out on frames that were checked: said, and counted.
             for reason, note in checker.checks_skipped():

@@ -4,6 +4,8 @@ goes on (docs/plugins.md, docs/reliability.md "Plugin boundary")."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -13,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from examples.job_progress_protocol import SPEC
-from streamguard import Outcome, StreamGuardMiddleware, StreamReport
+from streamguard import Outcome, StreamEnd, StreamGuardMiddleware, StreamMonitor, StreamReport
 from streamguard.protocols import (
     OTHER,
     SPECS,
@@ -158,8 +160,6 @@ def test_a_checker_raising_any_base_exception_is_contained(
 
 def test_a_cancellation_a_checker_raises_still_propagates(faulty: type[_Faults]) -> None:
     """Cancellation is the task's, not the plugin's: it is not swallowed."""
-    import asyncio
-
     faulty.error = asyncio.CancelledError
     middleware = StreamGuardMiddleware(
         ScriptedApp(_ticks(5)), protocol=FaultyChecker.name, metrics=False
@@ -433,3 +433,131 @@ def test_the_rules_page_renders_with_a_plugin_registered() -> None:
     finally:
         unregister(SPEC.name)
     assert "## `progress_went_back`" in page
+
+
+# -- 4. the checking-time budget --------------------------------------------------------------
+
+
+class _FakeClock:
+    """The seam's clock, moved only by the simulated cost of checking: the verdict never
+    depends on this machine's speed or load."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+CLOCK = _FakeClock()
+#: What one event costs the slow checker, in the fake clock's seconds.
+EVENT_COST_S = 0.020
+
+
+class _SlowChecker(Checker):
+    """A plugin whose every event costs 20 ms of (simulated) checking."""
+
+    name = "slow_plugin"
+    LIFECYCLE = terminated_lifecycle(terminal="the `done` event")
+    RAISES: ClassVar[frozenset[Any]] = frozenset()
+
+    def is_terminal(self, event: Event) -> bool:
+        return event.event == "done"
+
+    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+        CLOCK.now += EVENT_COST_S
+        finding = self.advance(TERMINAL if event.event == "done" else OTHER, event, index)
+        return () if finding is None else (finding,)
+
+
+class _TimedRecorder(Recorder):
+    """A server's side that notes, on the fake clock, when each message was sent."""
+
+    def __init__(self) -> None:
+        super().__init__(incoming=[{"type": "http.request", "body": b""}])
+        self.sent_at: list[float] = []
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent_at.append(CLOCK.now)
+        await super().send(message)
+
+
+@pytest.mark.parametrize("framing", ["one event per message", "all events in one message"])
+def test_a_slow_checker_cannot_stall_another_stream(framing: str) -> None:
+    """A plugin taking 20 ms an event on a stream of 400 events, sent without yielding to
+    the loop: before the budget, another stream waited 8 s (8.2 s in the issue's run); now
+    the slow stream's checking stops at its budget, the other stream's longest gap stays
+    under a second, and the slow stream is delivered whole and reported as stopped."""
+    spec = ProtocolSpec(name=_SlowChecker.name, checker=_SlowChecker, summary="slow")
+    register(spec)
+    ticks = [f"event: tick\ndata: {n}\n\n".encode() for n in range(400)]
+    if framing == "one event per message":
+        slow_frames = [body(tick) for tick in ticks]
+    else:
+        slow_frames = [body(b"".join(ticks))]
+    slow_steps = [sse_start(), *slow_frames, body(b"event: done\ndata: {}\n\n", more=False)]
+    other_steps: list[Any] = [sse_start()]
+    for n in range(40):
+        other_steps += [body(f"data: {n}\n\n".encode()), "yield"]
+    other_steps.append(body(b"", more=False))
+    registry = CollectorRegistry()
+    reports: list[StreamReport] = []
+    middleware = StreamGuardMiddleware(
+        _Router({"/slow": ScriptedApp(slow_steps), "/other": ScriptedApp(other_steps)}),
+        routes={"/slow": _SlowChecker.name, "/other": "sse"},
+        metrics=registry,
+        on_report=reports.append,
+        clock=CLOCK,
+    )
+    slow, other = _TimedRecorder(), _TimedRecorder()
+
+    async def both() -> None:
+        await asyncio.gather(
+            middleware(http_scope(path="/other"), other.receive, other.send),
+            middleware(http_scope(path="/slow"), slow.receive, slow.send),
+        )
+
+    try:
+        asyncio.run(both())
+    finally:
+        unregister(spec.name)
+    gaps = [b - a for a, b in itertools.pairwise(other.sent_at)]
+    assert max(gaps) < 1.0
+    assert slow.sent == slow_steps
+    by_path = {report.path: report for report in reports}
+    stopped = by_path["/slow"]
+    assert stopped.skipped_checks == ("checking_budget",)
+    assert stopped.inspected is False
+    assert stopped.outcome is Outcome.COMPLETED
+    assert any("checking time" in note for note in stopped.notes)
+    assert stopped.internal_error is None
+    assert by_path["/other"].inspected
+    labels = {"route": "/slow", "protocol": _SlowChecker.name, "reason": "checking_budget"}
+    assert registry.get_sample_value("streamguard_checks_skipped_total", labels) == 1
+
+
+class _Router:
+    """Two scripted apps behind one ASGI app, by path."""
+
+    def __init__(self, apps: dict[str, ScriptedApp]) -> None:
+        self.apps = apps
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.apps[scope["path"]](scope, receive, send)
+
+
+def test_a_stream_s_long_life_earns_checking_time() -> None:
+    """The budget is a burst over a share of the stream's age: a stream that checks slowly
+    but rarely (20 ms every second, 2 % of its time) is checked to its end."""
+    spec = ProtocolSpec(name=_SlowChecker.name, checker=_SlowChecker, summary="slow")
+    register(spec)
+    try:
+        monitor = StreamMonitor(_SlowChecker.name, clock=CLOCK, checking_budget_s=0.25)
+        for n in range(200):
+            CLOCK.now += 1.0  # the app's own pace
+            monitor.feed(f"event: tick\ndata: {n}\n\n".encode())
+        report = monitor.finish(StreamEnd.BODY_ENDED)
+    finally:
+        unregister(spec.name)
+    assert report.inspected
+    assert report.skipped_checks == ()
