@@ -17,6 +17,18 @@ signals and ``streamguard.protocols.auto.Detector`` applies them: until it decid
 monitor hands it each event, and checks nothing; once it has, the monitor feeds the
 checker it built. A body never ended by a blank line dispatches nothing: at its end, the
 first data line of the event the parser was left with decides the same way.
+
+The checking-time budget
+------------------------
+
+A checker (a plugin's, above all) may be slow, and the monitor runs on the server's event
+loop: a stream whose checking takes the loop for long stretches would stall every other
+stream. So each fed chunk's checking is charged to its stream with the monitor's clock
+(one more read a chunk, after its checking, and every ``_BUDGET_STRIDE`` events within a
+chunk of more); a stream may spend ``checking_budget_s`` beyond ``CHECK_SHARE`` of its age,
+and past it is only watched (``_stop_at_budget``: bytes, timers, outcome), with a note and
+the skip reason ``checking_budget`` on its report. Offline there is no budget. A call that
+never returns cannot be charged: nothing in the process can stop it.
 """
 
 from __future__ import annotations

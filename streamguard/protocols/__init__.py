@@ -139,8 +139,11 @@ def register(spec: ProtocolSpec) -> None:
     the CLI, the pytest helpers, metrics labels and the rule catalog.
 
     Registering the same spec again does nothing. Another spec under a taken name, a
-    checker that is no ``Checker`` or whose ``name`` is not the spec's, or a rule that
-    clashes with the catalog is an error that names it, and nothing is registered.
+    checker that is no ``Checker`` or whose ``name`` is not the spec's, a rule that
+    clashes with the catalog, a rule the metrics and the docs could not carry (a name that
+    is not snake_case or is over ``MAX_RULE_NAME_CHARS``, a rule without its doc or a doc
+    without its rule) or a ``RAISES`` that is not a frozenset of ``Rule`` objects is an
+    error that names it, and nothing is registered.
     """
     if not isinstance(spec, ProtocolSpec):
         raise TypeError(f"register() takes a ProtocolSpec, not {type(spec).__name__}")

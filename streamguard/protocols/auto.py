@@ -32,6 +32,10 @@ spec's ``headers``, ``paths`` and ``events``, merged by rank in the registry,
    does not parse (a Python ``repr`` of a dict, or broken JSON in a stream of JSON events;
    ``PlainSSEChecker``'s ``looks_at_json``, see ``streamguard.protocols.sse``).
 
+A signal that raises (a plugin's bug) is no match for that stream, and detection goes on
+with the next one: the fault is kept on the detector (``Detector.faults``) for the seam to
+count as an internal error, and the stream is still checked and reported.
+
 Frames run together with single line endings reach the checker as one event whose data
 holds several payloads: its first line decides. A body never ended by a blank line
 dispatches nothing at all; at its end the parser's unfinished event is judged by its first
