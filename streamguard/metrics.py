@@ -112,7 +112,9 @@ class StreamGuardMetrics:
         self.frames = counter("frames", "SSE events dispatched in watched streams.")
         self.bytes = counter("bytes", "Body bytes of watched streams.")
         self.internal_errors = counter(
-            "internal_errors", "Failures inside streamguard; the stream was left unwatched."
+            "internal_errors",
+            "Failures inside streamguard; the stream was left unwatched (unless only a "
+            "plugin's detection signal or request reader failed).",
         )
         self.in_progress = Gauge(
             "streams_in_progress",
