@@ -507,9 +507,9 @@ class StreamMonitor:
         self._budget_left = _EXHAUSTED
         self._inspecting = False
         self.add_note(
-            f"checking stopped at event {self._events}: the stream's checking time went past "
-            "its budget (checking_budget_ms beyond a tenth of its age); from there its bytes "
-            "were counted and its outcome recorded, its frames not checked"
+            f"checking stopped after {self._events} event(s): the stream's checking time went "
+            "past its budget (checking_budget_ms beyond a tenth of its age); from there its "
+            "bytes were counted and its outcome recorded, its frames not checked"
         )
 
     def feed_body(self, message: object) -> Sequence[Finding] | None:
@@ -656,9 +656,11 @@ class StreamMonitor:
                 _vet(found, checker)
                 new.extend(found)
             index += 1
-            if stride and (index - first) % stride == 0 and self._spend(now, False):
-                index = first + len(events)  # the rest of the chunk: counted, not checked
-                break
+            if stride and (index - first) % stride == 0:
+                self._events = index  # (as the note on a stop names it)
+                if self._spend(now, False):
+                    index = first + len(events)  # the rest of the chunk: counted, unchecked
+                    break
         self._events = index
         if len(events) == 1 and checker is not None and data.endswith(b"\n"):
             shapes = checker.frame_cache
