@@ -77,7 +77,6 @@ tests break monitors one step out, in the module that builds them).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import random
@@ -90,13 +89,15 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from streamguard import rules
+from streamguard._faults import is_cancellation
 from streamguard.attribution import MAX_LINKED_UPSTREAMS, findings_by_rule, linked
 from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
 from streamguard.liveness import LivenessLimits
 from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, error_name
-from streamguard.protocols import AUTO, CHECKERS
+from streamguard.protocols import AUTO, CHECKERS, reader_of
 from streamguard.protocols.auto import protocol_for_path
 from streamguard.report import Finding, StreamReport, UpstreamSummary
+from streamguard.request import RequestFacts
 from streamguard.sinks import COMPRESSED, NOT_SAMPLED, ReportCallback, ReportSink, Sink, StreamSink
 from streamguard.sweeper import Sweeper, Sweepers
 
@@ -250,13 +251,6 @@ def classify_end(
     return ENDS[side][stop]
 
 
-def is_cancellation(exc: BaseException) -> bool:
-    """asyncio's or trio's cancellation (trio's by its class name: trio is not imported),
-    which must propagate; anything else a sink raises (even ``KeyboardInterrupt`` from a
-    callback) is contained."""
-    return isinstance(exc, asyncio.CancelledError) or type(exc).__name__ == "Cancelled"
-
-
 # -- what every stream of a seam shares -----------------------------------------------------
 
 
@@ -269,9 +263,10 @@ class InternalErrors:
         self._sinks = sinks
         self.count = 0
 
-    def __call__(self, where: str, exc: BaseException, route: str, protocol: str) -> None:
+    def __call__(self, where: str, exc: BaseException | str, route: str, protocol: str) -> None:
+        """Count a failure ``where``: ``exc`` is the exception, or its ``error_name``."""
         self.count += 1
-        error = error_name(exc)
+        error = exc if isinstance(exc, str) else error_name(exc)
         for sink in self._sinks:
             # Separately guarded: the failing sink may be any one, and the others must
             # still say so.
@@ -287,6 +282,7 @@ class MonitorSettings(TypedDict):
     excerpt_chars: int
     liveness: LivenessLimits | None
     json_data: bool
+    checking_budget_s: float
 
 
 class Seam:
@@ -373,6 +369,7 @@ class Seam:
             excerpt_chars=logs.excerpt_chars if logs.content_excerpts else 0,
             liveness=self.limits_for(spec),
             json_data=spec is not None and spec.json_data,
+            checking_budget_s=config.checking_budget_ms / 1000,  # (0: none)
         )
 
     def limits_for(self, spec: RouteConfig | None) -> LivenessLimits | None:
@@ -384,6 +381,15 @@ class Seam:
         if spec is None or spec.sample_rate is None:
             return self.config.sample_rate
         return spec.sample_rate
+
+    def count_reader_faults(self, facts: RequestFacts | None, route: str, protocol: str) -> None:
+        """Count each request fact reader that raised on a request (``facts``, as read): an
+        internal error named by the reader's protocol; its facts are unknown, the request's
+        other facts and its stream are checked as usual."""
+        if facts is None:
+            return
+        for fact, error in facts.reader_faults:
+            self.errors(f"request fact reader of {reader_of(fact)}", error, route, protocol)
 
     def end_open_streams(self, end: StreamEnd, note: str) -> None:
         """End every stream still open as ``end``, saying why on its report (``note``)."""
@@ -526,6 +532,7 @@ class StreamSession:
             self.fail("decide", failure)
         elif found:
             self.emit(found)
+        self._count_faults()
 
     def feed(self, chunk: bytes) -> None:
         """Check one body chunk (the middleware inlines this on its per-frame path)."""
@@ -541,7 +548,9 @@ class StreamSession:
             )
             if found:
                 self.emit(found)
-        except Exception as exc:
+        except BaseException as exc:  # (a plugin's checker may raise anything)
+            if is_cancellation(exc):
+                raise
             self.fail("check", exc)
 
     def emit(self, found: Sequence[Finding]) -> None:
@@ -561,7 +570,9 @@ class StreamSession:
             return
         try:
             found = monitor.poll()
-        except Exception as exc:
+        except BaseException as exc:  # (a plugin's checker may raise anything)
+            if is_cancellation(exc):
+                raise
             self.fail("poll", exc)
             return
         if found:
@@ -600,9 +611,12 @@ class StreamSession:
             report = monitor.finish(
                 end, cause=cause, emit=self.emit, server_stopping=server_stopping
             )
-        except Exception as exc:
+        except BaseException as exc:  # (a plugin's checker may raise anything)
+            if is_cancellation(exc):
+                raise
             self.fail("finish", exc)
             report = monitor.fallback_report(end)
+        self._count_faults()
         if relay is None:
             self.deliver(report)
             return report
@@ -636,6 +650,16 @@ class StreamSession:
             self.monitor.fail(error)
         if not self._failed:
             self._failed = True
+            seam.errors(where, error, self.route, self.protocol_label)
+
+    def _count_faults(self) -> None:
+        """Count what the monitor contained without giving up the stream (a plugin's
+        detection signal that raised, ``StreamMonitor.take_faults``): each an internal
+        error, named by the hook and its protocol; the stream is still checked."""
+        monitor, seam = self.monitor, self._seam
+        if monitor is None or seam is None:
+            return
+        for where, error in monitor.take_faults():
             seam.errors(where, error, self.route, self.protocol_label)
 
     def _tell(

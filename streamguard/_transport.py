@@ -57,6 +57,7 @@ from streamguard._session import (
     StreamSession,
     classify_end,
     configure,
+    is_cancellation,
     link_upstream,
     read_head,
 )
@@ -171,7 +172,9 @@ class UpstreamSeam(Seam):
         """``response``, its body tapped when it is an event stream worth watching."""
         try:
             session = self._start(request, response, started_at, sync)
-        except Exception as exc:
+        except BaseException as exc:  # (a plugin's checker is built here)
+            if is_cancellation(exc):
+                raise
             self.errors("decide", exc, UNKNOWN_ROUTE, "unknown")
             return response
         if session is not None:
@@ -195,6 +198,7 @@ class UpstreamSeam(Seam):
         label, spec = route
         protocol = spec.protocol if spec is not None else self.config.protocol
         facts, note = self._request_facts(request, protocol)
+        self.count_reader_faults(facts, label or UNKNOWN_ROUTE, protocol)
         facts = add_http_facts(facts, request.method, request.headers.raw)
         monitor = StreamMonitor(
             protocol,
@@ -311,6 +315,7 @@ class _GuardedBase:
         timers: TimerConfig | Mapping[str, Any] | None = None,
         logs: LogConfig | Mapping[str, Any] | None = None,
         sample_rate: float | None = None,
+        checking_budget_ms: float | None = None,
         zero_series_at_start: bool | None = None,
         metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,

@@ -173,6 +173,14 @@ class StreamGuardConfig(_Model):
     #: Fraction of streams whose frames are checked; the others are only counted (as
     #: ``unchecked_streams_total{reason="not_sampled"}`` too, so alert ratios leave them out).
     sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    #: Checking time, in milliseconds, a stream may spend beyond a tenth of its age; past
+    #: it the stream is only watched (bytes, outcome, timers), its frames no longer
+    #: checked, and it is counted in ``checks_skipped_total{reason="checking_budget"}``.
+    #: 0 turns the budget off. The default keeps a stream whose checking hogs the event
+    #: loop from holding the other streams for more than about 0.6 s, and is about three
+    #: times what a legitimate burst takes in pure Python (a 1 MB answer in one message,
+    #: 10,000 chat events each with a finding: 145 ms); see ``docs/plugins.md``.
+    checking_budget_ms: float = Field(default=500.0, ge=0.0)
     #: Export a zero for every series of each configured route at start, so ``rate()``
     #: ratios exist before traffic. ``False``: a route's series appear with its first
     #: stream, as an unlisted route's do (an idle route adds no lines to ``/metrics``).

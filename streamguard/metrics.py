@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from streamguard.attribution import ATTRIBUTIONS
 from streamguard.report import SKIP_REASONS, Finding, Outcome, Severity, StreamReport
-from streamguard.rules import rules_for, skip_reasons_for
+from streamguard.rules import RULES, rules_for, skip_reasons_for
 from streamguard.sinks import COMPRESSED, NOT_SAMPLED
 
 __all__ = [
@@ -112,7 +112,9 @@ class StreamGuardMetrics:
         self.frames = counter("frames", "SSE events dispatched in watched streams.")
         self.bytes = counter("bytes", "Body bytes of watched streams.")
         self.internal_errors = counter(
-            "internal_errors", "Failures inside streamguard; the stream was left unwatched."
+            "internal_errors",
+            "Failures inside streamguard; the stream was left unwatched (unless only a "
+            "plugin's detection signal or request reader failed).",
         )
         self.in_progress = Gauge(
             "streams_in_progress",
@@ -256,14 +258,23 @@ class StreamMetrics:
         for finding in found:
             counts[finding.rule] = counts.get(finding.rule, 0) + 1
         for rule, count in counts.items():
-            self._violation_counter(rule).inc(count)
+            child = self._violation_counter(rule)
+            if child is not None:
+                child.inc(count)
 
     def violation(self, finding: Finding) -> None:
-        self._violation_counter(finding.rule).inc()
+        child = self._violation_counter(finding.rule)
+        if child is not None:
+            child.inc()
 
-    def _violation_counter(self, rule: str) -> Counter:
+    def _violation_counter(self, rule: str) -> Counter | None:
+        """The series of ``rule``; ``None`` for a rule the catalog does not hold, which is
+        never a label value (the monitor refuses such a plugin finding before it gets here;
+        this keeps the label set closed whatever a sink is handed)."""
         child = self._violations.get(rule)
         if child is None:  # a rule of another protocol (auto-detection decided late)
+            if rule not in RULES:
+                return None
             child = self._violations[rule] = self._parent.violations.labels(
                 self._route, self._protocol, rule
             )

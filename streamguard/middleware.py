@@ -108,6 +108,7 @@ class StreamGuardMiddleware:
         timers: TimerConfig | Mapping[str, Any] | None = None,
         logs: LogConfig | Mapping[str, Any] | None = None,
         sample_rate: float | None = None,
+        checking_budget_ms: float | None = None,
         zero_series_at_start: bool | None = None,
         metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,
@@ -277,7 +278,9 @@ class _Exchange(StreamSession):
             if self._peeking:
                 try:
                     self._peek_request(message)
-                except Exception as exc:
+                except BaseException as exc:  # (a plugin's request reader may raise anything)
+                    if is_cancellation(exc):
+                        raise
                     self._stop_peeking("reading the request body failed: request checks skipped")
                     self._seam.errors("receive", exc, self.route, "unknown")
         elif kind == "http.disconnect":
@@ -289,7 +292,11 @@ class _Exchange(StreamSession):
             # The per-frame path: a body message with more to come, fed by compiled code.
             try:
                 found = monitor.feed_body(message)
-            except Exception as exc:
+            except BaseException as exc:
+                # A checker may be a plugin's, which may raise anything: all but the task's
+                # cancellation is contained (docs/plugins.md, "The boundary").
+                if is_cancellation(exc):
+                    raise
                 found = ()
                 self.fail("check", exc)
             if found is not None:
@@ -325,7 +332,9 @@ class _Exchange(StreamSession):
                             )
                             if found:
                                 self.emit(found)
-                        except Exception as exc:
+                        except BaseException as exc:  # (as above)
+                            if is_cancellation(exc):
+                                raise
                             self.fail("check", exc)
             elif message["type"] == "http.response.pathsend":
                 body_ended = True
@@ -334,7 +343,9 @@ class _Exchange(StreamSession):
             self.decided = True
             try:
                 self._decide(message)
-            except Exception as exc:
+            except BaseException as exc:  # (a plugin's checker is built here)
+                if is_cancellation(exc):
+                    raise
                 self.fail("decide", exc)  # counted; a stream already open is reported
             # _decide took the facts the checks need, if any; a body read from now on
             # comes too late for them.
@@ -495,6 +506,7 @@ class _Exchange(StreamSession):
 
     def _reduce_request(self, body: bytes | bytearray) -> None:
         self._request = request_facts(body, self._seam.config.request_peek_bytes)
+        self._seam.count_reader_faults(self._request[0], self.route, "unknown")
         self._request_body = None
         self._peeking = False
 

@@ -17,10 +17,23 @@ signals and ``streamguard.protocols.auto.Detector`` applies them: until it decid
 monitor hands it each event, and checks nothing; once it has, the monitor feeds the
 checker it built. A body never ended by a blank line dispatches nothing: at its end, the
 first data line of the event the parser was left with decides the same way.
+
+The checking-time budget
+------------------------
+
+A checker (a plugin's, above all) may be slow, and the monitor runs on the server's event
+loop: a stream whose checking takes the loop for long stretches would stall every other
+stream. So each fed chunk's checking is charged to its stream with the monitor's clock
+(one more read a chunk, after its checking, and every ``_BUDGET_STRIDE`` events within a
+chunk of more); a stream may spend ``checking_budget_s`` beyond ``CHECK_SHARE`` of its age,
+and past it is only watched (``_stop_at_budget``: bytes, timers, outcome), with a note and
+the skip reason ``checking_budget`` on its report. Offline there is no budget. A call that
+never returns cannot be charged: nothing in the process can stop it.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -28,17 +41,19 @@ from enum import Enum
 from typing import Any, Final
 
 from streamguard import rules
+from streamguard._faults import UndeclaredRule, error_name
 from streamguard._wire import describe, token
 from streamguard.liveness import Liveness, LivenessLimits
-from streamguard.protocols import AUTO, PlainSSEChecker, make_checker
+from streamguard.protocols import AUTO, PLUGIN_RULES, PlainSSEChecker, make_checker
 from streamguard.protocols._base import Checker
 from streamguard.protocols._skeleton import MAX_SKELETON_CHARS, Entry, ShapeCache
-from streamguard.protocols.auto import Detector
-from streamguard.report import Finding, Outcome, StreamReport
+from streamguard.protocols.auto import Detector, Fault
+from streamguard.report import CHECKING_BUDGET, Finding, Outcome, StreamReport
 from streamguard.request import RequestFacts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
 
 __all__ = [
+    "CHECK_SHARE",
     "FEED_WINDOW",
     "MAX_KEPT_FINDINGS",
     "OUTCOMES",
@@ -76,6 +91,24 @@ FEED_WINDOW: Final = 64 * 1024
 #: stream is polled (``StreamMonitor.poll``: the middleware's sweeper polls a stream with
 #: timers every second or sooner, on asyncio; one not polled keeps them).
 REST_AFTER_S: Final = 1.0
+
+#: The checking-time budget's share: a stream may spend on its checking this fraction of
+#: its age, beyond the budget itself (``checking_budget_s``). Why a share and not only a
+#: total: a stream that lives for hours (an MCP notification stream) accumulates checking
+#: time however cheap its frames are, and must not lose its checks for it; what stalls a
+#: server is a stream whose checking takes the loop for long stretches. A tenth: the
+#: built-in checkers take 2 to 10 µs a frame in pure Python, so a stream would have to send
+#: 10,000 to 50,000 frames a second, sustained, to go past it (an LLM stream sends tens to
+#: hundreds); the 20 ms a frame of issue 44's plugin goes past it at any pace above five
+#: frames a second.
+CHECK_SHARE: Final = 0.1
+#: Within one chunk of many events, the clock is read every this many events (one read per
+#: chunk otherwise): how far past its budget a chunk of slow events can take a stream.
+_BUDGET_STRIDE: Final = 8
+#: ``_budget_left`` of a stream with no budget (offline: no server to protect), and of one
+#: whose checking stopped at its budget.
+_UNLIMITED: Final = math.inf
+_EXHAUSTED: Final = -math.inf
 
 Clock = Callable[[], float]
 #: Receives each dispatched event with its index (``StreamMonitor(on_event=...)``).
@@ -172,6 +205,7 @@ class StreamMonitor:
     """
 
     __slots__ = (
+        "_budget_left",
         "_bytes",
         "_checker",
         "_clock",
@@ -181,6 +215,7 @@ class StreamMonitor:
         "_dropped",
         "_events",
         "_excerpt_chars",
+        "_faults",
         "_findings",
         "_held",
         "_inspecting",
@@ -217,6 +252,7 @@ class StreamMonitor:
         confirms_delivery: bool = False,
         json_data: bool = False,
         on_event: EventCallback | None = None,
+        checking_budget_s: float = _UNLIMITED,
     ) -> None:
         if request is not None and type(request) is not RequestFacts:
             request = RequestFacts(request)  # only the bounded facts the checks read
@@ -224,6 +260,7 @@ class StreamMonitor:
         self._detector: Detector | None = None
         self._checker: Checker | None = None
         self._protocol_source = "configured"
+        detector: Detector | None = None
         if protocol != AUTO:
             self._checker = make_checker(protocol, request, path, json_data=json_data)
         else:
@@ -233,10 +270,19 @@ class StreamMonitor:
             self._checker = detector.checker
             if detector.checker is None:
                 self._detector = detector
+        #: The faults contained on this stream that the seam has yet to count
+        #: (``take_faults``): a plugin's detection signals that raised.
+        self._faults: list[Fault] | None = None
         self._on_event = on_event
+        #: The checking time this stream may still spend beyond its share of its age
+        #: (``CHECK_SHARE``), in the clock's seconds: ``_UNLIMITED`` without a budget,
+        #: ``_EXHAUSTED`` once its checking stopped at it (``_spend``).
+        self._budget_left = checking_budget_s if checking_budget_s > 0 else _UNLIMITED
         self.route = route
         #: Facts about how the stream was checked (``add_note``); a tuple, as most have none.
         self.notes: tuple[str, ...] = ()
+        if detector is not None and detector.faults is not None:
+            self._keep_faults(detector)
         self._parser = EventParser(max_event_bytes)
         #: The start of a frame, held for the next chunk instead of parsed (``_check``).
         self._held = b""
@@ -407,8 +453,23 @@ class StreamMonitor:
         if not self._inspecting:
             return ()
         if len(data) <= FEED_WINDOW:
-            return self._check(data, now)
+            found = self._check(data, now)
+            # The checking-time budget (``_spend``), inlined: one more clock read a chunk,
+            # and the share of the stream's age looked at only once the budget is spent.
+            left = self._budget_left
+            if left < _UNLIMITED:
+                at = self._clock()
+                left -= at - now
+                self._budget_left = left
+                if (
+                    left < 0.0
+                    and self._inspecting
+                    and left + CHECK_SHARE * (at - self.started_at) < 0.0
+                ):
+                    self._stop_at_budget()
+            return found
         held: list[Finding] = []
+        budgeted = self._budget_left < _UNLIMITED
         for start in range(0, len(data), FEED_WINDOW):
             found = self._check(data[start : start + FEED_WINDOW], now)
             if found:
@@ -416,9 +477,40 @@ class StreamMonitor:
                     held.extend(found)
                 else:
                     emit(found)
+            if budgeted and self._inspecting:
+                self._spend(now, start + FEED_WINDOW >= len(data))
             if not self._inspecting:
                 break  # the rest is counted, not checked
         return held
+
+    def _spend(self, since: float, done: bool) -> bool:
+        """Charge the checking of the chunk fed at ``since`` (so far, or ``done``) to the
+        stream's budget; past it (its ``checking_budget_s`` beyond ``CHECK_SHARE`` of its
+        age), stop checking the stream, note it and return True.
+
+        Measured with the monitor's clock (injectable: tests drive it), read once more per
+        chunk fed, after its checking (``feed`` inlines that), and every ``_BUDGET_STRIDE``
+        events within a chunk of more: a clock read per event would cost every healthy
+        frame. What cannot be measured this way is a single call that never returns (a
+        checker that loops): no code in the process can stop it."""
+        at = self._clock()
+        left = self._budget_left - (at - since)
+        if done:
+            self._budget_left = left
+        if left + CHECK_SHARE * (at - self.started_at) >= 0.0:
+            return False
+        self._stop_at_budget()
+        return True
+
+    def _stop_at_budget(self) -> None:
+        """The stream's checking went past its budget: only watch it from here."""
+        self._budget_left = _EXHAUSTED
+        self._inspecting = False
+        self.add_note(
+            f"checking stopped after {self._events} event(s): the stream's checking time went "
+            "past its budget (checking_budget_ms beyond a tenth of its age); from there its "
+            "bytes were counted and its outcome recorded, its frames not checked"
+        )
 
     def feed_body(self, message: object) -> Sequence[Finding] | None:
         """``feed`` for a server's usual ASGI message, a ``dict`` that is an
@@ -548,6 +640,10 @@ class StreamMonitor:
         first = index = self._events
         undecided = checker is None
         excerpts = self._excerpt_chars
+        # A chunk of many events looks at the budget as it goes (``_spend``).
+        stride = 0
+        if len(events) > _BUDGET_STRIDE and self._budget_left < _UNLIMITED:
+            stride = _BUDGET_STRIDE
         for event in events:
             if checker is None:
                 found = self._hold(event, index)  # replayed findings carry their excerpts
@@ -557,8 +653,14 @@ class StreamMonitor:
                 if found and excerpts:
                     found = [replace(f, excerpt=self._excerpt(event.data)) for f in found]
             if found:
+                _vet(found, checker)
                 new.extend(found)
             index += 1
+            if stride and (index - first) % stride == 0:
+                self._events = index  # (as the note on a stop names it)
+                if self._spend(now, False):
+                    index = first + len(events)  # the rest of the chunk: counted, unchecked
+                    break
         self._events = index
         if len(events) == 1 and checker is not None and data.endswith(b"\n"):
             shapes = checker.frame_cache
@@ -601,6 +703,8 @@ class StreamMonitor:
         text = shapes.fitted_data
         event = self._parser.passed(len(data), entry.skeleton.name, text)
         found = checker.repeat_frame(event, index, entry, shapes.fitted_values)
+        if found:
+            _vet(found, checker)
         self._events = index + 1
         if self.first_event_at is None:
             self.first_event_at = now
@@ -654,8 +758,34 @@ class StreamMonitor:
         detector = self._detector
         assert detector is not None
         found = detector.hold(event, index)
+        if detector.faults is not None:
+            self._keep_faults(detector)
         self._adopt(detector)
         return found
+
+    def _keep_faults(self, detector: Detector) -> None:
+        """Take the faults of the detector's signals (each was no match): for the seam to
+        count, and said on the report."""
+        faults = detector.faults
+        if not faults:
+            return
+        detector.faults = None
+        kept = self._faults
+        if kept is None:
+            kept = self._faults = []
+        for where, error in faults:
+            kept.append((where, error))
+            self.add_note(f"the {where} raised ({error.partition(' ')[0]}): no match")
+
+    def take_faults(self) -> list[Fault]:
+        """The faults contained on this stream since the last call, as ``(where, error)``
+        (``protocols.auto.Fault``), for the seam to count as internal errors: the stream
+        is still checked."""
+        faults = self._faults
+        if faults is None:
+            return []
+        self._faults = None
+        return faults
 
     def _adopt(self, detector: Detector) -> None:
         """Take the detector's checker once it decided."""
@@ -740,7 +870,9 @@ class StreamMonitor:
             )
         undecided = self._detector is not None
         if end not in _ABORTS and self._inspecting:
-            found.extend(self._end_of_body(events, offset))
+            ended = self._end_of_body(events, offset)
+            _vet(ended, self._checker)  # (the parser's: rules of every stream, declared)
+            found.extend(ended)
         if end is StreamEnd.BODY_ENDED:
             # The body's end reached the server, so all that was fed did, including a
             # terminal only the end reveals (Gemini's "every candidate finished").
@@ -789,6 +921,8 @@ class StreamMonitor:
             emit(found)  # a sink failing here calls fail(): the report below says so
         dropped = self._dropped
         skipped: tuple[str, ...] = ()
+        if self._budget_left == _EXHAUSTED:
+            skipped += (CHECKING_BUDGET,)  # (its note was added when it stopped)
         if checker is not None and (self._inspecting or events):
             # Checks the request ruled out on frames that were checked: said, and counted.
             for reason, note in checker.checks_skipped():
@@ -832,6 +966,7 @@ class StreamMonitor:
         detector = self._detector
         if pending is not None and detector is not None:
             found.extend(detector.decide_by(pending))
+            self._keep_faults(detector)
             self._adopt(detector)
         found.extend(last)
         if not parser.inspecting:  # close() can still find the last event too large
@@ -841,8 +976,9 @@ class StreamMonitor:
         if detector is not None:
             found.extend(detector.decide_plain())
             self._adopt(detector)
-        assert self._checker is not None
-        found.extend(self._checker.on_end(events, offset))
+        checker = self._checker
+        assert checker is not None
+        found.extend(checker.on_end(events, offset))
         return found
 
     def _last_activity(self) -> float:
@@ -923,6 +1059,26 @@ def _unfinished_frame(data: bytes, start: int = 0) -> bool:
     return True
 
 
+def _vet(found: Sequence[Finding], checker: Checker | None) -> None:
+    """Refuse the findings of a plugin's checker that name a rule its protocol does not
+    declare (``PLUGIN_RULES``): an ``UndeclaredRule`` before any of them is kept or handed
+    on, which the seam counts as the stream's internal error (and stops checking it). A
+    built-in checker's findings, and findings of no checker, are not looked up."""
+    if checker is None:
+        return
+    declared = PLUGIN_RULES.get(checker.name)
+    if declared is None:
+        return
+    for finding in found:
+        if finding.rule not in declared:
+            shown = finding.rule if finding.rule in rules.RULES else describe(finding.rule)
+            raise UndeclaredRule(
+                f"protocol {checker.name!r} made a finding of rule {shown}, which it does not "
+                "declare: add the rule to its checker's RAISES (and, if it is its own, to "
+                "its spec's rules)"
+            )
+
+
 def _is_short_number(value: str) -> bool:
     return value.isascii() and value.isdigit() and len(value) <= 18
 
@@ -933,18 +1089,6 @@ def _charset(content_type: str) -> str | None:
         if key.strip().lower() == "charset":
             return value.strip().strip('"')
     return None
-
-
-def error_name(exc: BaseException) -> str:
-    """An exception as its type and where it was raised; its message may quote the wire."""
-    traceback = exc.__traceback__
-    while traceback is not None and traceback.tb_next is not None:
-        traceback = traceback.tb_next
-    if traceback is None:
-        return type(exc).__name__
-    code = traceback.tb_frame.f_code
-    where = f"{code.co_filename.rsplit('/', 1)[-1]}:{traceback.tb_lineno}"
-    return f"{type(exc).__name__} in {code.co_name} ({where})"
 
 
 def _cause_name(cause: BaseException | None, default: str) -> str:

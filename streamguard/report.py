@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 __all__ = [
+    "CHECKING_BUDGET",
     "FAILED_OUTCOMES",
     "NOTABLE_OUTCOMES",
     "REQUEST_BODY_UNREAD",
@@ -40,7 +41,15 @@ RESUMED_STREAM = "resumed_stream"
 #: the app before the response, streamed by the client, or peeking off): what it owes is
 #: unknown, so ``missing_terminal`` and the response matching are not checked.
 REQUEST_BODY_UNREAD = "request_body_unread"
-SKIP_REASONS: tuple[str, ...] = (REQUEST_IDS_OVER_BOUND, RESUMED_STREAM, REQUEST_BODY_UNREAD)
+#: Any protocol: the stream's checking took more time than its budget
+#: (``checking_budget_ms``, ``monitor.CHECK_SHARE``), so its later frames were not checked.
+CHECKING_BUDGET = "checking_budget"
+SKIP_REASONS: tuple[str, ...] = (
+    REQUEST_IDS_OVER_BOUND,
+    RESUMED_STREAM,
+    REQUEST_BODY_UNREAD,
+    CHECKING_BUDGET,
+)
 
 
 class Severity(StrEnum):

@@ -30,6 +30,8 @@ from typing import Any, Final
 
 from pydantic_core import from_json
 
+from streamguard._faults import error_name, is_cancellation
+
 __all__ = [
     "GENERIC_FACT_KEYS",
     "MAX_REQUEST_CONTAINERS",
@@ -75,6 +77,9 @@ class RequestFact:
     keys: tuple[str, ...]
     read: Callable[[RequestBody, dict[str, Any], dict[str, Any]], None]
 
+
+#: The attribute under which ``RequestFacts`` keeps the readers that raised.
+_READER_FAULTS: Final = "reader_faults"
 
 #: The facts of every request, whatever its protocol: whether it asked for a stream (as
 #: most streaming APIs ask), and the head's. No protocol's reader may set them.
@@ -122,7 +127,17 @@ class RequestFacts(Mapping[str, Any]):
             if type(stream) is bool:
                 facts["stream"] = stream
         for fact in _shared_facts if reads is None else reads:
-            fact.read(request, facts, attributes)
+            # A reader may be a plugin's: one that raises is left out (what it set undone)
+            # and named in ``reader_faults``; the other readers go on.
+            kept_facts, kept_attributes = facts.copy(), attributes.copy()
+            try:
+                fact.read(request, facts, attributes)
+            except BaseException as exc:
+                if is_cancellation(exc):
+                    raise
+                facts, attributes = kept_facts, kept_attributes
+                faults = attributes.get(_READER_FAULTS, ())
+                attributes[_READER_FAULTS] = (*faults, (fact, error_name(exc)))
         if not isinstance(request, list):
             method = request.get("http_method")
             if type(method) is str and method in _HTTP_METHODS:  # (a dict is unhashable)
@@ -138,6 +153,17 @@ class RequestFacts(Mapping[str, Any]):
         GET, or a body that could not be read), and a check that reads the body's facts
         must treat the request as unknown."""
         return self._body_read
+
+    @property
+    def reader_faults(self) -> tuple[tuple[RequestFact, str], ...]:
+        """The readers that raised on this request, each with its exception's
+        ``error_name`` (never its message): their facts are unknown, for the seam to count
+        (``streamguard.protocols.reader_of`` names the protocol)."""
+        attributes = self._attributes
+        if attributes is None:
+            return ()
+        faults: tuple[tuple[RequestFact, str], ...] = attributes.get(_READER_FAULTS, ())
+        return faults
 
     @property
     def jsonrpc_methods(self) -> tuple[str, ...] | None:

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from streamguard import Outcome, StreamGuardMiddleware, StreamReport
 from streamguard.metrics import StreamGuardMetrics
 from streamguard.protocols import CHECKERS
-from streamguard.report import SKIP_REASONS, Severity
+from streamguard.report import CHECKING_BUDGET, SKIP_REASONS, Severity
 from streamguard.rules import rules_for, skip_reasons_for
 
 from .asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
@@ -469,11 +469,16 @@ def _skipped(registry: CollectorRegistry, reason: str) -> float:
     )
 
 
+#: The reasons a checker gives (all three MCP's); ``checking_budget`` is the monitor's, for
+#: a stream of any protocol, and has its series from its first count.
+CHECKER_REASONS = tuple(reason for reason in SKIP_REASONS if reason != CHECKING_BUDGET)
+
+
 def test_skip_reasons_are_a_closed_set_declared_by_the_checkers() -> None:
     """Every reason a checker declares is one of SKIP_REASONS; MCP declares all three."""
     for protocol, checker in CHECKERS.items():
         assert set(checker.SKIPS) <= set(SKIP_REASONS), protocol
-    assert skip_reasons_for("mcp") == SKIP_REASONS
+    assert skip_reasons_for("mcp") == CHECKER_REASONS
     assert skip_reasons_for("openai_chat") == ()
     assert skip_reasons_for("auto") == skip_reasons_for("nonesuch") == ()
 
@@ -487,8 +492,8 @@ def test_checks_skipped_are_initialised_per_protocol() -> None:
         for name, labels in series(registry)
         if name == "streamguard_checks_skipped_total"
     }
-    assert found == {("/mcp", reason) for reason in SKIP_REASONS}
-    assert all(_skipped(registry, reason) == 0 for reason in SKIP_REASONS)
+    assert found == {("/mcp", reason) for reason in CHECKER_REASONS}
+    assert all(_skipped(registry, reason) == 0 for reason in CHECKER_REASONS)
 
 
 def test_checks_skipped_are_counted_by_reason() -> None:
@@ -505,8 +510,8 @@ def test_checks_skipped_are_counted_by_reason() -> None:
     _mcp_stream(registry, post, one, _ANSWER)
     _mcp_stream(registry, post, batch, _PROGRESS)  # exactly the bound: nothing skipped
     _mcp_stream(registry, http_scope("GET", "/mcp"), b"", _PROGRESS)
-    assert {reason: _skipped(registry, reason) for reason in SKIP_REASONS} == dict.fromkeys(
-        SKIP_REASONS, 0
+    assert {reason: _skipped(registry, reason) for reason in CHECKER_REASONS} == dict.fromkeys(
+        CHECKER_REASONS, 0
     )
 
     over = json.dumps([{**_MCP_REQUEST, "id": i} for i in range(MAX_REQUEST_IDS + 1)]).encode()
@@ -516,7 +521,7 @@ def test_checks_skipped_are_counted_by_reason() -> None:
     _mcp_stream(registry, resumed, b"", _ANSWER)
     _mcp_stream(registry, resumed, b"", _ANSWER)
     _mcp_stream(registry, post, one, _ANSWER, request_peek_bytes=8)
-    assert {reason: _skipped(registry, reason) for reason in SKIP_REASONS} == {
+    assert {reason: _skipped(registry, reason) for reason in CHECKER_REASONS} == {
         "request_ids_over_bound": 1,
         "resumed_stream": 2,
         "request_body_unread": 1,

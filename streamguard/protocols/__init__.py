@@ -29,6 +29,7 @@ whose body was not read is an unknown request, as it always was.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
@@ -62,6 +63,7 @@ from streamguard.request import (
     share_request_facts,
 )
 from streamguard.rule_docs import index_protocol_docs
+from streamguard.rules import Rule
 from streamguard.sse import share_event_names
 
 __all__ = [
@@ -70,8 +72,10 @@ __all__ = [
     "CHECKERS",
     "ENTRY_POINT_GROUP",
     "ERROR",
+    "MAX_RULE_NAME_CHARS",
     "NOT_JSON",
     "OTHER",
+    "PLUGIN_RULES",
     "SPECS",
     "TERMINAL",
     "AnthropicChecker",
@@ -82,6 +86,7 @@ __all__ = [
     "Signal",
     "load_plugins",
     "make_checker",
+    "reader_of",
     "register",
     "request_facts_read_by",
     "terminated_lifecycle",
@@ -115,6 +120,14 @@ SPECS: Mapping[str, ProtocolSpec] = MappingProxyType(_specs)
 #: ``register`` and ``unregister`` only.
 CHECKERS: dict[str, type[Checker]] = {}
 
+#: The rules each protocol *not* built in may make findings of (its checker's ``RAISES``,
+#: its lifecycle's rules and the rules of every stream), by protocol name: a finding of
+#: any other rule is refused as it is made (``StreamMonitor``), so a plugin never gives a
+#: rule the catalog does not hold (one named from the wire) a metric series or a log line.
+#: Built-in checkers are not looked up here: their findings are held to the catalog by
+#: their tests and the fuzz targets.
+PLUGIN_RULES: dict[str, frozenset[str]] = {}
+
 #: The detection signals of every protocol, merged and sorted by rank: (rank, test, name).
 path_signals: list[tuple[int, Any, str]] = []
 header_signals: list[tuple[int, Any, str]] = []
@@ -126,8 +139,11 @@ def register(spec: ProtocolSpec) -> None:
     the CLI, the pytest helpers, metrics labels and the rule catalog.
 
     Registering the same spec again does nothing. Another spec under a taken name, a
-    checker that is no ``Checker`` or whose ``name`` is not the spec's, or a rule that
-    clashes with the catalog is an error that names it, and nothing is registered.
+    checker that is no ``Checker`` or whose ``name`` is not the spec's, a rule that
+    clashes with the catalog, a rule the metrics and the docs could not carry (a name that
+    is not snake_case or is over ``MAX_RULE_NAME_CHARS``, a rule without its doc or a doc
+    without its rule) or a ``RAISES`` that is not a frozenset of ``Rule`` objects is an
+    error that names it, and nothing is registered.
     """
     if not isinstance(spec, ProtocolSpec):
         raise TypeError(f"register() takes a ProtocolSpec, not {type(spec).__name__}")
@@ -144,13 +160,77 @@ def register(spec: ProtocolSpec) -> None:
             f"protocol {name!r}: its checker {checker.__name__} is named {checker.name!r}; "
             f"set the class's name to {name!r}"
         )
+    _check_rules(spec)
     try:
         _index([*_specs.values(), spec])
+        _check_docs(spec)  # (after a clash with the catalog, which says more)
     except Exception:
         _index(list(_specs.values()))  # as it was: a refused spec leaves no trace
         raise
     _specs[name] = spec
     CHECKERS[name] = checker
+
+
+#: What a rule's name may be: snake_case, as every built-in rule's is, and short. It is a
+#: label value of ``streamguard_violations_total`` and part of a docs anchor.
+_RULE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+MAX_RULE_NAME_CHARS = 64
+
+
+def _check_rules(spec: ProtocolSpec) -> None:
+    """Refuse what a spec says of its rules that the catalog, the docs and the metrics could
+    not carry: a ``TypeError`` or ``ValueError`` that names it and says what to change.
+
+    ``rules``: ``Rule`` objects with snake_case names of at most ``MAX_RULE_NAME_CHARS``
+    (``_check_docs``: each documented, once the catalog took them). The checker's
+    ``RAISES``: a frozenset of ``Rule`` objects (whether each is in the catalog is checked
+    when the catalog is indexed).
+    What a checker raises and does not declare cannot be seen here: such a finding is
+    refused when it is made (``StreamMonitor``, ``UndeclaredRule``).
+    """
+    name = spec.name
+    raises = spec.checker.RAISES
+    if not isinstance(raises, frozenset) or not all(isinstance(r, Rule) for r in raises):
+        raise TypeError(
+            f"protocol {name!r}: its checker's RAISES must be a frozenset of Rule objects "
+            "(streamguard.rules), such as frozenset({INVALID_JSON, MY_RULE})"
+        )
+    for rule in spec.rules:
+        if not isinstance(rule, Rule):
+            raise TypeError(
+                f"protocol {name!r}: its rules must be Rule objects (streamguard.rules)"
+            )
+        if len(rule.name) > MAX_RULE_NAME_CHARS:
+            raise ValueError(
+                f"protocol {name!r}: a rule's name is {len(rule.name)} characters; rule names "
+                f"are at most {MAX_RULE_NAME_CHARS} characters"
+            )
+        if not _RULE_NAME.fullmatch(rule.name):
+            raise ValueError(
+                f"protocol {name!r}: rule {rule.name!r}: rule names are snake_case "
+                "(lowercase letters, digits and underscores, starting with a letter)"
+            )
+
+
+def _check_docs(spec: ProtocolSpec) -> None:
+    """Refuse a spec whose own rules and their docs do not match one for one (the rules
+    page has a section per rule): a ``ValueError`` that says what to add or drop."""
+    name = spec.name
+    own = {rule.name for rule in spec.rules}
+    documented = {doc.name for doc in spec.rule_docs}
+    for rule in spec.rules:
+        if rule.name not in documented:
+            raise ValueError(
+                f"protocol {name!r}: rule {rule.name!r} has no rule_docs entry; add "
+                f"rule_doc({rule.name!r}, meaning=..., clients=..., example=..., fix=...) "
+                "to the spec's rule_docs (streamguard.rule_docs.rule_doc)"
+            )
+    extra = sorted(documented - own)
+    if extra:
+        raise ValueError(
+            f"protocol {name!r}: its rule_docs documents {extra[0]!r}, which is not one of "
+            "its rules; declare the rule in the spec's rules, or drop its doc"
+        )
 
 
 def unregister(name: str) -> None:
@@ -176,6 +256,12 @@ def _index(specs: list[ProtocolSpec]) -> None:
             spec.rules,
         )
         for spec in specs
+    )
+    PLUGIN_RULES.clear()
+    PLUGIN_RULES.update(
+        (spec.name, frozenset(rule.name for rule in rules.rules_for(spec.name)))
+        for spec in specs
+        if not any(spec is built_in for built_in in BUILT_IN)
     )
     path_signals[:] = _merged((spec.name, spec.paths) for spec in specs)
     header_signals[:] = _merged((spec.name, spec.headers) for spec in specs)
@@ -207,6 +293,15 @@ def _request_facts(specs: list[ProtocolSpec]) -> list[RequestFact]:
                 setters[key] = spec.name
             read.append(fact)
     return read
+
+
+def reader_of(fact: RequestFact) -> str:
+    """The protocol that declares request fact ``fact`` (the first registered, for a fact
+    two protocols share), to name it when its reader fails; ``"unknown"`` if none does."""
+    for spec in _specs.values():
+        if any(fact is own for own in spec.request_facts):
+            return spec.name
+    return "unknown"
 
 
 def request_facts_read_by(protocol: str) -> tuple[RequestFact, ...] | None:

@@ -20,8 +20,15 @@ between them (Cohere's, LangGraph's and A2A's), so a protocol of one's own can s
 signals between any two.
 
 A spec is plain data, checked when it is registered (``streamguard.protocols.register``):
-a name clash, a checker whose ``name`` differs from the spec's, a rule declared twice, or a
-request fact that two readers set is a ``ValueError`` that names it.
+a name clash, a checker whose ``name`` differs from the spec's, a rule declared twice, a
+rule name that is not snake_case (or is over 64 characters), a rule without its doc (or a
+doc without its rule), or a request fact that two readers set is a ``ValueError`` that
+names it; a ``RAISES`` that is not a frozenset of ``Rule`` objects a ``TypeError``.
+
+Every hook a spec hands the engine (its checker, its signals, its request readers) runs
+behind a guard: whatever it raises, cancellation aside, is contained and counted, and a
+finding of a rule the protocol does not declare is refused (``docs/plugins.md``, "The
+boundary").
 """
 
 from __future__ import annotations

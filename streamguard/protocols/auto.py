@@ -32,6 +32,10 @@ spec's ``headers``, ``paths`` and ``events``, merged by rank in the registry,
    does not parse (a Python ``repr`` of a dict, or broken JSON in a stream of JSON events;
    ``PlainSSEChecker``'s ``looks_at_json``, see ``streamguard.protocols.sse``).
 
+A signal that raises (a plugin's bug) is no match for that stream, and detection goes on
+with the next one: the fault is kept on the detector (``Detector.faults``) for the seam to
+count as an internal error, and the stream is still checked and reported.
+
 Frames run together with single line endings reach the checker as one event whose data
 holds several payloads: its first line decides. A body never ended by a blank line
 dispatches nothing at all; at its end the parser's unfinished event is judged by its first
@@ -44,6 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from streamguard._faults import error_name, is_cancellation
 from streamguard.protocols import (
     CHECKERS,
     PlainSSEChecker,
@@ -75,38 +80,68 @@ MAX_UNDECIDED_EVENTS = 8
 MAX_UNDECIDED_CHARS = 256 * 1024
 
 
-def protocol_for_headers(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """The protocol the response headers declare, or ``None``."""
+#: A signal that raised on a stream: ``(where, error)``, ``where`` naming the kind of
+#: signal and the protocol (``"path signal of job_progress"``), ``error`` the exception's
+#: type and place (``monitor.error_name``), never its message, which may quote the wire.
+Fault = tuple[str, str]
+
+
+def protocol_for_headers(
+    headers: Iterable[tuple[bytes, bytes]], faults: list[Fault] | None = None
+) -> str | None:
+    """The protocol the response headers declare, or ``None``. A test that raises is no
+    match (``faults``, when given, is told; see ``_failed``)."""
     load_plugins()
     if not header_signals:
         return None
     held = list(headers)  # each test reads them all
     for _rank, test, protocol in header_signals:
-        if test(held):
-            return protocol
+        try:
+            if test(held):
+                return protocol
+        except BaseException as exc:
+            _failed(exc, protocol, "header", faults)
     return None
 
 
-def protocol_for_path(path: str | None) -> str | None:
-    """The protocol a request path names, or ``None``."""
+def protocol_for_path(path: str | None, faults: list[Fault] | None = None) -> str | None:
+    """The protocol a request path names, or ``None``; a test that raises is no match."""
     load_plugins()
     if not path:
         return None
     path = path.rstrip("/")
     for _rank, test, protocol in path_signals:
-        if test(path):
-            return protocol
+        try:
+            if test(path):
+                return protocol
+        except BaseException as exc:
+            _failed(exc, protocol, "path", faults)
     return None
 
 
-def protocol_for_event(event: Event) -> str | None:
-    """The protocol one event proves, or ``None`` when it proves nothing."""
+def protocol_for_event(event: Event, faults: list[Fault] | None = None) -> str | None:
+    """The protocol one event proves, or ``None`` when it proves nothing; a test that raises
+    is no match."""
     load_plugins()
     payload = _payload(event.data)
     for _rank, test, protocol in event_signals:
-        if test(event, payload):
-            return protocol
+        try:
+            if test(event, payload):
+                return protocol
+        except BaseException as exc:
+            _failed(exc, protocol, "event", faults)
     return None
+
+
+def _failed(exc: BaseException, protocol: str, kind: str, faults: list[Fault] | None) -> None:
+    """A protocol's signal raised: for this stream it is no match, and detection goes on
+    with the next signal (a plugin's bug must not cost the built-in protocols their
+    detection, nor the stream its report), told to ``faults`` if given. Cancellation is
+    the task's: it propagates."""
+    if is_cancellation(exc):
+        raise exc
+    if faults is not None:
+        faults.append((f"{kind} signal of {protocol}", error_name(exc)))
 
 
 def _payload(data: str) -> object:
@@ -136,10 +171,11 @@ class Detector:
     event, and else ``decide_plain``. ``checker`` is the chosen protocol's checker once
     decided, ``source`` how it was chosen (``header``, ``path``, ``event`` or
     ``default``). ``excerpt`` shows an event's data on the findings of a replayed event, as
-    the monitor shows it on others.
+    the monitor shows it on others. ``faults``: the signals that raised on this stream
+    (each no match), for the seam to count; ``None`` while none did.
     """
 
-    __slots__ = ("chars", "checker", "events", "excerpt", "path", "request", "source")
+    __slots__ = ("chars", "checker", "events", "excerpt", "faults", "path", "request", "source")
 
     def __init__(
         self,
@@ -157,20 +193,25 @@ class Detector:
         self.checker: Checker | None = None
         # Until decided, the stream reads as what it becomes when nothing decides it.
         self.source = "default"
-        by_header = protocol_for_headers(headers)
-        if by_header is not None and by_header in CHECKERS:
-            self._decide(by_header, "header")
-            return
-        by_path = protocol_for_path(path)
-        if by_path is not None and by_path in CHECKERS:
-            self._decide(by_path, "path")
+        self.faults: list[Fault] | None = None
+        faults: list[Fault] = []
+        decided = protocol_for_headers(headers, faults)
+        source = "header"
+        if decided is None or decided not in CHECKERS:
+            decided = protocol_for_path(path, faults)
+            source = "path"
+        self._note(faults)
+        if decided is not None and decided in CHECKERS:
+            self._decide(decided, source)
 
     def hold(self, event: Event, index: int) -> Sequence[Finding]:
         """Hold an undecided stream's event; when it, or a bound, decides, the findings of
         the held events replayed into the chosen checker."""
         self.events.append((event, index))
         self.chars += len(event.event) + len(event.data)
-        protocol = protocol_for_event(event)
+        faults: list[Fault] = []
+        protocol = protocol_for_event(event, faults)
+        self._note(faults)
         if protocol is not None and protocol in CHECKERS:
             return self._decide(protocol, "event")
         if len(self.events) >= MAX_UNDECIDED_EVENTS or self.chars > MAX_UNDECIDED_CHARS:
@@ -180,10 +221,24 @@ class Detector:
     def decide_by(self, pending: Event) -> list[Finding]:
         """The body ended undecided: ``pending``, the event it never finished, decides by
         its first data line if it can. The replayed events' findings."""
-        protocol = protocol_for_event(pending)
+        faults: list[Fault] = []
+        protocol = protocol_for_event(pending, faults)
+        self._note(faults)
         if protocol is not None and protocol in CHECKERS:
             return self._decide(protocol, "event")
         return []
+
+    def _note(self, faults: list[Fault]) -> None:
+        """Keep the signals' new ``faults``, once per signal kind and protocol (a raising
+        event signal would otherwise add one per held event): at most one per signal."""
+        if not faults:
+            return
+        kept = self.faults
+        if kept is None:
+            kept = self.faults = []
+        for fault in faults:
+            if all(known != fault[0] for known, _ in kept):
+                kept.append(fault)
 
     def decide_plain(self) -> list[Finding]:
         """Nothing decided by the body's end: plain SSE. The replayed events' findings."""
