@@ -77,6 +77,7 @@ tests break monitors one step out, in the module that builds them).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import random

@@ -792,7 +792,7 @@ def test_check_shows_the_values_of_the_users_own_file(
     )
     path = tmp_path / "mystery.sse"
     path.write_bytes(stream)
-    code, out, _ = run(capsys, "check", "--protocol", "anthropic", str(path))
+    _, out, _ = run(capsys, "check", "--protocol", "anthropic", str(path))
     assert "the undocumented type 'mystery_event'" in out
     assert "chars #" not in out
     hidden = check_stream([stream], protocol="anthropic")  # as the middleware sees it
