@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import math
 import os
@@ -1625,10 +1626,15 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
     try:
         variants = conformance.select(args.variants, args.protocol)
     except KeyError as exc:
-        known = ", ".join(v.name for v in battery.variants)
+        names = [v.name for v in battery.variants]
+        hints = [
+            f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name)
+            for name in str(exc.args[0]).split(", ")
+            for close in [difflib.get_close_matches(name, names, n=1)]
+        ]
         print(
-            f"streamguard conformance: error: unknown variant(s) {exc.args[0]}; "
-            f"expected some of: {known}, or all",
+            f"streamguard conformance: error: unknown variant(s) {', '.join(hints)}; "
+            f"expected some of: {', '.join(names)}, or all",
             file=err,
         )
         return EXIT_USAGE
@@ -1729,7 +1735,38 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         print(f"streamguard conformance: error: {_shown_url(args.url)}: {exc}", file=err)
         return EXIT_USAGE
     _print_conformance(args, summary, out)
-    return _conformance_outputs(args, conformance.summary_json(summary), expected)
+    code = _conformance_outputs(args, conformance.summary_json(summary), expected)
+    missing = _endpoint_missing(summary.results)
+    if missing is not None:
+        print(f"streamguard conformance: error: {endpoint}: {missing}", file=err)
+        return EXIT_USAGE  # as probe says of an unreachable URL: an input error
+    return code
+
+
+#: What an endpoint that does not serve the API answers: no such path, or no POST there.
+_NO_SUCH_API = ("HTTP 404 ", "HTTP 405 ")
+
+
+def _endpoint_missing(results: Sequence[Any]) -> str | None:
+    """Why no variant could run at all, when that is the endpoint's fault and not a
+    variant's: nothing listens (every request failed to connect), or the URL serves no
+    such API (every answer was 404 or 405). None when any variant got a stream."""
+    from streamguard.conformance import VariantOutcome
+
+    sent = [r for r in results if r.requests]  # (a variant skipped up front sent nothing)
+    if not sent or any(
+        r.outcome not in (VariantOutcome.SKIPPED, VariantOutcome.ERROR) for r in sent
+    ):
+        return None
+    reasons = [r.reason for r in sent]
+    if all(reason.startswith("request failed: Connect") for reason in reasons):
+        return "nothing answered: every request failed to connect (is the server running?)"
+    if all(any(code in reason for code in _NO_SUCH_API) for reason in reasons):
+        return (
+            "the endpoint answered HTTP 404 or 405 to every variant: no such API at this "
+            "URL (give the API's base, such as http://host:8000/v1)"
+        )
+    return None
 
 
 def _print_conformance(args: argparse.Namespace, summary: Any, out: TextIO) -> None:
@@ -2006,6 +2043,13 @@ def _parser() -> argparse.ArgumentParser:
         )
         sub.add_argument(
             "--format", choices=["table", "json"], default="table", help="output format"
+        )
+        sub.add_argument(  # as conformance has it
+            "--json",
+            dest="format",
+            action="store_const",
+            const="json",
+            help="the same as --format json",
         )
         sub.add_argument(
             "--fail-on",

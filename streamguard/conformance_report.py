@@ -669,8 +669,9 @@ def _row(
     rules_cell = f'<ul class="rules">{rules}</ul>' if rules else '<span class="note">none</span>'
     if findings:
         listed = _e("\n".join(findings))
+        count = len(_findings(variant))
         rules_cell += (
-            f"<details><summary>{len(_findings(variant))} findings</summary>"
+            f"<details><summary>{count} finding{'' if count == 1 else 's'}</summary>"
             f"<pre>{listed}</pre></details>"
         )
     streams = []

@@ -798,3 +798,13 @@ def test_check_shows_the_values_of_the_users_own_file(
     hidden = check_stream([stream], protocol="anthropic")  # as the middleware sees it
     assert "mystery_event" not in repr(hidden.findings)
     assert any("<13 chars #" in finding.message for finding in hidden.findings)
+
+
+def test_json_is_accepted_by_check_as_by_conformance(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` is ``--format json`` on check and probe too, as on conformance."""
+    assert run(capsys, "check", "--json", "done.sse") == run(
+        capsys, "check", "--format", "json", "done.sse"
+    )
+    assert json.loads(run(capsys, "check", "--json", "done.sse")[1])["protocol"] == "openai_chat"

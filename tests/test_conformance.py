@@ -358,22 +358,50 @@ def test_an_api_key_variable_named_but_unset_is_a_usage_error(
 
 
 def test_an_unknown_variant_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["conformance", "http://127.0.0.1:9/v1", "--model", "m", "--variants", "nope"])
+    """A variant name not in the battery is exit 2, with the closest name when one is."""
+    code = main(
+        ["conformance", "http://127.0.0.1:9/v1", "--model", "m", "--variants", "nope,lenght"]
+    )
     _, err = capsys.readouterr()
     assert code == 2
-    assert "unknown variant(s) nope" in err
+    assert "unknown variant(s) 'nope', 'lenght' (did you mean 'length'?)" in err
 
 
-def test_an_unreachable_endpoint_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
-    """Nothing listens: each variant is an error, and the run fails."""
+def test_an_unreachable_endpoint_is_an_input_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing listens: each variant is an error, the report says so, and the run exits 2
+    saying why, as probe does for an unreachable URL."""
     with fake_endpoint(FakeState()) as url:
         pass  # the port is free again
-    code = main(["conformance", url, "--model", "m", "--json", "--variants", "plain"])
-    out, _ = capsys.readouterr()
-    assert code == 1
-    [variant] = json.loads(out)["variants"]
-    assert variant["outcome"] == "error"
-    assert variant["reason"] == "request failed: ConnectError"
+    code = main(["conformance", url, "--model", "m", "--json", "--variants", "plain,length"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    variants = json.loads(out)["variants"]
+    assert [v["reason"] for v in variants] == ["request failed: ConnectError"] * 2
+    assert "nothing answered: every request failed to connect" in err
+
+
+def test_an_endpoint_that_serves_no_such_api_is_an_input_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A base URL where the API is not (every answer 404): the run exits 2 saying so,
+    instead of reporting each variant skipped as unsupported."""
+    with fake_endpoint(FakeState()) as url:
+        code = main(["conformance", url + "/no-such-prefix", "--model", "m", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert all("HTTP 404" in v["reason"] for v in json.loads(out)["variants"] if v["requests"])
+    assert "no such API at this URL" in err
+
+
+def test_a_variant_that_failed_is_not_a_missing_endpoint(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The look-alike: an endpoint that answers with streams is judged by its variants."""
+    with fake_endpoint(FakeState()) as url:
+        code = main(["conformance", url, "--model", "m", "--json", "--variants", "plain"])
+    _, err = capsys.readouterr()
+    assert code == 0
+    assert "no such API" not in err
 
 
 def test_variant_selection() -> None:

@@ -685,3 +685,8 @@ def test_the_command_links_the_streams_of_its_captures_directory(
     assert [a.attrs["href"] for a in cell(rows(dom)["plain"], "outcome").find_all("a")] == [
         "run/plain.html"
     ]
+
+
+def test_one_finding_is_counted_in_the_singular() -> None:
+    page = matrix_html(summary(variant("v", "fail", ("missing_finish_reason", "error"))))
+    assert "<summary>1 finding</summary>" in page
