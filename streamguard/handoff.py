@@ -140,11 +140,14 @@ class ReportQueue:
                 self.callback(item)
             except BaseException as exc:  # even SystemExit must not end the worker
                 self.failed += 1
+                # The application's own callback: its traceback, message included, as
+                # a failing callback is logged anywhere (the report holds no wire value).
                 get_logger().error(
                     "streamguard_report_callback_failed",
                     error=type(exc).__name__,
                     route=item.route,
                     protocol=item.protocol,
+                    exc_info=exc,
                 )
             finally:
                 self._queue.task_done()

@@ -59,6 +59,7 @@ __all__ = [
     "ViolationLimiter",
     "get_logger",
     "is_notable",
+    "log_callback_failure",
     "summary_level",
 ]
 
@@ -68,10 +69,38 @@ STDLIB_LOGGER = logging.getLogger("streamguard")
 STDLIB_LOGGER.addHandler(logging.NullHandler())
 
 
-def _render(logger: Any, method_name: str, event_dict: Any) -> str:
-    """``stream_completed route='/v1/chat' ...``: the event name first, as a message."""
+def _render(logger: Any, method_name: str, event_dict: Any) -> Any:
+    """``stream_completed route='/v1/chat' ...``: the event name first, as a message; an
+    ``exc_info`` goes to the stdlib logger as its own, which prints the traceback."""
     event = event_dict.pop("event", "")
-    return " ".join([str(event), *(f"{key}={value!r}" for key, value in event_dict.items())])
+    exc_info = event_dict.pop("exc_info", None)
+    line = " ".join([str(event), *(f"{key}={value!r}" for key, value in event_dict.items())])
+    if exc_info is None:
+        return line
+    return (line,), {"exc_info": exc_info}
+
+
+#: How much of a callback's name ``log_callback_failure`` shows.
+_MAX_NAME_CHARS = 200
+
+
+def log_callback_failure(
+    where: str, callback: object, exc: BaseException, route: str | None, protocol: str
+) -> None:
+    """``streamguard_report_callback_failed`` (error), with the exception's traceback: an
+    application's own callback (``on_report``) raised, as ``ReportQueue`` logs it. Its
+    message is the application's own text about what it was given (a report, which holds
+    no wire value), so unlike a failure inside streamguard it is shown whole."""
+    name = getattr(callback, "__qualname__", None) or type(callback).__qualname__
+    get_logger().error(
+        "streamguard_report_callback_failed",
+        error=type(exc).__name__,
+        route=route,
+        protocol=protocol,
+        where=where,
+        callback=str(name)[:_MAX_NAME_CHARS],
+        exc_info=exc,
+    )
 
 
 #: What ``_notice_unheard`` prints, once per process.

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from streamguard._faults import is_cancellation
 from streamguard.report import Finding, StreamReport
 
 __all__ = ["COMPRESSED", "NOT_SAMPLED", "ReportCallback", "ReportSink", "Sink", "StreamSink"]
@@ -84,7 +85,18 @@ class ReportSink:
         pass
 
     def stream_ended(self, report: StreamReport) -> None:
-        self.callback(report)
+        try:
+            self.callback(report)
+        except BaseException as exc:
+            # Counted as every sink's failure is (one ``streamguard_internal_error``, its
+            # type and place only); but this is the application's own code, so it also
+            # gets its traceback, message included, as a failing callback does anywhere.
+            # What it was given, the report, holds no wire value.
+            if not is_cancellation(exc):
+                from streamguard.logs import log_callback_failure
+
+                log_callback_failure(self.name, self.callback, exc, report.route, report.protocol)
+            raise
 
     def drain(self) -> None:
         """Deliver what the callback still holds (a ``ReportQueue``), within its bound."""

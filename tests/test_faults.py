@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, MutableMapping
+from pathlib import Path
 from typing import Any
 
 import prometheus_client
@@ -54,6 +57,56 @@ def test_on_report_raising_anything_but_cancellation_is_contained(
     assert [entry["where"] for entry in logs if entry["event"] == "streamguard_internal_error"] == [
         "on_report"
     ]
+
+
+def test_a_raising_on_report_is_logged_with_its_message_and_traceback() -> None:
+    """The callback is the application's own code: beside the internal error (type and
+    place only), ``streamguard_report_callback_failed`` carries the exception itself, so
+    its message and traceback reach the application's log."""
+
+    def store(report: StreamReport) -> None:
+        raise RuntimeError(f"the store refused a report of {report.events} events")
+
+    middleware = StreamGuardMiddleware(ScriptedApp(STEPS), on_report=store, metrics=False)
+    with capture_logs() as logs:
+        run(middleware)
+    [failed] = [entry for entry in logs if entry["event"] == "streamguard_report_callback_failed"]
+    assert (failed["error"], failed["where"]) == ("RuntimeError", "on_report")
+    assert failed["callback"].endswith("store")
+    assert str(failed["exc_info"]).startswith("the store refused a report of")
+    assert failed["exc_info"].__traceback__ is not None
+
+
+#: An app whose on_report raises, run under stdlib logging (structlog unconfigured).
+_RAISING_CALLBACK = """
+import asyncio, logging, sys
+from streamguard import StreamGuardMiddleware
+from tests.asgi_driver import ScriptedApp, run
+from tests.test_faults import STEPS
+
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s %(message)s")
+
+def store(report):
+    raise RuntimeError("the store is down")
+
+run(StreamGuardMiddleware(ScriptedApp(STEPS), on_report=store, metrics=False))
+"""
+
+
+def test_a_raising_on_report_prints_its_traceback_through_stdlib_logging() -> None:
+    """Under stdlib logging the traceback is printed as logging prints any: the line, then
+    ``Traceback ...`` down to the callback's own ``raise``."""
+    done = subprocess.run(
+        [sys.executable, "-c", _RAISING_CALLBACK],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert "streamguard streamguard_report_callback_failed error='RuntimeError'" in done.stderr
+    assert "Traceback (most recent call last):" in done.stderr
+    assert "RuntimeError: the store is down" in done.stderr
 
 
 @pytest.fixture
