@@ -347,13 +347,15 @@ class _Progress:
         self._shown = False
 
     def show(self, done: int, name: str) -> None:
-        if not self.enabled:
-            return
+        if self.enabled:
+            self.show_line(f"checking {done}/{self._total}: {name}")
+
+    def show_line(self, text: str) -> None:
         try:
             width = os.get_terminal_size(self._stream.fileno()).columns
         except (OSError, ValueError, AttributeError):
             width = 80
-        line = f"checking {done}/{self._total}: {name}"[: max(width - 1, 10)]
+        line = text[: max(width - 1, 10)]
         self._stream.write("\r\x1b[K" + line)
         self._stream.flush()
         self._shown = True
@@ -363,6 +365,28 @@ class _Progress:
             self._stream.write("\r\x1b[K")
             self._stream.flush()
             self._shown = False
+
+
+class _ReadProgress(_Progress):
+    """``probe``'s ``reading: 12,345 bytes, 3.2 s`` on one self-erasing stderr line, on a
+    terminal only, at most every ``EVERY_S`` seconds: a long stream is no silent wait."""
+
+    EVERY_S = 0.25
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float]) -> None:
+        super().__init__(stream, 1)
+        isatty = getattr(stream, "isatty", None)
+        self.enabled = callable(isatty) and bool(isatty())  # one stream: shown on a terminal
+        self._clock = clock
+        self._started = self._last = clock()
+
+    def received(self, size: int) -> None:
+        if not self.enabled:
+            return
+        now = self._clock()
+        if now - self._last >= self.EVERY_S:
+            self._last = now
+            self.show_line(f"reading: {size:,} bytes, {now - self._started:.1f} s")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -1086,6 +1110,7 @@ def _read_response(
     max_seconds: float,
     budget: _Budget | None = None,
     stop_at: Callable[[str], bool] | None = None,
+    progress: _ReadProgress | None = None,
 ) -> _Probed:
     """Read the body to its end, or until ``max_bytes`` were received or ``max_seconds``
     passed since the request: then the probe leaves, as a client that stops reading does
@@ -1115,6 +1140,8 @@ def _read_response(
             if len(chunk) > room:
                 stopped_by = f"--max-bytes {max_bytes}"
                 break
+            if progress is not None:
+                progress.received(reader.received)
             if reader.clock() >= deadline:
                 stopped_by = f"--max-time {max_seconds:g}"
                 break
@@ -1238,9 +1265,20 @@ def _cmd_probe(args: argparse.Namespace) -> int:
                 client.stream(method, args.url, content=content, headers=headers) as response,
             ):
                 reader = _ProbeReader(response, args.protocol, request, started, recording, clock)
-                probed = _read_response(
-                    httpx, response, reader, args.max_bytes, args.max_time, budget
-                )
+                progress = _ReadProgress(err, clock)
+                try:
+                    probed = _read_response(
+                        httpx,
+                        response,
+                        reader,
+                        args.max_bytes,
+                        args.max_time,
+                        budget,
+                        None,
+                        progress,
+                    )
+                finally:
+                    progress.clear()
         except httpx.InvalidURL:  # its message may quote the URL: named, never quoted
             print(f"streamguard probe: error: {_shown_url(args.url)}: invalid URL", file=err)
             return EXIT_USAGE

@@ -808,3 +808,31 @@ def test_json_is_accepted_by_check_as_by_conformance(
         capsys, "check", "--format", "json", "done.sse"
     )
     assert json.loads(run(capsys, "check", "--json", "done.sse")[1])["protocol"] == "openai_chat"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_probe_progress_shows_on_a_terminal_only() -> None:
+    """probe reads a long stream with a self-erasing ``reading: N bytes, T s`` line on a
+    terminal, at most every quarter second of its clock, and nothing into a pipe."""
+    from streamguard.cli import _ReadProgress
+
+    now = [0.0]
+    terminal = _Terminal()
+    progress = _ReadProgress(terminal, lambda: now[0])
+    for size, at in [(100, 0.1), (2_000, 0.3), (3_000, 0.4), (12_345, 0.6)]:
+        now[0] = at
+        progress.received(size)
+    progress.clear()
+    assert terminal.getvalue() == (
+        "\r\x1b[Kreading: 2,000 bytes, 0.3 s\r\x1b[Kreading: 12,345 bytes, 0.6 s\r\x1b[K"
+    )
+    pipe = io.StringIO()
+    piped = _ReadProgress(pipe, lambda: now[0])
+    now[0] = 5.0
+    piped.received(1)
+    piped.clear()
+    assert pipe.getvalue() == ""
