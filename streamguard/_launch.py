@@ -11,15 +11,9 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["main", "version_line"]
+from streamguard._version import version_line
 
-
-def version_line() -> str:
-    """``streamguard 0.1.0 (compiled core)``: the version and the build that runs."""
-    import streamguard
-
-    build = "compiled" if streamguard.compiled else "pure-Python"
-    return f"streamguard {streamguard.__version__} ({build} core)"
+__all__ = ["main"]
 
 
 def main() -> int:

@@ -90,11 +90,11 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from streamguard import rules
-from streamguard._faults import is_cancellation
+from streamguard._faults import error_name, is_cancellation
 from streamguard.attribution import MAX_LINKED_UPSTREAMS, findings_by_rule, linked
 from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
 from streamguard.liveness import LivenessLimits
-from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, error_name
+from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor
 from streamguard.protocols import AUTO, CHECKERS, reader_of
 from streamguard.protocols.auto import protocol_for_path
 from streamguard.report import Finding, StreamReport, UpstreamSummary
@@ -121,7 +121,6 @@ __all__ = [
     "configure",
     "current_task",
     "initial_labels",
-    "is_cancellation",
     "link_upstream",
     "not_an_event_stream",
     "read_head",

@@ -50,6 +50,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from prometheus_client import CollectorRegistry
 
+from streamguard._faults import is_cancellation
 from streamguard._session import (
     LINKING,
     Seam,
@@ -57,7 +58,6 @@ from streamguard._session import (
     StreamSession,
     classify_end,
     configure,
-    is_cancellation,
     link_upstream,
     read_head,
 )

@@ -45,8 +45,8 @@ from urllib.parse import urlsplit, urlunsplit
 from streamguard import __version__
 from streamguard._build import PURE_PYTHON_ENV, wants_sources
 from streamguard._format import FRAME_CHARS, format_finding, frame_at, severity_at_least
-from streamguard._launch import version_line
 from streamguard._table import table
+from streamguard._version import version_line
 from streamguard._wire import showing_values, token
 from streamguard.attribution import ATTRIBUTIONS, linked, summary_of
 from streamguard.monitor import StreamEnd, StreamMonitor, check_stream

@@ -45,6 +45,7 @@ from pydantic_core import PydanticCustomError, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamguard import _session
+from streamguard._faults import is_cancellation
 from streamguard._session import (
     DOWNSTREAM,
     Seam,
@@ -53,7 +54,6 @@ from streamguard._session import (
     classify_end,
     configure,
     current_task,
-    is_cancellation,
     read_head,
 )
 from streamguard.config import (
