@@ -65,7 +65,6 @@ build on a two-core machine).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
 import time
@@ -76,7 +75,7 @@ from typing import Any
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from benchmarks._timing import print_table, write_results
+from benchmarks._timing import drive, print_table, write_results
 from benchmarks.check_anthropic import anthropic_frames
 from benchmarks.check_openai import REQUEST, openai_chat_frames
 from benchmarks.check_responses import responses_frames
@@ -170,27 +169,7 @@ def _stream(served: ASGIApp, path: str, query: bytes) -> Awaitable[None]:
 def _run(served: ASGIApp, path: str, query: bytes, streams: int, interleaved: bool) -> float:
     """CPU seconds for ``streams`` streams through ``served``: taken in turn, one message
     each, or each run to its end before the next starts."""
-    waiting = [_stream(served, path, query).__await__() for _ in range(streams)]
-    gc.collect()
-    started = time.thread_time()
-    if interleaved:
-        while waiting:
-            still = []
-            for stream in waiting:
-                try:
-                    stream.send(None)
-                except StopIteration:
-                    continue
-                still.append(stream)
-            waiting = still
-    else:
-        for stream in waiting:
-            try:
-                while True:
-                    stream.send(None)
-            except StopIteration:
-                pass
-    return time.thread_time() - started
+    return drive((_stream(served, path, query).__await__() for _ in range(streams)), interleaved)
 
 
 class _NullSink:

@@ -31,18 +31,16 @@ No budget is read from here. Run: ``python -m benchmarks.streams``.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 import sys
-import time
 import types
 from collections.abc import Generator
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from benchmarks._timing import print_table, write_results
+from benchmarks._timing import drive, print_table, write_results
 from benchmarks.e2e_app import PACED_EVENTS, STREAM, NoopMiddleware
 from streamguard import StreamGuardMiddleware
 from streamguard.protocols._skeleton import learning
@@ -111,27 +109,9 @@ def _run(served: ASGIApp, interleaved: bool = True, busy: bool = False) -> float
     """CPU seconds for ``STREAMS`` streams through ``served``, taken in turn or one by one,
     with ``server_work`` after each message when ``busy``."""
     send = _busy_server_send if busy else _server_send
-    waiting = [served(_scope(), _receive, send).__await__() for _ in range(STREAMS)]
-    gc.collect()
-    started = time.thread_time()
-    if interleaved:
-        while waiting:
-            still = []
-            for stream in waiting:
-                try:
-                    stream.send(None)
-                except StopIteration:
-                    continue
-                still.append(stream)
-            waiting = still
-    else:
-        for stream in waiting:
-            try:
-                while True:
-                    stream.send(None)
-            except StopIteration:
-                pass
-    return time.thread_time() - started
+    return drive(
+        (served(_scope(), _receive, send).__await__() for _ in range(STREAMS)), interleaved
+    )
 
 
 def streams() -> list[dict[str, Any]]:
