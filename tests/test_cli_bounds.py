@@ -14,7 +14,6 @@ import functools
 import io
 import json
 import os
-import tracemalloc
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from streamguard.monitor import check_stream
 from streamguard.report import Severity
 from streamguard.testing import serve
 from streamguard.timeline import CAPTURE_FORMAT, read_capture
+from tests.helpers import peak_memory
 from tests.stream_apps import FIXTURES
 
 MB = 1000 * 1000
@@ -50,13 +50,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def peak_bytes(action: Callable[[], object]) -> int:
-    """The peak of traced allocations while ``action`` runs."""
-    tracemalloc.start()
-    try:
-        action()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    """The peak of traced allocations while ``action`` runs (every thread's)."""
+    return peak_memory(action)[1]
 
 
 def whole_body_json(label: str, body: bytes, request: Any = None) -> dict[str, Any]:

@@ -13,7 +13,6 @@ import contextlib
 import json
 import socket
 import threading
-import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 
 from streamguard import cli, conformance
 from streamguard.timeline import read_capture
+from tests.helpers import peak_memory
 
 #: How long a run may take before the test calls it a hang: far past any budget the tests
 #: set (a second or two), so only a run that never ends trips it.
@@ -329,12 +329,7 @@ def test_the_twin_answer_is_bounded_by_max_time_too(
 
 def peak_bytes(action: Callable[[], object]) -> int:
     """The peak of traced allocations while ``action`` runs (every thread's)."""
-    tracemalloc.start()
-    try:
-        action()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return peak_memory(action)[1]
 
 
 def test_the_abort_read_keeps_a_multiple_of_max_bytes(
