@@ -11,11 +11,15 @@ STAMP := $(VENV)/.installed
 # mypy reads, so `.venv/bin/mypy` finds streamguard from any directory (the default mode's
 # import hook is invisible to it: import-not-found). It also puts tests/ and examples/ on
 # the venv's path; the compiled core, built in place, is found either way.
+# PIP_CONSTRAINT pins the isolated build environment too (setuptools, mypy: `-c` does not
+# reach it), so a new setuptools release (compat mode is marked transitional) cannot turn
+# a fresh clone red.
 EDITABLE := --config-settings editable_mode=compat
+PINNED := PIP_CONSTRAINT=$(CURDIR)/constraints.txt
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	STREAMGUARD_PURE_PYTHON=1 $(BIN)/python -m pip install --quiet -c constraints.txt $(EDITABLE) -e '.[dev,bench,docs]'
+	STREAMGUARD_PURE_PYTHON=1 $(PINNED) $(BIN)/python -m pip install --quiet -c constraints.txt $(EDITABLE) -e '.[dev,bench,docs]'
 	touch $(STAMP)
 
 # The sans-I/O core compiled with mypyc (setup.py, streamguard/_build.py), in place beside
@@ -133,7 +137,7 @@ docs: $(STAMP)
 # each; not in `test`.
 FUZZ_SECONDS ?= 60
 fuzz: $(STAMP)
-	$(BIN)/python -m pip install --quiet -c constraints.txt $(EDITABLE) -e '.[fuzz]'
+	$(PINNED) $(BIN)/python -m pip install --quiet -c constraints.txt $(EDITABLE) -e '.[fuzz]'
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_parser.py -max_total_time=$(FUZZ_SECONDS)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_checkers.py -max_total_time=$(FUZZ_SECONDS)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python fuzz/fuzz_shape_cache.py -max_total_time=$(FUZZ_SECONDS)
