@@ -787,19 +787,19 @@ class Relay:
     __slots__ = (
         "_app_returned",
         "_completed",
+        "_linked",
         "_lock",
-        "_openers",
         "_pending",
         "downstream",
         "dropped",
-        "upstreams",
     )
 
     def __init__(self, downstream: StreamSession) -> None:
         self.downstream = downstream
-        self.upstreams: list[StreamSession] = []
-        #: The task that opened each upstream stream (``None``: a worker thread).
-        self._openers: list[object | None] = []
+        #: Each linked upstream stream with the task that opened it (``None``: a worker
+        #: thread). One list of pairs, appended in one step: a sync client links from a
+        #: worker thread while the loop may be reading it.
+        self._linked: list[tuple[StreamSession, object | None]] = []
         #: Upstream streams of the request past ``MAX_LINKED_UPSTREAMS``.
         self.dropped = 0
         #: The downstream report, held until the request is over.
@@ -815,12 +815,11 @@ class Relay:
     def add(self, upstream: StreamSession, opener: object | None = None) -> None:
         if self._completed:
             return
-        if len(self.upstreams) >= MAX_LINKED_UPSTREAMS:
+        if len(self._linked) >= MAX_LINKED_UPSTREAMS:
             self.dropped += 1
             return
         upstream.relay = self
-        self.upstreams.append(upstream)
-        self._openers.append(opener)
+        self._linked.append((upstream, opener))
 
     def _is_the_requests(self, opener: object | None, deciding: object | None) -> bool:
         """Whether an upstream stream opened by ``opener`` is the request's, as far as can
@@ -837,7 +836,7 @@ class Relay:
         was opened by a task still running that the app may yet be waiting for."""
         return any(
             _still_open(upstream) or not self._is_the_requests(opener, deciding)
-            for upstream, opener in zip(self.upstreams, self._openers, strict=True)
+            for upstream, opener in list(self._linked)
         )
 
     # -- the downstream side ---------------------------------------------------------------
@@ -883,14 +882,13 @@ class Relay:
         self._completed = True
         # The upstream streams opened by tasks the app left running are not the request's:
         # unlinked, so that their end is not ``abandoned`` and holds nothing here.
+        opened, self._linked = self._linked, []  # (no task is held past the report)
         upstreams = []
-        for upstream, opener in zip(self.upstreams, self._openers, strict=True):
+        for upstream, opener in opened:
             if self._is_the_requests(opener, deciding):
                 upstreams.append(upstream)
             else:
                 upstream.relay = None
-        self.upstreams = upstreams
-        self._openers = []  # (no task is held past the report)
         if not upstreams and not self.dropped:
             return report  # none was the request's: a stream with no upstream
         findings = report.findings

@@ -23,13 +23,14 @@ served without a lifespan is drained at interpreter exit only.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import queue
 import threading
 import time
 import weakref
 from collections.abc import Callable
 
-from streamguard.logs import get_logger
+from streamguard.logs import get_logger, log_callback_failure
 from streamguard.report import StreamReport
 
 __all__ = ["ReportQueue"]
@@ -140,15 +141,9 @@ class ReportQueue:
                 self.callback(item)
             except BaseException as exc:  # even SystemExit must not end the worker
                 self.failed += 1
-                # The application's own callback: its traceback, message included, as
-                # a failing callback is logged anywhere (the report holds no wire value).
-                get_logger().error(
-                    "streamguard_report_callback_failed",
-                    error=type(exc).__name__,
-                    route=item.route,
-                    protocol=item.protocol,
-                    exc_info=exc,
-                )
+                # A logging pipeline that fails too must not end the worker either.
+                with contextlib.suppress(Exception):
+                    log_callback_failure(self.name, self.callback, exc, item.route, item.protocol)
             finally:
                 self._queue.task_done()
 

@@ -105,12 +105,15 @@ def log_callback_failure(
 
 #: What ``_notice_unheard`` prints, once per process.
 UNHEARD_NOTICE = (
-    "streamguard: a broken stream was found, but nothing is listening to its log events: "
+    "streamguard: a stream finding or a failure was logged, but nothing is listening: "
     "structlog is not configured and the stdlib logger 'streamguard' has no handler. To "
     "see them, call logging.basicConfig(level=logging.INFO) or configure structlog; "
     "logs={'enabled': False} turns them off. (said once per process)"
 )
-_unheard_noticed = threading.Event()
+#: Whether ``_notice_unheard`` has decided (printed the notice, or seen a handler): then
+#: it costs one check of a flag per event. Set under ``_unheard_lock``, so it prints once.
+_unheard_decided = False
+_unheard_lock = threading.Lock()
 
 
 def _heard(logger: logging.Logger) -> bool:
@@ -127,14 +130,16 @@ def _heard(logger: logging.Logger) -> bool:
 
 def _notice_unheard(logger: Any, method_name: str, event_dict: Any) -> Any:
     """A processor of the stdlib fallback: the first warning or error event that no
-    handler would show makes one line on stderr saying how to see them."""
-    if (
-        method_name in ("warning", "error")
-        and not _unheard_noticed.is_set()
-        and not _heard(STDLIB_LOGGER)
-    ):
-        _unheard_noticed.set()
-        print(UNHEARD_NOTICE, file=sys.stderr)
+    handler would show makes one line on stderr saying how to see them. Decided once per
+    process, at the first warning or error: a handler added later is one the application
+    chose after being told."""
+    global _unheard_decided
+    if method_name in ("warning", "error") and not _unheard_decided:
+        with _unheard_lock:
+            if not _unheard_decided:
+                _unheard_decided = True
+                if not _heard(STDLIB_LOGGER):
+                    print(UNHEARD_NOTICE, file=sys.stderr)
     return event_dict
 
 

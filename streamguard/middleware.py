@@ -183,7 +183,9 @@ class StreamGuardMiddleware:
 
     @property
     def internal_errors(self) -> int:
-        """How many failures inside streamguard were contained (one per stream at most)."""
+        """How many failures inside streamguard were contained: one per stream at most for
+        its checking and sinks, plus one per plugin hook (a request reader, a detection
+        signal) that raised on a request."""
         return self._seam.errors.count
 
     def _lifespan_receive(self, receive: Receive) -> Receive:

@@ -493,6 +493,8 @@ class StreamMonitor:
         events within a chunk of more: a clock read per event would cost every healthy
         frame. What cannot be measured this way is a single call that never returns (a
         checker that loops): no code in the process can stop it."""
+        if self._budget_left == _EXHAUSTED:
+            return True  # stopped already: no second note, no more events checked
         at = self._clock()
         left = self._budget_left - (at - since)
         if done:

@@ -127,8 +127,9 @@ class RequestFacts(Mapping[str, Any]):
             if type(stream) is bool:
                 facts["stream"] = stream
         for fact in _shared_facts if reads is None else reads:
-            # A reader may be a plugin's: one that raises is left out (what it set undone)
-            # and named in ``reader_faults``; the other readers go on.
+            # A reader may be a plugin's: one that raises is left out (the keys it set
+            # undone; a nested value it changed in place is not) and named in
+            # ``reader_faults``; the other readers go on.
             kept_facts, kept_attributes = facts.copy(), attributes.copy()
             try:
                 fact.read(request, facts, attributes)

@@ -561,3 +561,31 @@ def test_a_stream_s_long_life_earns_checking_time() -> None:
         unregister(spec.name)
     assert report.inspected
     assert report.skipped_checks == ()
+
+
+def test_a_raising_event_signal_is_told_once_however_many_events_it_raised_on() -> None:
+    """A plain stream never decided: the plugin's event signal raises on each of its held
+    events, and is counted and noted once (it was once per event)."""
+    spec = ProtocolSpec(
+        name=_SignalChecker.name,
+        checker=_SignalChecker,
+        summary="signals that raise",
+        events=(Signal(5, _raising_signal),),
+    )
+    register(spec)
+    try:
+        steps = [sse_start(), *(body(b"data: tick %d\n\n" % n) for n in range(6))]
+        steps.append(body(b"", more=False))
+        reports: list[StreamReport] = []
+        middleware = StreamGuardMiddleware(
+            ScriptedApp(steps), protocol="auto", metrics=False, on_report=reports.append
+        )
+        with capture_logs() as logs:
+            run(middleware, http_scope("GET", "/stream"))
+    finally:
+        unregister(spec.name)
+    [report] = reports
+    assert report.protocol == "sse"
+    assert middleware.internal_errors == 1
+    assert len(_internal_error_lines(logs)) == 1
+    assert sum("faulty_signals" in note for note in report.notes) == 1

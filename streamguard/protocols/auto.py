@@ -82,7 +82,7 @@ MAX_UNDECIDED_CHARS = 256 * 1024
 
 #: A signal that raised on a stream: ``(where, error)``, ``where`` naming the kind of
 #: signal and the protocol (``"path signal of job_progress"``), ``error`` the exception's
-#: type and place (``monitor.error_name``), never its message, which may quote the wire.
+#: type and place (``_faults.error_name``), never its message, which may quote the wire.
 Fault = tuple[str, str]
 
 
@@ -175,7 +175,17 @@ class Detector:
     (each no match), for the seam to count; ``None`` while none did.
     """
 
-    __slots__ = ("chars", "checker", "events", "excerpt", "faults", "path", "request", "source")
+    __slots__ = (
+        "_faulted",
+        "chars",
+        "checker",
+        "events",
+        "excerpt",
+        "faults",
+        "path",
+        "request",
+        "source",
+    )
 
     def __init__(
         self,
@@ -193,7 +203,11 @@ class Detector:
         self.checker: Checker | None = None
         # Until decided, the stream reads as what it becomes when nothing decides it.
         self.source = "default"
+        #: The faults not yet taken by the monitor (``StreamMonitor._keep_faults``).
         self.faults: list[Fault] | None = None
+        #: Every signal that has raised on this stream (its ``where``), taken or not: a
+        #: signal is told once, however many held events it raised on.
+        self._faulted: set[str] | None = None
         faults: list[Fault] = []
         decided = protocol_for_headers(headers, faults)
         source = "header"
@@ -233,12 +247,15 @@ class Detector:
         event signal would otherwise add one per held event): at most one per signal."""
         if not faults:
             return
-        kept = self.faults
-        if kept is None:
-            kept = self.faults = []
+        faulted = self._faulted
+        if faulted is None:
+            faulted = self._faulted = set()
         for fault in faults:
-            if all(known != fault[0] for known, _ in kept):
-                kept.append(fault)
+            if fault[0] not in faulted:
+                faulted.add(fault[0])
+                if self.faults is None:
+                    self.faults = []
+                self.faults.append(fault)
 
     def decide_plain(self) -> list[Finding]:
         """Nothing decided by the body's end: plain SSE. The replayed events' findings."""
