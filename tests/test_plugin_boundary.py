@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -202,20 +203,27 @@ class _SignalChecker(Checker):
     name = "faulty_signals"
 
 
+@contextmanager
+def _faulty_plugin(**hooks: Any) -> Iterator[ProtocolSpec]:
+    """``_SignalChecker``'s protocol registered with ``hooks`` (signals, request readers)
+    while the block runs, and unregistered after it."""
+    spec = ProtocolSpec(
+        name=_SignalChecker.name, checker=_SignalChecker, summary="hooks that raise", **hooks
+    )
+    register(spec)
+    try:
+        yield spec
+    finally:
+        unregister(spec.name)
+
+
 @pytest.mark.parametrize("hook", ["headers", "paths", "events"])
 def test_a_raising_detection_signal_is_no_match_and_detection_goes_on(hook: str) -> None:
     """A plugin's signal that raises, tried before every built-in one (rank 5), is treated
     as no match for that stream: the built-in protocol is still detected and checked, the
     report still made; the fault is counted once, as an internal error that names the
     plugin and its hook, without the exception's message."""
-    spec = ProtocolSpec(
-        name=_SignalChecker.name,
-        checker=_SignalChecker,
-        summary="signals that raise",
-        **{hook: (Signal(5, _raising_signal),)},  # type: ignore[arg-type]
-    )
-    register(spec)
-    try:
+    with _faulty_plugin(**{hook: (Signal(5, _raising_signal),)}):
         frames = [body(frame + b"\n\n") for frame in CHAT.split(b"\n\n") if frame.strip()]
         steps = [sse_start(), *frames, body(b"", more=False)]
         registry = CollectorRegistry()
@@ -226,8 +234,6 @@ def test_a_raising_detection_signal_is_no_match_and_detection_goes_on(hook: str)
         path = "/stream" if hook == "events" else "/v1/chat/completions"
         with capture_logs() as logs:
             recorder, raised = run(middleware, http_scope("POST", path))
-    finally:
-        unregister(spec.name)
     assert raised is None
     assert recorder.sent == steps
     [report] = reports
@@ -247,14 +253,7 @@ def test_a_raising_detection_signal_is_no_match_and_detection_goes_on(hook: str)
 def test_a_raising_request_reader_leaves_its_facts_out() -> None:
     """A plugin's request reader that raises: its facts are left out, the other readers'
     kept, the stream checked; the fault counted once, naming the plugin."""
-    spec = ProtocolSpec(
-        name=_SignalChecker.name,
-        checker=_SignalChecker,
-        summary="a reader that raises",
-        request_facts=(RequestFact(("faulty_fact",), _raising_reader),),
-    )
-    register(spec)
-    try:
+    with _faulty_plugin(request_facts=(RequestFact(("faulty_fact",), _raising_reader),)):
         frames = [body(frame + b"\n\n") for frame in CHAT.split(b"\n\n") if frame.strip()]
         steps = ["receive", sse_start(), *frames, body(b"", more=False)]
         reports: list[StreamReport] = []
@@ -266,8 +265,6 @@ def test_a_raising_request_reader_leaves_its_facts_out() -> None:
             recorder, raised = run(
                 middleware, http_scope("POST", "/v1/chat/completions"), Recorder(incoming)
             )
-    finally:
-        unregister(spec.name)
     assert raised is None
     assert recorder.sent == [step for step in steps if step != "receive"]
     [report] = reports
@@ -283,17 +280,8 @@ def test_a_raising_request_reader_leaves_its_facts_out() -> None:
 
 def test_what_a_raising_reader_set_is_undone() -> None:
     """The facts a reader set before it raised are not kept; the others' are."""
-    spec = ProtocolSpec(
-        name=_SignalChecker.name,
-        checker=_SignalChecker,
-        summary="a reader that raises",
-        request_facts=(RequestFact(("faulty_fact",), _raising_reader),),
-    )
-    register(spec)
-    try:
+    with _faulty_plugin(request_facts=(RequestFact(("faulty_fact",), _raising_reader),)) as spec:
         facts = RequestFacts({"stream": True, "n": 2})
-    finally:
-        unregister(spec.name)
     assert dict(facts) == {"stream": True, "n": 2}
     [(fact, error)] = facts.reader_faults
     assert fact is spec.request_facts[0]
@@ -566,14 +554,7 @@ def test_a_stream_s_long_life_earns_checking_time() -> None:
 def test_a_raising_event_signal_is_told_once_however_many_events_it_raised_on() -> None:
     """A plain stream never decided: the plugin's event signal raises on each of its held
     events, and is counted and noted once (it was once per event)."""
-    spec = ProtocolSpec(
-        name=_SignalChecker.name,
-        checker=_SignalChecker,
-        summary="signals that raise",
-        events=(Signal(5, _raising_signal),),
-    )
-    register(spec)
-    try:
+    with _faulty_plugin(events=(Signal(5, _raising_signal),)):
         steps = [sse_start(), *(body(b"data: tick %d\n\n" % n) for n in range(6))]
         steps.append(body(b"", more=False))
         reports: list[StreamReport] = []
@@ -582,8 +563,6 @@ def test_a_raising_event_signal_is_told_once_however_many_events_it_raised_on() 
         )
         with capture_logs() as logs:
             run(middleware, http_scope("GET", "/stream"))
-    finally:
-        unregister(spec.name)
     [report] = reports
     assert report.protocol == "sse"
     assert middleware.internal_errors == 1
