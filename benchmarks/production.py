@@ -27,13 +27,16 @@ fixed cost in. On the chat stream:
 
 * ``noop``: a pure ASGI middleware that only forwards (``benchmarks.e2e_app``'s), the
   floor of any middleware;
-* ``shell``: streamguard with ``sample_rate=0`` on the OpenAI chat route: every stream is
-  watched, counted and reported, its frames neither parsed nor checked. ``default sinks``
-  (logs and metrics on, at their defaults) is the budget's "shell alone"; ``sinks off``
+* ``shell``: streamguard on the same stream sent with ``Content-Encoding: gzip`` (the
+  bytes are not compressed: nothing reads them): every stream is watched, counted, timed
+  and reported, its frames neither parsed nor checked. ``default sinks`` (logs and metrics
+  on, at their defaults) is the budget's "shell alone"; ``sinks off``
   (``logs={"enabled": False}``, ``metrics=False``) is reported beside it;
+* ``every-stream tier``: the route as ``openai_chat`` with ``sample_rate=0``: every frame
+  parsed, the end judged (``StreamMonitor.check_framing_only``), no payload rule; default
+  sinks;
 * ``sse``: the route checked as ``protocol="sse"``, plain SSE framing and no JSON, default
-  sinks: the nearest stand-in for the every-stream tier (framing, terminal, outcome), which
-  does not exist yet;
+  sinks (the parser's own cost beside the tier's);
 * ``full check``: the route as ``openai_chat``, default sinks.
 
 On the Anthropic and Responses streams: ``full check`` (``anthropic``,
@@ -54,9 +57,10 @@ configuration's time less the app alone's, per stream; the 3 frames' checking is
   reads (a default that skips the line does not meet it by skipping).
 
 ``summary_lines_per_stream`` is what the null sink received, per stream (checked: 1 and 0).
-Every stream is checked once, before timing, to end ``completed`` with no finding.
+Every stream is checked once, before timing, to end ``completed`` with no finding (on the
+gzip path, its ``compressed_stream`` only).
 Budgets (issue 45), compiled build: the shell ≤ 0.15 µs a frame; the every-stream tier
-(here its ``sse`` stand-in) ≤ 0.3; full checking ≤ 0.5 (chat) and ≤ 0.7 (Anthropic,
+≤ 0.3; full checking ≤ 0.5 (chat) and ≤ 0.7 (Anthropic,
 Responses); a stream's fixed cost ≤ 40 µs. ``benchmarks.budgets`` reads them. Run:
 ``python -m benchmarks.production [--rounds N]`` (30 by default: well under a minute a
 build on a two-core machine).
@@ -93,6 +97,8 @@ SHORT_STREAMS = 100
 STREAMS = 1_000
 
 CHAT, MESSAGES, RESPONSES = "/v1/chat/completions", "/v1/messages", "/v1/responses"
+#: The chat stream again, sent with ``Content-Encoding: gzip``: watched, never parsed.
+CHAT_GZIP = "/v1/chat/completions/gzip"
 LONG, SHORT, THREE = b"", b"short", b"three"
 _ANTHROPIC_REQUEST = {
     "model": "claude-sonnet-4-5",
@@ -120,14 +126,17 @@ STREAMS_SERVED: dict[tuple[str, bytes], tuple[bytes, list[bytes]]] = {
     (RESPONSES, LONG): (json.dumps(_RESPONSES_REQUEST).encode(), responses_frames(deltas=DELTAS)),
     (RESPONSES, SHORT): (json.dumps(_RESPONSES_REQUEST).encode(), responses_frames(deltas=1)),
 }
+STREAMS_SERVED.update({(CHAT_GZIP, query): STREAMS_SERVED[CHAT, query] for query in (LONG, SHORT)})
 _HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+_GZIP_HEADERS = [*_HEADERS, (b"content-encoding", b"gzip")]
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     """Read the request body, then send the stream of the path and query, a frame a message."""
     await receive()
     _body, frames = STREAMS_SERVED[scope["path"], scope["query_string"]]
-    await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+    headers = _GZIP_HEADERS if scope["path"] == CHAT_GZIP else _HEADERS
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
     for frame in frames:
         await send({"type": "http.response.body", "body": frame, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -216,9 +225,10 @@ _SINKS_OFF: dict[str, Any] = {"logs": {"enabled": False}, "metrics": False}
 PER_FRAME: tuple[_Setup, ...] = (
     ("none", CHAT, None),
     ("noop", CHAT, "noop"),
-    ("shell (sample_rate=0), default sinks", CHAT, {"sample_rate": 0.0}),
-    ("shell (sample_rate=0), sinks off", CHAT, {"sample_rate": 0.0, **_SINKS_OFF}),
-    ("sse (stand-in for the every-stream tier)", CHAT, {"protocol": "sse"}),
+    ("shell (watched, not parsed), default sinks", CHAT_GZIP, {}),
+    ("shell (watched, not parsed), sinks off", CHAT_GZIP, dict(_SINKS_OFF)),
+    ("every-stream tier (sample_rate=0)", CHAT, {"sample_rate": 0.0}),
+    ("sse (plain SSE framing, no JSON)", CHAT, {"protocol": "sse"}),
     ("full check", CHAT, {}),
     ("none", MESSAGES, None),
     ("full check", MESSAGES, {}),
@@ -232,8 +242,15 @@ PER_STREAM: tuple[_Setup, ...] = (
     ("default (summaries=notable: no line)", CHAT, {}),
     ("summaries=all (one JSON line)", CHAT, {"logs": {"summaries": "all"}}),
 )
-_PROTOCOLS = {CHAT: "openai_chat", MESSAGES: "anthropic", RESPONSES: "openai_responses"}
-_STREAM_NAMES = {CHAT: "chat", MESSAGES: "anthropic", RESPONSES: "responses"}
+_PROTOCOLS = {
+    CHAT: "openai_chat",
+    CHAT_GZIP: "openai_chat",
+    MESSAGES: "anthropic",
+    RESPONSES: "openai_responses",
+}
+_STREAM_NAMES = {CHAT: "chat", CHAT_GZIP: "chat", MESSAGES: "anthropic", RESPONSES: "responses"}
+#: The findings a healthy stream of the benchmark may carry: the gzip path's own.
+_EXPECTED_RULES = {CHAT_GZIP: ["compressed_stream"]}
 
 
 def _served(path: str, options: dict[str, Any] | str | None, **extra: Any) -> ASGIApp:
@@ -257,8 +274,10 @@ def _check_streams(setups: tuple[_Setup, ...], queries: tuple[bytes, ...]) -> No
         for query in queries:
             _run(served, path, query, 1, interleaved=False)
         protocol = options.get("protocol", _PROTOCOLS[path])
+        expected = _EXPECTED_RULES.get(path, [])
         for report in reports:
-            if report.outcome.value != "completed" or report.findings:
+            rules = [finding.rule for finding in report.findings]
+            if report.outcome.value != "completed" or rules != expected:
                 raise AssertionError(f"{name}: {report.outcome} {report.findings[:3]}")
             if report.protocol != protocol:
                 raise AssertionError(f"{name}: checked as {report.protocol}, not {protocol}")
@@ -306,14 +325,15 @@ def _measure(rounds: int, sink: _NullSink) -> list[dict[str, Any]]:
         frames = len(STREAMS_SERVED[path, LONG][1])
         short_frames = len(STREAMS_SERVED[path, SHORT][1])
         long_one, short_one = long_s[i], short_s[i] / SHORT_STREAMS
+        stream = _STREAM_NAMES[path]
         if name == "none":
-            anchor[path] = (long_one, short_one)
-        none_long, none_short = anchor[path]
+            anchor[stream] = (long_one, short_one)
+        none_long, none_short = anchor[stream]
         added_long, added_short = long_one - none_long, short_one - none_short
         rows.append(
             {
                 "part": "frame",
-                "case": f"{_STREAM_NAMES[path]} stream: {name}",
+                "case": f"{stream} stream: {name}",
                 "frames": f"{frames} / {short_frames}",
                 "us_per_frame": long_one / frames * 1e6,
                 "added_us_per_frame": (added_long - added_short) / (frames - short_frames) * 1e6,

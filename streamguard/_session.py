@@ -14,10 +14,11 @@ A stream session has three steps, always in this order and each at most once, ex
 
 * **start** (``StreamSession.start``): the seam has read the response head and built the
   stream's ``StreamMonitor``. The session checks the head (``check_head``), decides whether
-  the frames are checked at all (a compressed body cannot be, a stream the sample leaves
-  out is not), and tells every sink the stream started. From here on the stream is open:
-  it is in the seam's ``open_streams`` (``in_flight``), its sweeper polls its timers, and
-  whatever fails is reported through it, so that its end always reaches the sinks.
+  the frames are checked at all (a compressed body cannot be) and how deeply (a stream the
+  sample leaves out is framed and judged on its end, ``check_framing_only``), and tells
+  every sink the stream started. From here on the stream is open: it is in the seam's
+  ``open_streams`` (``in_flight``), its sweeper polls its timers, and whatever fails is
+  reported through it, so that its end always reaches the sinks.
 * **feed**: each body chunk, before the seam hands it on; findings go to the sinks as soon
   as they are made.
 * **end** (``StreamSession.end``): once; later calls do nothing. The monitor turns the end
@@ -521,8 +522,10 @@ class StreamSession:
                 seam.skipped["content_encoding"] += 1
                 unchecked = COMPRESSED
             elif (rate := seam.sample_rate_for(spec)) < 1.0 and random.random() >= rate:
-                monitor.stop_inspecting()
-                monitor.add_note("not sampled: only the outcome was recorded")
+                monitor.check_framing_only()
+                monitor.add_note(
+                    "not sampled: only the framing, the terminal and the outcome were checked"
+                )
                 unchecked = NOT_SAMPLED
         route, label = self.route, self.protocol_label
         self._handles = self._tell(

@@ -170,8 +170,9 @@ class StreamGuardConfig(_Model):
     request_peek_bytes: int = Field(default=1024 * 1024, ge=0)
     timers: TimerConfig = Field(default_factory=TimerConfig)
     logs: LogConfig = Field(default_factory=LogConfig)
-    #: Fraction of streams whose frames are checked; the others are only counted (as
-    #: ``unchecked_streams_total{reason="not_sampled"}`` too, so alert ratios leave them out).
+    #: Fraction of streams whose frames are checked in full; the others are still framed
+    #: and judged on their terminal and outcome (the every-stream tier), and counted as
+    #: ``unchecked_streams_total{reason="not_sampled"}`` too, so alert ratios leave them out.
     sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
     #: Checking time, in milliseconds, a stream may spend beyond a tenth of its age; past
     #: it the stream is only watched (bytes, outcome, timers), its frames no longer

@@ -29,6 +29,19 @@ chunk of more); a stream may spend ``checking_budget_s`` beyond ``CHECK_SHARE`` 
 and past it is only watched (``_stop_at_budget``: bytes, timers, outcome), with a note and
 the skip reason ``checking_budget`` on its report. Offline there is no budget. A call that
 never returns cannot be charged: nothing in the process can stop it.
+
+The every-stream tier
+---------------------
+
+``sample_rate`` decides deep checking only (``check_framing_only``): a stream left out by
+the sample is still parsed, so its framing rules run, and its end is still judged, so an
+answer cut before its terminal is ``unclosed`` on every stream. The protocol's checker
+is not run on its events: it is asked only which of them end the stream
+(``Checker.end_kind``) and steps its lifecycle on those, its findings dropped, so the
+terminal and the in-band error are the ones the deep check finds. A protocol whose
+checker cannot tell its end without its full checks (``Checker.JUDGES_END_UNSAMPLED``
+false: Gemini's last finish, a plugin's) leaves the end unjudged, as before, and the
+report says so.
 """
 
 from __future__ import annotations
@@ -210,6 +223,7 @@ class StreamMonitor:
         "_checker",
         "_clock",
         "_confirms_delivery",
+        "_deep",
         "_delivered",
         "_detector",
         "_dropped",
@@ -294,6 +308,8 @@ class StreamMonitor:
         self._kept_rules: set[str] | None = None  # built when the cap is first reached
         self._dropped: dict[str, int] | None = None
         self._inspecting = True
+        #: False on the every-stream tier (``check_framing_only``): framing and the end only.
+        self._deep = True
         self._confirms_delivery = confirms_delivery
         self._delivered = _NEITHER
         self.path = path
@@ -334,7 +350,8 @@ class StreamMonitor:
 
     @property
     def inspecting(self) -> bool:
-        """False once checking stopped (too large, compressed, not sampled, failed)."""
+        """False once checking stopped (too large, compressed, failed, past its budget);
+        a stream on the every-stream tier is inspected (``deep`` is False)."""
         return self._inspecting
 
     @property
@@ -423,6 +440,17 @@ class StreamMonitor:
         if finding is not None:
             self._record((finding,))
         self._inspecting = False
+
+    def check_framing_only(self) -> None:
+        """The every-stream tier, for a stream the sample left out: parse its frames (the
+        framing rules run) and judge its end (the terminal, the in-band error, the
+        outcome), without the protocol's other rules."""
+        self._deep = False
+
+    @property
+    def deep(self) -> bool:
+        """Whether the protocol's rules run (False on the every-stream tier)."""
+        return self._deep
 
     def fail(self, error: BaseException) -> None:
         """streamguard itself broke on this stream: stop checking it and say so."""
@@ -646,10 +674,20 @@ class StreamMonitor:
         stride = 0
         if len(events) > _BUDGET_STRIDE and self._budget_left < _UNLIMITED:
             stride = _BUDGET_STRIDE
+        deep = self._deep
         for event in events:
             if checker is None:
                 found = self._hold(event, index)  # replayed findings carry their excerpts
                 checker = self._checker
+                if not deep:
+                    found = ()  # (the detector's replay ran the checker in full)
+            elif not deep:
+                if checker.JUDGES_END_UNSAMPLED:
+                    kind = checker.end_kind(event, index)
+                    if kind is not None:
+                        checker.advance(kind, event, index)  # the step's finding is dropped
+                index += 1
+                continue
             else:
                 found = checker.on_event(event, index)
                 if found and excerpts:
@@ -664,7 +702,7 @@ class StreamMonitor:
                     index = first + len(events)  # the rest of the chunk: counted, unchecked
                     break
         self._events = index
-        if len(events) == 1 and checker is not None and data.endswith(b"\n"):
+        if len(events) == 1 and checker is not None and deep and data.endswith(b"\n"):
             shapes = checker.frame_cache
             if shapes is not None and shapes.last is not None:
                 shapes.frame(data, events[0].data)  # so the next such chunk is not parsed
@@ -909,7 +947,8 @@ class StreamMonitor:
                 )
             )
         has_terminal = checker is not None and checker.has_terminal
-        if delivered == _NEITHER and not (has_terminal and self._inspecting):
+        judged = self._inspecting and (self._deep or self._judges_end_unsampled())
+        if delivered == _NEITHER and not (has_terminal and judged):
             delivered = _UNJUDGED
         outcome = OUTCOMES[end][_COLUMN[delivered]]
         self._record(found)
@@ -925,7 +964,7 @@ class StreamMonitor:
         skipped: tuple[str, ...] = ()
         if self._budget_left == _EXHAUSTED:
             skipped += (CHECKING_BUDGET,)  # (its note was added when it stopped)
-        if checker is not None and (self._inspecting or events):
+        if checker is not None and self._deep and (self._inspecting or events):
             # Checks the request ruled out on frames that were checked: said, and counted.
             for reason, note in checker.checks_skipped():
                 if reason not in skipped:
@@ -955,6 +994,21 @@ class StreamMonitor:
         )
         return self.report
 
+    def _judges_end_unsampled(self) -> bool:
+        """On the every-stream tier: whether the checker judged the end; a note says so
+        when it could not (its protocol needs its full checks to tell its terminal)."""
+        checker = self._checker
+        if checker is None or checker.JUDGES_END_UNSAMPLED:
+            return True
+        lifecycle = checker.LIFECYCLE
+        if not checker.has_terminal and not lifecycle.ended and not lifecycle.errored:
+            return True  # nothing but the body's end ends it
+        self.add_note(
+            f"the end was not judged: {checker.name} tells its terminal and its in-band "
+            "error only with its full checks"
+        )
+        return False
+
     def _end_of_body(self, events: int, offset: int) -> list[Finding]:
         """The parser's last word, the decision still owed, and the end-of-stream rules."""
         parser = self._parser
@@ -980,7 +1034,9 @@ class StreamMonitor:
             self._adopt(detector)
         checker = self._checker
         assert checker is not None
-        found.extend(checker.on_end(events, offset))
+        found.extend(
+            checker.on_end(events, offset) if self._deep else checker.end_unsampled(events, offset)
+        )
         return found
 
     def _last_activity(self) -> float:

@@ -59,9 +59,9 @@ class Sink(Protocol):
     def stream_started(self, route: str, protocol: str, unchecked: str | None) -> StreamSink | None:
         """A watched stream started on ``route`` (its label) as ``protocol`` (its label).
 
-        ``unchecked`` is ``None`` when its frames are checked, else why not
-        (``NOT_SAMPLED``, ``COMPRESSED``): such a stream has only its outcome, its
-        timing and its response-head findings.
+        ``unchecked`` is ``None`` when its frames are checked in full, else why not
+        (``NOT_SAMPLED``: only framed and judged on its end; ``COMPRESSED``: only its
+        outcome, its timing and its response-head findings).
         """
 
     def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:

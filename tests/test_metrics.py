@@ -381,14 +381,15 @@ def test_only_the_rules_of_a_protocol_are_initialised() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "start", "reason"),
+    ("options", "start", "reason", "inspected"),
     [
-        ({"sample_rate": 0.0}, sse_start(), "not_sampled"),
-        ({}, sse_start((b"content-encoding", b"gzip")), "compressed"),
+        # Framed on the every-stream tier; a compressed body cannot be parsed at all.
+        ({"sample_rate": 0.0}, sse_start(), "not_sampled", True),
+        ({}, sse_start((b"content-encoding", b"gzip")), "compressed", False),
     ],
 )
 def test_unchecked_streams_are_counted_apart_and_never_malformed(
-    options: dict[str, Any], start: dict[str, Any], reason: str
+    options: dict[str, Any], start: dict[str, Any], reason: str, inspected: bool
 ) -> None:
     """A stream whose frames go unchecked counts in streams_total and, with its reason, in
     unchecked_streams_total; an error finding it still gets does not make it malformed."""
@@ -400,7 +401,11 @@ def test_unchecked_streams_are_counted_apart_and_never_malformed(
     )
     run(middleware)
     [report] = reports
-    assert (report.outcome, report.inspected, report.malformed) == (Outcome.UNCLOSED, False, True)
+    assert (report.outcome, report.inspected, report.malformed) == (
+        Outcome.UNCLOSED,
+        inspected,
+        True,
+    )
     labels = {"route": "__unknown__", "protocol": "sse"}
     assert value(registry, "streamguard_streams_total", **labels, outcome="unclosed") == 1
     assert (

@@ -403,7 +403,7 @@ def test_sample_rate_is_set_per_route(client: Client) -> None:
     client.read(client.body(HEALTHY), routes=routes)
     client.read(client.body(HEALTHY), "http://api.test/openai/chat/completions", routes=routes)
     assert [report.notes for report in client.reports] == [
-        ("not sampled: only the outcome was recorded",),
+        ("not sampled: only the framing, the terminal and the outcome were checked",),
         (),
     ]
 

@@ -67,15 +67,18 @@ except ImportError:  # not installed: the decorator only speaks to the compiler 
 __all__ = [
     "KNOWN_EVENT_NAMES",
     "MAX_KEPT_TEXT_CHARS",
+    "NOT_JSON_DATA",
     "NO_FINDINGS",
     "Checker",
     "EventFindings",
     "KeptText",
     "OpenByNumber",
     "Transcript",
+    "any_json",
     "event_name",
     "json_object",
     "listing",
+    "may_name",
     "terminated_lifecycle",
 ]
 
@@ -227,6 +230,10 @@ class Checker:
     #: Whether the protocol defines a terminal signal. Without one, the end of the body
     #: is the end of the stream and a clean end counts as ``completed``.
     has_terminal: ClassVar[bool] = True
+    #: Whether ``end_kind`` tells the events that end the stream without the full checks,
+    #: so a stream the sample leaves out is still judged on its terminal (the every-stream
+    #: tier, ``StreamMonitor.check_framing_only``). False: its end is left unjudged.
+    JUDGES_END_UNSAMPLED: ClassVar[bool] = False
     #: The protocol's lifecycle table.
     LIFECYCLE: ClassVar[Lifecycle] = UNTERMINATED
     #: The rules the protocol's payload handlers can raise (the lifecycle table's rules
@@ -380,6 +387,16 @@ class Checker:
     ) -> Sequence[Finding]:
         """``advance`` for an event whose payload is not checked: its findings."""
         finding = self.advance(kind, event, index, name)
+        return NO_FINDINGS if finding is None else (finding,)
+
+    def end_unsampled(self, events: int, offset: int) -> Sequence[Finding]:
+        """``on_end`` on the every-stream tier (``end_kind``): the lifecycle's end step
+        alone (a missing terminal), for a protocol that ``JUDGES_END_UNSAMPLED``; the
+        protocol's own end-of-stream rules are deep checks."""
+        if not self.JUDGES_END_UNSAMPLED:
+            return NO_FINDINGS
+        end = Event("", "", offset=offset)
+        finding = self.advance(END, end, events)
         return NO_FINDINGS if finding is None else (finding,)
 
     def on_end(self, events: int, offset: int) -> Sequence[Finding]:
@@ -536,6 +553,16 @@ class Checker:
         """Whether an event in a sealed phase is the terminal signal (sent again)."""
         return False
 
+    def end_kind(self, event: Event, index: int) -> str | None:
+        """The every-stream tier's question (``JUDGES_END_UNSAMPLED``): the lifecycle kind
+        of an event that may end the stream (``TERMINAL``, ``ERROR``, or a kind of the
+        protocol's own that leads to either), read as cheaply as the wire allows and as
+        the full check would read it; ``None`` for an event that ends nothing, which
+        then takes no step. Only the end matters here: a kind whose steps never reach an
+        ended or errored phase, nor change where ``TERMINAL`` and ``ERROR`` lead, may be
+        ``None``."""
+        return None
+
     def sealed_kind(self, event: Event) -> tuple[str, str | None]:
         """An event's kind in a sealed phase, read without parsing it, and its name as a
         message shows it (None: as ``event_name`` shows its SSE name)."""
@@ -679,6 +706,27 @@ class OpenByNumber(Generic[T]):
     def was_opened(self, number: int) -> bool:
         """Whether ``number`` was opened (and may since have closed)."""
         return number < self.opened
+
+
+def may_name(data: str, *words: str) -> bool:
+    """Whether JSON ``data`` may hold one of ``words`` (keys or string values): it holds
+    one as it is, or a ``\\u`` escape, which can spell any of them. ``end_kind``'s filter:
+    data that passes is parsed; data that does not cannot name them."""
+    if "\\u" in data:
+        return True
+    return any(word in data for word in words)
+
+
+#: What ``any_json`` returns for data that is not JSON.
+NOT_JSON_DATA: Final = object()
+
+
+def any_json(data: str) -> object:
+    """``data`` parsed as the full check parses it, or ``NOT_JSON_DATA`` if it is not JSON."""
+    try:
+        return parse_json(data)
+    except ValueError:  # syntax, recursion limit, number out of range
+        return NOT_JSON_DATA
 
 
 def json_object(data: str) -> dict[str, Any] | None:

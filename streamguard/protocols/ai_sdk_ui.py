@@ -87,7 +87,7 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import IdSet, OpenIds, id_key, shown
-from streamguard.protocols._base import Checker, EventFindings
+from streamguard.protocols._base import Checker, EventFindings, any_json, may_name
 from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
@@ -339,6 +339,7 @@ class AISDKUIChecker(Checker):
 
     name = "ai_sdk_ui"
     LIFECYCLE = LIFECYCLE
+    JUDGES_END_UNSAMPLED = True
     RAISES = frozenset(
         {
             rules.INVALID_JSON,
@@ -368,6 +369,20 @@ class AISDKUIChecker(Checker):
 
     def is_terminal(self, event: Event) -> bool:
         return event.data == DONE
+
+    def end_kind(self, event: Event, index: int) -> str | None:
+        # As ``check_event``: [DONE] ends, an error chunk errs (finish and abort change
+        # nothing about where those two lead).
+        self._dispatched = True  # (``missing_terminal`` says whether any event came)
+        data = event.data
+        if data == DONE:
+            return TERMINAL
+        if not may_name(data, "error"):
+            return None
+        chunk = any_json(data)
+        if type(chunk) is dict and chunk.get("type") == "error":
+            return ERROR
+        return None
 
     # -- one event ------------------------------------------------------------------------
 

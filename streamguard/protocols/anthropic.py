@@ -75,8 +75,10 @@ from streamguard.protocols._base import (
     EventFindings,
     KeptText,
     Transcript,
+    any_json,
     event_name,
     json_object,
+    may_name,
     terminated_lifecycle,
     type_name,
 )
@@ -381,6 +383,7 @@ class AnthropicChecker(Checker):
 
     name = "anthropic"
     LIFECYCLE = _LIFECYCLE
+    JUDGES_END_UNSAMPLED = True
     RAISES = frozenset(
         {
             rules.BLOCK_AFTER_MESSAGE_DELTA,
@@ -420,6 +423,27 @@ class AnthropicChecker(Checker):
 
     def is_terminal(self, event: Event) -> bool:
         return event.event == "message_stop"
+
+    def end_kind(self, event: Event, index: int) -> str | None:
+        # As ``check_event`` (and ``_disagreeing``, ``_unparsable``) reads the kind; after
+        # the end nothing changes the outcome.
+        if self.phase in _LIFECYCLE.sealed:
+            return None
+        name = event.event
+        data = event.data
+        if name not in _ENDING_NAMES and not may_name(data, *_ENDING_NAMES):
+            return None
+        payload = any_json(data)
+        if type(payload) is not dict:
+            return ERROR if name == "error" else None  # the SDK raises on it, whatever its data
+        kind = payload.get("type")
+        if kind != name:
+            if not isinstance(kind, str):
+                kind = name
+            elif name == "error":
+                kind = "error"
+        step = _HANDLERS.get(kind, _UNKNOWN)[0]
+        return step if step in (TERMINAL, ERROR) else None
 
     def message_fields(self) -> Mapping[str, object]:
         return {"start": self._start_index}  # duplicate_message_start names the first
@@ -738,6 +762,8 @@ _HANDLERS: Final[dict[object, tuple[str, Handler]]] = {
 }
 #: Any other type: legal, and reported as undocumented.
 _UNKNOWN: Final = (OTHER, AnthropicChecker._on_unknown)
+#: The event types that end a stream (``AnthropicChecker.end_kind`` parses only these).
+_ENDING_NAMES: Final = ("message_stop", "error")
 
 
 # -- the protocol's declaration ------------------------------------------------------------

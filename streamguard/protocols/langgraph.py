@@ -198,6 +198,7 @@ class LangGraphChecker(Checker):
     name = "langgraph"
     has_terminal = False
     LIFECYCLE = LIFECYCLE
+    JUDGES_END_UNSAMPLED = True
     RAISES = frozenset({rules.INVALID_JSON, rules.SCHEMA_MISMATCH, rules.UNKNOWN_EVENT_TYPE})
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
@@ -207,6 +208,12 @@ class LangGraphChecker(Checker):
         ):
             self.phase = _RUNNING  # a join or a resumption starts mid-run
         self._unknown_names: frozenset[str] = frozenset()
+
+    def end_kind(self, event: Event, index: int) -> str | None:
+        # As ``check_event``: the name's mode is the kind; metadata changes nothing about
+        # where an end or an error leads.
+        kind = _KINDS.get(_mode(event.event))
+        return kind if kind in (TERMINAL, ERROR) else None
 
     def sealed_kind(self, event: Event) -> tuple[str, str | None]:
         return _KINDS.get(_mode(event.event), OTHER), None

@@ -72,8 +72,10 @@ from streamguard.protocols._base import (
     EventFindings,
     KeptText,
     Transcript,
+    any_json,
     json_object,
     listing,
+    may_name,
     terminated_lifecycle,
 )
 from streamguard.protocols._fields import STRING_OR_EXACT_INTEGER, object_problems, opt, req
@@ -293,6 +295,7 @@ class OpenAIChatChecker(Checker):
 
     name = "openai_chat"
     LIFECYCLE = _LIFECYCLE
+    JUDGES_END_UNSAMPLED = True
     RAISES = frozenset(
         {
             rules.CHOICE_INDEX_INVALID,
@@ -365,6 +368,18 @@ class OpenAIChatChecker(Checker):
 
     def is_terminal(self, event: Event) -> bool:
         return event.data.startswith("[DONE]")
+
+    def end_kind(self, event: Event, index: int) -> str | None:
+        # As ``check_event``: [DONE] ends; a chunk with a truthy top-level error errs.
+        data = event.data
+        if data.startswith("[DONE]"):
+            return TERMINAL
+        if not may_name(data, "error"):
+            return None
+        parsed = any_json(data)
+        if type(parsed) is dict and parsed.get("error"):
+            return ERROR
+        return None
 
     def check_end(self, events: int, offset: int) -> Sequence[Finding]:
         if self.phase in _LIFECYCLE.sealed:

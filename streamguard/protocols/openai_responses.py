@@ -81,7 +81,9 @@ from streamguard.protocols._base import (
     EventFindings,
     KeptText,
     Transcript,
+    any_json,
     json_object,
+    may_name,
     terminated_lifecycle,
     type_name,
 )
@@ -247,6 +249,8 @@ _KINDS: Final = {
     "response.failed": _FAILED,
     "error": ERROR,
 }
+#: The types that end a stream (``OpenAIResponsesChecker.end_kind`` parses only these).
+_ENDING_TYPES: Final = tuple(kind for kind, step in _KINDS.items() if step != _CREATED)
 _AWAITING: Final = "awaiting_created"
 _UNCREATED: Final = "uncreated"
 _STREAMING: Final = "streaming"
@@ -418,6 +422,7 @@ class OpenAIResponsesChecker(Checker):
 
     name = "openai_responses"
     LIFECYCLE = _LIFECYCLE
+    JUDGES_END_UNSAMPLED = True
     RAISES = frozenset(
         {
             rules.COMPLETED_OUTPUT_EMPTY,
@@ -463,6 +468,30 @@ class OpenAIResponsesChecker(Checker):
             return _DONE, "[DONE]"
         kind = _type_of(event)
         return (OTHER if kind is None else _KINDS.get(kind, OTHER)), _kind(kind)
+
+    def end_kind(self, event: Event, index: int) -> str | None:
+        # As ``check_event`` reads the kind (the JSON's type, validated or salvaged: a
+        # string either way), in phases where the end is still open; response.created
+        # changes nothing about where an ending event leads.
+        if self.terminal_index is not None or self.error_index is not None:
+            return None
+        if self.phase == _CUT_BY_DONE:
+            return None
+        data = event.data
+        if data.startswith("[DONE]"):
+            if self._done_index is None:
+                self._done_index = index
+            return _DONE
+        if not may_name(data, *_ENDING_TYPES):
+            return None
+        payload = any_json(data)
+        if type(payload) is not dict:
+            return None
+        kind = payload.get("type")
+        if type(kind) is not str:
+            return None
+        lifecycle = _KINDS.get(kind)
+        return None if lifecycle == _CREATED else lifecycle
 
     def message_fields(self) -> Mapping[str, object]:
         # "a second response.created (the first ...)", "follows the [DONE] sent as event ..."
