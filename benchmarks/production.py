@@ -304,13 +304,15 @@ def _measure(rounds: int, sink: _NullSink) -> list[dict[str, Any]]:
     stream_s = [float("inf")] * len(per_stream)
     lines = [0] * len(per_stream)
     for _ in range(rounds):
-        before = sink.lines
-        for i, (_name, path, served) in enumerate(per_frame):
+        for i, (name, path, served) in enumerate(per_frame):
+            before = sink.lines
             long_s[i] = min(long_s[i], _run(served, path, LONG, 1, interleaved=False))
             short = _run(served, path, SHORT, SHORT_STREAMS, interleaved=False)
             short_s[i] = min(short_s[i], short)
-        if sink.lines != before:
-            raise AssertionError("a healthy stream of the per-frame part logged a line")
+            # (A compressed stream logs its compressed_stream warning: the gzip rows' one
+            # line a stream is part of the fixed cost the short streams take out.)
+            if sink.lines != before and path != CHAT_GZIP:
+                raise AssertionError(f"{name}: a healthy stream logged a line")
         for i, (_name, path, served) in enumerate(per_stream):
             before = sink.lines
             stream_s[i] = min(stream_s[i], _run(served, path, THREE, STREAMS, interleaved=True))

@@ -575,6 +575,8 @@ class StreamMonitor:
             data = held + data
             self._held = b""
         checker = self._checker
+        if not self._deep:
+            return self._skim(data, checker, now)
         shapes = checker.frame_cache if checker is not None else None
         if shapes is None or not shapes.entries:
             return self._parse(data, now)
@@ -650,6 +652,33 @@ class StreamMonitor:
             else:
                 found.extend(self._parse(rest, now))
         return found
+
+    def _skim(self, data: bytes, checker: Checker | None, now: float) -> Sequence[Finding]:
+        """``_check`` on the every-stream tier: a chunk that is one plain frame holding none
+        of its checker's ``END_HINTS`` is counted unread (``EventParser.skim``): it ends
+        nothing and breaks no framing rule. Any other is parsed, its events asked
+        ``end_kind``."""
+        hints = checker.END_HINTS if checker is not None else None
+        if (
+            hints is None
+            or self._on_event is not None  # (a reader that needs the events)
+            or not self._parser.at_boundary(len(data))
+        ):
+            return self._parse(data, now)
+        for hint in hints:
+            # (``find``, not ``in``: ``in`` first tries the needle as an integer, and the
+            # TypeError it makes and drops costs more than the scan.)
+            if data.find(hint) >= 0:
+                return self._parse(data, now)
+        if not self._parser.skim(data):
+            return self._parse(data, now)
+        self._events += 1
+        if self.first_event_at is None:
+            self.first_event_at = now
+        liveness = self._liveness
+        if liveness is not None:
+            liveness.on_events(now, self.body_messages)
+        return ()
 
     def _parse(self, data: bytes, now: float) -> Sequence[Finding]:
         """``_check`` by the parser: every event it makes is checked in full, or repeated

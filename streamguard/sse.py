@@ -421,44 +421,13 @@ class EventParser:
         self._event_type = "message"
 
     def _single_event(self, data: bytes) -> Event | None:
-        """The fast path for a chunk that is exactly one fresh event, as most servers send.
-
-        Handles ``data: …`` and ``event: …`` + ``data: …`` with LF or CRLF endings; returns
-        ``None`` (having changed nothing) for anything else, which the general path takes.
-        Byte scans dominate its cost, so it makes as few as it can: one for the CRs and
-        one for the LFs, which stops early in a chunk of many lines. It slices out only the
-        value (and the name), so a large event costs one copy before its decoding. (Spaces
-        and CRs are compared as constants: a module global costs a lookup here.)
+        """The fast path for a chunk that is exactly one fresh event, as most servers send
+        (``_single_frame`` reads its shape); returns ``None`` (having changed nothing) for
+        anything else, which the general path takes. It slices out only the value (and
+        the name), so a large event costs one copy before its decoding.
         """
-        if data[-2:] == b"\n\n":
-            # A CR asked for as the byte's value: ``b"\r" in data`` first tries the bytes
-            # as an integer, and the TypeError it makes and drops cost more than the scan.
-            if 0x0D in data:
-                return None
-            end = len(data) - 2  # where the data line's ending is
-            first = data.find(b"\n")
-            if first == end:
-                start = 0
-            elif data.find(b"\n", first + 1) == end:
-                start = first + 1
-            else:
-                return None
-        elif data[-4:] == b"\r\n\r\n":
-            end = len(data) - 4
-            first = data.find(b"\n") - 1  # where the first line's CRLF starts
-            if first == end:
-                start, crs = 0, 2
-            elif data[first] == 0x0D and data.find(b"\n", first + 2) == end + 1:
-                start, crs = first + 2, 3
-            else:
-                return None
-            # The LFs found are the only ones before the final CRLF, and each follows a
-            # CR; a CR anywhere else would end a line of its own.
-            if data.count(b"\r") != crs:
-                return None
-        else:
-            return None
-        if data[start : start + 5] != b"data:" or (start and data[:6] != b"event:"):
+        start, first, end = _single_frame(data)
+        if start < 0:
             return None
         try:
             text = data[start + 6 if data[start + 5] == 0x20 else start + 5 : end].decode()
@@ -475,6 +444,22 @@ class EventParser:
         self._offset += len(data)
         self._events += 1
         return event
+
+    def skim(self, data: bytes) -> bool:
+        """Count a chunk at a boundary (``at_boundary``) that is exactly one fresh event of
+        ASCII bytes, as ``feed`` would, without making the event; False (having changed
+        nothing) for any other. For a reader that needs only to know the event was there
+        (the every-stream tier, ``StreamMonitor.check_framing_only``): ASCII is valid
+        UTF-8, and ``_single_frame``'s shapes hold no field but ``event`` and ``data``,
+        so ``feed`` would have made no finding either."""
+        if not data.isascii():
+            return False
+        start, _first, _end = _single_frame(data)
+        if start < 0:
+            return False
+        self._offset += len(data)
+        self._events += 1
+        return True
 
     def _consume_lines(self, whole: bytes, has_cr: bool) -> list[Event]:
         """Interpret ``whole``, which holds complete lines, each with its line ending.
@@ -724,3 +709,46 @@ class EventParser:
                     where,
                 )
             )
+
+
+def _single_frame(data: bytes) -> tuple[int, int, int]:
+    """Where a chunk that is exactly one fresh event, as most servers send it, has its data
+    line (``start``), the end of its first line (``first``) and the end of its value
+    (``end``); ``(-1, -1, -1)`` for any other chunk.
+
+    The shapes are ``data: …`` and ``event: …`` + ``data: …``, with LF or CRLF endings.
+    Byte scans dominate the cost, so it makes as few as it can: one for the CRs and one for
+    the LFs, which stops early in a chunk of many lines. (Spaces and CRs are compared as
+    constants: a module global costs a lookup here.)
+    """
+    if data[-2:] == b"\n\n":
+        # A CR asked for as the byte's value: ``b"\r" in data`` first tries the bytes as an
+        # integer, and the TypeError it makes and drops cost more than the scan.
+        if 0x0D in data:
+            return -1, -1, -1
+        end = len(data) - 2  # where the data line's ending is
+        first = data.find(b"\n")
+        if first == end:
+            start = 0
+        elif data.find(b"\n", first + 1) == end:
+            start = first + 1
+        else:
+            return -1, -1, -1
+    elif data[-4:] == b"\r\n\r\n":
+        end = len(data) - 4
+        first = data.find(b"\n") - 1  # where the first line's CRLF starts
+        if first == end:
+            start, crs = 0, 2
+        elif data[first] == 0x0D and data.find(b"\n", first + 2) == end + 1:
+            start, crs = first + 2, 3
+        else:
+            return -1, -1, -1
+        # The LFs found are the only ones before the final CRLF, and each follows a CR; a
+        # CR anywhere else would end a line of its own.
+        if data.count(b"\r") != crs:
+            return -1, -1, -1
+    else:
+        return -1, -1, -1
+    if data[start : start + 5] != b"data:" or (start and data[:6] != b"event:"):
+        return -1, -1, -1
+    return start, first, end

@@ -17,8 +17,9 @@ from prometheus_client import CollectorRegistry
 
 from streamguard import StreamGuardMiddleware, StreamMonitor, StreamReport
 from streamguard.monitor import StreamEnd
-from streamguard.protocols import CHECKERS
+from streamguard.protocols import CHECKERS, make_checker
 from streamguard.report import Outcome
+from streamguard.sse import EventParser
 from tests import equivalence
 from tests.asgi_driver import ScriptedApp, body, http_scope, run, sse_start
 
@@ -206,3 +207,25 @@ def test_the_tier_judges_as_the_full_check_over_the_equivalence_corpus() -> None
 def test_each_judging_protocol_has_fixtures_in_the_corpus(protocol: str) -> None:
     """The differential test above covers every protocol that judges its end unsampled."""
     assert equivalence.sources()[protocol]
+
+
+@pytest.mark.parametrize("protocol", sorted(JUDGING))
+def test_a_frame_whose_event_may_end_the_stream_holds_an_end_hint(protocol: str) -> None:
+    """``END_HINTS`` are sound: every fixture event that ``end_kind`` does not answer
+    ``None`` (asked of a fresh checker, where every ending kind still counts) has one of
+    them in its frame's bytes, so a frame skimmed unread (``EventParser.skim``) never
+    hides an end. The look-alikes (the deltas) carry none, or the tier would parse them."""
+    hints = CHECKERS[protocol].END_HINTS
+    assert hints is not None
+    ending = skimmed = 0
+    for stream in equivalence.sources()[protocol]:
+        for frame in equivalence.frames(stream.body):
+            for event in EventParser().feed(frame):
+                checker = make_checker(protocol, None, None)
+                if checker.end_kind(event, 0) is not None:
+                    ending += 1
+                    assert any(hint in frame for hint in hints), (stream.id, frame[:80])
+                elif not any(hint in frame for hint in hints):
+                    skimmed += 1
+    assert ending
+    assert skimmed

@@ -234,6 +234,11 @@ class Checker:
     #: so a stream the sample leaves out is still judged on its terminal (the every-stream
     #: tier, ``StreamMonitor.check_framing_only``). False: its end is left unjudged.
     JUDGES_END_UNSAMPLED: ClassVar[bool] = False
+    #: With ``JUDGES_END_UNSAMPLED``: bytes one of which every event ``end_kind`` does not
+    #: answer ``None`` holds in its frame (its ``event:`` line or its data), so that a
+    #: frame with none of them is counted unread (``EventParser.skim``). ``None``: every
+    #: event is parsed and asked.
+    END_HINTS: ClassVar[tuple[bytes, ...] | None] = None
     #: The protocol's lifecycle table.
     LIFECYCLE: ClassVar[Lifecycle] = UNTERMINATED
     #: The rules the protocol's payload handlers can raise (the lifecycle table's rules

@@ -340,6 +340,7 @@ class AISDKUIChecker(Checker):
     name = "ai_sdk_ui"
     LIFECYCLE = LIFECYCLE
     JUDGES_END_UNSAMPLED = True
+    END_HINTS = (b"[DONE]", b"error", b"\\u")
     RAISES = frozenset(
         {
             rules.INVALID_JSON,
@@ -373,7 +374,6 @@ class AISDKUIChecker(Checker):
     def end_kind(self, event: Event, index: int) -> str | None:
         # As ``check_event``: [DONE] ends, an error chunk errs (finish and abort change
         # nothing about where those two lead).
-        self._dispatched = True  # (``missing_terminal`` says whether any event came)
         data = event.data
         if data == DONE:
             return TERMINAL
@@ -574,6 +574,10 @@ class AISDKUIChecker(Checker):
                 "the client keeps it without a finish reason, and code that waits for finish "
                 "never runs",
             )
+
+    def end_unsampled(self, events: int, offset: int) -> Sequence[Finding]:
+        self._dispatched = events > 0  # (``missing_terminal`` says whether any event came)
+        return super().end_unsampled(events, offset)
 
     def message_fields(self) -> Mapping[str, object]:
         # {hint}: what missing_terminal adds on a body that dispatched no event at all.

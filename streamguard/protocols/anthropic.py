@@ -384,6 +384,7 @@ class AnthropicChecker(Checker):
     name = "anthropic"
     LIFECYCLE = _LIFECYCLE
     JUDGES_END_UNSAMPLED = True
+    END_HINTS = (b"message_stop", b"error", b"\\u")
     RAISES = frozenset(
         {
             rules.BLOCK_AFTER_MESSAGE_DELTA,

@@ -199,6 +199,8 @@ class LangGraphChecker(Checker):
     has_terminal = False
     LIFECYCLE = LIFECYCLE
     JUDGES_END_UNSAMPLED = True
+    # (The kind is the event's name, which no escape spells.)
+    END_HINTS = (b"end", b"error")
     RAISES = frozenset({rules.INVALID_JSON, rules.SCHEMA_MISMATCH, rules.UNKNOWN_EVENT_TYPE})
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:

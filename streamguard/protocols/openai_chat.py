@@ -296,6 +296,7 @@ class OpenAIChatChecker(Checker):
     name = "openai_chat"
     LIFECYCLE = _LIFECYCLE
     JUDGES_END_UNSAMPLED = True
+    END_HINTS = (b"[DONE]", b"error", b"\\u")
     RAISES = frozenset(
         {
             rules.CHOICE_INDEX_INVALID,

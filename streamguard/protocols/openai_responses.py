@@ -423,6 +423,14 @@ class OpenAIResponsesChecker(Checker):
     name = "openai_responses"
     LIFECYCLE = _LIFECYCLE
     JUDGES_END_UNSAMPLED = True
+    END_HINTS = (
+        b"[DONE]",
+        b"response.completed",
+        b"response.incomplete",
+        b"response.failed",
+        b"error",
+        b"\\u",
+    )
     RAISES = frozenset(
         {
             rules.COMPLETED_OUTPUT_EMPTY,
