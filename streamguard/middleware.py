@@ -166,7 +166,8 @@ class StreamGuardMiddleware:
             # streams of tasks the app awaited are the request's (``_session.Relay``).
             exchange.app_task = current_task()
         try:
-            await self.app(scope, exchange.receive, exchange)  # the exchange is the app's send
+            # The exchange is the app's ``receive`` (see ``_Exchange.__call__``).
+            await self.app(scope, exchange, exchange.send)
         except BaseException as exc:
             exchange.app_ended(exc)
             raise
@@ -272,6 +273,13 @@ class _Exchange(StreamSession):
         message = await self._receive()
         self.received(message)
         return message
+
+    #: The app's ``receive`` is the exchange itself and its ``send`` a bound method: a
+    #: bound method is one more object held for the whole life of every stream (an idle
+    #: one costs at most 2 KiB), and calling an instance costs more than calling one
+    #: (Python's slot call builds an argument tuple and looks ``__call__`` up): 0.16 µs a
+    #: call, paid once per frame on ``send``, once or twice per request on ``receive``.
+    __call__ = receive
 
     def received(self, message: Message) -> None:
         """The app received ``message``: note a disconnect, read a request body."""
@@ -385,10 +393,6 @@ class _Exchange(StreamSession):
                         client_left=self.disconnected,
                     )
                 )
-
-    #: The app's ``send`` is the exchange itself: a bound method would be one more object
-    #: held for the whole life of every stream (an idle one costs at most 2 KiB).
-    __call__ = send
 
     def end(
         self,
