@@ -80,6 +80,18 @@ def _opt_level() -> str:
     return level if level in ("0", "1", "2", "3") else "3"
 
 
+def _native_modules() -> list[Any]:
+    """``NATIVE_MODULES`` from streamguard/_build.py, each built from its C source."""
+    from setuptools import Extension
+
+    names = runpy.run_path(str(ROOT / "streamguard" / "_build.py"))["NATIVE_MODULES"]
+    opt = f"-O{_opt_level()}"
+    return [
+        Extension(name, [str(Path(*name.split(".")).with_suffix(".c"))], extra_compile_args=[opt])
+        for name in names
+    ]
+
+
 def _extensions() -> list[Any]:
     if os.environ.get("STREAMGUARD_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes"):
         return []
@@ -97,9 +109,12 @@ def _extensions() -> list[Any]:
         said = io.StringIO()
         try:
             with contextlib.redirect_stdout(said):
-                return mypycify(paths, opt_level=_opt_level(), group_name="streamguard._core")
+                compiled = mypycify(paths, opt_level=_opt_level(), group_name="streamguard._core")
         finally:
             _relay(said.getvalue())  # outside the redirect: its errors must be seen
+        # The native kernel (streamguard/_kernel.c): built with the compiled core, and
+        # only with it (all or nothing, as above), so a compiled build always has it.
+        return [*compiled, *_native_modules()]
     except (Exception, SystemExit) as error:
         _warn(f"mypyc could not compile the core ({type(error).__name__}: {error})")
         return []

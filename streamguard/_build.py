@@ -38,6 +38,7 @@ __all__ = [
     "COMPILED_MODULES",
     "CORE_MODULES",
     "INTERPRETED_PROTOCOL_MODULES",
+    "NATIVE_MODULES",
     "PURE_PYTHON_ENV",
     "compiled",  # noqa: F822 (module __getattr__)
     "prefer_sources",
@@ -77,6 +78,12 @@ def protocol_modules(package_dir: Path) -> tuple[str, ...]:
 
 #: The modules mypyc compiles.
 COMPILED_MODULES: tuple[str, ...] = CORE_MODULES + protocol_modules(Path(__file__).parent)
+
+#: The native kernel, written in C (``streamguard/_kernel.c``): built with the compiled core
+#: and used only by it (``streamguard.sse.skim_frame``); the pure-Python core runs the
+#: same definitions in Python. Issue 45 allowed it where mypyc could not reach the per-frame
+#: budgets: docs/performance.md, "The native kernel", has the figures.
+NATIVE_MODULES: tuple[str, ...] = ("streamguard._kernel",)
 
 #: Set to ``1`` (or ``true``/``yes``) to import the pure-Python core even where the
 #: compiled one is installed.

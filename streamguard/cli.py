@@ -1961,6 +1961,16 @@ def _core() -> tuple[str, str]:
     )
 
 
+def _kernel() -> str:
+    """Which code runs the per-frame byte scans: the native kernel (C, built with the
+    compiled core: ``streamguard/_kernel.c``) or their Python definitions."""
+    from streamguard.sse import NATIVE_KERNEL
+
+    if NATIVE_KERNEL:
+        return "native: the C kernel built with the compiled core runs the per-frame scans"
+    return "python: the per-frame scans run as Python (the kernel comes with the compiled core)"
+
+
 _REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SELF_EXTRAS = re.compile(r"^streamguard\[([^\]]*)\]")
 
@@ -2015,6 +2025,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
             "python": python,
             "core": build,
             "core_why": why,
+            "kernel": _kernel().partition(":")[0],
             "extras": {extra: not missing for extra, missing in extras.items()},
             "protocols": protocols,
         }
@@ -2028,6 +2039,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         ["version", __version__],
         ["python", python],
         ["core", f"{build}: {why}"],
+        ["kernel", _kernel()],
         ["extras", ", ".join(installed) or "-"],
         ["not installed", "; ".join(lacking) or "-"],
         ["protocols", ", ".join(protocols)],

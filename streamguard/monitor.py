@@ -663,14 +663,8 @@ class StreamMonitor:
             hints is None
             or self._on_event is not None  # (a reader that needs the events)
             or not self._parser.at_boundary(len(data))
+            or not self._parser.skim(data, hints)
         ):
-            return self._parse(data, now)
-        for hint in hints:
-            # (``find``, not ``in``: ``in`` first tries the needle as an integer, and the
-            # TypeError it makes and drops costs more than the scan.)
-            if data.find(hint) >= 0:
-                return self._parse(data, now)
-        if not self._parser.skim(data):
             return self._parse(data, now)
         self._events += 1
         if self.first_event_at is None:

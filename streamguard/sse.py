@@ -65,7 +65,7 @@ with is not checked: clients discard it, and ``unterminated_frame`` already repo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from hashlib import blake2b
 from itertools import repeat
 from typing import Final, NamedTuple
@@ -76,10 +76,12 @@ from streamguard.report import Finding
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
+    "NATIVE_KERNEL",
     "Event",
     "EventParser",
     "Leftover",
     "share_event_names",
+    "skim_frame",
 ]
 
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
@@ -445,17 +447,15 @@ class EventParser:
         self._events += 1
         return event
 
-    def skim(self, data: bytes) -> bool:
+    def skim(self, data: bytes, hints: tuple[bytes, ...]) -> bool:
         """Count a chunk at a boundary (``at_boundary``) that is exactly one fresh event of
-        ASCII bytes, as ``feed`` would, without making the event; False (having changed
-        nothing) for any other. For a reader that needs only to know the event was there
-        (the every-stream tier, ``StreamMonitor.check_framing_only``): ASCII is valid
-        UTF-8, and ``_single_frame``'s shapes hold no field but ``event`` and ``data``,
-        so ``feed`` would have made no finding either."""
-        if not data.isascii():
-            return False
-        start, _first, _end = _single_frame(data)
-        if start < 0:
+        ASCII bytes holding none of ``hints``, as ``feed`` would, without making the
+        event; False (having changed nothing) for any other (``skim_frame``). For a reader
+        that needs only to know the event was there (the every-stream tier,
+        ``StreamMonitor.check_framing_only``): ASCII is valid UTF-8, and
+        ``_single_frame``'s shapes hold no field but ``event`` and ``data``, so ``feed``
+        would have made no finding either."""
+        if not skim_frame(data, hints):
             return False
         self._offset += len(data)
         self._events += 1
@@ -752,3 +752,35 @@ def _single_frame(data: bytes) -> tuple[int, int, int]:
     if data[start : start + 5] != b"data:" or (start and data[:6] != b"event:"):
         return -1, -1, -1
     return start, first, end
+
+
+def _skim_frame(data: bytes, hints: tuple[bytes, ...]) -> bool:
+    """Whether ``data`` is one fresh event of ASCII bytes (``_single_frame``) that holds none
+    of ``hints``: the definition ``streamguard._kernel.skim_frame`` computes natively."""
+    if not data.isascii() or _single_frame(data)[0] < 0:
+        return False
+    # (``find``, not ``in``: ``in`` first tries the needle as an integer, and the TypeError
+    # it makes and drops costs more than the scan.)
+    return all(data.find(hint) < 0 for hint in hints)
+
+
+def _native_skim() -> Callable[[bytes, tuple[bytes, ...]], bool] | None:
+    """The native kernel's ``skim_frame``, where it was built and the compiled core runs
+    (``streamguard._build``: a process that asked for the pure-Python core runs its
+    definition here, ``_skim_frame``, and no native code)."""
+    if not __file__.endswith(".py"):  # (this module is an extension: the compiled core)
+        try:
+            from streamguard._kernel import skim_frame as native
+        except ImportError:
+            return None
+        return native
+    return None
+
+
+_NATIVE: Final = _native_skim()
+#: Whether the native kernel runs the per-frame scans (``streamguard info`` says so).
+NATIVE_KERNEL: Final = _NATIVE is not None
+#: ``_skim_frame``, natively where the kernel was built.
+skim_frame: Final[Callable[[bytes, tuple[bytes, ...]], bool]] = (
+    _skim_frame if _NATIVE is None else _NATIVE
+)

@@ -114,7 +114,8 @@ def test_the_only_extension_modules_are_the_listed_core() -> None:
         if path.name.endswith(suffixes)
     }
     if found:
-        assert found == {*_build.COMPILED_MODULES, "streamguard._core__mypyc"}
+        expected = {*_build.COMPILED_MODULES, *_build.NATIVE_MODULES, "streamguard._core__mypyc"}
+        assert found == expected
 
 
 def test_unknown_attributes_of_the_build_module_are_attribute_errors() -> None:
@@ -218,3 +219,5 @@ def test_an_isolated_build_compiles_the_core(tmp_path: Path) -> None:
         names = archive.namelist()
     assert any(name.startswith("streamguard/_core__mypyc.") for name in names), names
     assert any(name.startswith("streamguard/sse.") and name.endswith(".so") for name in names)
+    # The native kernel comes with the compiled core (setup.py, NATIVE_MODULES).
+    assert any(name.startswith("streamguard/_kernel.") and name.endswith(".so") for name in names)

@@ -95,6 +95,13 @@ def test_info_says_which_core_runs_and_why(
     assert f"{expected[0]}: " in table
 
 
+def test_info_says_whether_the_native_kernel_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The compiled core comes with its C kernel; the pure-Python core runs none."""
+    expected = "native" if streamguard.compiled else "python"
+    assert json.loads(_run(capsys, "info", "--format", "json")[1])["kernel"] == expected
+    assert f"kernel {expected}: " in " ".join(_run(capsys, "info")[1].split())
+
+
 def test_info_lists_the_extras_and_the_registry_protocols(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

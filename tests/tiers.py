@@ -387,7 +387,8 @@ def _package_imports(module: str) -> set[str]:
 
 def core_sources() -> list[Path]:
     """The sources the compiled core is built from or reads: the compiled modules and every
-    module of the package they import, transitively, with ``setup.py``. A change to any of
+    module of the package they import, transitively, the native kernel's C sources, with
+    ``setup.py``. A change to any of
     them makes the compiled core stale (the Makefile rebuilds it, the suite refuses it); a
     change elsewhere (the CLI, the middleware, the sinks) does not, since compiled code
     calls those only through Python, as it calls any interpreted module."""
@@ -400,6 +401,8 @@ def core_sources() -> list[Path]:
         seen.add(module)
         pending.extend(_package_imports(module) - seen)
     paths = {source for module in seen if (source := _source(module)) is not None}
+    native = runpy.run_path(str(ROOT / PACKAGE / "_build.py"))["NATIVE_MODULES"]
+    paths.update(ROOT.joinpath(*name.split(".")).with_suffix(".c") for name in native)
     return sorted([*paths, ROOT / "setup.py"])
 
 
