@@ -28,7 +28,10 @@ stream. So each fed chunk's checking is charged to its stream with the monitor's
 chunk of more); a stream may spend ``checking_budget_s`` beyond ``CHECK_SHARE`` of its age,
 and past it is only watched (``_stop_at_budget``: bytes, timers, outcome), with a note and
 the skip reason ``checking_budget`` on its report. Offline there is no budget. A call that
-never returns cannot be charged: nothing in the process can stop it.
+never returns cannot be charged: nothing in the process can stop it. A chunk whose
+checking its own bytes bound is not charged, and costs no clock read: one frame fitted
+whole to a built-in checker's skeleton, or skimmed on the every-stream tier; every parsed
+frame, and every frame a plugin's checker steps, is.
 
 The every-stream tier
 ---------------------
@@ -238,6 +241,7 @@ class StreamMonitor:
         "_on_event",
         "_parser",
         "_protocol_source",
+        "_unmetered",
         "body_messages",
         "first_byte_at",
         "first_event_at",
@@ -310,6 +314,10 @@ class StreamMonitor:
         self._inspecting = True
         #: False on the every-stream tier (``check_framing_only``): framing and the end only.
         self._deep = True
+        #: Whether the chunk just checked took a path whose cost its bytes bound (a frame
+        #: skimmed, or fitted whole to a built-in checker's skeleton): not charged to the
+        #: checking-time budget, which then needs no clock read (see ``feed``).
+        self._unmetered = False
         self._confirms_delivery = confirms_delivery
         self._delivered = _NEITHER
         self.path = path
@@ -484,8 +492,12 @@ class StreamMonitor:
             found = self._check(data, now)
             # The checking-time budget (``_spend``), inlined: one more clock read a chunk,
             # and the share of the stream's age looked at only once the budget is spent.
+            # Not for a chunk whose checking its bytes bound (``_unmetered``): the budget
+            # is there for checking that can take the loop for long, a plugin's above all.
             left = self._budget_left
-            if left < _UNLIMITED:
+            if self._unmetered:
+                self._unmetered = False
+            elif left < _UNLIMITED:
                 at = self._clock()
                 left -= at - now
                 self._budget_left = left
@@ -500,6 +512,7 @@ class StreamMonitor:
         budgeted = self._budget_left < _UNLIMITED
         for start in range(0, len(data), FEED_WINDOW):
             found = self._check(data[start : start + FEED_WINDOW], now)
+            self._unmetered = False  # (windows are charged by ``_spend``, each one)
             if found:
                 if emit is None:
                     held.extend(found)
@@ -589,6 +602,8 @@ class StreamMonitor:
         if style is not None and size and data[size - 1] == 10 and parser.at_boundary(size):
             entry = shapes.fit_frame(data)  # most chunks: exactly one frame
             if entry is not None:
+                # (A built-in checker's step on a fitted frame is bounded by its bytes.)
+                self._unmetered = checker.name not in PLUGIN_RULES
                 return self._repeat(data, checker, shapes, entry, now)
             tried = True
         if not _BY_FRAME[0]:
@@ -666,6 +681,7 @@ class StreamMonitor:
             or not self._parser.skim(data, hints)
         ):
             return self._parse(data, now)
+        self._unmetered = True
         self._events += 1
         if self.first_event_at is None:
             self.first_event_at = now

@@ -229,3 +229,40 @@ def test_a_frame_whose_event_may_end_the_stream_holds_an_end_hint(protocol: str)
                     skimmed += 1
     assert ending
     assert skimmed
+
+
+class _CountingClock:
+    """A clock that counts its reads (and never moves: no budget is ever spent)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return 0.0
+
+
+def _reads_per_chunk(monitor: StreamMonitor, clock: _CountingClock, chunk: bytes) -> int:
+    before = clock.reads
+    monitor.feed(chunk)
+    return clock.reads - before
+
+
+def test_a_chunk_its_bytes_bound_costs_no_budget_clock_read() -> None:
+    """The checking-time budget reads the clock after a chunk's checking; a chunk whose
+    checking its bytes bound (fitted whole to a built-in checker's skeleton, or skimmed on
+    the every-stream tier) is not charged, so its only read is its arrival time. A frame
+    that is parsed is charged (two reads)."""
+    delta = CHAT_TEXT.replace(b'an error occurred in \\"error\\" handling', b"hi")
+    assert b"error" not in delta
+    clock = _CountingClock()
+    deep = StreamMonitor("openai_chat", clock=clock, checking_budget_s=0.5)
+    reads = [_reads_per_chunk(deep, clock, frame) for frame in [CHAT_ROLE] + [delta] * 8]
+    assert reads[:2] == [2, 2]  # parsed while the skeleton is learned
+    assert reads[-1] == 1  # fitted: arrival only
+    clock = _CountingClock()
+    cheap = StreamMonitor("openai_chat", clock=clock, checking_budget_s=0.5)
+    cheap.check_framing_only()
+    # (The first chunk is parsed: the parser reads a stream's start for a BOM.)
+    reads = [_reads_per_chunk(cheap, clock, frame) for frame in (delta, delta, DONE)]
+    assert reads == [2, 1, 2]
