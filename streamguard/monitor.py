@@ -359,7 +359,7 @@ class StreamMonitor:
     @property
     def inspecting(self) -> bool:
         """False once checking stopped (too large, compressed, failed, past its budget);
-        a stream on the every-stream tier is inspected (``deep`` is False)."""
+        a stream on the every-stream tier (``check_framing_only``) is inspected."""
         return self._inspecting
 
     @property
@@ -454,11 +454,6 @@ class StreamMonitor:
         framing rules run) and judge its end (the terminal, the in-band error, the
         outcome), without the protocol's other rules."""
         self._deep = False
-
-    @property
-    def deep(self) -> bool:
-        """Whether the protocol's rules run (False on the every-stream tier)."""
-        return self._deep
 
     def fail(self, error: BaseException) -> None:
         """streamguard itself broke on this stream: stop checking it and say so."""

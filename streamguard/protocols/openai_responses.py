@@ -251,6 +251,8 @@ _KINDS: Final = {
 }
 #: The types that end a stream (``OpenAIResponsesChecker.end_kind`` parses only these).
 _ENDING_TYPES: Final = tuple(kind for kind, step in _KINDS.items() if step != _CREATED)
+#: ``OpenAIResponsesChecker.END_HINTS``: a frame that may end the stream names one of them.
+_END_HINTS: Final = (b"[DONE]", *[kind.encode() for kind in _ENDING_TYPES], b"\\u")
 _AWAITING: Final = "awaiting_created"
 _UNCREATED: Final = "uncreated"
 _STREAMING: Final = "streaming"
@@ -423,14 +425,7 @@ class OpenAIResponsesChecker(Checker):
     name = "openai_responses"
     LIFECYCLE = _LIFECYCLE
     JUDGES_END_UNSAMPLED = True
-    END_HINTS = (
-        b"[DONE]",
-        b"response.completed",
-        b"response.incomplete",
-        b"response.failed",
-        b"error",
-        b"\\u",
-    )
+    END_HINTS = _END_HINTS
     RAISES = frozenset(
         {
             rules.COMPLETED_OUTPUT_EMPTY,
