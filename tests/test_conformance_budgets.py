@@ -101,18 +101,21 @@ class Misbehaving:
         with contextlib.suppress(OSError), connection:
             path, body = self._request(connection)
             kind, _, megabytes = path.strip("/").split("/")[0].partition("-")
+            # Every answer closes its connection, and says so: a client that kept one for
+            # its next request would race the close (on a loaded machine, a ReadError).
             if b"Count from one" in body and kind in ("nocontent", "finite"):
                 head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                head += b"content-length: %d\r\n\r\n" % len(HEALTHY)
+                head += b"connection: close\r\ncontent-length: %d\r\n\r\n" % len(HEALTHY)
                 connection.sendall(head + HEALTHY)
                 return
             if kind == "twin":  # a healthy stream; the unstreamed answer trickles
                 if b'"stream": false' not in body:
                     head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                    head += b"content-length: %d\r\n\r\n" % len(HEALTHY)
+                    head += b"connection: close\r\ncontent-length: %d\r\n\r\n" % len(HEALTHY)
                     connection.sendall(head + HEALTHY)
                     return
-                connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n")
+                head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                connection.sendall(head + b"connection: close\r\n\r\n")
                 while not self.stopping.wait(0.5):
                     connection.sendall(b" ")
             elif kind == "head":  # a head sent one byte at a time, never finished
