@@ -48,6 +48,7 @@ from streamguard.report import (
     FAILED_OUTCOMES,
     NOTABLE_OUTCOMES,
     Finding,
+    Outcome,
     Severity,
     StreamReport,
 )
@@ -143,22 +144,42 @@ def _notice_unheard(logger: Any, method_name: str, event_dict: Any) -> Any:
     return event_dict
 
 
+#: The logger of the stdlib fallback: its processors and logger are streamguard's own, so
+#: it is assembled once (``cache_logger_on_first_use``), not at every stream's first event.
+_STDLIB_PROXY: Any = structlog.wrap_logger(
+    STDLIB_LOGGER,
+    processors=[
+        _notice_unheard,
+        structlog.stdlib.filter_by_level,
+        structlog.contextvars.merge_contextvars,
+        _render,
+    ],
+    wrapper_class=structlog.stdlib.BoundLogger,
+    cache_logger_on_first_use=True,
+)
+#: structlog's configuration when ``_configured_proxy`` was made, and that proxy.
+_configured_proxy: tuple[tuple[Any, ...], Any] | None = None
+
+
 def get_logger() -> Any:
     """structlog's logger ``streamguard`` when the application configured structlog, else
     one that renders to the stdlib logger ``streamguard`` (dropping, before rendering,
-    events its level filters out)."""
-    if structlog.is_configured():
-        return structlog.get_logger("streamguard")
-    return structlog.wrap_logger(
-        STDLIB_LOGGER,
-        processors=[
-            _notice_unheard,
-            structlog.stdlib.filter_by_level,
-            structlog.contextvars.merge_contextvars,
-            _render,
-        ],
-        wrapper_class=structlog.stdlib.BoundLogger,
-    )
+    events its level filters out).
+
+    The application's logger is one proxy (``structlog.get_logger``) for as long as the
+    configuration stays the same: an application that asks structlog to
+    ``cache_logger_on_first_use`` has it assembled once, as its own module-level loggers
+    are, rather than at every stream (4 us); a new configuration gets a new proxy."""
+    global _configured_proxy
+    if not structlog.is_configured():
+        return _STDLIB_PROXY
+    config = tuple(structlog.get_config().values())
+    cached = _configured_proxy
+    if cached is not None and cached[0] == config:
+        return cached[1]
+    proxy = structlog.get_logger("streamguard")
+    _configured_proxy = (config, proxy)
+    return proxy
 
 
 def summary_level(report: StreamReport) -> str:
@@ -180,6 +201,12 @@ def is_notable(report: StreamReport) -> bool:
     """A stream worth a summary under ``summaries="notable"``: any finding (kept or
     dropped), or a summary level above ``info``."""
     return bool(report.findings or report.findings_dropped) or summary_level(report) != "info"
+
+
+#: Each outcome's name (``Outcome.value`` is a property written in Python, read at every
+#: summary), and its summary's event name.
+_OUTCOME_NAMES: dict[Outcome, str] = {outcome: outcome.value for outcome in Outcome}
+_SUMMARY_EVENTS: dict[str, str] = {name: f"stream_{name}" for name in _OUTCOME_NAMES.values()}
 
 
 class ViolationLimiter:
@@ -320,17 +347,21 @@ class StreamLog:
     def ended(self, report: StreamReport) -> None:
         if self._config.summaries == "notable" and not is_notable(report):
             return
-        counts = {severity.value: 0 for severity in Severity}
+        errors = warnings = 0
         for finding in report.findings:
-            counts[finding.severity.value] += 1
+            if finding.severity is Severity.ERROR:
+                errors += 1
+            elif finding.severity is Severity.WARNING:
+                warnings += 1
+        outcome = _OUTCOME_NAMES[report.outcome]
         fields: dict[str, Any] = {
-            "outcome": report.outcome.value,
+            "outcome": outcome,
             "duration_s": round(report.duration, 6),
             "events": report.events,
             "bytes": report.bytes,
             "findings": len(report.findings),
-            "errors": counts["error"],
-            "warnings": counts["warning"],
+            "errors": errors,
+            "warnings": warnings,
         }
         first_event = report.time_to_first_event
         if first_event is not None:
@@ -373,4 +404,4 @@ class StreamLog:
             fields["upstreams_dropped"] = report.upstreams_dropped
         if report.abandoned:
             fields["abandoned"] = True
-        getattr(self._logger, summary_level(report))(f"stream_{report.outcome.value}", **fields)
+        getattr(self._logger, summary_level(report))(_SUMMARY_EVENTS[outcome], **fields)

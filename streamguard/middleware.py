@@ -622,6 +622,15 @@ def _route_template(scope: Scope) -> str | None:
 BODY_ENDED_AT_SHUTDOWN = "the body ended while the server was shutting down"
 
 
+# ``signal.getsignal`` without its wrapper, which tries to make the handler a ``Handlers``
+# member and, for uvicorn's (a bound method), raises and catches a ``ValueError``: 3 us at
+# every stream's end. ``_signal`` is the C module ``signal`` wraps (typeshed has no stub).
+try:
+    from _signal import getsignal as _raw_getsignal  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover (CPython has it)
+    _raw_getsignal = signal.getsignal
+
+
 def _server_is_stopping() -> bool:
     """Whether the server is shutting down; never raises.
 
@@ -632,7 +641,7 @@ def _server_is_stopping() -> bool:
     its streams at shutdown.
     """
     try:
-        server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+        server = getattr(_raw_getsignal(signal.SIGTERM), "__self__", None)
         if getattr(server, "should_exit", False) is True:
             return True
         sse = sys.modules.get("sse_starlette.sse")

@@ -64,7 +64,7 @@ from streamguard.protocols import AUTO, PLUGIN_RULES, PlainSSEChecker, make_chec
 from streamguard.protocols._base import Checker
 from streamguard.protocols._skeleton import MAX_SKELETON_CHARS, Entry, ShapeCache
 from streamguard.protocols.auto import Detector, Fault
-from streamguard.report import CHECKING_BUDGET, Finding, Outcome, StreamReport
+from streamguard.report import CHECKING_BUDGET, Finding, Outcome, StreamReport, new_report
 from streamguard.request import RequestFacts
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES, Event, EventParser
 
@@ -150,6 +150,11 @@ class StreamEnd(Enum):
     #: The reader stopped waiting for the next bytes (its read timeout) before the body
     #: ended: the client left first, and the silence it gave up on is a ``stalled`` finding.
     READ_TIMEOUT = "read_timeout"
+
+    # ``Enum.__hash__`` is Python code (the hash of the name), run at each lookup of an end
+    # in ``OUTCOMES`` and the sets below, every stream. Members are singletons compared by
+    # identity, so the identity hash agrees with equality and costs no call.
+    __hash__ = object.__hash__
 
 
 # (Each a ``Final`` of its own: compiled, a constant, not looked up in the module per frame.)
@@ -1004,7 +1009,7 @@ class StreamMonitor:
                 if reason not in skipped:
                     skipped += (reason,)
                     self.notes += (note,)
-        self.report = StreamReport(
+        self.report = new_report(
             protocol=self.protocol,
             outcome=outcome,
             findings=self.findings,

@@ -181,6 +181,11 @@ class RequestFacts(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         return self._facts[key]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # ``Mapping.get`` would raise and catch a ``KeyError`` for each fact the request
+        # left out (most of them): a checker reads a few at every stream's start.
+        return self._facts.get(key, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._facts)
 

@@ -280,3 +280,37 @@ def test_notable_summaries_skip_clean_streams_only(
         if entry["event"] != "stream_violation"
     ]
     assert summaries == ([] if summary is None else [summary])
+
+
+def test_a_new_structlog_configuration_takes_effect_at_the_next_stream() -> None:
+    """The application's logger is kept while structlog's configuration is the same (so
+    ``cache_logger_on_first_use`` assembles it once); a configuration made after a stream
+    logged, cached or not, is the one the next stream's lines go through."""
+    import structlog
+
+    steps = [sse_start(), body(b"data: a\n\n", more=False)]
+    first: list[str] = []
+    second: list[str] = []
+
+    def into(lines: list[str]) -> Any:
+        def keep(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
+            lines.append(event_dict["event"])
+            raise structlog.DropEvent
+
+        return keep
+
+    saved = structlog.get_config()
+    try:
+        structlog.configure(processors=[into(first)], cache_logger_on_first_use=True)
+        guard = guarded(steps, logs={"summaries": "all"})
+        run(guard, http_scope(path="/chat"))
+        run(guard, http_scope(path="/chat"))
+        structlog.configure(processors=[into(second)], cache_logger_on_first_use=True)
+        run(guard, http_scope(path="/chat"))
+        with capture_logs() as captured:
+            run(guard, http_scope(path="/chat"))
+    finally:
+        structlog.configure(**saved)
+    assert first == ["stream_completed", "stream_completed"]
+    assert second == ["stream_completed"]
+    assert [entry["event"] for entry in captured] == ["stream_completed"]

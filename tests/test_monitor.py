@@ -10,7 +10,7 @@ import pytest
 from streamguard import Outcome, StreamEnd, StreamMonitor, check_stream
 from streamguard.protocols import CHECKERS, Checker
 from streamguard.protocols._base import terminated_lifecycle
-from streamguard.report import Finding
+from streamguard.report import Finding, Severity
 from streamguard.request import RequestFacts
 from streamguard.sse import Event
 
@@ -198,3 +198,61 @@ def test_a_raw_request_reaches_the_checker_only_as_its_bounded_facts(
     StreamMonitor(Recording.name, request=RequestFacts(raw))
     assert [type(request) for request in seen] == [RequestFacts, RequestFacts]
     assert dict(seen[0]) == dict(seen[1]) == {"stream": True, "n": 2}
+
+
+def test_the_monitors_report_is_the_value_the_dataclass_makes() -> None:
+    """``new_report`` (no dataclass ``__init__``) makes the report ``StreamReport`` would:
+    equal, same hash and repr, every field in its place, still frozen; its parameters are
+    the fields in order (a parameter out of place would put a value in another field)."""
+    import dataclasses
+    import inspect
+
+    from streamguard.report import StreamReport, new_report
+
+    names = [field.name for field in dataclasses.fields(StreamReport)]
+    parameters = list(inspect.signature(new_report).parameters)
+    assert parameters == names[: len(parameters)]
+    values: dict[str, Any] = {
+        "protocol": "openai_chat",
+        "outcome": Outcome.UNCLOSED,
+        "findings": (Finding("missing_terminal", Severity.ERROR, "no [DONE]", 2, 40),),
+        "events": 2,
+        "bytes": 40,
+        "body_messages": 3,
+        "started_at": 1.0,
+        "first_byte_at": 1.5,
+        "first_event_at": 1.75,
+        "ended_at": 2.0,
+        "inspected": False,
+        "internal_error": "KeyError",
+        "path": "/v1/chat/completions",
+        "protocol_source": "detected",
+        "route": "chat",
+        "notes": ("a note",),
+        "max_event_gap": 0.25,
+        "findings_dropped": (("stalled", 4),),
+        "client_closed_after_end": True,
+        "skipped_checks": ("checking_budget",),
+    }
+    assert list(values) == parameters
+    made = new_report(**values)
+    expected = StreamReport(**values)
+    assert (made, hash(made), repr(made)) == (expected, hash(expected), repr(expected))
+    assert [getattr(made, name) for name in names] == [getattr(expected, name) for name in names]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.events = 1  # type: ignore[misc]
+    # A stream's own report, as the monitor builds it, with the defaults of the rest.
+    monitor = StreamMonitor("sse")
+    monitor.feed(b"data: a\n\n")
+    report = monitor.finish(StreamEnd.BODY_ENDED)
+    assert report == dataclasses.replace(report)  # (``replace`` goes through ``__init__``)
+    assert (report.upstreams, report.upstreams_dropped, report.attribution) == ((), 0, ())
+
+
+def test_an_end_hashes_as_itself() -> None:
+    """``StreamEnd`` hashes by identity (``Enum``'s hash is Python code run per stream):
+    each end is its own key, found by itself only."""
+    table = {end: end.value for end in StreamEnd}
+    assert len(table) == len(StreamEnd)
+    assert all(table[end] == end.value for end in StreamEnd)
+    assert StreamEnd.BODY_ENDED not in {StreamEnd.APP_RETURNED, StreamEnd.CANCELLED}

@@ -209,3 +209,16 @@ def test_the_client_seams_read_the_facts_of_the_route_protocol(
     ):
         collect(response, protocol=protocol)
     assert len(spied) == 2 * read
+
+
+def test_facts_read_as_a_mapping_with_get() -> None:
+    """``RequestFacts.get`` (its own, not ``Mapping``'s raise-and-catch) answers as a dict:
+    a fact kept, its default for one left out, never a key of the body it did not keep."""
+    facts, _note = read_request(json.dumps({"stream": True, "n": 2, "secret": 1}).encode(), 10_000)
+    assert facts is not None
+    assert facts.get("n") == 2
+    assert facts.get("stream") is True
+    assert facts.get("stream_options") is None
+    assert facts.get("stream_options", "absent") == "absent"
+    assert facts.get("secret") is None
+    assert dict(facts) == {key: facts.get(key) for key in facts}
