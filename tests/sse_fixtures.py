@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from streamguard import Severity, StreamReport, check_stream
+from streamguard.protocols import BUILT_IN
 
 __all__ = [
     "EXPECT_KEYS",
@@ -39,19 +40,10 @@ __all__ = [
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REALWORLD = FIXTURES / "realworld"
-#: The protocol directories directly under ``tests/fixtures``.
-PROTOCOLS = (
-    "openai_chat",
-    "openai_responses",
-    "anthropic",
-    "gemini",
-    "ai_sdk_ui",
-    "ag_ui",
-    "mcp",
-    "a2a",
-    "langgraph",
-    "cohere",
-)
+#: The protocol directories directly under ``tests/fixtures``: every built-in protocol but
+#: plain SSE (whose fixtures are the others', read as plain SSE), in the registry's order,
+#: so a new built-in adds no line here, and ``test_fixtures`` asks it for a directory.
+PROTOCOLS = tuple(spec.name for spec in BUILT_IN if spec.name != "sse")
 
 SIDECAR_KEYS = {"expect", "route_options", "note", "source", "sources", "provenance", "pending"}
 EXPECT_KEYS = {"outcome", "findings", "healthy", "rules", "detected_protocol", "any_finding_at"}

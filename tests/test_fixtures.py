@@ -12,6 +12,7 @@ from .sse_fixtures import (
     EXPECT_KEYS,
     FIXTURES,
     PROTOCOLS,
+    REALWORLD,
     Fixture,
     fixtures,
     observed,
@@ -331,6 +332,10 @@ def test_every_body_has_a_sidecar_and_every_sidecar_a_body() -> None:
     """Each directory's .sse, .expect.json and .request.json files name the same fixtures."""
     directories = {path.parent for path in FIXTURES.rglob("*.sse")}
     assert {FIXTURES / protocol for protocol in PROTOCOLS} <= directories
+    # ``PROTOCOLS`` is the registry's built-ins but plain SSE: a built-in added brings its
+    # fixtures, and a directory of fixtures names a built-in.
+    named = {path.name for path in FIXTURES.iterdir() if path.is_dir()} - {REALWORLD.name}
+    assert named == set(PROTOCOLS)
     for directory in directories:
         names = {path.name for path in directory.iterdir() if path.is_file()}
         stems = {
