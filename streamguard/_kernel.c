@@ -1,20 +1,30 @@
 /* streamguard._kernel: the native kernel of the per-frame path.
 
-   One function, skim_frame(data, hints): whether a chunk of body bytes is exactly one
-   plain SSE frame that the every-stream tier may count without reading it. It answers
-   exactly what streamguard.sse._skim_frame answers (the pure-Python definition, which the
-   pure build runs and tests/test_kernel.py holds this one to); it exists because in
-   mypyc-compiled Python each of that definition's byte scans is a C-API call whose
+   Two functions, each the native form of a definition in Python that the pure build runs
+   and tests/test_kernel.py holds it to, answer for answer. They exist because in
+   mypyc-compiled Python each byte scan of those definitions is a C-API call whose
    overhead, not its scan, is the cost (issue 45: docs/performance.md, "The native
    kernel").
 
-   A chunk is skimmed when it is all ASCII (so valid UTF-8), has the shape of one fresh
+   skim_frame(data, hints) (streamguard.sse._skim_frame): whether a chunk of body bytes is
+   exactly one plain SSE frame that the every-stream tier may count without reading it. A
+   chunk is skimmed when it is all ASCII (so valid UTF-8), has the shape of one fresh
    event as _single_frame reads it (`data: ...` or `event: ...` then `data: ...`, LF or
-   CRLF endings, nothing else), and holds none of the hints (byte strings, as
-   bytes.find looks for them). Nothing here allocates, and nothing is kept between calls.
+   CRLF endings, nothing else), and holds none of the hints (byte strings, as bytes.find
+   looks for them).
+
+   fit_holes(chunk, start, stop, pieces, kinds, padded)
+   (streamguard.protocols._skeleton._fit_holes): whether the data of a framed chunk,
+   chunk[start:stop], fits a learned skeleton, read as bytes where the definition decodes
+   it and matches the text. Its answer: None when no skeleton can fit it (not UTF-8, or a
+   line ending where a padding hole could take one), False when this one does not, else
+   the texts of its value holes in their order (a tuple, empty for none).
+
+   Nothing here is kept between calls; only fit_holes' answer is allocated.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 /* The index of the first `byte` in data[from:n], or -1 (bytes.find of one byte). */
@@ -150,10 +160,283 @@ skim_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+/* -- fit_holes --------------------------------------------------------------------- */
+
+/* The kinds of holes (streamguard.protocols._skeleton: _TEXT, _PADDING, _STRING_VALUE,
+   _INTEGER_VALUE). */
+enum { TEXT = 0, PADDING = 1, STRING_VALUE = 2, INTEGER_VALUE = 3 };
+/* _skeleton.MAX_HOLES (tests/test_kernel.py holds the two equal). */
+#define MAX_HOLES 16
+
+static int
+is_json_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static int
+is_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Whether s[0:n] is UTF-8 as bytes.decode() takes it (strict: no overlong form, no
+   surrogate, nothing past U+10FFFF). Eight ASCII bytes at a time. */
+static int
+is_utf8(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t word;
+            memcpy(&word, s + i, 8);
+            if ((word & 0x8080808080808080ULL) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        Py_ssize_t size;
+        unsigned char low = 0x80, high = 0xBF; /* the second byte's range */
+        if (c >= 0xC2 && c <= 0xDF) {
+            size = 2;
+        }
+        else if (c >= 0xE0 && c <= 0xEF) {
+            size = 3;
+            if (c == 0xE0) {
+                low = 0xA0;
+            }
+            else if (c == 0xED) {
+                high = 0x9F;
+            }
+        }
+        else if (c >= 0xF0 && c <= 0xF4) {
+            size = 4;
+            if (c == 0xF0) {
+                low = 0x90;
+            }
+            else if (c == 0xF4) {
+                high = 0x8F;
+            }
+        }
+        else {
+            return 0;
+        }
+        if (i + size > n || s[i + 1] < low || s[i + 1] > high) {
+            return 0;
+        }
+        for (Py_ssize_t k = 2; k < size; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+        }
+        i += size;
+    }
+    return 1;
+}
+
+/* Where the JSON string at s[at] ends (past its closing quote), before cut; -1 when there
+   is none the full parser would take: _skeleton._STRING's match, on UTF-8 bytes (a byte
+   of a multi-byte character is never a quote, a backslash or a control character). */
+static Py_ssize_t
+string_end(const unsigned char *s, Py_ssize_t at, Py_ssize_t cut)
+{
+    if (at >= cut || s[at] != '"') {
+        return -1;
+    }
+    Py_ssize_t i = at + 1;
+    while (i < cut) {
+        unsigned char c = s[i];
+        if (c == '"') {
+            return i + 1;
+        }
+        if (c < 0x20) {
+            return -1;
+        }
+        if (c != '\\') {
+            i++;
+            continue;
+        }
+        if (i + 1 >= cut) {
+            return -1;
+        }
+        unsigned char e = s[i + 1];
+        if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r'
+            || e == 't') {
+            i += 2;
+            continue;
+        }
+        if (e != 'u' || i + 6 > cut || !is_hex(s[i + 2]) || !is_hex(s[i + 3])
+            || !is_hex(s[i + 4]) || !is_hex(s[i + 5])) {
+            return -1;
+        }
+        unsigned char d0 = s[i + 2], d1 = s[i + 3];
+        /* (d1 is a hex digit: from '8' on, it is one of 8, 9, a-f, A-F.) */
+        if (!((d0 == 'd' || d0 == 'D') && d1 >= '8')) {
+            i += 6; /* not a surrogate */
+            continue;
+        }
+        /* A surrogate only as a high one then a low one (pydantic-core refuses a lone one). */
+        if (!(d1 == '8' || d1 == '9' || d1 == 'a' || d1 == 'b' || d1 == 'A' || d1 == 'B')) {
+            return -1;
+        }
+        if (i + 12 > cut || s[i + 6] != '\\' || s[i + 7] != 'u') {
+            return -1;
+        }
+        unsigned char e0 = s[i + 8], e1 = s[i + 9];
+        if (!(e0 == 'd' || e0 == 'D') || !((e1 >= 'c' && e1 <= 'f') || (e1 >= 'C' && e1 <= 'F'))
+            || !is_hex(s[i + 10]) || !is_hex(s[i + 11])) {
+            return -1;
+        }
+        i += 12;
+    }
+    return -1;
+}
+
+/* Where the plain integer at s[at] ends, before cut (_skeleton._integer_end): an optional
+   minus, then 0 or at most 18 digits not led by 0; -1 when there is none. */
+static Py_ssize_t
+integer_end(const unsigned char *s, Py_ssize_t at, Py_ssize_t cut)
+{
+    Py_ssize_t end = at;
+    if (end < cut && s[end] == '-') {
+        end++;
+    }
+    if (end >= cut || s[end] < '0' || s[end] > '9') {
+        return -1;
+    }
+    if (s[end] == '0') {
+        return end + 1;
+    }
+    Py_ssize_t last = end + 18 < cut ? end + 18 : cut;
+    end++;
+    while (end < last && s[end] >= '0' && s[end] <= '9') {
+        end++;
+    }
+    return end;
+}
+
+static PyObject *
+fit_holes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "fit_holes() takes 6 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *chunk = args[0], *pieces = args[3], *kinds = args[4];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    int padded = PyObject_IsTrue(args[5]);
+    if ((start == -1 || stop == -1 || padded == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(chunk) || !PyTuple_CheckExact(pieces) || !PyBytes_CheckExact(kinds)
+        || PyTuple_GET_SIZE(pieces) != PyBytes_GET_SIZE(kinds) + 1
+        || start < 0 || stop < start || stop > PyBytes_GET_SIZE(chunk)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fit_holes(): expected (bytes, start, stop, a tuple of bytes one "
+                        "longer than kinds, bytes, bool) with 0 <= start <= stop <= len");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(pieces);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!PyBytes_CheckExact(PyTuple_GET_ITEM(pieces, i))) {
+            PyErr_SetString(PyExc_TypeError, "fit_holes(): pieces must be bytes");
+            return NULL;
+        }
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(chunk) + start;
+    Py_ssize_t n = stop - start;
+    if (!is_utf8(s, n)) {
+        Py_RETURN_NONE; /* the definition's decode fails: the parser reports it */
+    }
+    if (padded && (memchr(s, '\n', (size_t)n) != NULL || memchr(s, '\r', (size_t)n) != NULL)) {
+        Py_RETURN_NONE; /* more lines than one */
+    }
+    const unsigned char *kind = (const unsigned char *)PyBytes_AS_STRING(kinds);
+    Py_ssize_t holes = PyBytes_GET_SIZE(kinds);
+    Py_ssize_t first = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pieces, 0));
+    Py_ssize_t cut = n - PyBytes_GET_SIZE(PyTuple_GET_ITEM(pieces, count - 1));
+    if (cut < first) {
+        Py_RETURN_FALSE; /* the head and the tail overlap */
+    }
+    /* The value holes' spans, at most one per hole (a skeleton has at most MAX_HOLES). */
+    Py_ssize_t spans[2 * MAX_HOLES];
+    Py_ssize_t values = 0;
+    if (holes > MAX_HOLES) {
+        PyErr_SetString(PyExc_ValueError, "fit_holes(): more holes than MAX_HOLES");
+        return NULL;
+    }
+    Py_ssize_t position = first;
+    for (Py_ssize_t number = 0; number < holes; number++) {
+        Py_ssize_t end;
+        int last = number == holes - 1;
+        if (kind[number] == PADDING) {
+            end = position;
+            while (end < cut && is_json_space(s[end])) {
+                end++;
+            }
+            if (last) {
+                if (end != cut) {
+                    Py_RETURN_FALSE;
+                }
+                break;
+            }
+        }
+        else {
+            end = kind[number] == INTEGER_VALUE ? integer_end(s, position, cut)
+                                                : string_end(s, position, cut);
+            if (end < 0) {
+                Py_RETURN_FALSE;
+            }
+        }
+        if (kind[number] >= STRING_VALUE) {
+            spans[2 * values] = position;
+            spans[2 * values + 1] = end;
+            values++;
+        }
+        if (last) {
+            if (end != cut) {
+                Py_RETURN_FALSE; /* the last hole reaches the last piece, and not into it */
+            }
+        }
+        else {
+            PyObject *piece = PyTuple_GET_ITEM(pieces, number + 1);
+            Py_ssize_t size = PyBytes_GET_SIZE(piece);
+            position = end + size;
+            if (position > cut || memcmp(s + end, PyBytes_AS_STRING(piece), (size_t)size) != 0) {
+                Py_RETURN_FALSE;
+            }
+        }
+    }
+    PyObject *texts = PyTuple_New(values);
+    if (texts == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < values; i++) {
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)s + spans[2 * i],
+                                              spans[2 * i + 1] - spans[2 * i], NULL);
+        if (text == NULL) {
+            Py_DECREF(texts);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(texts, i, text);
+    }
+    return texts;
+}
+
 static PyMethodDef kernel_methods[] = {
     {"skim_frame", (PyCFunction)(void (*)(void))skim_frame, METH_FASTCALL,
      "skim_frame(data, hints) -> bool: whether data is one plain ASCII SSE frame holding "
      "none of hints (streamguard.sse._skim_frame, natively)."},
+    {"fit_holes", (PyCFunction)(void (*)(void))fit_holes, METH_FASTCALL,
+     "fit_holes(chunk, start, stop, pieces, kinds, padded) -> tuple | bool | None: the "
+     "texts of the value holes of the skeleton chunk[start:stop] fits, False when it does "
+     "not, None when none can (streamguard.protocols._skeleton._fit_holes, natively)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,2 +1,6 @@
-# The native kernel (streamguard/_kernel.c); streamguard.sse._skim_frame is its definition.
+# The native kernel (streamguard/_kernel.c): streamguard.sse._skim_frame and
+# streamguard.protocols._skeleton._fit_holes are its definitions.
 def skim_frame(data: bytes, hints: tuple[bytes, ...], /) -> bool: ...
+def fit_holes(
+    chunk: bytes, start: int, stop: int, pieces: tuple[bytes, ...], kinds: bytes, padded: bool, /
+) -> tuple[str, ...] | bool | None: ...

@@ -779,9 +779,16 @@ class StreamMonitor:
         exactly one event fitting a framed skeleton: the parser counts it without reading
         it, and the checker repeats the skeleton's step."""
         index = self._events
-        text = shapes.fitted_data
-        event = self._parser.passed(len(data), entry.skeleton.name, text)
-        found = checker.repeat_frame(event, index, entry, shapes.fitted_values)
+        values = shapes.fitted_values
+        # Most fitted frames are repeated without their event (``repeat_unread``): nothing
+        # reads it but a reader of every event (``on_event``), which then gets it.
+        found = None if self._on_event is not None else checker.repeat_unread(index, entry, values)
+        event = None
+        if found is None:
+            event = self._parser.passed(len(data), entry.skeleton.name, shapes.fitted_data)
+            found = checker.repeat_frame(event, index, entry, values)
+        else:
+            self._parser.passed_unread(len(data))
         if found:
             _vet(found, checker)
         self._events = index + 1
@@ -791,10 +798,11 @@ class StreamMonitor:
         if liveness is not None:
             liveness.on_events(now, self.body_messages)
         on_event = self._on_event
-        if on_event is not None:
+        if on_event is not None and event is not None:
             on_event(event, index)
         if found:
             if self._excerpt_chars:
+                text = shapes.fitted_data
                 found = [replace(f, excerpt=self._excerpt(text)) for f in found]
             self._record(found)
         if not self._confirms_delivery:

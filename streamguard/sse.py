@@ -319,6 +319,12 @@ class EventParser:
         self._events += 1
         return event
 
+    def passed_unread(self, size: int) -> None:
+        """``passed`` for an event no one reads (``Checker.repeat_unread``): the chunk's
+        bytes and its event counted, the event not made."""
+        self._offset += size
+        self._events += 1
+
     def take_findings(self) -> list[Finding]:
         """The framing findings made since they were last taken, in the order found."""
         found = self._findings

@@ -1569,3 +1569,58 @@ def test_an_unterminated_string_is_one_token_to_the_end() -> None:
     assert len(tokens) == 8
     assert tokens[-1][-1] == data[16:]
     assert learn("x", data, frozenset({("text",)})) is None
+
+
+# -- a fitted frame repeated without its event (``Checker.repeat_unread``) ------------------
+
+
+def _repeat_reader(reads_event: bool) -> tuple[list[str], Any, int]:
+    """A protocol whose checker vouches for every frame (its ``text`` a hole) and whose
+    ``repeat_event`` keeps the data of the event it is handed, fed a framed stream without
+    an ``on_event`` reader: the data it was handed, the report, the chunks fitted."""
+    from streamguard import StreamMonitor
+    from streamguard.monitor import StreamEnd
+    from streamguard.protocols import ProtocolSpec, register, unregister
+    from streamguard.protocols._base import Checker
+
+    handed: list[str] = []
+
+    class Reader(Checker):
+        name = "repeat_reader"
+        has_terminal = False
+        REPEAT_READS_EVENT = reads_event
+
+        def check_event(self, event: Any, index: int) -> Any:
+            self.repeatable(Holes((("text",),)))
+            return ()
+
+        def repeat_event(self, event: Any, index: int, token: object, values: Any) -> Any:
+            handed.append(event.data)
+            return ()
+
+    register(ProtocolSpec(name="repeat_reader", checker=Reader, summary="a test's"))
+    try:
+        monitor = StreamMonitor("repeat_reader")
+        for number in range(12):
+            monitor.feed(b'data: {"text": "piece %d"}\n\n' % number)
+        report = monitor.finish(StreamEnd.BODY_ENDED)
+    finally:
+        unregister("repeat_reader")
+    shapes: Any = monitor._checker.frame_cache  # type: ignore[union-attr]
+    return handed, report, shapes.fitted
+
+
+def test_a_checker_whose_repeat_reads_the_event_is_handed_it() -> None:
+    """A checker that may read the event (a plugin's, by default) gets each fitted frame's
+    own; one that says it reads none is handed the unread placeholder, its frames counted
+    all the same: the events, bytes and offsets are the parser's."""
+    handed, report, fitted = _repeat_reader(reads_event=True)
+    assert fitted > 5
+    assert handed == [f'{{"text": "piece {n}"}}' for n in range(12 - len(handed), 12)]
+    unread, unread_report, unread_fitted = _repeat_reader(reads_event=False)
+    assert unread_fitted == fitted
+    assert unread == [""] * len(handed)
+    sent = sum(len(b'data: {"text": "piece %d"}\n\n' % n) for n in range(12))
+    assert (
+        (unread_report.events, unread_report.bytes) == (report.events, report.bytes) == (12, sent)
+    )

@@ -83,6 +83,8 @@ __all__ = [
 ]
 
 NO_FINDINGS: Final[Sequence[Finding]] = ()
+#: The event ``repeat_unread`` hands a checker whose ``repeat_event`` reads none.
+_UNREAD: Final = Event("", "")
 
 #: The characters of text one stream may keep for later checks, across everything it keeps
 #: (tool-call arguments to parse at the finish, deltas to compare with a ``.done`` text).
@@ -250,6 +252,10 @@ class Checker:
     #: Whether ``framing_finding`` and ``framing_at_end`` are asked (for a protocol whose
     #: clients read less of SSE than the spec allows).
     READS_FRAMING: ClassVar[bool] = False
+    #: Whether ``repeat_event`` reads its ``event`` argument. One that does not (every
+    #: built-in's) lets the engine repeat a fitted frame without making its event
+    #: (``repeat_unread``); one that may (a plugin's, unless it says otherwise) gets it.
+    REPEAT_READS_EVENT: ClassVar[bool] = True
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         self.request = request
@@ -325,6 +331,18 @@ class Checker:
             again = entry.again
             return repeated if not again else _again(again, event, index, repeated)
         return self._checked_in_full(event, index, True)
+
+    def repeat_unread(
+        self, index: int, entry: Entry, values: Sequence[str]
+    ) -> Sequence[Finding] | None:
+        """``repeat_frame`` for a fitted frame whose event was not made: what
+        ``repeat_event`` returns, when it reads no event and the entry's findings do not
+        come again (they are placed on the event); None when the frame needs its event,
+        which the caller then makes for ``repeat_frame`` (``repeat_event`` returns None
+        only before it changes anything, so asking twice is asking once)."""
+        if self.REPEAT_READS_EVENT or entry.again:
+            return None
+        return self.repeat_event(_UNREAD, index, entry.token, values)
 
     def _checked_in_full(self, event: Event, index: int, declined: bool) -> Sequence[Finding]:
         """``check_event``, then learning from a frame the checker vouched for (unless its

@@ -52,7 +52,12 @@ of its skeleton (``frame``: a ``data:`` line, perhaps after an ``event:`` line o
 then a blank line, LF or CRLF, and nothing else), and a chunk that starts and ends as its
 framing and pieces do, with a value that fits the holes and holds no line ending, is the
 event the parser would have made (``EventParser.passed`` makes it, counting the bytes) and
-takes the repeat. All entries framed share one style, so a chunk fits the entry ``find``
+takes the repeat. On the compiled build the native kernel fits the chunk's bytes
+(``_kernel.fit_holes``; ``_fit_entry``, which decodes and matches the text, is its
+definition), and the data is decoded only when asked for (``ShapeCache.fitted_data``): a
+checker whose ``repeat_event`` reads no event repeats the frame without one
+(``Checker.repeat_unread``), so most fitted frames allocate nothing but what the checker
+keeps. All entries framed share one style, so a chunk fits the entry ``find``
 would have found first; anything else, or any doubt, goes to the parser. (A skeleton whose
 data may start with whitespace is never framed after ``data:`` without a space: the
 parser strips one space there.) On the compiled build, a chunk of several frames, or of
@@ -92,7 +97,7 @@ at most ``MAX_SKELETONS`` per stream, each a few slices of a frame of at most
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from streamguard.protocols._payload import parse_json
@@ -224,7 +229,7 @@ class Skeleton:
                 if number == last:  # padding before the last piece (a closing brace)
                     if data[position:cut].strip(_JSON_WHITESPACE):
                         return None
-                    return _NO_VALUES if values is None else self._in_order(values)
+                    return _NO_VALUES if values is None else self.in_order(values)
                 found = _SPACE.match(data, position, cut)
                 if found is None:
                     return None
@@ -254,7 +259,7 @@ class Skeleton:
                 position = end + len(literal)
                 if position > cut or data[end:position] != literal:
                     return None
-        return _NO_VALUES if values is None else self._in_order(values)
+        return _NO_VALUES if values is None else self.in_order(values)
 
     def _match_few(self, data: str, cut: int) -> Sequence[str] | None:
         """``match_holes`` for one or two holes, none read, in fewer interpreted steps."""
@@ -278,7 +283,7 @@ class Skeleton:
             return None
         return _NO_VALUES
 
-    def _in_order(self, values: list[str]) -> list[str]:
+    def in_order(self, values: list[str]) -> list[str]:
         """The read holes' texts, in the order the checker listed their paths."""
         order = self.order
         return values if order == _IN_ORDER[len(order)] else [values[i] for i in order]
@@ -475,14 +480,18 @@ class Entry:
     """A learned skeleton, with the checker's token, the findings its frames make again,
     its hits and, once known, how its chunks are framed."""
 
-    __slots__ = ("again", "framed_head", "framed_tail", "hits", "padded", "prefix_size",
-                 "skeleton", "suffix_size", "token")  # fmt: skip
+    __slots__ = ("again", "framed_head", "framed_tail", "hits", "kind_codes", "padded",
+                 "pieces", "prefix_size", "skeleton", "suffix_size", "token")  # fmt: skip
 
     def __init__(self, skeleton: Skeleton, token: object, again: tuple[Again, ...]) -> None:
         self.skeleton = skeleton
         self.token = token
         self.again = again
         self.hits = 0
+        #: The skeleton as the native kernel reads it (``_fit_holes``): its literal pieces
+        #: as UTF-8, its holes' kinds one byte each.
+        self.pieces = tuple(literal.encode() for literal in skeleton.literals)
+        self.kind_codes = bytes(skeleton.kinds)
         #: How a chunk that is exactly one event of this skeleton starts and ends, once a
         #: chunk showed it (``ShapeCache.frame``): its lines before the data's value, then
         #: the first literal piece; the last piece, then the blank line. ``None``: unknown.
@@ -524,10 +533,12 @@ class ShapeCache:
     """A stream's skeletons, with the checker's token for each, and the learning wait."""
 
     __slots__ = (
+        "_fitted_chunk",
+        "_fitted_data",
+        "_fitted_span",
         "countdown",
         "entries",
         "fitted",
-        "fitted_data",
         "fitted_values",
         "last",
         "skipped",
@@ -548,9 +559,21 @@ class ShapeCache:
         self.style: bytes | None = None
         #: Chunks ``fit_frame`` fitted, which the parser did not read (of ``skipped``).
         self.fitted = 0
-        #: What the last chunk ``fit_frame`` fitted held: its data and read values.
-        self.fitted_data = ""
+        #: The read values of the last chunk ``fit_frame`` fitted; its data is decoded
+        #: only when asked for (``fitted_data``): a frame repeated without its event never is.
         self.fitted_values: Sequence[str] = _NO_VALUES
+        self._fitted_chunk = b""
+        self._fitted_span = (0, 0)
+        self._fitted_data: str | None = ""
+
+    @property
+    def fitted_data(self) -> str:
+        """The data of the last chunk ``fit_frame`` fitted, as the parser would read it."""
+        data = self._fitted_data
+        if data is None:
+            start, stop = self._fitted_span
+            data = self._fitted_data = self._fitted_chunk[start:stop].decode()
+        return data
 
     def find(self, name: str, data: str) -> tuple[object, Sequence[str], tuple[Again, ...]] | None:
         """The token, read values and findings again of the skeleton ``data`` fits, if one
@@ -590,27 +613,23 @@ class ShapeCache:
             if head is None:
                 return None
             if chunk.startswith(head) and chunk.endswith(entry.framed_tail):
-                try:
-                    data = chunk[entry.prefix_size : len(chunk) - entry.suffix_size].decode()
-                except UnicodeDecodeError:
-                    return None  # the parser reports it
-                if entry.padded and ("\n" in data or "\r" in data):
-                    return None  # more lines than one
-                skeleton = entry.skeleton
-                cut = len(data) - len(skeleton.literals[-1])
-                if cut < len(skeleton.literals[0]):
-                    continue  # the head and the tail overlap
-                values = skeleton.match_holes(data, cut)
-                if values is not None:
-                    if entry is not entries[0]:
-                        _to_front(entries, entry)
-                    entry.hits += 1
-                    self.skipped += 1
-                    self.fitted += 1
-                    self.wait = 0
-                    self.fitted_data = data
-                    self.fitted_values = values
-                    return entry
+                values = fit_entry(chunk, entry)
+                if values is None:
+                    return None  # the parser reports it, or finds more lines than one
+                if type(values) is bool:
+                    continue
+                assert not isinstance(values, bool)
+                if entry is not entries[0]:
+                    _to_front(entries, entry)
+                entry.hits += 1
+                self.skipped += 1
+                self.fitted += 1
+                self.wait = 0
+                self.fitted_values = values
+                self._fitted_chunk = chunk
+                self._fitted_span = (entry.prefix_size, len(chunk) - entry.suffix_size)
+                self._fitted_data = None
+                return entry
         return None
 
     def frame(self, chunk: bytes, data: str) -> None:
@@ -712,3 +731,62 @@ def framing(chunk: bytes, data: str, skeleton: Skeleton) -> tuple[bytes, bytes, 
     if data_line == b"data:" and (not first or first[0] in _JSON_WHITESPACE):
         return None  # the parser strips a space there: the data would start otherwise
     return prefix, suffix, style + b"|" + suffix
+
+
+# -- fitting a framed chunk: its definition, and the native kernel's ------------------------
+
+
+def _fit_entry(chunk: bytes, entry: Entry) -> Sequence[str] | bool | None:
+    """Whether the data of ``chunk``, framed as ``entry``'s chunks are (its head and tail
+    already seen), fits ``entry``'s skeleton: the read values' texts when it does, False
+    when it does not, None when no skeleton can fit it (not UTF-8: the parser reports it;
+    or a line ending where a padding hole could take one: more lines than one)."""
+    try:
+        data = chunk[entry.prefix_size : len(chunk) - entry.suffix_size].decode()
+    except UnicodeDecodeError:
+        return None
+    if entry.padded and ("\n" in data or "\r" in data):
+        return None
+    skeleton = entry.skeleton
+    cut = len(data) - len(skeleton.literals[-1])
+    if cut < len(skeleton.literals[0]):
+        return False  # the head and the tail overlap
+    values = skeleton.match_holes(data, cut)
+    return False if values is None else values
+
+
+def _fit_entry_natively(chunk: bytes, entry: Entry) -> Sequence[str] | bool | None:
+    """``_fit_entry`` by the native kernel (``_kernel.fit_holes``), which reads the bytes
+    where the definition decodes them: the same answer (``tests/test_kernel.py``)."""
+    assert _FIT_HOLES is not None
+    values = _FIT_HOLES(
+        chunk,
+        entry.prefix_size,
+        len(chunk) - entry.suffix_size,
+        entry.pieces,
+        entry.kind_codes,
+        entry.padded,
+    )
+    if values is None or type(values) is bool:
+        return values
+    assert not isinstance(values, bool)
+    return entry.skeleton.in_order(list(values)) if values else _NO_VALUES
+
+
+def _native_fit() -> Callable[..., tuple[str, ...] | bool | None] | None:
+    """The native kernel's ``fit_holes``, where it was built and the compiled core runs
+    (as ``streamguard.sse``'s ``skim_frame``: the pure-Python core runs the definition)."""
+    if not __file__.endswith(".py"):  # (this module is an extension: the compiled core)
+        try:
+            from streamguard._kernel import fit_holes as native
+        except ImportError:
+            return None
+        return native
+    return None
+
+
+_FIT_HOLES: Final = _native_fit()
+#: ``_fit_entry``, natively where the kernel was built.
+fit_entry: Final[Callable[[bytes, Entry], Sequence[str] | bool | None]] = (
+    _fit_entry if _FIT_HOLES is None else _fit_entry_natively
+)

@@ -432,6 +432,7 @@ class AGUIChecker(Checker):
     )
 
     name = "ag_ui"
+    REPEAT_READS_EVENT = False  # (its repeat_event reads the token and values only)
     LIFECYCLE = LIFECYCLE
     RAISES = frozenset(
         {

@@ -338,6 +338,7 @@ class AISDKUIChecker(Checker):
     )
 
     name = "ai_sdk_ui"
+    REPEAT_READS_EVENT = False  # (its repeat_event reads the token and values only)
     LIFECYCLE = LIFECYCLE
     JUDGES_END_UNSAMPLED = True
     END_HINTS = (b"[DONE]", b"error", b"\\u")

@@ -382,6 +382,7 @@ class AnthropicChecker(Checker):
     __slots__ = ("_blocks", "_output_tokens", "_start_index", "_stop_reason", "_unknown_reported")
 
     name = "anthropic"
+    REPEAT_READS_EVENT = False  # (its repeat_event reads the token and values only)
     LIFECYCLE = _LIFECYCLE
     JUDGES_END_UNSAMPLED = True
     END_HINTS = (b"message_stop", b"error", b"\\u")

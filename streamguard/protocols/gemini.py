@@ -341,6 +341,7 @@ class GeminiChecker(Checker):
     __slots__ = ("_candidates", "_data_end", "_gap", "_unfinished", "_usage")
 
     name = "gemini"
+    REPEAT_READS_EVENT = False  # (its repeat_event reads the token and values only)
     # The terminal is "every candidate finished" at the end of the body (the END step into
     # ``completed`` records it), so a truncated stream is unclosed, a finished one completed.
     has_terminal = True

@@ -294,6 +294,7 @@ class OpenAIChatChecker(Checker):
     """Checks an OpenAI Chat Completions stream chunk by chunk (reference §1)."""
 
     name = "openai_chat"
+    REPEAT_READS_EVENT = False  # (its repeat_event reads the token and values only)
     LIFECYCLE = _LIFECYCLE
     JUDGES_END_UNSAMPLED = True
     END_HINTS = (b"[DONE]", b"error", b"\\u")

@@ -423,6 +423,7 @@ class OpenAIResponsesChecker(Checker):
     )
 
     name = "openai_responses"
+    REPEAT_READS_EVENT = False  # (its repeat_event reads the token and values only)
     LIFECYCLE = _LIFECYCLE
     JUDGES_END_UNSAMPLED = True
     END_HINTS = _END_HINTS
