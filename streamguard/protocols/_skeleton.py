@@ -283,7 +283,7 @@ class Skeleton:
             return None
         return _NO_VALUES
 
-    def in_order(self, values: list[str]) -> list[str]:
+    def in_order(self, values: Sequence[str]) -> Sequence[str]:
         """The read holes' texts, in the order the checker listed their paths."""
         order = self.order
         return values if order == _IN_ORDER[len(order)] else [values[i] for i in order]
@@ -770,7 +770,7 @@ def _fit_entry_natively(chunk: bytes, entry: Entry) -> Sequence[str] | bool | No
     if values is None or type(values) is bool:
         return values
     assert not isinstance(values, bool)
-    return entry.skeleton.in_order(list(values)) if values else _NO_VALUES
+    return entry.skeleton.in_order(values) if values else _NO_VALUES
 
 
 def _native_fit() -> Callable[..., tuple[str, ...] | bool | None] | None:
