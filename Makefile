@@ -84,21 +84,24 @@ define require_the_build
 endef
 
 # `make test` runs its tests as two pytest processes at once, one per core of a small
-# machine, each collecting only its own modules (`python -m tests.tiers core|rest`): those
-# exercising the core (their output printed when they finish) beside the rest (printed as
-# they run). Each keeps a cache of its own (`--lf` with `-o cache_dir=...`).
-TEST_LOG := $(VENV)/test-core.log
+# machine, each collecting only its own modules (`python -m tests.tiers share 1 2`, `share
+# 2 2`): the test modules dealt into two shares of about equal duration, as measured in
+# tests/durations.json (`python -m tests.tiers durations` rewrites it from a run's JUnit
+# reports; a module new since counts as the mean). The first share's output is printed
+# when it finishes, the second's as it runs. Each keeps a cache of its own (`--lf` with
+# `-o cache_dir=...`).
+TEST_LOG := $(VENV)/test-share1.log
 test: lint $(COMPILED_STAMP)
 	$(require_the_build)
 	@build=$$(cat $(COMPILED_STAMP)); \
 	run() { env -u STREAMGUARD_PURE_PYTHON STREAMGUARD_EXPECT_BUILD=$$build $(PYTEST) "$$@"; }; \
 	echo "== every test not marked slow, on the $$build core, in two processes (the full matrix: make check)"; \
-	run -m "not slow" -o cache_dir=.pytest_cache/core $$($(BIN)/python -m tests.tiers core) > $(TEST_LOG) 2>&1 & core=$$!; \
-	echo "== tests of the layers around the core (those exercising it run meanwhile; their output follows)"; \
-	run -m "not slow" -o cache_dir=.pytest_cache/rest $$($(BIN)/python -m tests.tiers rest); rest=$$?; \
-	wait $$core; status=$$?; \
-	echo "== tests exercising the compiled core"; cat $(TEST_LOG); \
-	[ $$status -eq 0 ] && [ $$rest -eq 0 ]
+	run -m "not slow" -o cache_dir=.pytest_cache/share1 $$($(BIN)/python -m tests.tiers share 1 2) > $(TEST_LOG) 2>&1 & first=$$!; \
+	echo "== the second share of the test modules (the first runs meanwhile; its output follows)"; \
+	run -m "not slow" -o cache_dir=.pytest_cache/share2 $$($(BIN)/python -m tests.tiers share 2 2); second=$$?; \
+	wait $$first; status=$$?; \
+	echo "== the first share of the test modules"; cat $(TEST_LOG); \
+	[ $$status -eq 0 ] && [ $$second -eq 0 ]
 
 check: lint $(NODE_STAMP) $(COMPILED_STAMP)
 	$(require_the_build)

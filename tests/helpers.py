@@ -56,6 +56,7 @@ __all__ = [
     "run_checker",
     "source_docstring",
     "source_of",
+    "ticking",
 ]
 
 T = TypeVar("T")
@@ -88,6 +89,19 @@ class AppTime(FakeClock):
     async def sleep(self, seconds: float) -> None:
         self.now += seconds
         await asyncio.sleep(0)
+
+
+def ticking(step: float) -> Callable[[], float]:
+    """A clock that moves ``step`` seconds each time it is read (for the commands' budget
+    clock, ``cli._monotonic``): a budget is spent after a count of readings, whatever the
+    real time."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += step
+        return now[0]
+
+    return clock
 
 
 def free_port() -> int:

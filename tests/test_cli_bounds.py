@@ -31,7 +31,7 @@ from streamguard.monitor import check_stream
 from streamguard.report import Severity
 from streamguard.testing import serve
 from streamguard.timeline import CAPTURE_FORMAT, read_capture
-from tests.helpers import peak_memory
+from tests.helpers import peak_memory, ticking
 from tests.stream_apps import FIXTURES
 
 MB = 1000 * 1000
@@ -442,17 +442,20 @@ def test_probe_says_in_the_table_which_limit_stopped_it(
 
 
 def test_probe_stops_an_endless_stream_at_max_time(
-    endless_url: str, capsys: pytest.CaptureFixture[str]
+    endless_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--max-time ends the read of a stream that never pauses (--timeout never fires):
     the probe leaves, the note and stopped_by name the limit. The byte limit is set far
-    out of reach, so the time is what stopped it."""
+    out of reach, so the time is what stopped it. The budget clock moves a quarter second
+    per reading: the head comes within a few readings, the body is cut after twenty, however
+    slowly the machine runs (on real time, 0.2 s, a loaded machine had not read the head)."""
+    monkeypatch.setattr(cli, "_monotonic", ticking(0.25))
     code, out, _ = run(
         capsys,
         "probe",
         endless_url,
         "--max-time",
-        "0.2",
+        "5",
         "--max-bytes",
         str(10**12),
         "--format",
@@ -460,9 +463,9 @@ def test_probe_stops_an_endless_stream_at_max_time(
     )
     result = json.loads(out)
     assert code == 1
-    assert (result["outcome"], result["stopped_by"]) == ("client_disconnect", "--max-time 0.2")
+    assert (result["outcome"], result["stopped_by"]) == ("client_disconnect", "--max-time 5")
     assert result["notes"] == [
-        "the probe stopped reading after --max-time (0.2 s): the body had not ended; the "
+        "the probe stopped reading after --max-time (5 s): the body had not ended; the "
         "rest of the stream was not checked"
     ]
     assert not any(f["rule"] == "stalled" for f in result["findings"])

@@ -21,7 +21,7 @@ import pytest
 
 from streamguard import cli, conformance
 from streamguard.timeline import read_capture
-from tests.helpers import peak_memory
+from tests.helpers import peak_memory, ticking
 
 #: How long a run may take before the test calls it a hang: far past any budget the tests
 #: set (a second or two), so only a run that never ends trips it.
@@ -171,18 +171,6 @@ def guarded(argv: list[str]) -> int:
     thread.join(HANG)
     assert not thread.is_alive(), f"still running after {HANG:g} s: {argv}"
     return result[0]
-
-
-def ticking(step: float) -> Callable[[], float]:
-    """A clock that moves ``step`` seconds each time it is read: the budget is spent after
-    a count of readings, whatever the real time."""
-    now = [0.0]
-
-    def clock() -> float:
-        now[0] += step
-        return now[0]
-
-    return clock
 
 
 @pytest.fixture

@@ -166,3 +166,61 @@ def test_the_core_sources_are_the_compiled_modules_and_what_they_import() -> Non
         "streamguard/metrics.py",
         "streamguard/testing/_collect.py",
     }
+
+
+# -- make test's two processes: the modules shared out by measured duration ---------------
+
+
+def test_the_modules_are_dealt_longest_first_to_the_share_with_the_least() -> None:
+    durations = {"a": 10.0, "b": 6.0, "c": 5.0, "d": 4.0, "e": 1.0}
+    # a -> 1 (10); b -> 2 (6); c -> 2 (11); d -> 1 (14); e -> 2 (12).
+    assert tiers.shares(durations, 2, durations) == [["a", "d"], ["b", "c", "e"]]
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_every_module_is_in_one_share_and_no_share_is_much_longer(count: int) -> None:
+    """Whatever the figures: each module once, and no share longer than an equal part by
+    more than the longest module (the bound of dealing longest first)."""
+    durations = {f"m{i}": float((i * 7919) % 97 + 1) for i in range(60)}
+    dealt = tiers.shares(durations, count, durations)
+    assert sorted(name for share in dealt for name in share) == sorted(durations)
+    total, longest = sum(durations.values()), max(durations.values())
+    assert all(sum(durations[n] for n in share) <= total / count + longest for share in dealt)
+
+
+def test_a_module_never_measured_counts_as_the_mean() -> None:
+    """A new module weighs the mean of the measured ones dealt with it (here 20/3 s): it goes
+    beside the 6 s one, where counting it as nothing would have put it beside the 10 s one."""
+    durations = {"a": 10.0, "b": 6.0, "c": 4.0}
+    assert tiers.shares(["a", "b", "c", "new"], 2, durations) == [["a", "c"], ["b", "new"]]
+    # With nothing measured, every module counts the same.
+    assert tiers.shares(["x", "y", "z", "w"], 2, {}) == [["w", "y"], ["x", "z"]]
+
+
+def test_make_test_s_two_shares_are_every_test_module_once() -> None:
+    """``python -m tests.tiers share 1 2`` and ``share 2 2`` (the Makefile's two pytest
+    processes) run every test module of the suite, none twice, neither share empty."""
+    modules = [str(p.relative_to(tiers.ROOT)) for p in sorted(TESTS.rglob("test_*.py"))]
+    first, second = tiers.shares(modules, 2, tiers.measured_durations())
+    assert first
+    assert second
+    assert sorted(first + second) == modules
+
+
+def test_the_durations_are_read_from_a_run_s_junit_reports(tmp_path: Path) -> None:
+    """Each module's test cases summed (a class's too); a module without a test in the
+    run (all slow) is measured at zero seconds."""
+    report = tmp_path / "run.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_sse" name="a" time="1.25"/>'
+        '<testcase classname="tests.test_sse" name="b" time="0.5"/>'
+        '<testcase classname="tests.test_monitor.TestSomething" name="c" time="2"/>'
+        "</testsuite></testsuites>",
+        encoding="utf-8",
+    )
+    durations = tiers._durations_of([report])
+    assert durations["tests/test_sse.py"] == 1.8  # 1.75, to a tenth
+    assert durations["tests/test_monitor.py"] == 2.0
+    assert durations["tests/test_uvicorn.py"] == 0.0
+    assert set(durations) == {str(p.relative_to(tiers.ROOT)) for p in TESTS.rglob("test_*.py")}

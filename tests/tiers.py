@@ -20,15 +20,22 @@ the rules cannot read (a syntax error) counts as core: when in doubt, test both 
 
 Nothing here imports the package: the answer is the same on both builds, and computing
 it loads no core module before ``STREAMGUARD_PURE_PYTHON`` is honoured.
+
+``make test`` runs the fast tier as two pytest processes at once; which test modules each
+runs is not the tier but a share of about equal duration (``shares``), by the seconds each
+module took in a measured run (``durations.json``, written by ``python -m tests.tiers
+durations``, never by hand).
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import json
 import runpy
 import sys
-from collections.abc import Iterator
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -41,6 +48,8 @@ __all__ = [
     "exercised_by",
     "exercised_core_modules",
     "exercises_core",
+    "measured_durations",
+    "shares",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -406,22 +415,101 @@ def core_sources() -> list[Path]:
     return sorted([*paths, ROOT / "setup.py"])
 
 
+#: Each test module's seconds in a run of ``make test`` (its tests' setup, call and
+#: teardown), by which ``make test`` shares the modules out between its pytest processes.
+#: Measured, never written by hand: ``python -m tests.tiers durations REPORT.xml...`` writes
+#: it from the JUnit reports (``--junitxml``) of a run of every test not marked slow.
+DURATIONS = TESTS / "durations.json"
+
+
+def measured_durations(path: Path = DURATIONS) -> dict[str, float]:
+    """The seconds of each measured test module, by its path from the root (``tests/x.py``);
+    empty when nothing was measured."""
+    try:
+        durations = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return {str(name): float(seconds) for name, seconds in durations.items()}
+
+
+def shares(modules: Iterable[str], count: int, durations: Mapping[str, float]) -> list[list[str]]:
+    """``modules`` dealt into ``count`` shares of about equal measured duration, each share
+    sorted: the longest module first, each to the share with the fewest seconds so far (the
+    first such share on a tie), so no share exceeds an equal part by more than its longest
+    module. A module never measured (new since ``durations.json`` was written) counts as the
+    mean of those measured; with nothing measured, every module counts the same."""
+    modules = sorted(set(modules))
+    known = [durations[name] for name in modules if name in durations]
+    default = sum(known) / len(known) if known else 1.0
+    cost = {name: durations.get(name, default) for name in modules}
+    totals = [0.0] * count
+    dealt: list[list[str]] = [[] for _ in range(count)]
+    for name in sorted(modules, key=lambda name: (-cost[name], name)):
+        least = totals.index(min(totals))
+        totals[least] += cost[name]
+        dealt[least].append(name)
+    return [sorted(share) for share in dealt]
+
+
+def _test_modules() -> list[str]:
+    return [str(path.relative_to(ROOT)) for path in sorted(TESTS.rglob("test_*.py"))]
+
+
+def _durations_of(reports: Iterable[Path]) -> dict[str, float]:
+    """Each test module's seconds in the JUnit reports of a run: its test cases' times
+    (setup, call and teardown each), summed; a module is named by its file's path. A test
+    module the reports do not name had no test in the run (all slow): zero seconds."""
+    durations = dict.fromkeys(_test_modules(), 0.0)
+    for report in reports:
+        for case in ET.parse(report).getroot().iter("testcase"):
+            module = case.get("classname", "").split(".")
+            # classname is the module's dotted path, then a class's name if the test has one.
+            while module and _source(".".join(module)) is None:
+                module.pop()
+            source = _source(".".join(module)) if module else None
+            if source is None:
+                continue
+            name = str(source.relative_to(ROOT))
+            durations[name] = durations.get(name, 0.0) + float(case.get("time", 0.0))
+    return {name: round(seconds, 1) for name, seconds in sorted(durations.items())}
+
+
+USAGE = """usage: python -m tests.tiers core|rest|sources
+       python -m tests.tiers share K N
+       python -m tests.tiers durations REPORT.xml..."""
+
+
 def main(argv: list[str]) -> int:
-    """``python -m tests.tiers core|rest``: the test modules of one side, one path a line
-    (``make test`` runs the two sides as two pytest processes, each collecting its own);
-    ``python -m tests.tiers sources``: the sources of the compiled core (``core_sources``)."""
-    if len(argv) != 1 or argv[0] not in ("core", "rest", "sources"):
-        print("usage: python -m tests.tiers core|rest|sources", file=sys.stderr)
-        return 2
-    if argv[0] == "sources":
-        for path in core_sources():
-            print(path.relative_to(ROOT))
+    """``python -m tests.tiers core|rest``: the test modules of one tier, one path a line;
+    ``python -m tests.tiers sources``: the sources of the compiled core (``core_sources``);
+    ``python -m tests.tiers share K N``: the test modules of share K of N (``shares``, by
+    ``durations.json``), which ``make test`` runs as one pytest process of N;
+    ``python -m tests.tiers durations REPORT.xml...``: writes ``durations.json`` from the
+    JUnit reports of a run of every test not marked slow."""
+    command, arguments = (argv[0], argv[1:]) if argv else ("", [])
+    if command in ("core", "rest", "sources") and not arguments:
+        if command == "sources":
+            for path in core_sources():
+                print(path.relative_to(ROOT))
+            return 0
+        wanted = command == "core"
+        for name in _test_modules():
+            if exercises_core(ROOT / name) is wanted:
+                print(name)
         return 0
-    wanted = argv[0] == "core"
-    for path in sorted(TESTS.rglob("test_*.py")):
-        if exercises_core(path) is wanted:
-            print(path.relative_to(ROOT))
-    return 0
+    if command == "share" and len(arguments) == 2 and all(a.isdigit() for a in arguments):
+        share, count = int(arguments[0]), int(arguments[1])
+        if 1 <= share <= count:
+            print("\n".join(shares(_test_modules(), count, measured_durations())[share - 1]))
+            return 0
+    if command == "durations" and arguments:
+        durations = _durations_of(Path(report) for report in arguments)
+        DURATIONS.write_text(json.dumps(durations, indent=1) + "\n", encoding="utf-8")
+        total = sum(durations.values())
+        print(f"{DURATIONS.relative_to(ROOT)}: {len(durations)} modules, {total:.0f} s")
+        return 0
+    print(USAGE, file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
