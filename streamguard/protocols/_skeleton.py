@@ -535,7 +535,8 @@ class ShapeCache:
     __slots__ = (
         "_fitted_chunk",
         "_fitted_data",
-        "_fitted_span",
+        "_fitted_start",
+        "_fitted_stop",
         "countdown",
         "entries",
         "fitted",
@@ -563,7 +564,7 @@ class ShapeCache:
         #: only when asked for (``fitted_data``): a frame repeated without its event never is.
         self.fitted_values: Sequence[str] = _NO_VALUES
         self._fitted_chunk = b""
-        self._fitted_span = (0, 0)
+        self._fitted_start = self._fitted_stop = 0
         self._fitted_data: str | None = ""
 
     @property
@@ -571,8 +572,8 @@ class ShapeCache:
         """The data of the last chunk ``fit_frame`` fitted, as the parser would read it."""
         data = self._fitted_data
         if data is None:
-            start, stop = self._fitted_span
-            data = self._fitted_data = self._fitted_chunk[start:stop].decode()
+            chunk = self._fitted_chunk
+            data = self._fitted_data = chunk[self._fitted_start : self._fitted_stop].decode()
         return data
 
     def find(self, name: str, data: str) -> tuple[object, Sequence[str], tuple[Again, ...]] | None:
@@ -627,7 +628,8 @@ class ShapeCache:
                 self.wait = 0
                 self.fitted_values = values
                 self._fitted_chunk = chunk
-                self._fitted_span = (entry.prefix_size, len(chunk) - entry.suffix_size)
+                self._fitted_start = entry.prefix_size  # (two slots: no tuple per frame)
+                self._fitted_stop = len(chunk) - entry.suffix_size
                 self._fitted_data = None
                 return entry
         return None
