@@ -68,7 +68,7 @@ import re
 from collections.abc import Callable, Iterable
 from hashlib import blake2b
 from itertools import repeat
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from streamguard import rules
 from streamguard._wire import describe
@@ -80,6 +80,7 @@ __all__ = [
     "Event",
     "EventParser",
     "Leftover",
+    "native_kernel",
     "share_event_names",
     "skim_frame",
 ]
@@ -770,20 +771,22 @@ def _skim_frame(data: bytes, hints: tuple[bytes, ...]) -> bool:
     return all(data.find(hint) < 0 for hint in hints)
 
 
-def _native_skim() -> Callable[[bytes, tuple[bytes, ...]], bool] | None:
-    """The native kernel's ``skim_frame``, where it was built and the compiled core runs
-    (``streamguard._build``: a process that asked for the pure-Python core runs its
-    definition here, ``_skim_frame``, and no native code)."""
+def native_kernel(name: str) -> Any | None:
+    """The native kernel's function ``name`` (``streamguard/_kernel.c``), where it was built
+    and the compiled core runs; None in a process that asked for the pure-Python core
+    (``streamguard._build``), which runs the function's Python definition and no native
+    code. (The kernel is built with the compiled core, all or nothing, so this module
+    being compiled says the core is.)"""
     if not __file__.endswith(".py"):  # (this module is an extension: the compiled core)
         try:
-            from streamguard._kernel import skim_frame as native
+            from streamguard import _kernel
         except ImportError:
             return None
-        return native
+        return getattr(_kernel, name)
     return None
 
 
-_NATIVE: Final = _native_skim()
+_NATIVE: Final[Callable[[bytes, tuple[bytes, ...]], bool] | None] = native_kernel("skim_frame")
 #: Whether the native kernel runs the per-frame scans (``streamguard info`` says so).
 NATIVE_KERNEL: Final = _NATIVE is not None
 #: ``_skim_frame``, natively where the kernel was built.

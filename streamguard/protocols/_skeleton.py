@@ -102,6 +102,7 @@ from typing import Final
 
 from streamguard.protocols._payload import parse_json
 from streamguard.report import Severity
+from streamguard.sse import native_kernel
 
 __all__ = [
     "MAX_HOLES",
@@ -775,19 +776,8 @@ def _fit_entry_natively(chunk: bytes, entry: Entry) -> Sequence[str] | bool | No
     return entry.skeleton.in_order(values) if values else _NO_VALUES
 
 
-def _native_fit() -> Callable[..., tuple[str, ...] | bool | None] | None:
-    """The native kernel's ``fit_holes``, where it was built and the compiled core runs
-    (as ``streamguard.sse``'s ``skim_frame``: the pure-Python core runs the definition)."""
-    if not __file__.endswith(".py"):  # (this module is an extension: the compiled core)
-        try:
-            from streamguard._kernel import fit_holes as native
-        except ImportError:
-            return None
-        return native
-    return None
-
-
-_FIT_HOLES: Final = _native_fit()
+#: The native kernel's ``fit_holes``, where the compiled core runs (``sse.native_kernel``).
+_FIT_HOLES: Final[Callable[..., tuple[str, ...] | bool | None] | None] = native_kernel("fit_holes")
 #: ``_fit_entry``, natively where the kernel was built.
 fit_entry: Final[Callable[[bytes, Entry], Sequence[str] | bool | None]] = (
     _fit_entry if _FIT_HOLES is None else _fit_entry_natively
