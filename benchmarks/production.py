@@ -7,13 +7,17 @@ default sinks, one summary line through a JSON renderer). This benchmark measure
 them in one process, against the same app with no middleware (the anchor) in the same run.
 
 The app is a raw ASGI app that reads its request body (as a chat endpoint does, so that
-streamguard's request-aware checks run) and sends one frame per body message. A scripted
-driver runs it: ``send`` suspends the app after every message, as a server's does, and
-nothing is written anywhere (no I/O). Each configuration's figure is the least thread CPU time over
-``ROUNDS`` interleaved rounds (every configuration once per round, in turn). structlog is
-configured, for this benchmark only (restored after), as a production service would:
-``merge_contextvars``, ``add_log_level``, an ISO ``TimeStamper`` and
-``structlog.processors.JSONRenderer()``, writing to a null sink that counts the lines.
+streamguard's request-aware checks run) and sends one frame per body message, then waits
+for its next token (it suspends, as an app waiting on its model does). A scripted driver
+runs it. The server's ``send`` takes each message without waiting, as uvicorn's and
+hypercorn's do while the client keeps up; the rows marked ``server's send waits`` run the
+same with a ``send`` that suspends on every message, as one does under back-pressure (and
+trio's always does). Nothing is written anywhere (no I/O). Each configuration's figure
+is the least thread CPU time over ``ROUNDS`` interleaved rounds (every configuration once
+per round, in turn). structlog is configured, for this benchmark only (restored after),
+as a production service would: ``merge_contextvars``, ``add_log_level``, an ISO
+``TimeStamper`` and ``structlog.processors.JSONRenderer()``, writing to a null sink that
+counts the lines.
 
 **Per frame** (``part`` ``frame``): a long stream (about 2,000 frames of
 ``benchmarks.check_openai``'s, ``check_anthropic``'s and ``check_responses``'s realistic
@@ -37,7 +41,10 @@ fixed cost in. On the chat stream:
   sinks;
 * ``sse``: the route checked as ``protocol="sse"``, plain SSE framing and no JSON, default
   sinks (the parser's own cost beside the tier's);
-* ``full check``: the route as ``openai_chat``, default sinks.
+* ``full check``: the route as ``openai_chat``, default sinks;
+* ``shell`` and ``full check`` again, with the server's ``send`` waiting on every message,
+  against the app alone with that ``send``: the hand-over's way when the server does not
+  take a message at once (``streamguard._forward``).
 
 On the Anthropic and Responses streams: ``full check`` (``anthropic``,
 ``openai_responses``), default sinks, each against the app alone on the same stream.
@@ -132,13 +139,15 @@ _GZIP_HEADERS = [*_HEADERS, (b"content-encoding", b"gzip")]
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
-    """Read the request body, then send the stream of the path and query, a frame a message."""
+    """Read the request body, then send the stream of the path and query, a frame a
+    message, waiting for the next token (the driver's next turn) after each."""
     await receive()
     _body, frames = STREAMS_SERVED[scope["path"], scope["query_string"]]
     headers = _GZIP_HEADERS if scope["path"] == CHAT_GZIP else _HEADERS
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     for frame in frames:
         await send({"type": "http.response.body", "body": frame, "more_body": True})
+        await _next_turn()
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -148,10 +157,15 @@ def _next_turn() -> Generator[None, None, None]:
 
 
 async def _server_send(message: Message) -> None:
+    """A server's ``send`` while the client keeps up: the message is taken at once."""
+
+
+async def _waiting_server_send(message: Message) -> None:
+    """A server's ``send`` under back-pressure (or trio's): it suspends on every message."""
     await _next_turn()
 
 
-def _stream(served: ASGIApp, path: str, query: bytes) -> Awaitable[None]:
+def _stream(served: ASGIApp, path: str, query: bytes, waits: bool = False) -> Awaitable[None]:
     body = STREAMS_SERVED[path, query][0]
     request = {"type": "http.request", "body": body, "more_body": False}
 
@@ -172,13 +186,17 @@ def _stream(served: ASGIApp, path: str, query: bytes) -> Awaitable[None]:
         "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 8000),
     }
-    return served(scope, receive, _server_send)
+    return served(scope, receive, _waiting_server_send if waits else _server_send)
 
 
-def _run(served: ASGIApp, path: str, query: bytes, streams: int, interleaved: bool) -> float:
+def _run(
+    served: ASGIApp, path: str, query: bytes, streams: int, interleaved: bool, waits: bool = False
+) -> float:
     """CPU seconds for ``streams`` streams through ``served``: taken in turn, one message
-    each, or each run to its end before the next starts."""
-    return drive((_stream(served, path, query).__await__() for _ in range(streams)), interleaved)
+    each, or each run to its end before the next starts; ``waits``: the server's ``send``
+    suspends on every message."""
+    streamed = (_stream(served, path, query, waits).__await__() for _ in range(streams))
+    return drive(streamed, interleaved)
 
 
 class _NullSink:
@@ -222,6 +240,8 @@ def _configure_structlog(sink: _NullSink) -> Callable[[], None]:
 #: (name, path, middleware options or None for the app alone, "noop" for the no-op one).
 _Setup = tuple[str, str, dict[str, Any] | str | None]
 _SINKS_OFF: dict[str, Any] = {"logs": {"enabled": False}, "metrics": False}
+#: The end of the name of a row whose server's ``send`` waits on every message.
+WAITS = ", server's send waits"
 PER_FRAME: tuple[_Setup, ...] = (
     ("none", CHAT, None),
     ("noop", CHAT, "noop"),
@@ -230,6 +250,9 @@ PER_FRAME: tuple[_Setup, ...] = (
     ("every-stream tier (sample_rate=0)", CHAT, {"sample_rate": 0.0}),
     ("sse (plain SSE framing, no JSON)", CHAT, {"protocol": "sse"}),
     ("full check", CHAT, {}),
+    (f"none{WAITS}", CHAT, None),
+    (f"shell (watched, not parsed), default sinks{WAITS}", CHAT_GZIP, {}),
+    (f"full check{WAITS}", CHAT, {}),
     ("none", MESSAGES, None),
     ("full check", MESSAGES, {}),
     ("none", RESPONSES, None),
@@ -272,7 +295,7 @@ def _check_streams(setups: tuple[_Setup, ...], queries: tuple[bytes, ...]) -> No
         reports: list[StreamReport] = []
         served = _served(path, options, on_report=reports.append)
         for query in queries:
-            _run(served, path, query, 1, interleaved=False)
+            _run(served, path, query, 1, interleaved=False, waits=name.endswith(WAITS))
         protocol = options.get("protocol", _PROTOCOLS[path])
         expected = _EXPECTED_RULES.get(path, [])
         for report in reports:
@@ -306,8 +329,9 @@ def _measure(rounds: int, sink: _NullSink) -> list[dict[str, Any]]:
     for _ in range(rounds):
         for i, (name, path, served) in enumerate(per_frame):
             before = sink.lines
-            long_s[i] = min(long_s[i], _run(served, path, LONG, 1, interleaved=False))
-            short = _run(served, path, SHORT, SHORT_STREAMS, interleaved=False)
+            waits = name.endswith(WAITS)
+            long_s[i] = min(long_s[i], _run(served, path, LONG, 1, False, waits))
+            short = _run(served, path, SHORT, SHORT_STREAMS, False, waits)
             short_s[i] = min(short_s[i], short)
             # (A compressed stream logs its compressed_stream warning: the gzip rows' one
             # line a stream is part of the fixed cost the short streams take out.)
@@ -328,9 +352,10 @@ def _measure(rounds: int, sink: _NullSink) -> list[dict[str, Any]]:
         short_frames = len(STREAMS_SERVED[path, SHORT][1])
         long_one, short_one = long_s[i], short_s[i] / SHORT_STREAMS
         stream = _STREAM_NAMES[path]
-        if name == "none":
-            anchor[stream] = (long_one, short_one)
-        none_long, none_short = anchor[stream]
+        against = stream + (WAITS if name.endswith(WAITS) else "")  # (the anchor's key)
+        if name.startswith("none"):
+            anchor[against] = (long_one, short_one)
+        none_long, none_short = anchor[against]
         added_long, added_short = long_one - none_long, short_one - none_short
         rows.append(
             {

@@ -50,6 +50,7 @@ __all__ = [
 #: Kept interpreted: everything that talks to Starlette, structlog, prometheus-client, the
 #: CLI or the network, which runs per stream, not per frame.
 CORE_MODULES: tuple[str, ...] = (
+    "streamguard._forward",
     "streamguard._wire",
     "streamguard.liveness",
     "streamguard.monitor",

@@ -1,10 +1,11 @@
 /* streamguard._kernel: the native kernel of the per-frame path.
 
-   Two functions, each the native form of a definition in Python that the pure build runs
-   and tests/test_kernel.py holds it to, answer for answer. They exist because in
+   Three functions, each the native form of a definition in Python that the pure build runs
+   and tests/test_kernel.py holds it to, answer for answer. The first two exist because in
    mypyc-compiled Python each byte scan of those definitions is a C-API call whose
    overhead, not its scan, is the cost (issue 45: docs/performance.md, "The native
-   kernel").
+   kernel"); the third because mypyc cannot run a coroutine a step without raising and
+   catching StopIteration, which costs more than the coroutine it saves.
 
    skim_frame(data, hints) (streamguard.sse._skim_frame): whether a chunk of body bytes is
    exactly one plain SSE frame that the every-stream tier may count without reading it. A
@@ -20,7 +21,29 @@
    line ending where a padding hole could take one), False when this one does not, else
    the texts of its value holes in their order (a tuple, empty for none).
 
-   Nothing here is kept between calls; only fit_holes' answer is allocated.
+   hand_over(send, message, landing) (streamguard._handover._hand_over): call the server's
+   send with a body message and run the coroutine it returns at once, as far as it goes
+   without waiting. A server's send takes the bytes without waiting unless the client reads
+   slowly (uvicorn's and hypercorn's write to the transport and wait only when it is
+   paused), so most body messages need no coroutine of streamguard's around them. Its
+   answer: SENT when the coroutine ran to its end; a Handing when it stopped to wait; the
+   awaitable itself, not started, when it is not a coroutine. An exception it raised is
+   raised; when it is an OSError (ASGI 2.4: the client has gone), landing.landed(True) is
+   called first.
+
+   SENT: the one instance of Sent, the awaitable of a message the server already took.
+   Awaiting it gives None at once; it has no state, so any number of tasks may await it. It
+   is a coroutine by the abstract interface (send, throw, close), so that an app may pass
+   what its send returned to asyncio.create_task as it could the server's coroutine.
+
+   Handing: the hand-over of a coroutine that stopped to wait. Awaiting it hands the task
+   what the coroutine yielded, then passes on what the task sends or throws until the
+   coroutine ends, and tells the landing how: landed(False) when it returned,
+   landed(True) when it raised OSError, nothing for any other exception. What the
+   coroutine returns is dropped, as SENT drops it (ASGI's send returns None).
+
+   Nothing here is kept between calls; only fit_holes' and hand_over's answers are
+   allocated.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -429,6 +452,371 @@ fit_holes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return texts;
 }
 
+/* -- hand_over and SENT ------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+} SentObject;
+
+static PyObject *
+sent_await(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+static PySendResult
+sent_am_send(PyObject *self, PyObject *arg, PyObject **result)
+{
+    *result = Py_NewRef(Py_None);
+    return PYGEN_RETURN;
+}
+
+static PyObject *
+sent_iternext(PyObject *self)
+{
+    return NULL; /* done, with no exception set: the value is None */
+}
+
+static PyObject *
+sent_send(PyObject *self, PyObject *value)
+{
+    PyErr_SetNone(PyExc_StopIteration);
+    return NULL;
+}
+
+/* throw(exception) or throw(type[, value[, traceback]]): the exception is raised, as a
+   coroutine that has ended raises what is thrown into it. */
+static PyObject *
+sent_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw expected 1 to 3 arguments");
+        return NULL;
+    }
+    PyObject *thrown = args[0];
+    if (PyExceptionInstance_Check(thrown)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(thrown), thrown);
+    }
+    else if (PyExceptionClass_Check(thrown)) {
+        PyErr_SetObject(thrown, nargs > 1 ? args[1] : NULL);
+    }
+    else {
+        PyErr_SetString(PyExc_TypeError,
+                        "exceptions must be classes or instances deriving from BaseException");
+    }
+    return NULL;
+}
+
+static PyObject *
+sent_close(PyObject *self, PyObject *unused)
+{
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef sent_methods[] = {
+    {"send", (PyCFunction)sent_send, METH_O, "send(value): raises StopIteration (done)."},
+    {"throw", (PyCFunction)(void (*)(void))sent_throw, METH_FASTCALL,
+     "throw(exception): raises it."},
+    {"close", (PyCFunction)sent_close, METH_NOARGS, "close(): nothing to close."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyAsyncMethods sent_as_async = {
+    .am_await = sent_await,
+    .am_send = sent_am_send,
+};
+
+static PyTypeObject SentType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streamguard._kernel.Sent",
+    .tp_basicsize = sizeof(SentObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The awaitable of a body message the server already took: awaiting it "
+              "gives None at once.",
+    .tp_as_async = &sent_as_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = sent_iternext,
+    .tp_methods = sent_methods,
+};
+
+static PyObject *SENT = NULL;
+
+/* Interned method names, made at import. */
+static PyObject *str_landed = NULL;
+static PyObject *str_throw = NULL;
+static PyObject *str_close = NULL;
+
+/* Tell `landing` how a hand-over ended: landing.landed(lost). An exception being raised
+   (the OSError that lost the message) is kept and raised again after the call; one the call
+   raises replaces it. */
+static int
+tell(PyObject *landing, int lost)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *args[2] = {landing, lost ? Py_True : Py_False};
+    PyObject *answer = PyObject_VectorcallMethod(
+        str_landed, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (answer == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        return -1;
+    }
+    Py_DECREF(answer);
+    PyErr_Restore(type, value, traceback);
+    return 0;
+}
+
+/* Handing: a hand-over whose coroutine stopped to wait, for the task that awaits it. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *coroutine; /* the server's send's; NULL once it ended */
+    PyObject *yielded;   /* what it yielded in hand_over, still to go to the task, or NULL */
+    PyObject *landing;   /* told once how it ended (tell); NULL once told, or not to be */
+} HandingObject;
+
+static PyTypeObject HandingType;
+
+/* What a step of the coroutine (PyIter_Send or throw) says about the hand-over: it ended
+   (the landing is told), raised OSError (the landing is told the message was lost), raised
+   anything else (nothing to tell), or waits again. */
+static int
+after_step(HandingObject *self, int ended, int raised)
+{
+    if (!ended && !raised) {
+        return 0;
+    }
+    Py_CLEAR(self->coroutine);
+    PyObject *landing = self->landing;
+    self->landing = NULL;
+    int answer = 0;
+    if (landing != NULL) {
+        if (ended) {
+            answer = tell(landing, 0);
+        }
+        else if (PyErr_ExceptionMatches(PyExc_OSError)) {
+            answer = tell(landing, 1);
+        }
+        Py_DECREF(landing);
+    }
+    return answer;
+}
+
+static PySendResult
+handing_am_send(PyObject *op, PyObject *arg, PyObject **result)
+{
+    HandingObject *self = (HandingObject *)op;
+    if (self->yielded != NULL) {
+        *result = self->yielded; /* (the reference goes with it) */
+        self->yielded = NULL;
+        return PYGEN_NEXT;
+    }
+    if (self->coroutine == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited hand-over");
+        return PYGEN_ERROR;
+    }
+    PySendResult status = PyIter_Send(self->coroutine, arg, result);
+    if (status == PYGEN_NEXT) {
+        return PYGEN_NEXT;
+    }
+    if (status == PYGEN_RETURN) {
+        Py_SETREF(*result, Py_NewRef(Py_None)); /* (as SENT: ASGI's send returns None) */
+    }
+    if (after_step(self, status == PYGEN_RETURN, status == PYGEN_ERROR) < 0) {
+        if (status == PYGEN_RETURN) {
+            Py_CLEAR(*result);
+        }
+        return PYGEN_ERROR;
+    }
+    return status;
+}
+
+static PyObject *
+handing_await(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *
+handing_iternext(PyObject *op)
+{
+    PyObject *result = NULL;
+    PySendResult status = handing_am_send(op, Py_None, &result);
+    if (status == PYGEN_NEXT) {
+        return result;
+    }
+    if (status == PYGEN_RETURN) {
+        Py_DECREF(result); /* None: the end, with no exception set */
+    }
+    return NULL;
+}
+
+static PyObject *
+handing_send(PyObject *op, PyObject *value)
+{
+    PyObject *result = NULL;
+    PySendResult status = handing_am_send(op, value, &result);
+    if (status == PYGEN_NEXT) {
+        return result;
+    }
+    if (status == PYGEN_RETURN) {
+        Py_DECREF(result);
+        PyErr_SetNone(PyExc_StopIteration);
+    }
+    return NULL;
+}
+
+/* throw(...): into the coroutine, as an await of it passes a throw on. */
+static PyObject *
+handing_throw(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    HandingObject *self = (HandingObject *)op;
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw expected 1 to 3 arguments");
+        return NULL;
+    }
+    Py_CLEAR(self->yielded);
+    if (self->coroutine == NULL) {
+        Py_CLEAR(self->landing);
+        return sent_throw(op, args, nargs);
+    }
+    PyObject *throw = PyObject_GetAttr(self->coroutine, str_throw);
+    if (throw == NULL) {
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(throw, args, (size_t)nargs, NULL);
+    Py_DECREF(throw);
+    if (result != NULL) {
+        return result; /* it waits again */
+    }
+    int ended = PyErr_ExceptionMatches(PyExc_StopIteration);
+    if (after_step(self, ended, !ended) < 0) {
+        return NULL;
+    }
+    if (ended) {
+        PyErr_Clear();
+        PyErr_SetNone(PyExc_StopIteration); /* (None, as SENT) */
+    }
+    return NULL;
+}
+
+static PyObject *
+handing_close(PyObject *op, PyObject *unused)
+{
+    HandingObject *self = (HandingObject *)op;
+    Py_CLEAR(self->yielded);
+    Py_CLEAR(self->landing);
+    PyObject *coroutine = self->coroutine;
+    if (coroutine == NULL) {
+        Py_RETURN_NONE;
+    }
+    self->coroutine = NULL;
+    PyObject *answer = PyObject_CallMethodNoArgs(coroutine, str_close);
+    Py_DECREF(coroutine);
+    return answer;
+}
+
+static int
+handing_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    HandingObject *self = (HandingObject *)op;
+    Py_VISIT(self->coroutine);
+    Py_VISIT(self->yielded);
+    Py_VISIT(self->landing);
+    return 0;
+}
+
+static int
+handing_clear(PyObject *op)
+{
+    HandingObject *self = (HandingObject *)op;
+    Py_CLEAR(self->coroutine);
+    Py_CLEAR(self->yielded);
+    Py_CLEAR(self->landing);
+    return 0;
+}
+
+static void
+handing_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    handing_clear(op);
+    PyObject_GC_Del(op);
+}
+
+static PyMethodDef handing_methods[] = {
+    {"send", (PyCFunction)handing_send, METH_O, "send(value): into the coroutine."},
+    {"throw", (PyCFunction)(void (*)(void))handing_throw, METH_FASTCALL,
+     "throw(exception): into the coroutine."},
+    {"close", (PyCFunction)handing_close, METH_NOARGS, "close(): closes the coroutine."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyAsyncMethods handing_as_async = {
+    .am_await = handing_await,
+    .am_send = handing_am_send,
+};
+
+static PyTypeObject HandingType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "streamguard._kernel.Handing",
+    .tp_basicsize = sizeof(HandingObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A body message's hand-over whose coroutine stopped to wait: awaiting it "
+              "drives the coroutine to its end and tells the landing how it ended.",
+    .tp_as_async = &handing_as_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = handing_iternext,
+    .tp_methods = handing_methods,
+    .tp_traverse = handing_traverse,
+    .tp_clear = handing_clear,
+    .tp_dealloc = handing_dealloc,
+};
+
+static PyObject *
+hand_over(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "hand_over expected 3 arguments");
+        return NULL;
+    }
+    PyObject *landing = args[2];
+    PyObject *awaitable = PyObject_CallOneArg(args[0], args[1]);
+    if (awaitable == NULL) {
+        goto raised;
+    }
+    if (!PyCoro_CheckExact(awaitable)) {
+        return awaitable; /* not started: the caller awaits it */
+    }
+    PyObject *value = NULL;
+    PySendResult status = PyIter_Send(awaitable, Py_None, &value);
+    if (status == PYGEN_RETURN) {
+        Py_DECREF(awaitable);
+        Py_DECREF(value);
+        return Py_NewRef(SENT);
+    }
+    if (status == PYGEN_NEXT) {
+        HandingObject *handing = PyObject_GC_New(HandingObject, &HandingType);
+        if (handing == NULL) {
+            Py_DECREF(awaitable);
+            Py_DECREF(value);
+            return NULL;
+        }
+        handing->coroutine = awaitable;
+        handing->yielded = value;
+        handing->landing = Py_NewRef(landing);
+        PyObject_GC_Track((PyObject *)handing);
+        return (PyObject *)handing;
+    }
+    Py_DECREF(awaitable);
+raised:
+    if (PyErr_ExceptionMatches(PyExc_OSError)) {
+        tell(landing, 1);
+    }
+    return NULL;
+}
+
 static PyMethodDef kernel_methods[] = {
     {"skim_frame", (PyCFunction)(void (*)(void))skim_frame, METH_FASTCALL,
      "skim_frame(data, hints) -> bool: whether data is one plain ASCII SSE frame holding "
@@ -437,6 +825,9 @@ static PyMethodDef kernel_methods[] = {
      "fit_holes(chunk, start, stop, pieces, kinds, padded) -> tuple | bool | None: the "
      "texts of the value holes of the skeleton chunk[start:stop] fits, False when it does "
      "not, None when none can (streamguard.protocols._skeleton._fit_holes, natively)."},
+    {"hand_over", (PyCFunction)(void (*)(void))hand_over, METH_FASTCALL,
+     "hand_over(send, message, landing) -> SENT | Handing | awaitable: send(message), run "
+     "as far as it goes without waiting (streamguard._handover._hand_over, natively)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -451,5 +842,33 @@ static struct PyModuleDef kernel_module = {
 PyMODINIT_FUNC
 PyInit__kernel(void)
 {
-    return PyModule_Create(&kernel_module);
+    if (PyType_Ready(&SentType) < 0 || PyType_Ready(&HandingType) < 0) {
+        return NULL;
+    }
+    if (str_landed == NULL) {
+        str_landed = PyUnicode_InternFromString("landed");
+        str_throw = PyUnicode_InternFromString("throw");
+        str_close = PyUnicode_InternFromString("close");
+        if (str_landed == NULL || str_throw == NULL || str_close == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *module = PyModule_Create(&kernel_module);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (SENT == NULL) {
+        SENT = PyType_GenericNew(&SentType, NULL, NULL);
+        if (SENT == NULL) {
+            Py_DECREF(module);
+            return NULL;
+        }
+    }
+    if (PyModule_AddObjectRef(module, "Sent", (PyObject *)&SentType) < 0
+        || PyModule_AddObjectRef(module, "Handing", (PyObject *)&HandingType) < 0
+        || PyModule_AddObjectRef(module, "SENT", SENT) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -23,8 +23,10 @@ exception of the app (or the server) propagates as the same object.
 
 What is the same at every seam (which responses are event streams, the sinks, how an end
 is classified, failing open) is ``streamguard._session``'s: the per-request object here,
-``_Exchange``, is a ``StreamSession`` that also wraps ``receive`` and ``send``, so a body
-message reaches the monitor with no call layer in between.
+``_Exchange``, is a ``StreamSession`` that also wraps ``receive`` and ``send``; the app's
+``send`` is its ``Forward`` (``streamguard._forward``, compiled with the core), which feeds
+a body message to the monitor and hands it to the server with no coroutine of
+streamguard's, and sends every other message through the exchange.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamguard import _session
 from streamguard._faults import is_cancellation
+from streamguard._forward import Forward
 from streamguard._session import (
     DOWNSTREAM,
     Seam,
@@ -166,8 +169,9 @@ class StreamGuardMiddleware:
             # streams of tasks the app awaited are the request's (``_session.Relay``).
             exchange.app_task = current_task()
         try:
-            # The exchange is the app's ``receive`` (see ``_Exchange.__call__``).
-            await self.app(scope, exchange, exchange.send)
+            # The exchange is the app's ``receive`` (see ``_Exchange.__call__``), its
+            # ``Forward`` the app's ``send``.
+            await self.app(scope, exchange, exchange.forward)
         except BaseException as exc:
             exchange.app_ended(exc)
             raise
@@ -242,7 +246,7 @@ class _Exchange(StreamSession):
         "_scope",
         "_send",
         "decided",
-        "disconnected",
+        "forward",
         "started_at",
     )
 
@@ -253,11 +257,12 @@ class _Exchange(StreamSession):
         self._scope = scope
         self._receive = receive
         self._send = send
+        #: The app's ``send``: a watched stream's body messages go from there to the
+        #: monitor and the server, every other message comes here (``send``).
+        self.forward = Forward(self, send)
         self.started_at = seam.clock()
         #: Whether the response head went by (the watching was decided on it).
         self.decided = False
-        #: Whether the client was seen leaving (``http.disconnect``, or ``OSError`` from send).
-        self.disconnected = False
         #: Whether a body message now would be the app's bug (``body_after_end``): only
         #: after the app ended the body itself, and reported once.
         self._late_body_is_a_bug = False
@@ -274,12 +279,21 @@ class _Exchange(StreamSession):
         self.received(message)
         return message
 
-    #: The app's ``receive`` is the exchange itself and its ``send`` a bound method: a
-    #: bound method is one more object held for the whole life of every stream (an idle
-    #: one costs at most 2 KiB), and calling an instance costs more than calling one
-    #: (Python's slot call builds an argument tuple and looks ``__call__`` up): 0.16 µs a
-    #: call, paid once per frame on ``send``, once or twice per request on ``receive``.
+    #: The app's ``receive`` is the exchange itself, not a bound method: one object fewer
+    #: held for the whole life of every stream (an idle one costs at most 2 KiB). Calling
+    #: an instance costs 0.16 µs more than calling a bound method (Python's slot call
+    #: builds an argument tuple and looks ``__call__`` up), paid once or twice a request.
     __call__ = receive
+
+    @property
+    def disconnected(self) -> bool:
+        """Whether the client was seen leaving (``http.disconnect``, or ``OSError`` from
+        send); held by the ``Forward``, which reads it on every body message."""
+        return self.forward.disconnected
+
+    @disconnected.setter
+    def disconnected(self, value: bool) -> None:
+        self.forward.disconnected = value
 
     def received(self, message: Message) -> None:
         """The app received ``message``: note a disconnect, read a request body."""
@@ -297,9 +311,12 @@ class _Exchange(StreamSession):
             self.disconnected = True
 
     async def send(self, message: Message) -> None:
+        """Forward ``message``: every message ``Forward`` does not hand over itself (the
+        response head, deciding whether the stream is watched; the body's end; a message
+        after it; any body message when the monitor is not the core's own)."""
         monitor = self.monitor
         if monitor is not None:
-            # The per-frame path: a body message with more to come, fed by compiled code.
+            # A body message with more to come, fed by compiled code.
             try:
                 found = monitor.feed_body(message)
             except BaseException as exc:
@@ -466,6 +483,7 @@ class _Exchange(StreamSession):
         if note is not None:
             monitor.add_note(note)
         self.start(monitor, label or UNKNOWN_ROUTE, protocol, head, spec=spec)
+        self.forward.watch(monitor)
 
     def _peek_request(self, message: Message) -> None:
         """Reduce the request body the app reads to its facts as it arrives.

@@ -242,6 +242,7 @@ class StreamMonitor:
         "_held",
         "_inspecting",
         "_kept_rules",
+        "_last_byte_at",
         "_liveness",
         "_on_event",
         "_parser",
@@ -251,7 +252,6 @@ class StreamMonitor:
         "first_byte_at",
         "first_event_at",
         "internal_error",
-        "last_byte_at",
         "notes",
         "path",
         "report",
@@ -333,8 +333,9 @@ class StreamMonitor:
             Liveness(liveness, self.started_at, opened_at) if liveness is not None else None
         )
         self.first_byte_at: float | None = None
-        #: When the last body byte arrived (for the silence a reader gave up on).
-        self.last_byte_at: float | None = None
+        #: When the last body byte arrived, once one did (``_bytes``): ``last_byte_at``. A
+        #: plain float, so that each message stores it without making a float object.
+        self._last_byte_at = 0.0
         self.first_event_at: float | None = None
         self.body_messages = 0
         self.internal_error: str | None = None
@@ -476,12 +477,13 @@ class StreamMonitor:
         """
         now = self._clock()
         self.body_messages += 1
-        self._bytes += len(data)
+        size = len(data)
         liveness = self._liveness
-        if data:
-            if self.first_byte_at is None:
+        if size:
+            if not self._bytes:
                 self.first_byte_at = now
-            self.last_byte_at = now
+            self._bytes += size
+            self._last_byte_at = now
             if liveness is not None:
                 liveness.on_bytes(now)
                 if self._confirms_delivery:
@@ -562,7 +564,11 @@ class StreamMonitor:
         which the caller takes."""
         if type(message) is not dict or self.report is not None or self.internal_error is not None:
             return None
-        if message.get("type") != "http.response.body" or not message.get("more_body", False):
+        kind = message.get("type")
+        # (A ``str`` compared as one: a generic comparison costs four times as much.)
+        if not isinstance(kind, str) or kind != "http.response.body":
+            return None
+        if not message.get("more_body", False):
             return None
         data = message.get("body", b"")
         if type(data) is not bytes or len(data) > FEED_WINDOW:
@@ -1085,6 +1091,11 @@ class StreamMonitor:
             checker.on_end(events, offset) if self._deep else checker.end_unsampled(events, offset)
         )
         return found
+
+    @property
+    def last_byte_at(self) -> float | None:
+        """When the last body byte arrived, or None before the first."""
+        return self._last_byte_at if self._bytes else None
 
     def _last_activity(self) -> float:
         """When the stream last showed life: its last byte, or its start."""
