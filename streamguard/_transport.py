@@ -69,7 +69,7 @@ from streamguard.config import (
     TimerConfig,
 )
 from streamguard.metrics import UPSTREAM_NAMESPACE, StreamGuardMetrics
-from streamguard.monitor import Clock, StreamEnd, StreamMonitor
+from streamguard.monitor import Clock, StreamEnd, open_monitor
 from streamguard.protocols import request_facts_read_by
 from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.sinks import ReportCallback, Sink
@@ -200,13 +200,14 @@ class UpstreamSeam(Seam):
         facts, note = self._request_facts(request, protocol)
         self.count_reader_faults(facts, label or UNKNOWN_ROUTE, protocol)
         facts = add_http_facts(facts, request.method, request.headers.raw)
-        monitor = StreamMonitor(
+        monitor = open_monitor(
             protocol,
             request=facts,
             path=path,
             headers=response.headers.raw,
             route=label,
             started_at=started_at,
+            confirms_delivery=False,  # (a client reads what arrived: nothing to confirm)
             **self.monitor_settings(spec),
         )
         if note is not None:

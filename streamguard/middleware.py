@@ -67,7 +67,7 @@ from streamguard.config import (
     TimerConfig,
 )
 from streamguard.metrics import StreamGuardMetrics
-from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor
+from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, open_monitor
 from streamguard.report import StreamReport
 from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.sinks import ReportCallback, Sink
@@ -470,7 +470,7 @@ class _Exchange(StreamSession):
         protocol = spec.protocol if spec is not None else config.protocol
         request, note = self._request_facts()
         request = add_http_facts(request, scope.get("method"), scope.get("headers", ()))
-        monitor = StreamMonitor(
+        monitor = open_monitor(
             protocol,
             request=request,
             path=path,

@@ -80,6 +80,7 @@ __all__ = [
     "StreamMonitor",
     "check_stream",
     "error_name",
+    "open_monitor",
 ]
 
 #: Findings a stream keeps on its report. Past it only the first finding of each rule is
@@ -1214,6 +1215,44 @@ def _cause_name(cause: BaseException | None, default: str) -> str:
 
 def _event_order(finding: Finding) -> int:
     return -1 if finding.event_index is None else finding.event_index
+
+
+def open_monitor(
+    protocol: str,
+    *,
+    request: Mapping[str, Any] | None,
+    path: str | None,
+    headers: Iterable[tuple[bytes, bytes]],
+    route: str | None,
+    started_at: float | None,
+    confirms_delivery: bool,
+    clock: Clock,
+    max_event_bytes: int,
+    excerpt_chars: int,
+    liveness: LivenessLimits | None,
+    json_data: bool,
+    checking_budget_s: float,
+) -> StreamMonitor:
+    """``StreamMonitor(...)`` with these keywords, for a seam that opens one per stream.
+
+    The same monitor; what differs is the call. Called from interpreted code, a compiled
+    class's constructor parses its keywords from a ``dict`` (about 10,000 instructions
+    for these, session 16's count), a compiled function from the call's own stack."""
+    return StreamMonitor(
+        protocol,
+        request=request,
+        path=path,
+        headers=headers,
+        route=route,
+        started_at=started_at,
+        confirms_delivery=confirms_delivery,
+        clock=clock,
+        max_event_bytes=max_event_bytes,
+        excerpt_chars=excerpt_chars,
+        liveness=liveness,
+        json_data=json_data,
+        checking_budget_s=checking_budget_s,
+    )
 
 
 def check_stream(

@@ -355,7 +355,8 @@ def source_docstring(owner: Any) -> str:
 
 
 def break_monitors(monkeypatch: Any, module: Any, method: str, fault: Callable[..., Any]) -> None:
-    """Make ``method`` of every ``StreamMonitor`` that ``module`` creates call ``fault``.
+    """Make ``method`` of every ``StreamMonitor`` that ``module`` creates (with the class or
+    with ``open_monitor``) call ``fault``.
 
     A compiled class's methods cannot be patched, so the fault goes in one step out: the
     interpreted module that builds monitors (the middleware, the transports) gets a stand-in
@@ -364,7 +365,7 @@ def break_monitors(monkeypatch: Any, module: Any, method: str, fault: Callable[.
     ``feed`` also declines ``feed_body``, the middleware's per-frame path, which would
     otherwise feed the real monitor without it.
     """
-    real = module.StreamMonitor
+    from streamguard.monitor import StreamMonitor as real
 
     class BrokenMonitor:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -381,4 +382,7 @@ def break_monitors(monkeypatch: Any, module: Any, method: str, fault: Callable[.
                 return lambda message: None  # declined: every body message goes to ``feed``
             return getattr(self.real, name)
 
-    monkeypatch.setattr(module, "StreamMonitor", BrokenMonitor)
+    made = [name for name in ("StreamMonitor", "open_monitor") if hasattr(module, name)]
+    assert made, f"{module.__name__} makes no StreamMonitor"
+    for name in made:
+        monkeypatch.setattr(module, name, BrokenMonitor)
