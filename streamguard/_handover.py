@@ -93,17 +93,7 @@ class Handing:
         coroutine = self._coroutine
         if coroutine is None:
             raise RuntimeError("cannot reuse already awaited hand-over")
-        try:
-            return coroutine.send(value)
-        except StopIteration:
-            self._ended()
-            raise StopIteration from None
-        except OSError:
-            self._raised(lost=True)
-            raise
-        except BaseException:
-            self._raised(lost=False)
-            raise
+        return self._step(coroutine.send, value)
 
     def throw(self, thrown: Any, *rest: Any) -> Any:
         self._pending = False
@@ -112,8 +102,12 @@ class Handing:
         if coroutine is None:
             self._landing = None
             _raise(thrown, *rest)
+        return self._step(coroutine.throw, thrown, *rest)
+
+    def _step(self, step: Callable[..., Any], *args: Any) -> Any:
+        """One step of the coroutine (``send`` or ``throw``); its end is told the landing."""
         try:
-            return coroutine.throw(thrown, *rest)
+            return step(*args)
         except StopIteration:
             self._ended()
             raise StopIteration from None

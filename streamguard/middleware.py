@@ -313,30 +313,13 @@ class _Exchange(StreamSession):
     async def send(self, message: Message) -> None:
         """Forward ``message``: every message ``Forward`` does not hand over itself (the
         response head, deciding whether the stream is watched; the body's end; a message
-        after it; any body message when the monitor is not the core's own)."""
+        after it; a body message the monitor declines, or every one when the monitor is not
+        the core's own, a test's stand-in).
+
+        A body message is fed here as ``StreamSession.feed`` would, before it is forwarded,
+        and it counts as delivered once the server took it (``delivered``).
+        """
         monitor = self.monitor
-        if monitor is not None:
-            # A body message with more to come, fed by compiled code.
-            try:
-                found = monitor.feed_body(message)
-            except BaseException as exc:
-                # A checker may be a plugin's, which may raise anything: all but the task's
-                # cancellation is contained (docs/plugins.md, "The boundary").
-                if is_cancellation(exc):
-                    raise
-                found = ()
-                self.fail("check", exc)
-            if found is not None:
-                if found:
-                    self.emit(found)
-                try:
-                    await self._send(message)
-                except OSError:
-                    self.disconnected = True  # ASGI spec 2.4: the client has gone
-                    raise
-                if not self.disconnected:
-                    monitor.delivered()
-                return
         body_ended = False
         if monitor is not None:
             if message["type"] == "http.response.body":

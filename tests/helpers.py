@@ -362,8 +362,9 @@ def break_monitors(monkeypatch: Any, module: Any, method: str, fault: Callable[.
     interpreted module that builds monitors (the middleware, the transports) gets a stand-in
     that wraps a real monitor (its ``real``) and answers ``method`` (``"__init__"``
     included) with ``fault`` called as the method would be, ``self`` first. A broken
-    ``feed`` also declines ``feed_body``, the middleware's per-frame path, which would
-    otherwise feed the real monitor without it.
+    ``feed`` also declines ``feed_body``, which would otherwise feed the real monitor
+    without it. (The middleware's ``Forward`` leaves a stand-in's messages to the
+    exchange, which calls ``feed``.)
     """
     from streamguard.monitor import StreamMonitor as real
 
