@@ -43,7 +43,7 @@ from streamguard._faults import is_cancellation
 from streamguard.monitor import StreamMonitor
 from streamguard.report import Finding
 
-__all__ = ["Exchange", "Forward"]
+__all__ = ["Exchange", "Forward", "Link"]
 
 #: ``_handover``'s (bound here: a compiled module reads a ``Final`` name as a C static).
 _HAND_OVER: Final = _handover.hand_over
@@ -64,13 +64,13 @@ class Exchange(Protocol):
         """Count a failure inside streamguard and stop checking the stream."""
 
 
-class Forward:
-    """The app's ``send``: a watched stream's body messages go to its monitor, in the order
-    sent, then to the server's ``send`` unchanged; every other message to the exchange's."""
+class Link:
+    """What an exchange and its ``Forward`` both read: the stream's monitor and whether the
+    client has gone. The ``Forward`` holds the exchange; the exchange holds this, not the
+    ``Forward``, so a request's objects hold no cycle and are freed when it ends, not by
+    the garbage collector."""
 
-    def __init__(self, exchange: Exchange, send: Callable[[Any], Awaitable[None]]) -> None:
-        self._exchange = exchange
-        self._send = send
+    def __init__(self) -> None:
         #: The stream's monitor, once the response head made it one worth watching and
         #: while it is the core's own (``watch``).
         self.monitor: StreamMonitor | None = None
@@ -79,13 +79,26 @@ class Forward:
         self.disconnected = False
 
     def watch(self, monitor: object) -> None:
-        """Take the body messages of ``monitor``'s stream from now on, if it is a
-        ``StreamMonitor`` (a test's stand-in is left to the exchange, which feeds it)."""
+        """Hand the body messages of ``monitor``'s stream to the ``Forward`` from now on, if
+        it is a ``StreamMonitor`` (a test's stand-in is left to the exchange, which feeds
+        it)."""
         if isinstance(monitor, StreamMonitor):
             self.monitor = monitor
 
+
+class Forward:
+    """The app's ``send``: a watched stream's body messages go to its monitor, in the order
+    sent, then to the server's ``send`` unchanged; every other message to the exchange's."""
+
+    def __init__(
+        self, exchange: Exchange, send: Callable[[Any], Awaitable[None]], link: Link
+    ) -> None:
+        self._exchange = exchange
+        self._send = send
+        self._link = link
+
     def __call__(self, message: Any) -> Awaitable[None]:
-        monitor = self.monitor
+        monitor = self._link.monitor
         if monitor is None:
             return self._exchange.send(message)
         try:
@@ -115,9 +128,10 @@ class Forward:
     def landed(self, lost: bool) -> None:
         """The server took the last body message handed over (``lost`` False), or its
         ``send`` raised ``OSError`` (True: the client has gone)."""
+        link = self._link
         if lost:
-            self.disconnected = True
-        elif not self.disconnected and self.monitor is not None:
+            link.disconnected = True
+        elif not link.disconnected and link.monitor is not None:
             # A server may drop sends after a disconnect without raising (uvicorn does):
             # what was sent after the client left did not reach it.
-            self.monitor.delivered()
+            link.monitor.delivered()

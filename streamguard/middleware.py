@@ -48,7 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamguard import _session
 from streamguard._faults import is_cancellation
-from streamguard._forward import Forward
+from streamguard._forward import Forward, Link
 from streamguard._session import (
     DOWNSTREAM,
     Seam,
@@ -169,9 +169,9 @@ class StreamGuardMiddleware:
             # streams of tasks the app awaited are the request's (``_session.Relay``).
             exchange.app_task = current_task()
         try:
-            # The exchange is the app's ``receive`` (see ``_Exchange.__call__``), its
-            # ``Forward`` the app's ``send``.
-            await self.app(scope, exchange, exchange.forward)
+            # The exchange is the app's ``receive`` (see ``_Exchange.__call__``); a
+            # ``Forward`` of it is the app's ``send``.
+            await self.app(scope, exchange, Forward(exchange, send, exchange.link))
         except BaseException as exc:
             exchange.app_ended(exc)
             raise
@@ -246,7 +246,7 @@ class _Exchange(StreamSession):
         "_scope",
         "_send",
         "decided",
-        "forward",
+        "link",
         "started_at",
     )
 
@@ -257,9 +257,10 @@ class _Exchange(StreamSession):
         self._scope = scope
         self._receive = receive
         self._send = send
-        #: The app's ``send``: a watched stream's body messages go from there to the
-        #: monitor and the server, every other message comes here (``send``).
-        self.forward = Forward(self, send)
+        #: What this exchange and the app's ``send``, its ``Forward``, both read: a watched
+        #: stream's body messages go from there to the monitor and the server, every
+        #: other message comes here (``send``).
+        self.link = Link()
         self.started_at = seam.clock()
         #: Whether the response head went by (the watching was decided on it).
         self.decided = False
@@ -288,12 +289,12 @@ class _Exchange(StreamSession):
     @property
     def disconnected(self) -> bool:
         """Whether the client was seen leaving (``http.disconnect``, or ``OSError`` from
-        send); held by the ``Forward``, which reads it on every body message."""
-        return self.forward.disconnected
+        send); held by the ``Link``, which the ``Forward`` reads on every body message."""
+        return self.link.disconnected
 
     @disconnected.setter
     def disconnected(self, value: bool) -> None:
-        self.forward.disconnected = value
+        self.link.disconnected = value
 
     def received(self, message: Message) -> None:
         """The app received ``message``: note a disconnect, read a request body."""
@@ -466,7 +467,7 @@ class _Exchange(StreamSession):
         if note is not None:
             monitor.add_note(note)
         self.start(monitor, label or UNKNOWN_ROUTE, protocol, head, spec=spec)
-        self.forward.watch(monitor)
+        self.link.watch(monitor)
 
     def _peek_request(self, message: Message) -> None:
         """Reduce the request body the app reads to its facts as it arrives.

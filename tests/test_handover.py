@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamguard import Outcome, StreamGuardMiddleware, StreamMonitor, StreamReport, _handover
-from streamguard._forward import Forward
+from streamguard._forward import Forward, Link
 from streamguard.liveness import LivenessLimits
 from streamguard.sse import NATIVE_KERNEL
 
@@ -332,6 +332,27 @@ def test_a_send_that_returns_a_future_is_awaited_and_landed() -> None:
     assert (reports[0].outcome, reports[0].rules()) == (Outcome.COMPLETED, [])
 
 
+def test_a_request_leaves_no_garbage_cycle() -> None:
+    """A watched stream's objects (the exchange, its ``Forward``, the monitor and all it
+    holds) are freed when the request ends, by reference counting: none is left for the
+    garbage collector (the exchange holds the ``Link``, not the ``Forward``, which holds
+    the exchange)."""
+    import gc
+
+    middleware, reports = guarded(ScriptedApp(HEALTHY), protocol="openai_chat")
+    run(middleware)  # (the first request makes what is made once)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(5):
+            run(middleware)
+        cycles = gc.collect()
+    finally:
+        gc.enable()
+    assert [r.outcome for r in reports] == [Outcome.COMPLETED] * 6
+    assert cycles == 0
+
+
 def test_the_server_gets_a_body_message_when_send_is_called() -> None:
     """The documented difference: a body message goes to the server when the app calls
     ``send``, before the app awaits what it returned (as an eager task's first step)."""
@@ -372,8 +393,9 @@ def test_the_grace_starts_when_a_waiting_server_takes_the_terminal(done_protocol
         def fail(self, where: str, error: BaseException) -> None:
             raise error
 
-    forward = Forward(Exchange(), server_send)
-    forward.watch(monitor)
+    link = Link()
+    link.watch(monitor)
+    forward = Forward(Exchange(), server_send, link)
 
     async def main() -> list[str]:
         clock.now = 0.1
