@@ -24,8 +24,8 @@ exception of the app (or the server) propagates as the same object.
 What is the same at every seam (which responses are event streams, the sinks, how an end
 is classified, failing open) is ``streamguard._session``'s: the per-request object here,
 ``_Exchange``, is a ``StreamSession`` that also wraps ``receive`` and ``send``; the app's
-``send`` is its ``Forward`` (``streamguard._forward``, compiled with the core), which feeds
-a body message to the monitor and hands it to the server with no coroutine of
+``send`` is a ``Forward`` of it (``streamguard._forward``, compiled with the core), which
+feeds a body message to the monitor and hands it to the server with no coroutine of
 streamguard's, and sends every other message through the exchange.
 """
 
