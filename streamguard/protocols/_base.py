@@ -22,6 +22,21 @@ step's event (Gemini's terminal is known only at the end), and a protocol that s
 ``READS_FRAMING`` gets ``framing_finding`` on every event, sealed ones included, and
 ``framing_at_end`` at the body's end, each finding placed first.
 
+Routes
+------
+
+Most protocols name each event's type in one JSON field, and do the same things with
+every event: parse it once, find its type, take its lifecycle step, check its shape, then
+run what is particular to the type. That sequence is the engine's, as h2's ``stream.py``
+keeps one row per transition: a protocol declares ``ROUTES``, one ``Route`` per documented
+type (its lifecycle kind, the shape its payload must have, its handler, the field its
+handler keys by), its ``SENTINELS`` (data such as ``[DONE]`` that is read as it is), and
+what an undocumented type does (``UNKNOWN_TYPES``: its step, and a finding once per
+distinct type, for a bounded number of types a stream); the default ``check_event`` runs
+``classify`` and then ``follow``. A protocol whose wire really differs overrides
+``classify`` alone (LangGraph's kind is in the event's name, not its data), and says why
+in a comment; one whose events are not typed by a field at all writes ``check_event``.
+
 The rest is shared so that protocols read the same: ``EventFindings`` holds the findings on the
 event being checked, so a handler adds one with ``found.add(rule, detail)``; ``report``
 builds a finding for an event (the ``event N`` prefix and the byte offset), honouring
@@ -37,6 +52,7 @@ from itertools import islice
 from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from streamguard import _wire, rules
+from streamguard.protocols._fields import Field, shape_problem, type_name
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -73,13 +89,16 @@ __all__ = [
     "EventFindings",
     "KeptText",
     "OpenByNumber",
+    "Route",
     "Transcript",
+    "UnknownTypes",
     "any_json",
     "event_name",
     "json_object",
     "listing",
     "may_name",
     "terminated_lifecycle",
+    "type_name",
 ]
 
 NO_FINDINGS: Final[Sequence[Finding]] = ()
@@ -199,6 +218,71 @@ def _again(
     return found
 
 
+#: A route's handler: ``handler(checker, payload, found)``, the protocol's own checks of
+#: an event whose step was taken and whose declared shape was checked (what it returns is
+#: not read).
+Handler = Callable[[Any, dict[str, Any], "EventFindings"], object]
+
+
+class Route:
+    """One row of a protocol's route table (``Checker.ROUTES``): what an event of one type
+    is. ``kind`` is its lifecycle kind; ``shape`` the fields its payload must have (a
+    mismatch is a ``schema_mismatch``, and the handler still runs); ``handler`` the
+    protocol's own checks; ``key`` a field the handler cannot run without, a string (the id
+    of the thing the event is about: when the shape finds it missing, the event's other
+    rules still apply, but not the handler's); ``name`` how messages show the event (None:
+    its type, as it is, since the table lists only documented types)."""
+
+    __slots__ = ("handler", "key", "kind", "name", "shape")
+
+    def __init__(
+        self,
+        kind: str = OTHER,
+        handler: Handler | None = None,
+        shape: tuple[Field, ...] | None = None,
+        *,
+        key: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.handler = handler
+        self.shape = shape
+        self.key = key
+        self.name = name
+
+
+class UnknownTypes:
+    """What a protocol does with a type its route table does not list: the lifecycle step
+    it takes (``kind``; None: none, as a client that drops it unread), the name a message
+    gives that step (None: the type by size and hash), and its finding, ``rule`` with
+    ``detail`` (following ``event N``; ``{shown}`` is the type by size and hash), made once
+    per distinct type and for at most ``limit`` types a stream, so that a stream of
+    made-up types neither floods the log nor sizes what the checker keeps."""
+
+    __slots__ = ("detail", "kind", "limit", "name", "route", "rule")
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        rule: Rule = rules.UNKNOWN_EVENT_TYPE,
+        kind: str | None = OTHER,
+        name: str | None = None,
+        limit: int = 8,
+    ) -> None:
+        self.detail = detail
+        self.rule = rule
+        self.kind = kind
+        self.name = name
+        self.limit = limit
+        #: The route such an event follows: its step, then the finding.
+        self.route = Route(OTHER if kind is None else kind, _report_unknown_type)
+
+
+def _report_unknown_type(checker: Checker, payload: dict[str, Any], found: EventFindings) -> None:
+    checker.report_unknown_type(found)
+
+
 # A protocol of one's own is a Checker subclass in plain Python (registered in CHECKERS):
 # the compiled build must let interpreted classes inherit from this one.
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -215,6 +299,7 @@ class Checker:
         "_kept_text_left",
         "_reported_once",
         "_shapes",
+        "_unknown_types",
         "_vouch_token",
         "_vouched",
         "_vouched_again",
@@ -256,6 +341,22 @@ class Checker:
     #: built-in's) lets the engine repeat a fitted frame without making its event
     #: (``repeat_unread``); one that may (a plugin's, unless it says otherwise) gets it.
     REPEAT_READS_EVENT: ClassVar[bool] = True
+    #: The route table the default ``check_event`` runs (see "Routes" in the module
+    #: docstring): each documented value of ``TYPE_FIELD`` -> its ``Route``. Empty: the
+    #: protocol writes its own ``check_event``.
+    ROUTES: ClassVar[Mapping[str, Route]] = {}
+    #: Data that means something as it is, without being a JSON object (a gateway's
+    #: ``[DONE]``, empty data) -> its route (whose handler gets an empty payload).
+    SENTINELS: ClassVar[Mapping[str, Route]] = {}
+    #: The JSON field whose value names an event's type.
+    TYPE_FIELD: ClassVar[str] = "type"
+    #: The ``schema_mismatch`` detail (after ``event N``) of a payload without a string
+    #: ``TYPE_FIELD``.
+    NO_TYPE: ClassVar[str] = ": field `type` is missing or not a string"
+    #: What a type ``ROUTES`` does not list does.
+    UNKNOWN_TYPES: ClassVar[UnknownTypes] = UnknownTypes(
+        ": event type {shown} is not one the protocol defines (each unknown type is reported once)"
+    )
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         self.request = request
@@ -265,6 +366,7 @@ class Checker:
         self.error_index: int | None = None
         self._kept_text_left = MAX_KEPT_TEXT_CHARS
         self._reported_once: frozenset[str] = _NOTHING_REPORTED
+        self._unknown_types: frozenset[str | bytes] = _NONE_UNKNOWN
         #: The skeletons of frames the checker vouched for: made at the second such frame.
         self._shapes: ShapeCache | None = None
         #: The same, for the monitor to fit whole chunks to (``ShapeCache.fit_frame``);
@@ -592,7 +694,87 @@ class Checker:
         return (TERMINAL if self.is_terminal(event) else OTHER), None
 
     def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        raise NotImplementedError
+        """One event in a phase that is not sealed: through the route table (``classify``,
+        then ``follow``), unless the protocol writes its own."""
+        if not self.ROUTES:
+            raise NotImplementedError(
+                f"{type(self).__name__} declares no ROUTES and writes no check_event"
+            )
+        found = EventFindings(self, event, index)
+        route = self.classify(event, found)
+        if route is not None:
+            self.follow(route, found)
+        return found.items
+
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        """An event's route, its payload and name set on ``found``; None for an event
+        settled here, its findings and step in ``found``: data that is no JSON object, a
+        payload without a string type, a type the client drops unstepped. The default
+        reads a sentinel, else a JSON object and its ``TYPE_FIELD``; a protocol whose wire
+        differs overrides this alone, and says why."""
+        sentinel = self.SENTINELS.get(event.data) if self.SENTINELS else None
+        if sentinel is not None:
+            found.name = event.data if sentinel.name is None else sentinel.name
+            return sentinel
+        payload = self.parse_object(event, found.index, found.items)
+        if payload is None:
+            found.step(OTHER, "not JSON")
+            return None
+        found.payload = payload
+        value = payload.get(self.TYPE_FIELD)
+        if type(value) is not str:
+            found.add(rules.SCHEMA_MISMATCH, self.NO_TYPE)
+            found.step(OTHER, "no type")
+            return None
+        found.type = value
+        route = self.ROUTES.get(value)
+        if route is None:
+            return self.unknown_type(value, found)
+        found.name = value if route.name is None else route.name
+        return route
+
+    def unknown_type(self, value: str, found: EventFindings) -> Route | None:
+        """The route of an event whose type ``value`` the table does not list
+        (``UNKNOWN_TYPES``): its step, then its finding; or, for a protocol whose client
+        drops it unstepped, the finding alone, and None."""
+        unknown = self.UNKNOWN_TYPES
+        found.name = _wire.describe(value) if unknown.name is None else unknown.name
+        if unknown.kind is None:
+            self.report_unknown_type(found)
+            return None
+        return unknown.route
+
+    def follow(self, route: Route, found: EventFindings) -> None:
+        """Take the event's step as its route says; if its payload is still checked, then
+        its declared shape, then its handler."""
+        kind = route.kind
+        checked = self.checked_after(kind)
+        found.step(kind, found.name)
+        if not checked:
+            return
+        payload = found.payload
+        if route.shape is not None:
+            problem = shape_problem(payload, route.shape)
+            if problem is not None:
+                found.add(rules.SCHEMA_MISMATCH, f" ({found.name}): {problem}")
+                key = route.key
+                if key is not None and type(payload.get(key)) is not str:
+                    return
+        handler = route.handler
+        if handler is not None:
+            handler(self, payload, found)
+
+    def report_unknown_type(self, found: EventFindings) -> None:
+        """``UNKNOWN_TYPES``' finding on ``found.type``, once per distinct type and for a
+        bounded number of types a stream."""
+        value = found.type
+        unknown = self.UNKNOWN_TYPES
+        key = _wire.kept_key(value, _MAX_KEPT_TYPE)
+        seen = self._unknown_types
+        if key in seen or len(seen) >= unknown.limit:
+            return
+        self._unknown_types = seen | {key}
+        found.add(unknown.rule, unknown.detail.format(shown=_wire.describe(value)))
 
     def check_end(self, events: int, offset: int) -> Sequence[Finding]:
         """The protocol's own rules at the body's end (after the lifecycle's)."""
@@ -619,13 +801,22 @@ class Checker:
 _NOT_JSON: Final = object()
 #: Shared by every stream that has reported no once-per-stream rule (most of them).
 _NOTHING_REPORTED: Final[frozenset[str]] = frozenset()
+#: Shared by every stream that has met no unknown type (most of them).
+_NONE_UNKNOWN: Final[frozenset[str | bytes]] = frozenset()
+#: An unknown type longer than this is kept as a digest (what a stream sends sizes nothing).
+_MAX_KEPT_TYPE: Final = 64
+#: The payload of an event routed as a sentinel (handlers only read it).
+_NO_PAYLOAD: Final[dict[str, Any]] = {}
 
 
 class EventFindings:
     """The findings on the event being checked: a handler adds one with ``add`` without
-    passing the event and its index along."""
+    passing the event and its index along. The route table's engine also keeps here the
+    event's parsed ``payload``, its ``type`` (the value it was routed by), the ``name``
+    messages give it, and the ``phase`` the checker was in when it arrived (before its
+    step)."""
 
-    __slots__ = ("checker", "event", "index", "items")
+    __slots__ = ("checker", "event", "index", "items", "name", "payload", "phase", "type")
 
     def __init__(
         self, checker: Checker, event: Event, index: int, items: list[Finding] | None = None
@@ -634,6 +825,10 @@ class EventFindings:
         self.event = event
         self.index = index
         self.items: list[Finding] = [] if items is None else items
+        self.payload = _NO_PAYLOAD
+        self.name = ""
+        self.type = ""
+        self.phase = checker.phase
 
     def add(self, rule: Rule, detail: str) -> None:
         """A finding on the event (``Checker.report``: ``detail`` follows ``event N``)."""
@@ -656,11 +851,6 @@ def listing(labels: Iterable[str], total: int, limit: int = 3, separator: str = 
         return ""
     rest = total - len(shown)
     return separator.join(shown) + (f" and {rest} more" if rest > 0 else "")
-
-
-def type_name(value: object) -> str:
-    """A JSON value's type as a message names it: ``null``, ``list``, ``str``, ..."""
-    return "null" if value is None else type(value).__name__
 
 
 class KeptText:

@@ -29,7 +29,6 @@ from typing import Any, Final
 from pydantic import TypeAdapter, ValidationError
 
 from streamguard import _wire
-from streamguard.protocols._base import type_name
 
 __all__ = [
     "ANY_VALUE",
@@ -70,6 +69,7 @@ __all__ = [
     "req",
     "shape_problem",
     "shape_problems",
+    "type_name",
 ]
 
 #: Kinds of field value.
@@ -93,6 +93,11 @@ NUMBER: Final = "JSON number"
 #: ``true``): the MCP SDK's ``RequestId`` (a string or a strict int), and an OpenAI error's
 #: ``code`` (openai-python types it a string; OpenRouter sends the HTTP status there).
 STRING_OR_EXACT_INTEGER: Final = "string or integer written as digits"
+
+
+def type_name(value: object) -> str:
+    """A JSON value's type as a message names it: ``null``, ``list``, ``str``, ..."""
+    return "null" if value is None else type(value).__name__
 
 
 def _is_object_of_objects(value: object) -> bool:

@@ -87,7 +87,15 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import IdSet, OpenIds, id_key, shown
-from streamguard.protocols._base import Checker, EventFindings, any_json, may_name
+from streamguard.protocols._base import (
+    Checker,
+    EventFindings,
+    Handler,
+    Route,
+    UnknownTypes,
+    any_json,
+    may_name,
+)
 from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
@@ -96,7 +104,6 @@ from streamguard.protocols._fields import (
     Field,
     opt,
     req,
-    shape_problem,
 )
 from streamguard.protocols._lifecycle import (
     ANY as ANY_KIND,
@@ -316,7 +323,6 @@ LIFECYCLE: Final = Lifecycle(
 
 #: Phases in which parts still open at finish or [DONE] are a finding.
 _PARTS_JUDGED_IN = frozenset({_STREAMING})
-_KINDS = {"finish": FINISH, "abort": ABORT, "error": ERROR}
 
 
 #: A text or reasoning delta, as ``AISDKUIChecker._continue`` vouches for it.
@@ -334,7 +340,6 @@ class AISDKUIChecker(Checker):
         "_step_calls",
         "_step_open",
         "_tools",
-        "_unknown_types",
     )
 
     name = "ai_sdk_ui"
@@ -342,6 +347,13 @@ class AISDKUIChecker(Checker):
     LIFECYCLE = LIFECYCLE
     JUDGES_END_UNSAMPLED = True
     END_HINTS = (b"[DONE]", b"error", b"\\u")
+    NO_TYPE = ": field `type` is missing or not a string; every chunk is typed"
+    UNKNOWN_TYPES = UnknownTypes(
+        ": chunk type {shown} is not one the AI SDK defines, nor data-*; the client's schema "
+        "rejects it (each unknown type is reported once)",
+        rule=rules.UNKNOWN_CHUNK_TYPE,
+        limit=MAX_UNKNOWN_TYPES,
+    )
     RAISES = frozenset(
         {
             rules.INVALID_JSON,
@@ -367,7 +379,6 @@ class AISDKUIChecker(Checker):
         self._step_open = False
         self._started = False  # a start chunk came: the stream announced a message
         self._dispatched = False  # an event came at all
-        self._unknown_types: frozenset[str | bytes] = frozenset()
 
     def is_terminal(self, event: Event) -> bool:
         return event.data == DONE
@@ -387,78 +398,35 @@ class AISDKUIChecker(Checker):
 
     # -- one event ------------------------------------------------------------------------
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = EventFindings(self, event, index)
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        # The route table's, noting that an event came (``missing_terminal``'s hint).
         self._dispatched = True
-        if event.data == DONE:
-            if self.phase in _PARTS_JUDGED_IN:
-                self._check_closed(found, "[DONE]")
-                self._check_ended_without_finish(found)
-            found.step(TERMINAL, DONE)
-            return found.items
-        chunk = self.parse_object(event, index, found.items)
-        if chunk is None:
-            found.step(OTHER, "not JSON")
-            return found.items
-        kind_value = chunk.get("type")
-        if type(kind_value) is not str:
-            shown_type = "no type" if kind_value is None else f"type a {type(kind_value).__name__}"
-            detail = ": field `type` is missing or not a string; every chunk is typed"
-            found.add(rules.SCHEMA_MISMATCH, detail)
-            found.step(OTHER, shown_type)
-            return found.items
-        # A type the SDK defines is shown as it is; any other (data-* included) by size and
-        # hash.
-        name = kind_value if kind_value in CHUNK_TYPES else _wire.describe(kind_value)
-        kind = _KINDS.get(kind_value, OTHER)
-        checked = self.checked_after(kind)
-        phase = self.phase
-        found.step(kind, name)
-        if checked:
-            self._check_chunk(found, chunk, kind_value, name, phase)
-        return found.items
+        return super().classify(event, found)
 
-    def _check_chunk(
-        self, found: EventFindings, chunk: dict[str, Any], kind: str, name: str, phase: str
-    ) -> None:
-        shape = CHUNK_SHAPES.get(kind)
-        if shape is None:
-            if kind.startswith(_DATA_PREFIX):
-                shape = DATA_SHAPE
-            else:
-                self._unknown_type(found, kind)
-                return
-        problem = shape_problem(chunk, shape)
-        if problem is not None:
-            found.add(rules.SCHEMA_MISMATCH, f" ({name}): {problem}")
-            id_field = _ID_FIELDS.get(kind)
-            if id_field is not None and type(chunk.get(id_field)) is not str:
-                return  # the part it names is unknown; its other rules still apply
-        handler = _HANDLERS.get(kind)
-        if handler is not None:
-            handler(self, chunk, name, phase, found)
+    def unknown_type(self, value: str, found: EventFindings) -> Route | None:
+        # A ``data-*`` chunk is the app's own: its shape is known, its name shown by size.
+        if value.startswith(_DATA_PREFIX):
+            found.name = _wire.describe(value)
+            return _DATA_ROUTE
+        return super().unknown_type(value, found)
 
-    def _unknown_type(self, found: EventFindings, kind: str) -> None:
-        key = id_key(kind)
-        if key in self._unknown_types or len(self._unknown_types) >= MAX_UNKNOWN_TYPES:
-            return
-        self._unknown_types = self._unknown_types | {key}
-        found.add(
-            rules.UNKNOWN_CHUNK_TYPE,
-            f": chunk type {_wire.describe(kind)} is not one the AI SDK defines, nor "
-            "data-*; the client's schema rejects it (each unknown type is reported once)",
-        )
+    def _done(self, chunk: dict[str, Any], found: EventFindings) -> None:
+        if found.phase in _PARTS_JUDGED_IN:
+            self._check_closed(found, "[DONE]")
+            self._check_ended_without_finish(found)
 
     # -- parts keyed by id ------------------------------------------------------------------
 
-    def _start(self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings) -> None:
+    def _start(self, chunk: dict[str, Any], found: EventFindings) -> None:
         part_id: str = chunk["id"]
-        self._parts.open(found, _part_kind(chunk), part_id, id_key(part_id), name)
+        self._parts.open(found, _part_kind(chunk), part_id, id_key(part_id), found.name)
 
-    def _continue(self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings) -> None:
+    def _continue(self, chunk: dict[str, Any], found: EventFindings) -> None:
         part_id: str = chunk["id"]
         closes = chunk["type"].endswith("-end")
-        self._parts.need_open(found, _part_kind(chunk), part_id, id_key(part_id), name, closes)
+        self._parts.need_open(
+            found, _part_kind(chunk), part_id, id_key(part_id), found.name, closes
+        )
         if not closes:
             # A delta of an open part changes nothing: the next one differs in its text.
             self.repeatable(_DELTA_TEXT)
@@ -468,36 +436,28 @@ class AISDKUIChecker(Checker):
         if self._calls.add(key):
             self._step_calls.add(key)
 
-    def _tool_input_start(
-        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
-    ) -> None:
+    def _tool_input_start(self, chunk: dict[str, Any], found: EventFindings) -> None:
         key = id_key(chunk["toolCallId"])
         self._introduce(key)
         if key in self._tools or len(self._tools) < MAX_OPEN_IDS:
             self._tools[key] = True
 
-    def _tool_input_delta(
-        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
-    ) -> None:
+    def _tool_input_delta(self, chunk: dict[str, Any], found: EventFindings) -> None:
         call_id = chunk["toolCallId"]
         if id_key(call_id) not in self._tools and len(self._tools) < MAX_OPEN_IDS:
             found.add(
                 rules.ID_NOT_OPEN,
-                f" ({name}): tool call {shown(call_id)} has no tool-input-start in this "
+                f" ({found.name}): tool call {shown(call_id)} has no tool-input-start in this "
                 "stream; the client throws",
             )
 
-    def _tool_input_done(
-        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
-    ) -> None:
+    def _tool_input_done(self, chunk: dict[str, Any], found: EventFindings) -> None:
         key = id_key(chunk["toolCallId"])
         self._introduce(key)
         if key in self._tools:
             self._tools[key] = False
 
-    def _tool_answer(
-        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
-    ) -> None:
+    def _tool_answer(self, chunk: dict[str, Any], found: EventFindings) -> None:
         """An output, an error, a denial or an approval request: it needs the call's part.
         Inside a step of this stream the call must be one this stream introduced; outside
         one, it may be a call of the message this stream continues (not checked)."""
@@ -507,15 +467,13 @@ class AISDKUIChecker(Checker):
         if self._calls.known(id_key(call_id)) is False:
             found.add(
                 rules.ID_NOT_OPEN,
-                f" ({name}): tool call {shown(call_id)} was introduced by no chunk of this "
+                f" ({found.name}): tool call {shown(call_id)} was introduced by no chunk of this "
                 "stream (tool-input-start, tool-input-available or tool-input-error; or its "
                 "step was reset), yet a step of this stream is open, so it answers no call of "
                 'an earlier message; the client throws "No tool invocation found"',
             )
 
-    def _reset_step(
-        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
-    ) -> None:
+    def _reset_step(self, chunk: dict[str, Any], found: EventFindings) -> None:
         # The client forgets the step's open parts and partial tool calls, and removes the
         # parts of the tool calls the step introduced.
         self._parts.clear()
@@ -527,37 +485,34 @@ class AISDKUIChecker(Checker):
                 self._calls.discard(key)
         self._step_calls.clear()
 
-    def _start_step(
-        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
-    ) -> None:
+    def _start_step(self, chunk: dict[str, Any], found: EventFindings) -> None:
         if self._step_open:
             found.add(
                 rules.STEP_NOT_BALANCED,
-                f" ({name}): a step is already open (no finish-step since the last start-step)",
+                f" ({found.name}): a step is already open (no finish-step since the last "
+                "start-step)",
             )
         self._step_open = True
         self._step_calls.clear()
 
-    def _finish_step(
-        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
-    ) -> None:
+    def _finish_step(self, chunk: dict[str, Any], found: EventFindings) -> None:
         if not self._step_open:
-            found.add(rules.STEP_NOT_BALANCED, f" ({name}): no step is open")
+            found.add(rules.STEP_NOT_BALANCED, f" ({found.name}): no step is open")
         self._step_open = False
         # ai 5 and 6 reset their records of the open text and reasoning parts here.
         self._parts.set_aside(_STEP_SCOPED)
 
-    def _message_start(
-        self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings
-    ) -> None:
+    def _message_start(self, chunk: dict[str, Any], found: EventFindings) -> None:
         self._started = True
 
-    def _finish(self, chunk: dict[str, Any], name: str, phase: str, found: EventFindings) -> None:
-        if phase not in _PARTS_JUDGED_IN:
+    def _finish(self, chunk: dict[str, Any], found: EventFindings) -> None:
+        if found.phase not in _PARTS_JUDGED_IN:
             return
         self._check_closed(found, "finish")
         if self._step_open:
-            found.add(rules.STEP_NOT_BALANCED, f" ({name}): a step is still open (no finish-step)")
+            found.add(
+                rules.STEP_NOT_BALANCED, f" ({found.name}): a step is still open (no finish-step)"
+            )
             self._step_open = False
 
     def _check_ended_without_finish(self, found: EventFindings) -> None:
@@ -608,45 +563,47 @@ def _part_kind(chunk: dict[str, Any]) -> str:
     return "text" if chunk["type"].startswith("text") else "reasoning"
 
 
-#: The field a handler keys its part by: without it as a string, the handler cannot run.
-_ID_FIELDS = {
-    "text-start": "id",
-    "text-delta": "id",
-    "text-end": "id",
-    "reasoning-start": "id",
-    "reasoning-delta": "id",
-    "reasoning-end": "id",
-    "tool-input-start": "toolCallId",
-    "tool-input-delta": "toolCallId",
-    "tool-input-available": "toolCallId",
-    "tool-input-error": "toolCallId",
-    "tool-output-available": "toolCallId",
-    "tool-output-error": "toolCallId",
-    "tool-output-denied": "toolCallId",
-    "tool-approval-request": "toolCallId",
+_C = AISDKUIChecker
+#: Each chunk type the SDK defines: its lifecycle kind, its handler, and the field the
+#: handler keys its part or call by (the shape is ``CHUNK_SHAPES``').
+_ROWS: Final[dict[str, tuple[str, Handler | None, str | None]]] = {
+    "start": (OTHER, _C._message_start, None),
+    "finish": (FINISH, _C._finish, None),
+    "abort": (ABORT, None, None),
+    "error": (ERROR, None, None),
+    "message-metadata": (OTHER, None, None),
+    "start-step": (OTHER, _C._start_step, None),
+    "finish-step": (OTHER, _C._finish_step, None),
+    "reset-step": (OTHER, _C._reset_step, None),
+    "text-start": (OTHER, _C._start, "id"),
+    "text-delta": (OTHER, _C._continue, "id"),
+    "text-end": (OTHER, _C._continue, "id"),
+    "reasoning-start": (OTHER, _C._start, "id"),
+    "reasoning-delta": (OTHER, _C._continue, "id"),
+    "reasoning-end": (OTHER, _C._continue, "id"),
+    "tool-input-start": (OTHER, _C._tool_input_start, "toolCallId"),
+    "tool-input-delta": (OTHER, _C._tool_input_delta, "toolCallId"),
+    "tool-input-available": (OTHER, _C._tool_input_done, "toolCallId"),
+    "tool-input-error": (OTHER, _C._tool_input_done, "toolCallId"),
+    "tool-approval-request": (OTHER, _C._tool_answer, "toolCallId"),
+    "tool-approval-response": (OTHER, None, None),
+    "tool-output-available": (OTHER, _C._tool_answer, "toolCallId"),
+    "tool-output-error": (OTHER, _C._tool_answer, "toolCallId"),
+    "tool-output-denied": (OTHER, _C._tool_answer, "toolCallId"),
+    "source-url": (OTHER, None, None),
+    "source-document": (OTHER, None, None),
+    "file": (OTHER, None, None),
+    "reasoning-file": (OTHER, None, None),
+    "custom": (OTHER, None, None),
+    "steering-message": (OTHER, None, None),
 }
-
-_HANDLERS = {
-    "text-start": AISDKUIChecker._start,
-    "reasoning-start": AISDKUIChecker._start,
-    "text-delta": AISDKUIChecker._continue,
-    "text-end": AISDKUIChecker._continue,
-    "reasoning-delta": AISDKUIChecker._continue,
-    "reasoning-end": AISDKUIChecker._continue,
-    "tool-input-start": AISDKUIChecker._tool_input_start,
-    "tool-input-delta": AISDKUIChecker._tool_input_delta,
-    "tool-input-available": AISDKUIChecker._tool_input_done,
-    "tool-input-error": AISDKUIChecker._tool_input_done,
-    "tool-output-available": AISDKUIChecker._tool_answer,
-    "tool-output-error": AISDKUIChecker._tool_answer,
-    "tool-output-denied": AISDKUIChecker._tool_answer,
-    "tool-approval-request": AISDKUIChecker._tool_answer,
-    "start": AISDKUIChecker._message_start,
-    "reset-step": AISDKUIChecker._reset_step,
-    "start-step": AISDKUIChecker._start_step,
-    "finish-step": AISDKUIChecker._finish_step,
-    "finish": AISDKUIChecker._finish,
+_C.ROUTES = {
+    chunk_type: Route(kind, handler, CHUNK_SHAPES[chunk_type], key=key)
+    for chunk_type, (kind, handler, key) in _ROWS.items()
 }
+_C.SENTINELS = {DONE: Route(TERMINAL, _C._done)}
+#: A ``data-<name>`` chunk's route.
+_DATA_ROUTE: Final = Route(OTHER, shape=DATA_SHAPE)
 
 # -- auto-detection ----------------------------------------------------------------------
 

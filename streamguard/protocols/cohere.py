@@ -21,12 +21,14 @@ index.
 Theory of operation
 -------------------
 
-Each event is parsed once and dispatched on ``type``. The lifecycle kinds are the terminal
-(``message-end``) and any other event; ``[DONE]`` and empty data take no part in it (the
-client stops at the one and skips the other). After ``message-end`` another one is
-``duplicate_terminal`` and any other event ``event_after_terminal``; a body that ends first
-``missing_terminal``. Cohere defines no in-band error event: a failed generation is a
-``message-end`` whose ``finish_reason`` is ``ERROR``.
+Each event is parsed once and dispatched on ``type`` through the route table (``ROUTES``,
+run by the engine: the step, the declared shape, then the handler). The lifecycle kinds
+are the terminal (``message-end``) and any other event; ``[DONE]`` and empty data
+(``SENTINELS``) take no part in it (the client stops at the one and skips the other).
+After ``message-end`` another one is ``duplicate_terminal`` and any other event
+``event_after_terminal``; a body that ends first ``missing_terminal``. Cohere defines no
+in-band error event: a failed generation is a ``message-end`` whose ``finish_reason`` is
+``ERROR``.
 
 Content blocks, tool calls and citations are three kinds of numbered things, each opened by
 its start, continued by its deltas and closed by its end, tracked apart (``OpenByNumber``): a delta
@@ -52,7 +54,7 @@ JSON ``type`` is one of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 from streamguard import _wire, rules
@@ -60,16 +62,17 @@ from streamguard.protocols._base import (
     Checker,
     EventFindings,
     OpenByNumber,
+    Route,
     Transcript,
+    UnknownTypes,
     json_object,
     listing,
     terminated_lifecycle,
     type_name,
 )
+from streamguard.protocols._fields import OBJECT, opt
 from streamguard.protocols._lifecycle import OTHER, STAY, TERMINAL, Lifecycle
-from streamguard.protocols._payload import not_json, parse_json
 from streamguard.protocols._spec import ProtocolSpec, Signal
-from streamguard.report import Finding
 from streamguard.sse import Event
 
 __all__ = ["EVENT_TYPES", "FINISH_REASONS", "LIFECYCLE", "MAX_OPEN", "SPEC", "CohereChecker"]
@@ -79,23 +82,6 @@ MAX_OPEN = 64
 #: Distinct unknown types reported per stream.
 MAX_UNKNOWN_TYPES = 8
 
-#: ``V2ChatStreamResponse``'s members (cohere 7.3), by type.
-EVENT_TYPES: Final = frozenset(
-    {
-        "message-start",
-        "content-start",
-        "content-delta",
-        "content-end",
-        "tool-plan-delta",
-        "tool-call-start",
-        "tool-call-delta",
-        "tool-call-end",
-        "citation-start",
-        "citation-end",
-        "message-end",
-        "debug",
-    }
-)
 #: ``ChatFinishReason``.
 FINISH_REASONS: Final = frozenset(
     {"COMPLETE", "STOP_SEQUENCE", "MAX_TOKENS", "TOOL_CALL", "ERROR", "TIMEOUT"}
@@ -113,20 +99,6 @@ _INDEXED: Final = {
     "citation-start": (_CITATION, "start"),
     "citation-end": (_CITATION, "end"),
 }
-#: Types that carry a ``delta`` object.
-_WITH_DELTA: Final = frozenset(
-    {
-        "message-start",
-        "content-start",
-        "content-delta",
-        "tool-plan-delta",
-        "tool-call-start",
-        "tool-call-delta",
-        "citation-start",
-        "message-end",
-    }
-)
-
 # -- the lifecycle ---------------------------------------------------------------------
 
 #: ``[DONE]`` from a gateway, or empty data: the client stops at the one, skips the other.
@@ -155,6 +127,13 @@ LIFECYCLE: Final = Lifecycle(
 )
 
 
+#: The data the client stops at or skips, unparsed.
+_SKIPPED_DATA: Final = {
+    "": Route(SKIPPED, name="empty data"),
+    "[DONE]": Route(SKIPPED, name="[DONE]"),
+}
+
+
 def _delta_message(payload: Mapping[str, Any]) -> Mapping[str, Any]:
     delta = payload.get("delta")
     message = delta.get("message") if type(delta) is dict else None
@@ -164,10 +143,17 @@ def _delta_message(payload: Mapping[str, Any]) -> Mapping[str, Any]:
 class CohereChecker(Checker):
     """Checks one Cohere v2 chat event stream; see the module docstring."""
 
-    __slots__ = ("_open", "_overflowed", "_unknown_types")
+    __slots__ = ("_open", "_overflowed")
 
     name = "cohere"
     LIFECYCLE = LIFECYCLE
+    SENTINELS = _SKIPPED_DATA
+    UNKNOWN_TYPES = UnknownTypes(
+        ": event type {shown} is not one the SDK lists; the client builds no typed event "
+        "for it (each unknown type is reported once)",
+        name="an unknown type",
+        limit=MAX_UNKNOWN_TYPES,
+    )
     RAISES = frozenset(
         {
             rules.INVALID_JSON,
@@ -189,7 +175,6 @@ class CohereChecker(Checker):
         }
         #: The kinds whose open entries hit ``MAX_OPEN``: an index not held may be open.
         self._overflowed: frozenset[str] = frozenset()
-        self._unknown_types: frozenset[str] = frozenset()
 
     def sealed_kind(self, event: Event) -> tuple[str, str | None]:
         data = event.data
@@ -217,62 +202,11 @@ class CohereChecker(Checker):
                 out.finish(delta.get("finish_reason"))
         return False
 
-    # -- one event ------------------------------------------------------------------------
+    # -- one event: the route table (``ROUTES``) ---------------------------------------
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = EventFindings(self, event, index)
-        data = event.data
-        if not data or data == "[DONE]":
-            found.step(SKIPPED, "[DONE]" if data else "empty data")
-            return found.items
-        try:
-            payload = parse_json(data)
-        except ValueError as exc:
-            found.add(rules.INVALID_JSON, f": {not_json(exc, data)}")
-            found.step(OTHER, "not JSON")
-            return found.items
-        if type(payload) is not dict:
-            found.add(rules.INVALID_JSON, f": data is a JSON {type_name(payload)}, not an object")
-            found.step(OTHER, "not an object")
-            return found.items
-        kind = payload.get("type")
-        if type(kind) is not str:
-            found.add(rules.SCHEMA_MISMATCH, ": field `type` is missing or not a string")
-            found.step(OTHER, "no type")
-            return found.items
-        if kind not in EVENT_TYPES:
-            found.step(OTHER, "an unknown type")
-            self._unknown(found, kind)
-            return found.items
-        checked = self.checked_after(TERMINAL if kind == "message-end" else OTHER)
-        found.step(TERMINAL if kind == "message-end" else OTHER, kind)
-        if not checked:
-            return found.items
-        if kind in _WITH_DELTA and "delta" in payload and type(payload["delta"]) is not dict:
-            detail = f" ({kind}): field `delta` is {type_name(payload['delta'])}, not an object"
-            found.add(rules.SCHEMA_MISMATCH, detail)
-        indexed = _INDEXED.get(kind)
-        if indexed is not None:
-            self._indexed(found, payload, kind, indexed[0], indexed[1])
-        elif kind == "message-end":
-            self._message_end(found, payload)
-        return found.items
-
-    def _unknown(self, found: EventFindings, kind: str) -> None:
-        shown = _wire.describe(kind)
-        reported = self._unknown_types
-        if shown in reported or len(reported) >= MAX_UNKNOWN_TYPES:
-            return
-        self._unknown_types = reported | {shown}
-        found.add(
-            rules.UNKNOWN_EVENT_TYPE,
-            f": event type {shown} is not one the SDK lists; the client builds no typed event "
-            "for it (each unknown type is reported once)",
-        )
-
-    def _indexed(
-        self, found: EventFindings, payload: Mapping[str, Any], kind: str, what: str, does: str
-    ) -> None:
+    def _indexed(self, payload: dict[str, Any], found: EventFindings) -> None:
+        kind: str = payload["type"]
+        what, does = _INDEXED[kind]
         number = payload.get("index")
         if type(number) is not int or number < 0:
             detail = f" ({kind}): field `index` is {type_name(number)}, not a non-negative integer"
@@ -293,7 +227,7 @@ class CohereChecker(Checker):
         if does == "end":
             slots.close(number)
 
-    def _message_end(self, found: EventFindings, payload: Mapping[str, Any]) -> None:
+    def _message_end(self, payload: dict[str, Any], found: EventFindings) -> None:
         still: list[str] = []
         for what, slots in self._open.items():
             if slots.open:
@@ -313,6 +247,29 @@ class CohereChecker(Checker):
             found.add(rules.MISSING_FINISH_REASON, detail)
         if type(delta.get("usage")) is not dict:
             found.add(rules.SCHEMA_MISMATCH, " (message-end): field `delta.usage` is missing")
+
+
+#: A ``delta``, where an event may carry one, is an object.
+_DELTA: Final = (opt("delta", OBJECT),)
+
+#: ``V2ChatStreamResponse``'s members (cohere 7.3), by type: each one's lifecycle kind,
+#: the shape checked, and its handler.
+CohereChecker.ROUTES = {
+    "message-start": Route(OTHER, shape=_DELTA),
+    "content-start": Route(OTHER, CohereChecker._indexed, _DELTA),
+    "content-delta": Route(OTHER, CohereChecker._indexed, _DELTA),
+    "content-end": Route(OTHER, CohereChecker._indexed),
+    "tool-plan-delta": Route(OTHER, shape=_DELTA),
+    "tool-call-start": Route(OTHER, CohereChecker._indexed, _DELTA),
+    "tool-call-delta": Route(OTHER, CohereChecker._indexed, _DELTA),
+    "tool-call-end": Route(OTHER, CohereChecker._indexed),
+    "citation-start": Route(OTHER, CohereChecker._indexed, _DELTA),
+    "citation-end": Route(OTHER, CohereChecker._indexed),
+    "message-end": Route(TERMINAL, CohereChecker._message_end, _DELTA),
+    "debug": Route(OTHER),
+}
+#: The event types the SDK lists.
+EVENT_TYPES: Final = frozenset(CohereChecker.ROUTES)
 
 
 # -- auto-detection ----------------------------------------------------------------------

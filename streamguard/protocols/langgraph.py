@@ -52,11 +52,19 @@ named after a mode only LangGraph uses: ``values``, ``updates``, ``checkpoints``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
-from streamguard import _wire, rules
-from streamguard.protocols._base import Checker, EventFindings, type_name
+from streamguard import rules
+from streamguard.protocols._base import (
+    NOT_JSON_DATA,
+    Checker,
+    EventFindings,
+    Route,
+    UnknownTypes,
+    event_name,
+    type_name,
+)
 from streamguard.protocols._lifecycle import ANY as ANY_KIND
 from streamguard.protocols._lifecycle import (
     END,
@@ -70,7 +78,7 @@ from streamguard.protocols._lifecycle import (
 )
 from streamguard.protocols._payload import not_json, parse_json
 from streamguard.protocols._spec import ProtocolSpec, Signal
-from streamguard.report import Finding, Severity
+from streamguard.report import Severity
 from streamguard.rule_docs._base import rule_doc
 from streamguard.rules import Rule
 from streamguard.sse import Event
@@ -193,7 +201,7 @@ def _mode(name: str) -> str:
 class LangGraphChecker(Checker):
     """Checks one LangGraph run stream; see the module docstring."""
 
-    __slots__ = ("_unknown_names",)
+    __slots__ = ()
 
     name = "langgraph"
     has_terminal = False
@@ -202,6 +210,11 @@ class LangGraphChecker(Checker):
     # (The kind is the event's name, which no escape spells.)
     END_HINTS = (b"end", b"error")
     RAISES = frozenset({rules.INVALID_JSON, rules.SCHEMA_MISMATCH, rules.UNKNOWN_EVENT_TYPE})
+    UNKNOWN_TYPES = UnknownTypes(
+        ": event name {shown} is no LangGraph stream mode; clients that dispatch on the mode "
+        "drop it (each unknown name is reported once)",
+        limit=MAX_UNKNOWN_NAMES,
+    )
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
@@ -209,7 +222,6 @@ class LangGraphChecker(Checker):
             request.get("http_method") == "GET" or request.get("last_event_id") is True
         ):
             self.phase = _RUNNING  # a join or a resumption starts mid-run
-        self._unknown_names: frozenset[str] = frozenset()
 
     def end_kind(self, event: Event, index: int) -> str | None:
         # As ``check_event``: the name's mode is the kind; metadata changes nothing about
@@ -220,46 +232,57 @@ class LangGraphChecker(Checker):
     def sealed_kind(self, event: Event) -> tuple[str, str | None]:
         return _KINDS.get(_mode(event.event), OTHER), None
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = EventFindings(self, event, index)
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        # The kind is the event's name (its mode, before any ``|<namespace>``), never its
+        # data, which may be empty (null to the client): every route's handler reads it.
         name = event.event
-        mode = _mode(name)
-        found.step(_KINDS.get(mode, OTHER))
-        if mode not in EVENT_NAMES:
-            self._unknown(found, name)
-        data = event.data
+        found.name = event_name(name)
+        route = self.ROUTES.get(_mode(name))
+        if route is None:
+            found.type = name
+            return _UNKNOWN_MODE
+        return route
+
+    def _data(self, payload: dict[str, Any], found: EventFindings) -> object:
+        """The event's data as the client parses it (``invalid_json`` when it cannot):
+        empty or blank data is null; ``NOT_JSON_DATA`` when it is not JSON."""
+        data = found.event.data
         if not data or data.isspace():
-            return found.items  # the client reads it as null
+            return None  # the client reads it as null
         try:
-            payload = parse_json(data)
+            return parse_json(data)
         except ValueError as exc:
             found.add(rules.INVALID_JSON, f": {not_json(exc, data)}")
-            return found.items
-        if mode == "metadata" and (
-            type(payload) is not dict or type(payload.get("run_id")) is not str
-        ):
+            return NOT_JSON_DATA
+
+    def _metadata(self, payload: dict[str, Any], found: EventFindings) -> None:
+        value = self._data(payload, found)
+        if value is None or value is NOT_JSON_DATA:
+            return
+        if type(value) is not dict or type(value.get("run_id")) is not str:
             what = (
-                f"a JSON {type_name(payload)}"
-                if type(payload) is not dict
+                f"a JSON {type_name(value)}"
+                if type(value) is not dict
                 else "an object without a string `run_id`"
             )
             found.add(
                 rules.SCHEMA_MISMATCH,
                 f" (metadata): data is {what}; the client takes the run id from it",
             )
-        return found.items
 
-    def _unknown(self, found: EventFindings, name: str) -> None:
-        shown = _wire.describe(name)
-        reported = self._unknown_names
-        if shown in reported or len(reported) >= MAX_UNKNOWN_NAMES:
-            return
-        self._unknown_names = reported | {shown}
-        found.add(
-            rules.UNKNOWN_EVENT_TYPE,
-            f": event name {shown} is no LangGraph stream mode; clients that dispatch on the "
-            "mode drop it (each unknown name is reported once)",
-        )
+    def _unknown_mode(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self.report_unknown_type(found)
+        self._data(payload, found)
+
+
+_C = LangGraphChecker
+#: Each event name the server sends (its mode): its lifecycle kind and handler.
+_C.ROUTES = {
+    name: Route(_KINDS.get(name, OTHER), _C._metadata if name == "metadata" else _C._data)
+    for name in sorted(EVENT_NAMES)
+}
+#: A name that is no mode: its step as any event's, then the finding and the data's check.
+_UNKNOWN_MODE: Final = Route(OTHER, _C._unknown_mode)
 
 
 # -- auto-detection ----------------------------------------------------------------------
