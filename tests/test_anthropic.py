@@ -175,7 +175,7 @@ def test_names_the_stream_chose_are_kept_as_short_digests() -> None:
     )
     found = run_checker(checker, body)
     assert [f.rule for f in found] == ["unknown_event_type"] * 8
-    assert sum(map(len, checker._unknown_reported)) < 8 * 40
+    assert sum(map(len, checker._unknown_types)) < 8 * 40
     [block] = checker._blocks.open.values()
     assert block.kind is None
     assert len(block.label) < 40

@@ -748,14 +748,16 @@ class Checker:
         """Take the event's step as its route says; if its payload is still checked, then
         its declared shape, then its handler."""
         kind = route.kind
-        checked = self.checked_after(kind)
-        found.step(kind, found.name)
-        if not checked:
+        step = self.LIFECYCLE.step(self.phase, kind)
+        if step.rule is not None or step.then is not None:  # (most events' step does nothing)
+            found.step(kind, found.name)
+        if not step.checked:
             return
         payload = found.payload
         if route.shape is not None:
             problem = shape_problem(payload, route.shape)
             if problem is not None:
+                found.misshapen = True
                 found.add(rules.SCHEMA_MISMATCH, f" ({found.name}): {problem}")
                 key = route.key
                 if key is not None and type(payload.get(key)) is not str:
@@ -813,10 +815,20 @@ class EventFindings:
     """The findings on the event being checked: a handler adds one with ``add`` without
     passing the event and its index along. The route table's engine also keeps here the
     event's parsed ``payload``, its ``type`` (the value it was routed by), the ``name``
-    messages give it, and the ``phase`` the checker was in when it arrived (before its
-    step)."""
+    messages give it, the ``phase`` the checker was in when it arrived (before its step),
+    and whether its declared shape was found wrong (``misshapen``)."""
 
-    __slots__ = ("checker", "event", "index", "items", "name", "payload", "phase", "type")
+    __slots__ = (
+        "checker",
+        "event",
+        "index",
+        "items",
+        "misshapen",
+        "name",
+        "payload",
+        "phase",
+        "type",
+    )
 
     def __init__(
         self, checker: Checker, event: Event, index: int, items: list[Finding] | None = None
@@ -828,6 +840,7 @@ class EventFindings:
         self.payload = _NO_PAYLOAD
         self.name = ""
         self.type = ""
+        self.misshapen = False
         self.phase = checker.phase
 
     def add(self, rule: Rule, detail: str) -> None:

@@ -14,9 +14,10 @@ filtered out, a healthy stream is::
 or it ends early with ``event: error`` (outcome ``error_event``) wherever that arrives.
 
 Each event's JSON ``type`` names its kind in the lifecycle and the handler that checks its
-payload (``_HANDLERS``): ``start`` is the first ``message_start`` and ``second_start`` any
-later one, ``block`` a ``content_block_*`` event, ``delta`` ``message_delta``, ``terminal``
-``message_stop``, ``error`` an ``error``, ``other`` a ping or an undocumented type. The
+payload (its route, ``ROUTES``, run by the engine): ``start`` is the first
+``message_start`` and ``second_start`` any later one, ``block`` a ``content_block_*``
+event, ``delta`` ``message_delta``, ``terminal`` ``message_stop``, ``error`` an ``error``,
+``other`` a ping or an undocumented type. The
 lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated from it).
 
 A missing ``message_start`` is reported once, at the first event that needed it, and the
@@ -42,8 +43,7 @@ server does not hide its ordering mistakes behind its shape mistakes.
 
 JSON is parsed with ``pydantic_core.from_json`` and the shapes are checked by hand: the
 common event, a text delta, costs one parse, a few dict look-ups and type checks, and no
-lifecycle step (an event whose step does nothing goes straight to its handler,
-``_NO_STEP_KINDS``).
+lifecycle step (the engine takes a step only when it does something).
 
 What a message may show
 -----------------------
@@ -64,17 +64,18 @@ stops or is forgotten.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from streamguard import rules
 from streamguard._wire import describe, number, token
 from streamguard.protocols._base import (
-    NO_FINDINGS,
     Checker,
     EventFindings,
     KeptText,
+    Route,
     Transcript,
+    UnknownTypes,
     any_json,
     event_name,
     json_object,
@@ -107,7 +108,6 @@ from streamguard.protocols._lifecycle import (
 from streamguard.protocols._payload import parse_json, preview
 from streamguard.protocols._skeleton import UNCHANGED, Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
-from streamguard.report import Finding
 from streamguard.sse import Event
 
 __all__ = ["ANTHROPIC_EVENT_NAMES", "EVENT_NAMES", "SPEC", "STOP_REASONS", "AnthropicChecker"]
@@ -284,17 +284,6 @@ _LIFECYCLE: Final = Lifecycle(
     errored=_TERMINATED.errored,
     sealed=_TERMINATED.sealed,
 )
-#: Per phase, the kinds whose events go straight to their handler: their step does nothing
-#: and no other rule looks at the phase (the events of most of a stream). A message_start
-#: may be a second one, and a content block after message_delta is reported.
-_NO_STEP_KINDS: Final = {
-    phase: frozenset(
-        kind
-        for kind in (_BLOCK, _DELTA, TERMINAL, ERROR, OTHER)
-        if _LIFECYCLE.step(phase, kind) == STAY and (phase, kind) != (_DELTA_SENT, _BLOCK)
-    )
-    for phase in _LIFECYCLE.phases
-}
 
 
 class _Block:
@@ -379,13 +368,21 @@ Handler = Callable[["AnthropicChecker", _Payload, EventFindings], None]
 class AnthropicChecker(Checker):
     """Checks an Anthropic Messages event stream; see the module docstring."""
 
-    __slots__ = ("_blocks", "_output_tokens", "_start_index", "_stop_reason", "_unknown_reported")
+    __slots__ = ("_blocks", "_output_tokens", "_start_index", "_stop_reason")
 
     name = "anthropic"
     REPEAT_READS_EVENT = False  # (its repeat_event reads the token and values only)
     LIFECYCLE = _LIFECYCLE
     JUDGES_END_UNSAMPLED = True
     END_HINTS = (b"message_stop", b"error", b"\\u")
+    UNKNOWN_TYPES = UnknownTypes(
+        " has the undocumented type {shown} (reported once per stream)",
+        limit=_MAX_UNKNOWN_REPORTED,
+    )
+    UNKNOWN_TYPES = UnknownTypes(
+        " has the undocumented type {shown} (reported once per stream)",
+        limit=_MAX_UNKNOWN_REPORTED,
+    )
     RAISES = frozenset(
         {
             rules.BLOCK_AFTER_MESSAGE_DELTA,
@@ -420,8 +417,6 @@ class AnthropicChecker(Checker):
         self._stop_reason: str | None = None
         #: The last cumulative ``output_tokens`` seen, to check it never goes down.
         self._output_tokens: int | None = None
-        #: Digests of the unknown event types already reported.
-        self._unknown_reported: frozenset[str] = _NONE_REPORTED
 
     def is_terminal(self, event: Event) -> bool:
         return event.event == "message_stop"
@@ -444,8 +439,8 @@ class AnthropicChecker(Checker):
                 kind = name
             elif name == "error":
                 kind = "error"
-        step = _HANDLERS.get(kind, _UNKNOWN)[0]
-        return step if step in (TERMINAL, ERROR) else None
+        route = AnthropicChecker.ROUTES.get(kind)
+        return route.kind if route is not None and route.kind in (TERMINAL, ERROR) else None
 
     def message_fields(self) -> Mapping[str, object]:
         return {"start": self._start_index}  # duplicate_message_start names the first
@@ -465,47 +460,46 @@ class AnthropicChecker(Checker):
             out.finish(delta.get("stop_reason"))
         return False
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        # An event is typed twice, by its SSE name and its JSON type: the two are compared,
+        # and the one the SDK follows routes it (``_disagreeing``); data that is not an
+        # object may still be an error or a ping (``_unparsable``). Two kinds depend on the
+        # stream so far: a message_start after the first is a second start, and a content
+        # block event after message_delta a late block.
         name = event.event
-        found = EventFindings(self, event, index)
         where = _WHERE.get(name) or f" ({event_name(name)})"
-        payload = self.parse_object(event, index, found.items, where)
+        payload = self.parse_object(event, found.index, found.items, where)
         if payload is None:
-            return self._unparsable(found)
+            self._unparsable(found)
+            return None
+        found.payload = payload
         kind = payload.get("type")
         if kind != name:
             kind = self._disagreeing(kind, found)
-        step, handler = _HANDLERS.get(kind, _UNKNOWN)
-        if step in _NO_STEP_KINDS[self.phase] or self._step(step, kind, found):
-            handler(self, payload, found)
-        return found.items
+        found.type = kind
+        found.name = event_name(kind)
+        route = self.ROUTES.get(kind)
+        if route is None:
+            return self.UNKNOWN_TYPES.route
+        if route.kind == _START and self._start_index is not None:
+            return _SECOND_START_ROUTE
+        if route.kind == _BLOCK and self.phase == _DELTA_SENT:
+            return _LATE_BLOCK
+        return route
 
-    def _step(self, step: str, kind: str, found: EventFindings) -> bool:
-        """Take the lifecycle step of an event of kind ``step``; whether its payload is still
-        checked."""
-        if step == _START and self._start_index is not None:
-            step = _SECOND_START
-        checked = self.checked_after(step)
-        found.step(step, event_name(kind))
-        if checked and step == _BLOCK and self.phase == _DELTA_SENT:
-            detail = f" ({kind}) comes after message_delta; content blocks come before it"
-            found.add(rules.BLOCK_AFTER_MESSAGE_DELTA, detail)
-            return False
-        return checked
-
-    def _unparsable(self, found: EventFindings) -> Sequence[Finding]:
+    def _unparsable(self, found: EventFindings) -> None:
         """Data that is not a JSON object, ``found`` holding its ``invalid_json``."""
         # Parsed again to tell "not JSON" from "not an object": rare, and only for a ping.
         event = found.event
         if event.event == "ping" and not _is_json(event.data):
-            return NO_FINDINGS  # the SDK skips pings by name, unparsed
+            found.items.clear()  # the SDK skips pings by name, unparsed
+            return
         if event.data.startswith("[DONE]"):
             found.items.clear()
             problem = "data is the OpenAI sentinel [DONE], which has no place in this protocol"
             self._schema(found, problem + " (message_stop ends the stream)")
         if event.event == "error":  # the SDK raises on it whatever its data
-            self._step(ERROR, "error", found)
-        return found.items
+            found.step(ERROR, "error")
 
     def _disagreeing(self, kind: object, found: EventFindings) -> str:
         """The event name and the JSON ``type`` differ: say so; the kind to follow is the
@@ -700,19 +694,9 @@ class AnthropicChecker(Checker):
         problems = object_problems(payload.get("error"), _ERROR_FIELDS, "error")
         self._schema(found, "; ".join(problems))
 
-    def _on_unknown(self, payload: _Payload, found: EventFindings) -> None:
-        # Reported once per distinct type, a few per stream; the type is the stream's (the
-        # JSON's, or the name's when the JSON has none), of any length, so it is kept and
-        # shown as a digest.
-        reported = self._unknown_reported
-        if len(reported) >= _MAX_UNKNOWN_REPORTED:
-            return
-        kind = payload.get("type")
-        shown = describe(kind if type(kind) is str else found.event.event)
-        if shown not in reported:
-            self._unknown_reported = reported | {shown}
-            detail = f" has the undocumented type {shown} (reported once per stream)"
-            found.add(rules.UNKNOWN_EVENT_TYPE, detail)
+    def _late_block(self, payload: _Payload, found: EventFindings) -> None:
+        detail = f" ({found.name}) comes after message_delta; content blocks come before it"
+        found.add(rules.BLOCK_AFTER_MESSAGE_DELTA, detail)
 
     # -- a tool block's input -------------------------------------------------------------
 
@@ -748,22 +732,23 @@ class AnthropicChecker(Checker):
         self._blocks.check_closed(found, f" ({kind})", cut_off)
 
 
-#: Shared by every stream that has reported no unknown event type (most of them).
-_NONE_REPORTED: Final[frozenset[str]] = frozenset()
-
-#: Each documented event type: its kind in the lifecycle, and the handler of its payload.
-_HANDLERS: Final[dict[object, tuple[str, Handler]]] = {
-    "message_start": (_START, AnthropicChecker._on_message_start),
-    "content_block_start": (_BLOCK, AnthropicChecker._on_block_start),
-    "content_block_delta": (_BLOCK, AnthropicChecker._on_block_delta),
-    "content_block_stop": (_BLOCK, AnthropicChecker._on_block_stop),
-    "message_delta": (_DELTA, AnthropicChecker._on_message_delta),
-    "message_stop": (TERMINAL, AnthropicChecker._on_message_stop),
-    "ping": (OTHER, AnthropicChecker._on_ping),
-    "error": (ERROR, AnthropicChecker._on_error),
+_C = AnthropicChecker
+#: Each documented event type: its kind in the lifecycle, and the handler of its payload
+#: (``AnthropicChecker.classify`` reads a message_start after the first, and a content
+#: block event after message_delta, as the two routes below).
+_C.ROUTES = {
+    "message_start": Route(_START, _C._on_message_start),
+    "content_block_start": Route(_BLOCK, _C._on_block_start),
+    "content_block_delta": Route(_BLOCK, _C._on_block_delta),
+    "content_block_stop": Route(_BLOCK, _C._on_block_stop),
+    "message_delta": Route(_DELTA, _C._on_message_delta),
+    "message_stop": Route(TERMINAL, _C._on_message_stop),
+    "ping": Route(OTHER, _C._on_ping),
+    "error": Route(ERROR, _C._on_error),
 }
-#: Any other type: legal, and reported as undocumented.
-_UNKNOWN: Final = (OTHER, AnthropicChecker._on_unknown)
+_SECOND_START_ROUTE: Final = Route(_SECOND_START, _C._on_message_start)
+#: A content block event after message_delta: reported, its payload not checked.
+_LATE_BLOCK: Final = Route(_BLOCK, _C._late_block)
 #: The event types that end a stream (``AnthropicChecker.end_kind`` parses only these).
 _ENDING_NAMES: Final = ("message_stop", "error")
 
