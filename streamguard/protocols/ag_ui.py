@@ -96,12 +96,19 @@ Under ``protocol="auto"`` (``SPEC``): a path segment ``ag-ui``, ``agui``, ``ag_u
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import IdSet, OpenIds, id_key, shown
-from streamguard.protocols._base import Checker, EventFindings, type_name
+from streamguard.protocols._base import (
+    Checker,
+    EventFindings,
+    Handler,
+    Route,
+    UnknownTypes,
+    type_name,
+)
 from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
@@ -127,7 +134,6 @@ from streamguard.protocols._lifecycle import (
 )
 from streamguard.protocols._skeleton import Holes
 from streamguard.protocols._spec import ProtocolSpec, Signal
-from streamguard.report import Finding
 from streamguard.sse import Event
 
 __all__ = [
@@ -428,12 +434,22 @@ class AGUIChecker(Checker):
         "_snapshot_seen",
         "_thinking",
         "_thinking_opened",
-        "_unknown_types",
     )
 
     name = "ag_ui"
     REPEAT_READS_EVENT = False  # (its repeat_event reads the token and values only)
     LIFECYCLE = LIFECYCLE
+    NO_TYPE = (
+        ": field `type` is missing, empty or not a string; the client ends the run on an "
+        "event without a type"
+    )
+    # The client drops an unknown type before verifying: it takes no part in the lifecycle.
+    UNKNOWN_TYPES = UnknownTypes(
+        ": event type {shown} is not an AG-UI event type; the client drops it with a "
+        "console warning (each unknown type is reported once)",
+        kind=None,
+        limit=MAX_UNKNOWN_TYPES,
+    )
     RAISES = frozenset(
         {
             rules.INVALID_JSON,
@@ -457,7 +473,6 @@ class AGUIChecker(Checker):
         self._pending: dict[Lane, tuple[str, str | bytes]] = {}
         self._lanes_overflowed = False
         self._snapshot_seen = False
-        self._unknown_types: frozenset[str | bytes] = frozenset()
         #: Where the next event starts if the last one was ``data: <line>`` with LF framing
         #: minus the 2 line-ending bytes (None: the last event was not such an event).
         self._end_of_simple: int | None = None
@@ -476,76 +491,123 @@ class AGUIChecker(Checker):
 
     # -- one event ------------------------------------------------------------------------
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = EventFindings(self, event, index)
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        # The client splits the body into events before it reads one: the framing is
+        # judged first, on every event until it is decided.
         if not self._framing_decided:
             self._check_framing(found)
-        payload = self.parse_object(event, index, found.items)
-        if payload is None:
-            found.step(OTHER, "not JSON")
-            return found.items
-        kind_value = payload.get("type")
-        if type(kind_value) is not str or not kind_value:
-            found.add(
-                rules.SCHEMA_MISMATCH,
-                ": field `type` is missing, empty or not a string; the client ends the "
-                "run on an event without a type",
-            )
+        return super().classify(event, found)
+
+    def unknown_type(self, value: str, found: EventFindings) -> Route | None:
+        # An empty type ends the run in the client as a missing one does.
+        if not value:
+            found.add(rules.SCHEMA_MISMATCH, self.NO_TYPE)
             found.step(OTHER, "no type")
-            return found.items
-        shape = EVENT_SHAPES.get(kind_value)
-        if shape is None:
-            # The client drops it before verifying: it takes no part in the lifecycle.
-            self._unknown_type(found, kind_value)
-            return found.items
-        kind = _KINDS.get(kind_value, OTHER)
-        checked = self.checked_after(kind)
-        phase = self.phase
-        found.step(kind, kind_value)
-        if not checked:
-            return found.items
-        if kind == START and phase in (_FINISHED, _ERRORED):
+            return None
+        return super().unknown_type(value, found)
+
+    # -- the handlers, one per kind of event -------------------------------------------------
+
+    def _passed_on(self, payload: dict[str, Any], found: EventFindings) -> None:
+        """What every event does first: the client's chunk expansion passes it on."""
+        self._close_chunk_streams(payload, found.type)
+
+    def _on_run_started(self, payload: dict[str, Any], found: EventFindings) -> None:
+        phase = found.phase
+        if phase in (_FINISHED, _ERRORED):
             self._new_run()
-        if kind == START and phase != _RUNNING:  # (a nested one is duplicate_run_started)
+        if phase != _RUNNING:  # (a nested one is duplicate_run_started)
             self._run_started(payload)
-        self._close_chunk_streams(payload, kind_value)
-        problem = shape_problem(payload, _EVENT_BASE_FIELDS) or shape_problem(payload, shape)
-        if problem is None:
-            problem = self._outcome_problem(payload, kind_value)
-        if problem is None and kind_value in ("RUN_FINISHED", "RUN_ERROR"):
-            problem = _usage_problem(payload.get("usage"))
-        if problem is not None:
-            found.add(rules.SCHEMA_MISMATCH, f" ({kind_value}): {problem}")
-        self._check_ids(found, payload, kind_value)
-        if kind_value == "STATE_SNAPSHOT":
-            self._snapshot_seen = True
-        elif kind_value == "STATE_DELTA":
-            if not self._snapshot_seen:
-                found.add(
-                    rules.STATE_DELTA_BEFORE_SNAPSHOT,
-                    " (STATE_DELTA): no STATE_SNAPSHOT came before it; it patches the state "
-                    "the client holds",
-                )
-            self._check_patch(found, payload.get("delta"), kind_value)
-        elif kind_value == "ACTIVITY_DELTA":
-            self._check_patch(found, payload.get("patch"), kind_value)
-        elif kind_value in _PIECES and not found.items and self._framing_decided:
+        self._passed_on(payload, found)
+
+    def _on_run_finished(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        kind = found.type
+        if not found.misshapen:
+            problem = self._outcome_problem(payload, kind) or _usage_problem(payload.get("usage"))
+            if problem is not None:
+                found.add(rules.SCHEMA_MISMATCH, f" ({kind}): {problem}")
+        if kind == "RUN_FINISHED":
+            self._ids.check_closed(found, kind, "the run finished", "the client throws")
+        self._check_run_ids(found, payload, kind)
+
+    def _on_chunk(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._chunk(found, payload, found.type)  # (a chunk closes no chunk stream)
+
+    def _on_open(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        kind = found.type
+        what, field = _OPENS[kind]
+        value = payload.get(field)
+        if type(value) is str:
+            self._open(found, what, value, id_key(value), kind)
+
+    def _on_continue(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        kind = found.type
+        what, field, closes = _CONTINUES[kind]
+        value = payload.get(field)
+        if type(value) is str:
+            key = id_key(value)
+            self._ids.need_open(found, what, value, key, kind, closes)
+            if closes:
+                self._end(what, key)
+        if kind in _PIECES and not found.items and self._framing_decided:
             # One more piece of an open message or call's text changes nothing a rule
             # reads once the framing is decided (it is not checked again): the next one of
             # the same bytes, text aside, need not be parsed.
             self.repeatable(_PIECE_TEXT)
-        return found.items
 
-    def _unknown_type(self, found: EventFindings, kind: str) -> None:
-        key = id_key(kind)
-        if key in self._unknown_types or len(self._unknown_types) >= MAX_UNKNOWN_TYPES:
-            return
-        self._unknown_types = self._unknown_types | {key}
-        found.add(
-            rules.UNKNOWN_EVENT_TYPE,
-            f": event type {_wire.describe(kind)} is not an AG-UI event type; the client "
-            "drops it with a console warning (each unknown type is reported once)",
-        )
+    def _on_tool_result(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        self._tool_result(found, payload.get("toolCallId"))
+
+    def _on_step(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        kind = found.type
+        name = payload.get("stepName")
+        if type(name) is str:
+            key = self._step_key(payload.get("subagentRunId"), name)
+            if kind == "STEP_STARTED":
+                self._ids.open(found, "step", name, key, kind)
+            else:
+                self._ids.need_open(found, "step", name, key, kind, True)
+
+    def _on_subagent(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        kind = found.type
+        if not found.misshapen:
+            problem = self._outcome_problem(payload, kind)
+            if problem is not None:
+                found.add(rules.SCHEMA_MISMATCH, f" ({kind}): {problem}")
+        run = payload.get("subagentRunId")
+        if type(run) is str:
+            if kind == "SUBAGENT_STARTED":
+                self._ids.open(found, "subagent", run, id_key(run), kind)
+            else:
+                self._ids.need_open(found, "subagent", run, id_key(run), kind, True)
+
+    def _on_thinking(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        self._legacy_thinking(found, found.type)
+
+    def _on_state_snapshot(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        self._snapshot_seen = True
+
+    def _on_state_delta(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        if not self._snapshot_seen:
+            found.add(
+                rules.STATE_DELTA_BEFORE_SNAPSHOT,
+                " (STATE_DELTA): no STATE_SNAPSHOT came before it; it patches the state "
+                "the client holds",
+            )
+        self._check_patch(found, payload.get("delta"), "STATE_DELTA")
+
+    def _on_activity_delta(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._passed_on(payload, found)
+        self._check_patch(found, payload.get("patch"), "ACTIVITY_DELTA")
 
     def _new_run(self) -> None:
         """A new run after one ended: the client forgets everything the last one opened."""
@@ -570,47 +632,6 @@ class AGUIChecker(Checker):
         return f"field `outcome.type` is {_wire.token(value, ())}, not one of {listed}"
 
     # -- ids --------------------------------------------------------------------------------
-
-    def _check_ids(self, found: EventFindings, payload: dict[str, Any], kind: str) -> None:
-        if kind in _CHUNKS:
-            self._chunk(found, payload, kind)
-        elif kind in _OPENS:
-            what, field = _OPENS[kind]
-            value = payload.get(field)
-            if type(value) is str:
-                key = id_key(value)
-                self._open(found, what, value, key, kind)
-        elif kind in _CONTINUES:
-            what, field, closes = _CONTINUES[kind]
-            value = payload.get(field)
-            if type(value) is str:
-                key = id_key(value)
-                self._ids.need_open(found, what, value, key, kind, closes)
-                if closes:
-                    self._end(what, key)
-        elif kind == "TOOL_CALL_RESULT":
-            self._tool_result(found, payload.get("toolCallId"))
-        elif kind in ("STEP_STARTED", "STEP_FINISHED"):
-            name = payload.get("stepName")
-            if type(name) is str:
-                key = self._step_key(payload.get("subagentRunId"), name)
-                if kind == "STEP_STARTED":
-                    self._ids.open(found, "step", name, key, kind)
-                else:
-                    self._ids.need_open(found, "step", name, key, kind, True)
-        elif kind in ("SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"):
-            run = payload.get("subagentRunId")
-            if type(run) is str:
-                if kind == "SUBAGENT_STARTED":
-                    self._ids.open(found, "subagent", run, id_key(run), kind)
-                else:
-                    self._ids.need_open(found, "subagent", run, id_key(run), kind, True)
-        elif kind in _THINKING:
-            self._legacy_thinking(found, kind)
-        elif kind == "RUN_FINISHED":
-            self._ids.check_closed(found, kind, "the run finished", "the client throws")
-        if kind in ("RUN_FINISHED", "RUN_ERROR"):
-            self._check_run_ids(found, payload, kind)
 
     def _open(
         self, found: EventFindings, what: str, value: str, key: str | bytes, kind: str
@@ -808,6 +829,38 @@ class AGUIChecker(Checker):
                 ": events are framed with CR LF line endings; @ag-ui/client splits the body "
                 "on LF LF only, so it reads no event until the body ends and then fails",
             )
+
+
+_C = AGUIChecker
+#: The handler of each event type (any other is only passed on).
+_HANDLERS: Final[dict[str, Handler]] = {
+    "RUN_STARTED": _C._on_run_started,
+    "RUN_FINISHED": _C._on_run_finished,
+    "RUN_ERROR": _C._on_run_finished,
+    **dict.fromkeys(_CHUNKS, _C._on_chunk),
+    **dict.fromkeys(_OPENS, _C._on_open),
+    **dict.fromkeys(_CONTINUES, _C._on_continue),
+    "TOOL_CALL_RESULT": _C._on_tool_result,
+    "STEP_STARTED": _C._on_step,
+    "STEP_FINISHED": _C._on_step,
+    "SUBAGENT_STARTED": _C._on_subagent,
+    "SUBAGENT_FINISHED": _C._on_subagent,
+    "SUBAGENT_ERROR": _C._on_subagent,
+    **dict.fromkeys(_THINKING, _C._on_thinking),
+    "STATE_SNAPSHOT": _C._on_state_snapshot,
+    "STATE_DELTA": _C._on_state_delta,
+    "ACTIVITY_DELTA": _C._on_activity_delta,
+}
+#: Each event type the client reads: its lifecycle kind, its shape (the fields every event
+#: has, then its own), and its handler.
+_C.ROUTES = {
+    kind: Route(
+        _KINDS.get(kind, OTHER),
+        _HANDLERS.get(kind, _C._passed_on),
+        _EVENT_BASE_FIELDS + shape,
+    )
+    for kind, shape in EVENT_SHAPES.items()
+}
 
 
 def _usage_problem(usage: object) -> str | None:
