@@ -29,29 +29,36 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route as Endpoint
 
-from streamguard import Finding, Severity, StreamGuardMiddleware
-from streamguard.protocols import (
+from streamguard import StreamGuardMiddleware
+from streamguard.protocols.engine import (
     ERROR,
+    NUMBER,
     OTHER,
     TERMINAL,
     Checker,
+    Event,
+    EventFindings,
     ProtocolSpec,
+    RequestBody,
+    RequestFact,
+    Route,
+    Rule,
+    Severity,
     Signal,
     register,
+    req,
+    rule_doc,
+    rules,
     terminated_lifecycle,
 )
-from streamguard.request import RequestBody, RequestFact
-from streamguard.rule_docs import rule_doc
-from streamguard.rules import INVALID_JSON, Rule
-from streamguard.sse import Event
 
 __all__ = ["MAX_JOB_CHARS", "PROGRESS_WENT_BACK", "SPEC", "JobProgressChecker", "build_app"]
 
@@ -85,7 +92,11 @@ class JobProgressChecker(Checker):
 
     name = "job_progress"
     LIFECYCLE = terminated_lifecycle(terminal="the `done` event")
-    RAISES = frozenset({PROGRESS_WENT_BACK, JOB_CHANGED, INVALID_JSON})
+    RAISES = frozenset(
+        {PROGRESS_WENT_BACK, JOB_CHANGED, rules.INVALID_JSON, rules.SCHEMA_MISMATCH}
+        | {rules.UNKNOWN_EVENT_TYPE}
+    )
+    TYPE_FIELD = None  # an event's SSE name is its type: ``event: progress``
 
     def __init__(self, request: Any = None, path: str | None = None) -> None:
         super().__init__(request, path)
@@ -97,28 +108,27 @@ class JobProgressChecker(Checker):
     def is_terminal(self, event: Event) -> bool:
         return event.event == "done"
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        kind = {"done": TERMINAL, "failed": ERROR}.get(event.event, OTHER)
-        found: list[Finding] = []
-        lifecycle = self.advance(kind, event, index)
-        if lifecycle is not None:
-            found.append(lifecycle)
-        payload = self.parse_object(event, index, found)
-        if payload is None:
-            return found
+    def same_job(self, payload: dict[str, Any], found: EventFindings) -> None:
         job = payload.get("job")
         if self.job is None:
             self.job = job
         elif job != self.job:
-            detail = f": another job than {self.job_from}"
-            found.append(self.finding(JOB_CHANGED, event, index, detail))
+            found.add(JOB_CHANGED, f": another job than {self.job_from}")
+
+    def progress(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self.same_job(payload, found)
         percent = payload.get("percent")
-        if event.event == "progress" and isinstance(percent, int | float):
+        if isinstance(percent, int | float):  # (else the shape's finding says so)
             if percent < self.percent:
-                detail = f": percent {percent:g} after {self.percent:g}"
-                found.append(self.finding(PROGRESS_WENT_BACK, event, index, detail))
+                found.add(PROGRESS_WENT_BACK, f": percent {percent:g} after {self.percent:g}")
             self.percent = max(self.percent, percent)
-        return found
+
+
+JobProgressChecker.ROUTES = {
+    "progress": Route(OTHER, JobProgressChecker.progress, (req("percent", NUMBER),)),
+    "done": Route(TERMINAL, JobProgressChecker.same_job),
+    "failed": Route(ERROR, JobProgressChecker.same_job),
+}
 
 
 def is_progress_event(event: Event, payload: object) -> bool:
@@ -192,7 +202,7 @@ def build_app(**options: Any) -> StreamGuardMiddleware:
     """The jobs app under streamguard, with the protocol registered and left to detection;
     ``options`` go to the middleware (``on_report``, ``metrics``...)."""
     register(SPEC)
-    app = Starlette(routes=[Route("/jobs/{job}/events", _job_events)])
+    app = Starlette(routes=[Endpoint("/jobs/{job}/events", _job_events)])
     return StreamGuardMiddleware(app, protocol="auto", **options)
 
 

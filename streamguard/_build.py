@@ -61,11 +61,15 @@ CORE_MODULES: tuple[str, ...] = (
 )
 
 #: The modules of ``streamguard/protocols`` kept interpreted: the package itself (a
-#: compiled package cannot find an interpreted submodule; it is only the registry),
-#: ``_shapes`` (pydantic builds its validators from TypedDicts at import; mypyc cannot build
-#: those TypedDicts) and ``_spec`` (the declaration a protocol written outside the package
-#: also builds).
-INTERPRETED_PROTOCOL_MODULES: frozenset[str] = frozenset({"__init__", "_shapes", "_spec"})
+#: compiled package cannot find an interpreted submodule; it only registers the built-in
+#: protocols) and the registry (``_registry``: nothing of it runs per event), ``_shapes``
+#: (pydantic builds its validators from TypedDicts at import; mypyc cannot build those
+#: TypedDicts), ``_spec`` (the declaration a protocol written outside the package also
+#: builds) and ``engine`` (names relayed from the modules that define them: the compiled
+#: protocols that import from it reach those directly).
+INTERPRETED_PROTOCOL_MODULES: frozenset[str] = frozenset(
+    {"__init__", "_registry", "_shapes", "_spec", "engine"}
+)
 
 
 def protocol_modules(package_dir: Path) -> tuple[str, ...]:

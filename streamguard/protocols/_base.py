@@ -85,8 +85,10 @@ __all__ = [
     "MAX_KEPT_TEXT_CHARS",
     "NOT_JSON_DATA",
     "NO_FINDINGS",
+    "NO_PAYLOAD",
     "Checker",
     "EventFindings",
+    "Handler",
     "KeptText",
     "OpenByNumber",
     "Route",
@@ -348,8 +350,10 @@ class Checker:
     #: Data that means something as it is, without being a JSON object (a gateway's
     #: ``[DONE]``, empty data) -> its route (whose handler gets an empty payload).
     SENTINELS: ClassVar[Mapping[str, Route]] = {}
-    #: The JSON field whose value names an event's type.
-    TYPE_FIELD: ClassVar[str] = "type"
+    #: The JSON field whose value names an event's type; None: the event's SSE name does
+    #: (``event: done``), and its data, a JSON object still, is parsed after its step, so
+    #: that data which is not one takes its route's step without its shape or handler.
+    TYPE_FIELD: ClassVar[str | None] = "type"
     #: The ``schema_mismatch`` detail (after ``event N``) of a payload without a string
     #: ``TYPE_FIELD``.
     NO_TYPE: ClassVar[str] = ": field `type` is missing or not a string"
@@ -714,14 +718,21 @@ class Checker:
         differs overrides this alone, and says why."""
         sentinel = self.SENTINELS.get(event.data) if self.SENTINELS else None
         if sentinel is not None:
+            found.payload = NO_PAYLOAD
             found.name = event.data if sentinel.name is None else sentinel.name
             return sentinel
+        field = self.TYPE_FIELD
+        if field is None:  # the name routes it; ``follow`` parses the data
+            name = found.type = event.event
+            found.name = event_name(name)
+            by_name = self.ROUTES.get(name)
+            return self.unknown_type(name, found) if by_name is None else by_name
         payload = self.parse_object(event, found.index, found.items)
         if payload is None:
             found.step(OTHER, "not JSON")
             return None
         found.payload = payload
-        value = payload.get(self.TYPE_FIELD)
+        value = payload.get(field)
         if type(value) is not str:
             found.add(rules.SCHEMA_MISMATCH, self.NO_TYPE)
             found.step(OTHER, "no type")
@@ -754,6 +765,11 @@ class Checker:
         if not step.checked:
             return
         payload = found.payload
+        if payload is _UNPARSED:  # routed by its name
+            parsed = self.parse_object(found.event, found.index, found.items)
+            if parsed is None:
+                return
+            payload = found.payload = parsed
         if route.shape is not None:
             problem = shape_problem(payload, route.shape)
             if problem is not None:
@@ -807,8 +823,11 @@ _NOTHING_REPORTED: Final[frozenset[str]] = frozenset()
 _NONE_UNKNOWN: Final[frozenset[str | bytes]] = frozenset()
 #: An unknown type longer than this is kept as a digest (what a stream sends sizes nothing).
 _MAX_KEPT_TYPE: Final = 64
-#: The payload of an event routed as a sentinel (handlers only read it).
-_NO_PAYLOAD: Final[dict[str, Any]] = {}
+#: The payload of an event routed as a sentinel, or by a ``classify`` whose handlers read
+#: the data themselves: handlers only read it, and ``follow`` parses nothing.
+NO_PAYLOAD: Final[dict[str, Any]] = {}
+#: The payload of an event routed by its name, until ``follow`` parses it.
+_UNPARSED: Final[dict[str, Any]] = {}
 
 
 class EventFindings:
@@ -837,7 +856,7 @@ class EventFindings:
         self.event = event
         self.index = index
         self.items: list[Finding] = [] if items is None else items
-        self.payload = _NO_PAYLOAD
+        self.payload = _UNPARSED
         self.name = ""
         self.type = ""
         self.misshapen = False

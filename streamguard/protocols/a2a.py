@@ -63,30 +63,33 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import IdSet, id_key, shown
-from streamguard.protocols._base import Checker, EventFindings, terminated_lifecycle, type_name
-from streamguard.protocols._fields import (
+from streamguard.protocols._jsonrpc import REQUEST_IDS, IdKey, jsonrpc_id_key, jsonrpc_problem
+from streamguard.protocols.engine import ANY as ANY_KIND
+from streamguard.protocols.engine import (
     ARRAY,
     BOOLEAN,
-    OBJECT,
-    Field,
-    opt,
-    req,
-    shape_problem,
-)
-from streamguard.protocols._jsonrpc import REQUEST_IDS, IdKey, jsonrpc_id_key, jsonrpc_problem
-from streamguard.protocols._lifecycle import ANY as ANY_KIND
-from streamguard.protocols._lifecycle import (
     END,
     ERROR,
+    OBJECT,
     OTHER,
     STAY,
     TERMINAL,
+    Checker,
+    EventFindings,
+    Field,
     Lifecycle,
+    ProtocolSpec,
+    Signal,
     broken,
     go,
+    not_json,
+    opt,
+    parse_json,
+    req,
+    shape_problem,
+    terminated_lifecycle,
+    type_name,
 )
-from streamguard.protocols._payload import not_json, parse_json
-from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding, Severity
 from streamguard.rule_docs._base import rule_doc
 from streamguard.rules import Rule

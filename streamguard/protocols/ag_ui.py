@@ -101,39 +101,36 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import IdSet, OpenIds, id_key, shown
-from streamguard.protocols._base import (
-    Checker,
-    EventFindings,
-    Handler,
-    Route,
-    UnknownTypes,
-    type_name,
-)
-from streamguard.protocols._fields import (
+from streamguard.protocols.engine import ANY as ANY_KIND
+from streamguard.protocols.engine import (
     ANY_VALUE,
     ARRAY,
     BOOLEAN,
+    END,
+    ERROR,
     INTEGER,
     OBJECT,
+    OTHER,
+    STAY,
     STRING_OR_ARRAY,
+    TERMINAL,
+    Checker,
+    EventFindings,
     Field,
+    Handler,
+    Holes,
+    Lifecycle,
+    ProtocolSpec,
+    Route,
+    Signal,
+    UnknownTypes,
+    broken,
+    go,
     opt,
     req,
     shape_problem,
+    type_name,
 )
-from streamguard.protocols._lifecycle import ANY as ANY_KIND
-from streamguard.protocols._lifecycle import (
-    END,
-    ERROR,
-    OTHER,
-    STAY,
-    TERMINAL,
-    Lifecycle,
-    broken,
-    go,
-)
-from streamguard.protocols._skeleton import Holes
-from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.sse import Event
 
 __all__ = [

@@ -87,39 +87,34 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import IdSet, OpenIds, id_key, shown
-from streamguard.protocols._base import (
-    Checker,
-    EventFindings,
-    Handler,
-    Route,
-    UnknownTypes,
-    any_json,
-    may_name,
-)
-from streamguard.protocols._fields import (
+from streamguard.protocols.engine import ANY as ANY_KIND
+from streamguard.protocols.engine import (
     ANY_VALUE,
     ARRAY,
     BOOLEAN,
-    OBJECT_OF_OBJECTS,
-    Field,
-    opt,
-    req,
-)
-from streamguard.protocols._lifecycle import (
-    ANY as ANY_KIND,
-)
-from streamguard.protocols._lifecycle import (
     END,
     ERROR,
+    OBJECT_OF_OBJECTS,
     OTHER,
     STAY,
     TERMINAL,
+    Checker,
+    EventFindings,
+    Field,
+    Handler,
+    Holes,
     Lifecycle,
+    ProtocolSpec,
+    Route,
+    Signal,
+    UnknownTypes,
+    any_json,
     broken,
     go,
+    may_name,
+    opt,
+    req,
 )
-from streamguard.protocols._skeleton import Holes
-from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
 

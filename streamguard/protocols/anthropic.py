@@ -69,45 +69,44 @@ from typing import Any, Final
 
 from streamguard import rules
 from streamguard._wire import describe, number, token
-from streamguard.protocols._base import (
-    Checker,
-    EventFindings,
-    KeptText,
-    Route,
-    Transcript,
-    UnknownTypes,
-    any_json,
-    event_name,
-    json_object,
-    may_name,
-    terminated_lifecycle,
-    type_name,
-)
 from streamguard.protocols._entities import Entities, EntityKind
-from streamguard.protocols._fields import (
-    ARRAY,
-    INTEGER,
-    OBJECT,
-    Field,
-    object_problems,
-    req,
-    shape_problems,
-)
-from streamguard.protocols._lifecycle import (
+from streamguard.protocols.engine import (
     ANY,
+    ARRAY,
     END,
     ERROR,
+    INTEGER,
+    OBJECT,
     OTHER,
     STAY,
     TERMINAL,
+    UNCHANGED,
+    Checker,
+    EventFindings,
+    Field,
+    Holes,
+    KeptText,
     Lifecycle,
+    ProtocolSpec,
+    Route,
+    Signal,
     Step,
+    Transcript,
+    UnknownTypes,
+    any_json,
     broken,
+    event_name,
     go,
+    json_object,
+    may_name,
+    object_problems,
+    parse_json,
+    preview,
+    req,
+    shape_problems,
+    terminated_lifecycle,
+    type_name,
 )
-from streamguard.protocols._payload import parse_json, preview
-from streamguard.protocols._skeleton import UNCHANGED, Holes
-from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.sse import Event
 
 __all__ = ["ANTHROPIC_EVENT_NAMES", "EVENT_NAMES", "SPEC", "STOP_REASONS", "AnthropicChecker"]

@@ -58,21 +58,26 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._base import (
+from streamguard.protocols.engine import (
+    OBJECT,
+    OTHER,
+    STAY,
+    TERMINAL,
     Checker,
     EventFindings,
+    Lifecycle,
     OpenByNumber,
+    ProtocolSpec,
     Route,
+    Signal,
     Transcript,
     UnknownTypes,
     json_object,
     listing,
+    opt,
     terminated_lifecycle,
     type_name,
 )
-from streamguard.protocols._fields import OBJECT, opt
-from streamguard.protocols._lifecycle import OTHER, STAY, TERMINAL, Lifecycle
-from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.sse import Event
 
 __all__ = ["EVENT_TYPES", "FINISH_REASONS", "LIFECYCLE", "MAX_OPEN", "SPEC", "CohereChecker"]

@@ -78,47 +78,44 @@ from typing import Any, Final
 
 from streamguard import rules
 from streamguard._wire import number, token
-from streamguard.protocols._base import (
-    NO_FINDINGS,
-    Checker,
-    EventFindings,
-    Transcript,
-    json_object,
-    listing,
-    terminated_lifecycle,
-    type_name,
-)
-from streamguard.protocols._fields import (
+from streamguard.protocols.engine import (
+    ANY,
     BASE64,
     EACH,
+    END,
+    ERROR,
     LAX_BOOLEAN,
     LAX_INTEGER,
     LAX_NUMBER,
+    NO_FINDINGS,
     NUMBER,
     OBJECT,
+    OTHER,
+    STAY,
+    TERMINAL,
+    Checker,
+    EventFindings,
+    Holes,
+    Lifecycle,
+    ProtocolSpec,
     Shape,
+    Signal,
+    Transcript,
+    broken,
+    go,
+    json_object,
     lax_integer,
+    listing,
     may,
     may_hold,
     nested_problem,
     object_problems,
     opt,
+    preview,
     req,
+    terminated_lifecycle,
+    type_name,
 )
-from streamguard.protocols._lifecycle import (
-    ANY,
-    END,
-    ERROR,
-    OTHER,
-    STAY,
-    TERMINAL,
-    Lifecycle,
-    broken,
-    go,
-)
-from streamguard.protocols._payload import preview
-from streamguard.protocols._skeleton import Holes
-from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.sse import Event
 

@@ -56,28 +56,29 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from streamguard import rules
-from streamguard.protocols._base import (
-    NOT_JSON_DATA,
-    Checker,
-    EventFindings,
-    Route,
-    UnknownTypes,
-    event_name,
-    type_name,
-)
-from streamguard.protocols._lifecycle import ANY as ANY_KIND
-from streamguard.protocols._lifecycle import (
+from streamguard.protocols.engine import ANY as ANY_KIND
+from streamguard.protocols.engine import (
     END,
     ERROR,
+    NO_PAYLOAD,
+    NOT_JSON_DATA,
     OTHER,
     STAY,
     TERMINAL,
+    Checker,
+    EventFindings,
     Lifecycle,
+    ProtocolSpec,
+    Route,
+    Signal,
+    UnknownTypes,
     broken,
+    event_name,
     go,
+    not_json,
+    parse_json,
+    type_name,
 )
-from streamguard.protocols._payload import not_json, parse_json
-from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Severity
 from streamguard.rule_docs._base import rule_doc
 from streamguard.rules import Rule
@@ -237,6 +238,7 @@ class LangGraphChecker(Checker):
         # data, which may be empty (null to the client): every route's handler reads it.
         name = event.event
         found.name = event_name(name)
+        found.payload = NO_PAYLOAD
         route = self.ROUTES.get(_mode(name))
         if route is None:
             found.type = name

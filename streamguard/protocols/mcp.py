@@ -103,31 +103,6 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import id_key
-from streamguard.protocols._base import NO_FINDINGS, Checker, EventFindings, type_name
-from streamguard.protocols._fields import (
-    ANY_VALUE,
-    ARRAY,
-    ARRAY_OF_STRINGS,
-    EACH,
-    LAX_BOOLEAN,
-    LAX_FRACTION,
-    LAX_INTEGER,
-    LAX_NUMBER,
-    LAX_STRING_OR_INTEGER,
-    OBJECT,
-    OBJECT_OF_SCHEMAS,
-    ONE_OR_EACH,
-    STRING,
-    STRING_OR_EXACT_INTEGER,
-    Field,
-    Nested,
-    Shape,
-    may,
-    may_hold,
-    nested_problem,
-    opt,
-    req,
-)
 from streamguard.protocols._jsonrpc import (
     MAX_REQUEST_IDS,
     REQUEST_IDS,
@@ -135,19 +110,47 @@ from streamguard.protocols._jsonrpc import (
     jsonrpc_id_key,
     jsonrpc_problem,
 )
-from streamguard.protocols._lifecycle import ANY as ANY_KIND
-from streamguard.protocols._lifecycle import (
+from streamguard.protocols.engine import ANY as ANY_KIND
+from streamguard.protocols.engine import (
+    ANY_VALUE,
+    ARRAY,
+    ARRAY_OF_STRINGS,
+    EACH,
     END,
     ERROR,
+    LAX_BOOLEAN,
+    LAX_FRACTION,
+    LAX_INTEGER,
+    LAX_NUMBER,
+    LAX_STRING_OR_INTEGER,
+    NO_FINDINGS,
+    OBJECT,
+    OBJECT_OF_SCHEMAS,
+    ONE_OR_EACH,
     OTHER,
     STAY,
+    STRING,
+    STRING_OR_EXACT_INTEGER,
     TERMINAL,
+    Checker,
+    EventFindings,
+    Field,
     Lifecycle,
+    Nested,
+    ProtocolSpec,
+    Shape,
+    Signal,
     broken,
     go,
+    may,
+    may_hold,
+    nested_problem,
+    not_json,
+    opt,
+    parse_json,
+    req,
+    type_name,
 )
-from streamguard.protocols._payload import not_json, parse_json
-from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import (
     REQUEST_BODY_UNREAD,
     REQUEST_IDS_OVER_BOUND,

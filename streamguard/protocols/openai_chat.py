@@ -66,21 +66,7 @@ from typing import Any, Final, cast
 from pydantic import ValidationError
 
 from streamguard import _wire, rules
-from streamguard.protocols._base import (
-    NO_FINDINGS,
-    Checker,
-    EventFindings,
-    KeptText,
-    Transcript,
-    any_json,
-    json_object,
-    listing,
-    may_name,
-    terminated_lifecycle,
-)
-from streamguard.protocols._fields import STRING_OR_EXACT_INTEGER, object_problems, opt, req
-from streamguard.protocols._lifecycle import ANY, END, ERROR, OTHER, STAY, TERMINAL, broken, go
-from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
+from streamguard.protocols._payload import lenient, validation_finding
 from streamguard.protocols._shapes import (
     ChatChoice,
     ChatChunk,
@@ -90,8 +76,36 @@ from streamguard.protocols._shapes import (
     ChatUsage,
     validate_chat_chunk,
 )
-from streamguard.protocols._skeleton import Holes, json_string_text
-from streamguard.protocols._spec import ProtocolSpec, Signal
+from streamguard.protocols._skeleton import json_string_text
+from streamguard.protocols.engine import (
+    ANY,
+    END,
+    ERROR,
+    NO_FINDINGS,
+    OTHER,
+    STAY,
+    STRING_OR_EXACT_INTEGER,
+    TERMINAL,
+    Checker,
+    EventFindings,
+    Holes,
+    KeptText,
+    ProtocolSpec,
+    Signal,
+    Transcript,
+    any_json,
+    broken,
+    go,
+    json_object,
+    listing,
+    may_name,
+    object_problems,
+    opt,
+    parse_json,
+    preview,
+    req,
+    terminated_lifecycle,
+)
 from streamguard.report import Finding
 from streamguard.request import NO_FIELDS, RequestBody, RequestFact
 from streamguard.sse import Event

@@ -75,35 +75,40 @@ from pydantic import ValidationError
 
 from streamguard import rules
 from streamguard._wire import describe, kept_key, number, token
-from streamguard.protocols._base import (
-    NO_FINDINGS,
-    Checker,
-    EventFindings,
-    KeptText,
-    Transcript,
-    any_json,
-    json_object,
-    may_name,
-    terminated_lifecycle,
-    type_name,
-)
 from streamguard.protocols._entities import Entities, EntityKind
-from streamguard.protocols._fields import object_problems, opt, req, shape_problem
-from streamguard.protocols._lifecycle import (
+from streamguard.protocols._payload import lenient, validation_finding
+from streamguard.protocols._shapes import RESPONSES_EVENT, ResponsesEvent, ResponsesResponse
+from streamguard.protocols._skeleton import json_string_text
+from streamguard.protocols.engine import (
     ANY,
     END,
     ERROR,
+    NO_FINDINGS,
     OTHER,
     STAY,
     TERMINAL,
+    Checker,
+    EventFindings,
+    Holes,
+    KeptText,
     Lifecycle,
+    ProtocolSpec,
+    Signal,
+    Transcript,
+    any_json,
     broken,
     go,
+    json_object,
+    may_name,
+    object_problems,
+    opt,
+    parse_json,
+    preview,
+    req,
+    shape_problem,
+    terminated_lifecycle,
+    type_name,
 )
-from streamguard.protocols._payload import lenient, parse_json, preview, validation_finding
-from streamguard.protocols._shapes import RESPONSES_EVENT, ResponsesEvent, ResponsesResponse
-from streamguard.protocols._skeleton import Holes, json_string_text
-from streamguard.protocols._spec import ProtocolSpec, Signal
 from streamguard.report import Finding
 from streamguard.request import RequestBody, RequestFact
 from streamguard.sse import Event

@@ -32,9 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from streamguard import rules
-from streamguard.protocols._base import NO_FINDINGS, Checker
-from streamguard.protocols._payload import not_json, parse_json
-from streamguard.protocols._spec import ProtocolSpec
+from streamguard.protocols.engine import NO_FINDINGS, Checker, ProtocolSpec, not_json, parse_json
 from streamguard.report import Finding
 from streamguard.sse import Event
 
