@@ -61,6 +61,7 @@ from streamguard.protocols._lifecycle import (
     STAY,
     TERMINAL,
     Lifecycle,
+    Step,
     broken,
     go,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "json_object",
     "listing",
     "may_name",
+    "sealed_rows",
     "terminated_lifecycle",
     "type_name",
 ]
@@ -124,6 +126,37 @@ def event_name(name: str) -> str:
     return _wire.token(name, KNOWN_EVENT_NAMES)
 
 
+def sealed_rows(
+    ended: str,
+    errored: str | None = None,
+    *,
+    after_error: str = "follows the in-band error sent as event {error}",
+    duplicate: str = "repeats the terminal signal first sent as event {terminal}",
+    after_terminal: str = "follows the terminal signal sent as event {terminal}",
+) -> dict[tuple[str, str], Step]:
+    """The rows of the phase the terminal signal leads to (``ended``) and of the one an
+    in-band error leads to (``errored``, if it ends the stream): a second terminal is
+    ``duplicate_terminal``, any other event ``event_after_terminal``, neither checked, and
+    the body's end changes nothing. A protocol's own rows for those phases (a new run
+    after the end, say) override them; the message texts may be reworded per protocol."""
+    name_prefix = "event {index} ({name}) "
+    rows = {
+        (ended, TERMINAL): broken(
+            rules.DUPLICATE_TERMINAL, "event {index} " + duplicate, checked=False
+        ),
+        (ended, ANY): broken(
+            rules.EVENT_AFTER_TERMINAL, name_prefix + after_terminal, checked=False
+        ),
+        (ended, END): STAY,
+    }
+    if errored is not None:
+        rows[errored, ANY] = broken(
+            rules.EVENT_AFTER_TERMINAL, name_prefix + after_error, checked=False
+        )
+        rows[errored, END] = STAY
+    return rows
+
+
 def terminated_lifecycle(
     *,
     terminal: str = "the terminal signal",
@@ -134,7 +167,6 @@ def terminated_lifecycle(
     """The lifecycle of a protocol with a terminal signal and an in-band error that both
     end the stream; the message texts may be reworded per protocol."""
     streaming, ended, errored = "streaming", "ended", "errored"
-    name_prefix = "event {index} ({name}) "
     return Lifecycle(
         phases={
             streaming: "events arrive",
@@ -152,17 +184,13 @@ def terminated_lifecycle(
                 "the body ended after {index} event(s) and {offset} byte(s) without the "
                 "{protocol} terminal signal",
             ),
-            (ended, TERMINAL): broken(
-                rules.DUPLICATE_TERMINAL, "event {index} " + duplicate, checked=False
+            **sealed_rows(
+                ended,
+                errored,
+                after_error=after_error,
+                duplicate=duplicate,
+                after_terminal=after_terminal,
             ),
-            (ended, ANY): broken(
-                rules.EVENT_AFTER_TERMINAL, name_prefix + after_terminal, checked=False
-            ),
-            (ended, END): STAY,
-            (errored, ANY): broken(
-                rules.EVENT_AFTER_TERMINAL, name_prefix + after_error, checked=False
-            ),
-            (errored, END): STAY,
         },
         ended=frozenset({ended}),
         errored=frozenset({errored}),

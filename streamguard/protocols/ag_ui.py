@@ -101,7 +101,6 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._agent import IdSet, OpenIds, id_key, shown
-from streamguard.protocols.engine import ANY as ANY_KIND
 from streamguard.protocols.engine import (
     ANY_VALUE,
     ARRAY,
@@ -128,6 +127,7 @@ from streamguard.protocols.engine import (
     go,
     opt,
     req,
+    sealed_rows,
     shape_problem,
     type_name,
 )
@@ -338,26 +338,17 @@ LIFECYCLE: Final = Lifecycle(
             "the body ended after {index} event(s) and {offset} byte(s) with a run still "
             "active (no RUN_FINISHED or RUN_ERROR)",
         ),
+        # A run that ended is sealed but for a new run (or, after RUN_FINISHED, its error).
+        **sealed_rows(
+            _FINISHED,
+            _ERRORED,
+            duplicate="repeats the RUN_FINISHED sent as event {terminal}",
+            after_terminal="follows the RUN_FINISHED sent as event {terminal}",
+            after_error="follows the RUN_ERROR sent as event {error}",
+        ),
         (_FINISHED, START): go(_RUNNING),
-        (_FINISHED, TERMINAL): broken(
-            rules.DUPLICATE_TERMINAL,
-            "event {index} repeats the RUN_FINISHED sent as event {terminal}",
-            checked=False,
-        ),
         (_FINISHED, ERROR): go(_ERRORED),
-        (_FINISHED, OTHER): broken(
-            rules.EVENT_AFTER_TERMINAL,
-            _NAMED + "follows the RUN_FINISHED sent as event {terminal}",
-            checked=False,
-        ),
-        (_FINISHED, END): STAY,
         (_ERRORED, START): go(_RUNNING),
-        (_ERRORED, END): STAY,
-        (_ERRORED, ANY_KIND): broken(
-            rules.EVENT_AFTER_TERMINAL,
-            _NAMED + "follows the RUN_ERROR sent as event {error}",
-            checked=False,
-        ),
     },
     ended=frozenset({_FINISHED}),
     errored=frozenset({_ERRORED}),

@@ -114,6 +114,7 @@ from streamguard.protocols.engine import (
     may_name,
     opt,
     req,
+    sealed_rows,
 )
 from streamguard.report import Finding
 from streamguard.sse import Event
@@ -299,16 +300,10 @@ LIFECYCLE: Final = Lifecycle(
         (_ERRORED, TERMINAL): go(_DONE),
         (_ERRORED, END): STAY,
         (_ERRORED, ANY_KIND): STAY,
-        (_DONE, TERMINAL): broken(
-            rules.DUPLICATE_TERMINAL,
-            "event {index} repeats the [DONE] first sent as event {terminal}",
-            checked=False,
-        ),
-        (_DONE, END): STAY,
-        (_DONE, ANY_KIND): broken(
-            rules.EVENT_AFTER_TERMINAL,
-            _NAMED + "follows the [DONE] sent as event {terminal}",
-            checked=False,
+        **sealed_rows(
+            _DONE,
+            duplicate="repeats the [DONE] first sent as event {terminal}",
+            after_terminal="follows the [DONE] sent as event {terminal}",
         ),
     },
     ended=frozenset({_DONE}),

@@ -46,6 +46,7 @@ from streamguard.protocols._base import (
     json_object,
     listing,
     may_name,
+    sealed_rows,
     terminated_lifecycle,
 )
 from streamguard.protocols._fields import (
@@ -224,6 +225,7 @@ __all__ = [
     "req",
     "rule_doc",
     "rules",
+    "sealed_rows",
     "shape_problem",
     "shape_problems",
     "terminated_lifecycle",

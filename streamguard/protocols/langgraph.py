@@ -56,7 +56,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from streamguard import rules
-from streamguard.protocols.engine import ANY as ANY_KIND
 from streamguard.protocols.engine import (
     END,
     ERROR,
@@ -77,6 +76,7 @@ from streamguard.protocols.engine import (
     go,
     not_json,
     parse_json,
+    sealed_rows,
     type_name,
 )
 from streamguard.report import Severity
@@ -167,23 +167,13 @@ LIFECYCLE: Final = Lifecycle(
         (_RUNNING, ERROR): go(_ERRORED),
         (_RUNNING, OTHER): STAY,
         (_RUNNING, END): STAY,
-        (_ENDED, TERMINAL): broken(
-            rules.DUPLICATE_TERMINAL,
-            "event {index} repeats the end event sent as event {terminal}",
-            checked=False,
-        ),
-        (_ENDED, END): STAY,
-        (_ENDED, ANY_KIND): broken(
-            rules.EVENT_AFTER_TERMINAL,
-            "event {index} ({name}) follows the end event sent as event {terminal}",
-            checked=False,
-        ),
-        (_ERRORED, END): STAY,
-        (_ERRORED, ANY_KIND): broken(
-            rules.EVENT_AFTER_TERMINAL,
-            "event {index} ({name}) follows the error event sent as event {error}; the "
-            "client ended the run there",
-            checked=False,
+        **sealed_rows(
+            _ENDED,
+            _ERRORED,
+            duplicate="repeats the end event sent as event {terminal}",
+            after_terminal="follows the end event sent as event {terminal}",
+            after_error="follows the error event sent as event {error}; the client ended the "
+            "run there",
         ),
     },
     ended=frozenset({_ENDED}),
