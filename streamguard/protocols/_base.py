@@ -752,9 +752,11 @@ class Checker:
         field = self.TYPE_FIELD
         if field is None:  # the name routes it; ``follow`` parses the data
             name = found.type = event.event
-            found.name = event_name(name)
             by_name = self.ROUTES.get(name)
-            return self.unknown_type(name, found) if by_name is None else by_name
+            if by_name is None:
+                return self.unknown_type(name, found)
+            found.name = name if by_name.name is None else by_name.name  # (a documented one)
+            return by_name
         payload = self.parse_object(event, found.index, found.items)
         if payload is None:
             found.step(OTHER, "not JSON")
