@@ -249,9 +249,10 @@ def _again(
 
 
 #: A route's handler: ``handler(checker, payload, found)``, the protocol's own checks of
-#: an event whose step was taken and whose declared shape was checked (what it returns is
-#: not read).
-Handler = Callable[[Any, dict[str, Any], "EventFindings"], object]
+#: an event whose step was taken and whose declared shape was checked; ``payload`` is the
+#: parsed object (a ``dict``, or a protocol's ``TypedDict`` of it), and what the handler
+#: returns is not read.
+Handler = Callable[[Any, Any, "EventFindings"], object]
 
 
 class Route:

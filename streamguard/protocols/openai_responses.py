@@ -21,9 +21,10 @@ client, unfinished (``missing_terminal`` at the body's end), and every event aft
 the terminal included, is ``event_after_terminal``: the body looks complete, the client
 raises "Didn't receive a `response.completed` event".
 
-Each payload then goes to the handler of its type (``_HANDLERS``); an event inside an
-item goes through ``_on_item_event``, which finds the open item it names and hands it to
-``_ITEM_HANDLERS``. ``sequence_number`` must count up by one from 0 (from
+Each event is validated whole and its sequence judged (``classify``), then it follows its
+type's route (``ROUTES``, from ``_KINDS`` and ``_HANDLERS``: its step, then its handler);
+an event inside an item goes through ``_on_item_event``, which finds the open item it
+names and hands it to ``_ITEM_HANDLERS``. ``sequence_number`` must count up by one from 0 (from
 ``starting_after + 1`` on a resumed stream), keepalives included; a skip ahead and a step
 back are each reported once. An item is opened by ``output_item.added`` with the next
 ``output_index`` (an index already used is out of order) and closed by its
@@ -84,6 +85,7 @@ from streamguard.protocols.engine import (
     END,
     ERROR,
     NO_FINDINGS,
+    NO_PAYLOAD,
     OTHER,
     STAY,
     TERMINAL,
@@ -93,6 +95,7 @@ from streamguard.protocols.engine import (
     KeptText,
     Lifecycle,
     ProtocolSpec,
+    Route,
     Signal,
     Transcript,
     any_json,
@@ -524,26 +527,37 @@ class OpenAIResponsesChecker(Checker):
                 out.finish(reason or response.get("status"))
         return False
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        if event.data.startswith("[DONE]"):
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        # Every event is validated whole against the SDK's union (pydantic-core, not a
+        # route's shape), an invalid one's fields of the right type read on (``_salvage``),
+        # and its sequence number, required fields and name judged before its step. An
+        # undocumented type is no finding (the SDK passes it on): one that names an item
+        # goes to the item's route.
+        data = event.data
+        if data.startswith("[DONE]"):
             if self._done_index is None:
-                self._done_index = index
-            return self.step_only(_DONE, event, index, "[DONE]")
+                self._done_index = found.index
+            found.name = "[DONE]"
+            found.payload = NO_PAYLOAD
+            return _DONE_ROUTE
         try:
-            payload = RESPONSES_EVENT.validate_json(event.data)
+            payload = RESPONSES_EVENT.validate_json(data)
         except ValidationError as error:  # report it, then check what it carries
-            shape = validation_finding(error, event, index)
-            salvaged = _salvage(event.data) if shape.rule == rules.SCHEMA_MISMATCH.name else None
+            shape = validation_finding(error, event, found.index)
+            found.items.append(shape)
+            salvaged = _salvage(data) if shape.rule == rules.SCHEMA_MISMATCH.name else None
             if salvaged is None:  # not JSON, not an object, or no string type: nothing to go on
                 self._next_sequence += 1  # it presumably took its slot: no follow-on gap
-                return [shape]
+                return None
             self._event_malformed = True
-            return self._check(salvaged, EventFindings(self, event, index, [shape]))
-        self._event_malformed = False
-        return self._check(payload, EventFindings(self, event, index))
+            payload = salvaged
+        else:
+            self._event_malformed = False
+        found.payload = cast(dict[str, Any], payload)
+        return self._route(payload, found)
 
-    def _check(self, payload: ResponsesEvent, found: EventFindings) -> list[Finding]:
-        """The rules of every event, its lifecycle step, then its type's handler."""
+    def _route(self, payload: ResponsesEvent, found: EventFindings) -> Route:
+        """The rules of every event, then its route."""
         kind = payload["type"]
         fields: Mapping[str, Any] = payload  # salvaged, it may lack a required field
         sequence = fields.get("sequence_number")
@@ -568,17 +582,12 @@ class OpenAIResponsesChecker(Checker):
         if name != "message" and name != kind and not self.reported(rules.EVENT_TYPE_MISMATCH):
             detail = f" is named {_kind(name)} but its type is {_kind(kind)}"
             found.add(rules.EVENT_TYPE_MISMATCH, detail)
-        lifecycle = _KINDS.get(kind, OTHER)
-        step = self.LIFECYCLE.step(self.phase, lifecycle)
-        if step is not STAY:  # (STAY changes nothing: most events skip the call)
-            found.step(lifecycle, _kind(kind))
-        if step.checked:
-            handler = _HANDLERS.get(kind)
-            if handler is not None:
-                handler(self, payload, found)
-            elif "output_index" in payload or "item_id" in payload:
-                self._on_item_event(payload, found)
-        return found.items
+        found.type = kind
+        found.name = _kind(kind)
+        route = self.ROUTES.get(kind)
+        if route is not None:
+            return route
+        return _ITEM_ROUTE if "output_index" in payload or "item_id" in payload else _OTHER_ROUTE
 
     def _check_sequence(self, sequence: int, found: EventFindings) -> None:
         expected, self._next_sequence = self._next_sequence, sequence + 1
@@ -883,15 +892,23 @@ class OpenAIResponsesChecker(Checker):
         return NO_FINDINGS
 
 
-#: The payload handler of each event type; any other type that names an item goes to
-#: ``_on_item_event``.
+_C = OpenAIResponsesChecker
+#: The payload handler of each event type that has one; any other type that names an item
+#: goes to ``_on_item_event`` (``_ITEM_ROUTE``), the rest to none.
 _HANDLERS: Final[dict[str, _Handler]] = {
-    **dict.fromkeys(_OPENING_TYPES, OpenAIResponsesChecker._on_opening),
-    **dict.fromkeys(TERMINAL_TYPES, OpenAIResponsesChecker._on_terminal),
-    "error": OpenAIResponsesChecker._on_error,
-    "response.output_item.added": OpenAIResponsesChecker._on_item_added,
-    "response.output_item.done": OpenAIResponsesChecker._on_item_event,  # even without an index
+    **dict.fromkeys(_OPENING_TYPES, _C._on_opening),
+    **dict.fromkeys(TERMINAL_TYPES, _C._on_terminal),
+    "error": _C._on_error,
+    "response.output_item.added": _C._on_item_added,
+    "response.output_item.done": _C._on_item_event,  # even without an index
 }
+#: Each of those types' route: its lifecycle kind (``_KINDS``, else ``OTHER``) and handler.
+_C.ROUTES = {kind: Route(_KINDS.get(kind, OTHER), handler) for kind, handler in _HANDLERS.items()}
+_ITEM_ROUTE: Final = Route(OTHER, _C._on_item_event)
+_OTHER_ROUTE: Final = Route(OTHER)
+#: ``[DONE]``: its step alone.
+_DONE_ROUTE: Final = Route(_DONE)
+
 #: The handler of each event type inside an item, once ``_on_item_event`` found the item.
 _ITEM_HANDLERS: Final[dict[str, _ItemHandler]] = {
     **dict.fromkeys(_TEXT_EVENTS, OpenAIResponsesChecker._on_text),
