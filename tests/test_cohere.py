@@ -142,3 +142,29 @@ def test_a_gateways_done_is_no_event_of_the_protocol() -> None:
     assert [(f.rule, f.event_index) for f in report.findings] == [("missing_terminal", 2)]
     late = body(START, END) + b"data: [DONE]\n\n"
     assert check_stream(late, protocol="cohere").findings == ()
+
+
+def test_what_follows_an_early_done_is_lost_to_the_client() -> None:
+    """The SDK stops at the first [DONE]: a message-end after it never reaches the caller,
+    so the stream is as unfinished as one cut there (issue 46's silent loss)."""
+    cut = body(START) + b"data: [DONE]\n\n" + body(END)
+    report = check_stream(cut, protocol="cohere")
+    assert [(f.rule, f.event_index) for f in report.findings] == [
+        ("event_after_terminal", 2),
+        ("missing_terminal", 3),
+    ]
+    assert report.outcome == "unclosed"
+    kept_alive = body(START) + b"data: \n\n" + body(END) + b"data: [DONE]\n\n"
+    assert check_stream(kept_alive, protocol="cohere").findings == ()
+
+
+def test_usage_is_optional_but_of_no_other_type() -> None:
+    """``ChatMessageEndEventDelta.usage`` is optional: absent or null, the SDK yields
+    message-end; of another type it cannot build the event and skips it, finish reason and
+    all (both read with cohere 7.3)."""
+    for usage in ({}, {"usage": None}):
+        end = {"type": "message-end", "delta": {"finish_reason": "COMPLETE", **usage}}
+        assert check_stream(body(START, end), protocol="cohere").findings == ()
+    end = {"type": "message-end", "delta": {"finish_reason": "COMPLETE", "usage": "x"}}
+    report = check_stream(body(START, end), protocol="cohere")
+    assert [(f.rule, f.event_index) for f in report.findings] == [("schema_mismatch", 1)]

@@ -48,6 +48,9 @@ CASES: dict[str, list[str]] = {
     "block_not_stopped": ["block_not_stopped"],
     "missing_finish_reason": ["missing_finish_reason"],
     "invalid_json": ["invalid_json"],
+    "ok_message_end_without_usage": [],
+    "schema_mismatch-delta_not_object": ["schema_mismatch"],
+    "missing_terminal-done_before_message_end": ["event_after_terminal", "missing_terminal"],
 }
 
 

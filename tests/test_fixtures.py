@@ -224,7 +224,7 @@ LOOK_ALIKES: dict[str, dict[str, tuple[str, str]]] = {
     },
     "cohere": {
         "invalid_json": ("invalid_json", "ok_debug_and_empty_data"),
-        "schema_mismatch": ("schema_mismatch", "ok_finish_reason_error"),
+        "schema_mismatch": ("schema_mismatch", "ok_message_end_without_usage"),
         "unknown_event_type": ("warn_unknown_event_type", "ok_debug_and_empty_data"),
         "block_not_started": ("block_not_started", "ok_citations"),
         "block_index_out_of_order": ("block_index_out_of_order", "ok_thinking_then_text"),

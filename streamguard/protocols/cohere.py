@@ -14,30 +14,36 @@ Every event is named after its JSON ``type`` (``event: content-delta`` and ``{"t
 with ``debug`` events anywhere. The official client (``cohere`` 7.3's ``ClientV2.chat_stream``)
 parses each event's data as JSON and builds the event by its ``type`` (it ignores the SSE
 name); data that is not JSON is logged as a warning and handed on as an empty
-``message-start`` in its place (the event's content is lost); it skips empty data, stops at
-a ``[DONE]`` that gateways add, and hands the events to the caller, who joins the deltas by
-index.
+``message-start`` in its place, and an event it cannot build (a ``delta`` that is no
+object) is skipped with a warning: either way the event's content is lost. It skips empty
+data, stops reading at a ``[DONE]`` that gateways add, wherever it comes, and hands the
+events to the caller, who joins the deltas by index.
 
 Theory of operation
 -------------------
 
 Each event is parsed once and dispatched on ``type`` through the route table (``ROUTES``,
 run by the engine: the step, the declared shape, then the handler). The lifecycle kinds
-are the terminal (``message-end``) and any other event; ``[DONE]`` and empty data
-(``SENTINELS``) take no part in it (the client stops at the one and skips the other).
-After ``message-end`` another one is ``duplicate_terminal`` and any other event
-``event_after_terminal``; a body that ends first ``missing_terminal``. Cohere defines no
-in-band error event: a failed generation is a ``message-end`` whose ``finish_reason`` is
-``ERROR``.
+are the terminal (``message-end``), ``[DONE]``, empty data (the last two are
+``SENTINELS``, read unparsed) and any other event. After ``message-end`` another one is
+``duplicate_terminal``, a gateway's ``[DONE]`` clean, and any other event
+``event_after_terminal``; a body that ends first ``missing_terminal``. A ``[DONE]`` before
+``message-end`` is where the client stops: every event after it is lost to the caller
+(``event_after_terminal``), and so is the finish reason (``missing_terminal`` at the body's
+end, though a ``message-end`` followed). Cohere defines no in-band error event: a failed
+generation is a ``message-end`` whose ``finish_reason`` is ``ERROR``.
 
 Content blocks, tool calls and citations are three kinds of numbered things, each opened by
-its start, continued by its deltas and closed by its end, tracked apart (``OpenByNumber``): a delta
-or an end for an index that is not open is ``block_not_started``, a start for an index that
-was already started ``block_index_out_of_order``, and anything still open at
-``message-end`` ``block_not_stopped``. ``message-end`` must carry ``delta.finish_reason``
-(``missing_finish_reason``) and ``delta.usage`` (``schema_mismatch``). The shapes checked:
-``type`` a string, ``index`` an integer on the indexed events, a delta an object where one
-is sent; a ``type`` the SDK does not list is ``unknown_event_type`` (info, each once).
+its start, continued by its deltas and closed by its end, tracked apart
+(``OpenByNumber``): a delta or an end for an index that is not open is
+``block_not_started``, a start for an index that was already started
+``block_index_out_of_order``, and anything still open at ``message-end``
+``block_not_stopped``. ``message-end`` must carry ``delta.finish_reason``
+(``missing_finish_reason``); its ``delta.usage`` is optional in the SDK's model (a stream
+without it, or with it null, is read whole), but usage of another type makes the client
+skip the event (``schema_mismatch``). The shapes checked: ``type`` a string, ``index`` an
+integer on the indexed events, a delta an object where one is sent; a ``type`` the SDK
+does not list is ``unknown_event_type`` (info, each once).
 
 The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
 from the table, so the page cannot drift from the machine).
@@ -59,6 +65,8 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols.engine import (
+    ANY,
+    END,
     OBJECT,
     OTHER,
     STAY,
@@ -72,6 +80,8 @@ from streamguard.protocols.engine import (
     Signal,
     Transcript,
     UnknownTypes,
+    broken,
+    go,
     json_object,
     listing,
     opt,
@@ -106,37 +116,53 @@ _INDEXED: Final = {
 }
 # -- the lifecycle ---------------------------------------------------------------------
 
-#: ``[DONE]`` from a gateway, or empty data: the client stops at the one, skips the other.
+#: Empty data: the client skips it.
 SKIPPED: Final = "skipped"
+#: ``[DONE]``, a gateway's: the client stops reading there (``cohere`` 7.3's
+#: ``raw_client.py``: ``if _sse.data == "[DONE]": return``).
+DONE: Final = "done"
 
 _TERMINATED = terminated_lifecycle(terminal="message-end")
 _STREAMING = "streaming"
 ((_ENDED,), (_ERRORED,)) = (_TERMINATED.ended, _TERMINATED.errored)
+_CUT_BY_DONE: Final = "cut_by_done"
 LIFECYCLE: Final = Lifecycle(
     phases={
         _STREAMING: "events arrive",
         _ENDED: "message-end arrived",
         _ERRORED: "not reached: Cohere has no in-band error event",
+        _CUT_BY_DONE: "[DONE] came before message-end: the client stopped reading there",
     },
-    kinds={SKIPPED: "[DONE] (a gateway's) or empty data: the client stops or skips"},
+    kinds={
+        SKIPPED: "empty data: the client skips it",
+        DONE: "[DONE] (a gateway's): the client stops reading",
+    },
     initial=_STREAMING,
     table={
         **_TERMINATED.table,
         (_STREAMING, SKIPPED): STAY,
+        (_STREAMING, DONE): go(_CUT_BY_DONE),
         (_ENDED, SKIPPED): STAY,
+        (_ENDED, DONE): STAY,
         (_ERRORED, SKIPPED): STAY,
+        (_ERRORED, DONE): STAY,
+        (_CUT_BY_DONE, SKIPPED): STAY,
+        (_CUT_BY_DONE, ANY): broken(
+            rules.EVENT_AFTER_TERMINAL,
+            "event {index} ({name}) follows the [DONE] sent as event {done} before "
+            "message-end; the SDK stops reading at [DONE] and never sees it",
+            checked=False,
+        ),
+        (_CUT_BY_DONE, END): broken(
+            rules.MISSING_TERMINAL,
+            "the body ended after {index} event(s) and {offset} byte(s) with no message-end "
+            "before the [DONE] sent as event {done}, where the SDK stops reading",
+        ),
     },
     ended=_TERMINATED.ended,
     errored=_TERMINATED.errored,
-    sealed=_TERMINATED.sealed,
+    sealed=_TERMINATED.sealed | {_CUT_BY_DONE},
 )
-
-
-#: The data the client stops at or skips, unparsed.
-_SKIPPED_DATA: Final = {
-    "": Route(SKIPPED, name="empty data"),
-    "[DONE]": Route(SKIPPED, name="[DONE]"),
-}
 
 
 def _delta_message(payload: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -148,11 +174,10 @@ def _delta_message(payload: Mapping[str, Any]) -> Mapping[str, Any]:
 class CohereChecker(Checker):
     """Checks one Cohere v2 chat event stream; see the module docstring."""
 
-    __slots__ = ("_open", "_overflowed")
+    __slots__ = ("_done_index", "_open", "_overflowed")
 
     name = "cohere"
     LIFECYCLE = LIFECYCLE
-    SENTINELS = _SKIPPED_DATA
     UNKNOWN_TYPES = UnknownTypes(
         ": event type {shown} is not one the SDK lists; the client builds no typed event "
         "for it (each unknown type is reported once)",
@@ -180,11 +205,18 @@ class CohereChecker(Checker):
         }
         #: The kinds whose open entries hit ``MAX_OPEN``: an index not held may be open.
         self._overflowed: frozenset[str] = frozenset()
+        #: The first [DONE]'s index, once one came.
+        self._done_index: int | None = None
+
+    def message_fields(self) -> Mapping[str, object]:
+        return {"done": self._done_index}  # what the phase [DONE] cut names
 
     def sealed_kind(self, event: Event) -> tuple[str, str | None]:
         data = event.data
-        if not data or data == "[DONE]":
+        if not data:
             return SKIPPED, None
+        if data == "[DONE]":
+            return DONE, "[DONE]"
         payload = json_object(data)
         kind = None if payload is None else payload.get("type")
         if kind == "message-end":
@@ -208,6 +240,10 @@ class CohereChecker(Checker):
         return False
 
     # -- one event: the route table (``ROUTES``) ---------------------------------------
+
+    def _done(self, payload: dict[str, Any], found: EventFindings) -> None:
+        if self._done_index is None:
+            self._done_index = found.index
 
     def _indexed(self, payload: dict[str, Any], found: EventFindings) -> None:
         kind: str = payload["type"]
@@ -250,8 +286,12 @@ class CohereChecker(Checker):
             detail = " (message-end) has no string `delta.finish_reason`; the caller cannot tell "
             detail += "a complete answer from a cut one"
             found.add(rules.MISSING_FINISH_REASON, detail)
-        if type(delta.get("usage")) is not dict:
-            found.add(rules.SCHEMA_MISMATCH, " (message-end): field `delta.usage` is missing")
+        usage = delta.get("usage")
+        if usage is not None and type(usage) is not dict:
+            # Optional (and nullable) in the SDK's model, but of another type the client
+            # cannot build the event: it skips message-end, finish reason and all.
+            detail = f" (message-end): field `delta.usage` is {type_name(usage)}, not an object"
+            found.add(rules.SCHEMA_MISMATCH, detail + "; the client skips the event")
 
 
 #: A ``delta``, where an event may carry one, is an object.
@@ -275,6 +315,11 @@ CohereChecker.ROUTES = {
 }
 #: The event types the SDK lists.
 EVENT_TYPES: Final = frozenset(CohereChecker.ROUTES)
+#: The data the client skips or stops at, unparsed.
+CohereChecker.SENTINELS = {
+    "": Route(SKIPPED, name="empty data"),
+    "[DONE]": Route(DONE, CohereChecker._done),
+}
 
 
 # -- auto-detection ----------------------------------------------------------------------
