@@ -322,6 +322,12 @@ UNKNOWN_FINISH_REASON = _rule(
     "A finish_reason outside stop, length, tool_calls, content_filter, function_call "
     "(e.g. OpenRouter's error); treated as the end of the choice.",
 )
+TOOL_CALLS_FINISHED_AS_STOP = _rule(
+    "tool_calls_finished_as_stop",
+    W,
+    "A choice streamed tool calls, then finished with stop though the request forced no "
+    "function; agent loops that branch on tool_calls never run the tools.",
+)
 TOOL_CALL_INDEX_INVALID = _rule(
     "tool_call_index_invalid",
     E,

@@ -43,6 +43,7 @@ _OPENAI_CHAT = {
     "tool_call_header_missing": "clean-parallel-tool-calls",
     "tool_call_header_repeated": "clean-forced-tool-choice-stop",
     "tool_call_arguments_invalid": "clean-forced-tool-choice-stop",
+    "tool_calls_finished_as_stop": "clean-forced-tool-choice-stop",
     "function_call_mixed": "clean-legacy-function-call",
     "usage_not_last": "clean-text-include-usage",
     "usage_repeated": "clean-text-include-usage",

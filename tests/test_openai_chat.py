@@ -22,6 +22,7 @@ from tests.helpers import (
     chat_tool_calls_of_60_kb,
     frame,
 )
+from tests.sse_fixtures import FIXTURES
 
 PROTOCOL = "openai_chat"
 
@@ -538,3 +539,47 @@ def test_moderation_must_be_an_object() -> None:
     assert check(body) == [("schema_mismatch", 1)]
     for clean in ({"moderation": None}, {"moderation": {"input": None, "output": None}}):
         assert check(_ROLE + chat_chunk(**clean) + FINISH + DONE) == []
+
+
+_TOOL_STREAM = (FIXTURES / "openai_chat" / "tool_calls_finished_as_stop.sse").read_bytes()
+_TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
+_REQUEST = {"model": "m", "stream": True, "stream_options": {"include_usage": True}}
+
+
+@pytest.mark.parametrize(
+    ("tool_choice", "reported"),
+    [
+        (None, True),  # absent: auto
+        ("auto", True),
+        ("required", True),
+        ({"type": "function", "function": {"name": "get_weather"}}, False),  # forced: stop
+        ("none", False),
+        ({"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}}, False),
+    ],
+)
+def test_tool_calls_finished_with_stop_depend_on_the_request(
+    tool_choice: object, reported: bool
+) -> None:
+    """``stop`` after tool calls is OpenAI's own answer to a forced function, and the bug
+    of gateways otherwise; a tool_choice the checker cannot read judges nothing."""
+    request: dict[str, object] = {**_REQUEST, "tools": _TOOLS}
+    if tool_choice is not None:
+        request["tool_choice"] = tool_choice
+    report = check_stream(_TOOL_STREAM, protocol="openai_chat", request=request)
+    expected = [("tool_calls_finished_as_stop", 6)] if reported else []
+    assert [(f.rule, f.event_index) for f in report.findings] == expected
+    if reported:
+        assert report.findings[0].severity is Severity.WARNING
+
+
+def test_tool_calls_finished_as_stop_needs_the_request_and_the_tool_calls() -> None:
+    unknown = check_stream(_TOOL_STREAM, protocol="openai_chat")  # no request
+    assert "tool_calls_finished_as_stop" not in unknown.rules()
+    text = (FIXTURES / "openai_chat" / "clean-text-include-usage.sse").read_bytes()
+    request = {**_REQUEST, "tools": _TOOLS}
+    assert (
+        "tool_calls_finished_as_stop"
+        not in check_stream(text, protocol="openai_chat", request=request).rules()
+    )
+    cut = _TOOL_STREAM.replace(b'"finish_reason":"stop"', b'"finish_reason":"length"')
+    assert check_stream(cut, protocol="openai_chat", request=request).findings == ()

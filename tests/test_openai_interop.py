@@ -88,9 +88,11 @@ def _app(reports: list[StreamReport]) -> ASGIApp:
 
 
 def _request_options(fixture: str) -> dict[str, Any]:
-    """What the fixture's stream answers (n, include_usage): the middleware reads the request."""
+    """What the fixture's stream answers (n, include_usage, the tools and the tool choice):
+    the middleware reads the request."""
     request = load(FIXTURES / "openai_chat" / f"{fixture}.sse").request or {}
-    return {key: request[key] for key in ("n", "stream_options") if key in request}
+    keys = ("n", "stream_options", "tools", "tool_choice")
+    return {key: request[key] for key in keys if key in request}
 
 
 @pytest.fixture(scope="module")

@@ -330,6 +330,7 @@ class OpenAIChatChecker(Checker):
             rules.TOOL_CALL_HEADER_MISSING,
             rules.TOOL_CALL_HEADER_REPEATED,
             rules.TOOL_CALL_INDEX_INVALID,
+            rules.TOOL_CALLS_FINISHED_AS_STOP,
             rules.UNEXPECTED_EVENT_FIELD,
             rules.UNKNOWN_FINISH_REASON,
             rules.USAGE_MISSING,
@@ -351,6 +352,7 @@ class OpenAIChatChecker(Checker):
         "_max_choice",
         "_n",
         "_tool_calls",
+        "_tools_finish_as_tool_calls",
         "_usage_at",
         "_usage_seen",
     )
@@ -371,7 +373,15 @@ class OpenAIChatChecker(Checker):
         # What the request asked for; None when unknown.
         self._include_usage: bool | None = None
         self._n: int | None = None
+        #: Whether the request left the model to choose its tools (``tool_choice`` absent,
+        #: auto or required): then a choice that streamed tool calls finishes with
+        #: tool_calls. False when unknown, or when a function was forced (``stop`` then).
+        self._tools_finish_as_tool_calls = False
         if request is not None:
+            self._tools_finish_as_tool_calls = request.get("tool_choice", "auto") in (
+                "auto",
+                "required",
+            )
             options = request.get("stream_options")
             self._include_usage = isinstance(options, Mapping) and (
                 options.get("include_usage") is True
@@ -883,6 +893,12 @@ class OpenAIChatChecker(Checker):
                 f"{where} finishes with the non-standard finish_reason {_wire.describe(reason)}"
             )
             found.add(rules.UNKNOWN_FINISH_REASON, detail)
+        elif reason == "stop" and state.tools and self._tools_finish_as_tool_calls:
+            detail = (
+                f"{where} streamed {len(state.tools)} tool call(s) and finishes with stop, "
+                "not tool_calls; the request forced no function"
+            )
+            found.add(rules.TOOL_CALLS_FINISHED_AS_STOP, detail)
         calls = list(state.tools.values()) if state.tools else []
         if state.legacy_function is not None:
             calls.append(state.legacy_function)
@@ -1027,8 +1043,9 @@ def _read_request(body: RequestBody, facts: dict[str, Any], attributes: dict[str
     ``streamguard conformance``, each only when well typed and small: ``max_tokens``
     (``max_completion_tokens`` when both are sent, as OpenAI reads them), ``stop`` (a tuple
     of at most ``MAX_STOP_SEQUENCES`` strings; one string is a tuple of one; ``None`` when
-    unusable), ``tool_choice`` (``"none"``, ``"auto"``, ``"required"``, or ``"function"``
-    for a forced function, whose name is ``tool_choice_function``), ``logprobs`` (a bool),
+    unusable), ``tool_choice`` (``"none"``, ``"auto"``, ``"required"``, ``"function"``
+    for a forced function, whose name is ``tool_choice_function``, or ``"other"`` for any
+    other value), ``logprobs`` (a bool),
     ``top_logprobs`` and ``response_format`` (its ``type``)."""
     request = NO_FIELDS if isinstance(body, list) else body  # a batch has no fields
     if "n" in request:
@@ -1053,6 +1070,8 @@ def _read_request(body: RequestBody, facts: dict[str, Any], attributes: dict[str
         name = function.get("name") if isinstance(function, Mapping) else None
         if type(name) is str and len(name) <= _MAX_FUNCTION_NAME_CHARS:
             facts["tool_choice_function"] = name
+    elif choice is not None:  # (allowed_tools, a custom tool...): how it finishes is unknown
+        facts["tool_choice"] = "other"
     logprobs = request.get("logprobs")
     if type(logprobs) is bool:
         facts["logprobs"] = logprobs

@@ -235,6 +235,32 @@ DOCS: tuple[RuleDoc, ...] = (
             finish reason.""",
     ),
     rule_doc(
+        "tool_calls_finished_as_stop",
+        meaning="""
+            A choice streamed `tool_calls` deltas, then finished with `finish_reason: "stop"`
+            although the request forced no function (its `tool_choice` was absent, `auto` or
+            `required`). OpenAI's API finishes such a choice with `tool_calls`; `stop` after
+            tool calls is right only when the request named one function, and is not
+            reported then. Seen in Ollama's OpenAI-compatible endpoint and in gateways that
+            map another provider's stop reason (LiteLLM with Gemini 3 and OCI upstreams). Not
+            judged when the request is unknown or its `tool_choice` is another value.""",
+        clients="""
+            The official SDKs read the stream whole and keep the tool calls: neither fails.
+            Agent loops that branch on the finish reason (`if finish_reason ==
+            "tool_calls"`: common in hand-written loops and some frameworks) take the answer
+            as final and never run the tools, so the conversation stops without an error.""",
+        example="""
+            data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1755012345,"model":"llama3.1","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},"finish_reason":null}]}
+
+            data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1755012345,"model":"llama3.1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
+
+            """,
+        fix="""
+            Finish a choice that called tools with `finish_reason: "tool_calls"` (map the
+            upstream's stop reason when it has no such value); keep `stop` for a choice that
+            only answered in text, or whose request forced one function.""",
+    ),
+    rule_doc(
         "tool_call_index_invalid",
         meaning="""
             A `tool_calls` entry has no integer `index` (or a negative one), or a tool call's
