@@ -98,13 +98,14 @@ CLASSES: Final[tuple[RuleClass, ...]] = (
     ),
     RuleClass(
         "finish",
-        "how the answer ended is missing, unknown, repeated or out of place",
+        "how the answer ended is missing, unknown, repeated, wrong or out of place",
         (
             "missing_finish_reason",
             "missing_message_delta",
             "missing_finish",
             "multiple_finish_reason",
             "unknown_finish_reason",
+            "tool_calls_finished_as_stop",
             "unknown_stop_reason",
             "finish_reason_not_last",
             "content_after_finish",

@@ -138,6 +138,7 @@ def openai_chat_streams(draw: st.DrawFn) -> Generated:
         return {"index": i, "delta": delta, "logprobs": None, "finish_reason": reason}
 
     per_choice: list[list[dict[str, Any]]] = []
+    forced = False  # whether a choice's tool calls finished with stop
     for i in range(n):
         kind = draw(st.sampled_from(["text", "refusal", "tools", "function"]))
         deltas: list[dict[str, Any]] = []
@@ -165,7 +166,8 @@ def openai_chat_streams(draw: st.DrawFn) -> Generated:
                 for piece in split_text(draw, arguments):
                     fragment = {"index": call, "function": {"arguments": piece}}
                     deltas.append({"tool_calls": [fragment]})
-            reason = draw(st.sampled_from(["tool_calls", "stop"]))  # "stop": forced choice
+            reason = draw(st.sampled_from(["tool_calls", "stop"]))
+            forced = forced or reason == "stop"  # OpenAI's answer to a forced function
         else:
             deltas.append({"role": "assistant", "content": None})
             arguments = dumps(draw(st.dictionaries(words, json_values, max_size=2)))
@@ -205,6 +207,8 @@ def openai_chat_streams(draw: st.DrawFn) -> Generated:
         position = draw(st.integers(0, len(frames)))
         frames.insert(position, draw(st.sampled_from(KEEPALIVES)) + (eol * 2).encode())
     request: dict[str, Any] = {"model": "gpt-x", "stream": True, "n": n}
+    if forced:  # (with any other tool_choice, stop after tool calls is a finding)
+        request["tool_choice"] = {"type": "function", "function": {"name": "tool_0"}}
     if draw(st.booleans()) or include_usage:
         request["stream_options"] = {"include_usage": include_usage}
     return Generated("openai_chat", frames, request, expected)

@@ -107,7 +107,8 @@ def _outcome(work: Any) -> Any:
 def _chat_options(fixture: Fixture) -> dict[str, Any]:
     """What the fixture's stream answers (n, include_usage), sent as the SDK's request."""
     request = fixture.request or {}
-    return {key: request[key] for key in ("n", "stream_options") if key in request}
+    keys = ("n", "stream_options", "tools", "tool_choice")  # what the stream answers
+    return {key: request[key] for key in keys if key in request}
 
 
 def _matches_the_offline_check(report: StreamReport, fixture: Fixture) -> None:
