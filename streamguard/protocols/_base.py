@@ -96,6 +96,7 @@ __all__ = [
     "Transcript",
     "UnknownTypes",
     "any_json",
+    "cut_rows",
     "event_name",
     "json_object",
     "listing",
@@ -155,6 +156,28 @@ def sealed_rows(
         )
         rows[errored, END] = STAY
     return rows
+
+
+def cut_rows(cut: str, *, terminal: str, reader: str) -> dict[tuple[str, str], Step]:
+    """The rows of the phase a ``[DONE]`` before the terminal leads to (``cut``), for a
+    protocol whose client stops reading at ``[DONE]`` wherever it comes (``reader``, as
+    messages name it; ``terminal`` the event it never sees): every later event is lost to
+    it (``event_after_terminal``), and so is the end (``missing_terminal`` at the body's
+    end). Messages name the ``[DONE]`` by ``{done}``, a field the checker gives."""
+    return {
+        (cut, ANY): broken(
+            rules.EVENT_AFTER_TERMINAL,
+            "event {index} ({name}) follows the [DONE] sent as event {done} before any "
+            f"{terminal}; {reader} stops reading at [DONE] and never sees it",
+            checked=False,
+        ),
+        (cut, END): broken(
+            rules.MISSING_TERMINAL,
+            "the body ended after {index} event(s) and {offset} byte(s) with no "
+            f"{terminal} before the [DONE] sent as event {{done}}, where {reader} stops "
+            "reading",
+        ),
+    }
 
 
 def terminated_lifecycle(

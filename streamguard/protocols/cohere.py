@@ -65,8 +65,6 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols.engine import (
-    ANY,
-    END,
     OBJECT,
     OTHER,
     STAY,
@@ -80,7 +78,7 @@ from streamguard.protocols.engine import (
     Signal,
     Transcript,
     UnknownTypes,
-    broken,
+    cut_rows,
     go,
     json_object,
     listing,
@@ -147,17 +145,7 @@ LIFECYCLE: Final = Lifecycle(
         (_ERRORED, SKIPPED): STAY,
         (_ERRORED, DONE): STAY,
         (_CUT_BY_DONE, SKIPPED): STAY,
-        (_CUT_BY_DONE, ANY): broken(
-            rules.EVENT_AFTER_TERMINAL,
-            "event {index} ({name}) follows the [DONE] sent as event {done} before "
-            "message-end; the SDK stops reading at [DONE] and never sees it",
-            checked=False,
-        ),
-        (_CUT_BY_DONE, END): broken(
-            rules.MISSING_TERMINAL,
-            "the body ended after {index} event(s) and {offset} byte(s) with no message-end "
-            "before the [DONE] sent as event {done}, where the SDK stops reading",
-        ),
+        **cut_rows(_CUT_BY_DONE, terminal="message-end", reader="the SDK"),
     },
     ended=_TERMINATED.ended,
     errored=_TERMINATED.errored,

@@ -100,6 +100,7 @@ from streamguard.protocols.engine import (
     Transcript,
     any_json,
     broken,
+    cut_rows,
     go,
     json_object,
     may_name,
@@ -301,17 +302,7 @@ def _lifecycle() -> Lifecycle:
         (_CLOSED, _DONE): broken(
             rules.DUPLICATE_TERMINAL, "event {index} is a second [DONE]", checked=False
         ),
-        (_CUT_BY_DONE, ANY): broken(
-            rules.EVENT_AFTER_TERMINAL,
-            "event {index} ({name}) follows the [DONE] sent as event {done} before any "
-            "terminal event; openai-python stops reading at [DONE] and never sees it",
-            checked=False,
-        ),
-        (_CUT_BY_DONE, END): broken(
-            rules.MISSING_TERMINAL,
-            "the body ended after {index} event(s) and {offset} byte(s) with no terminal "
-            "event before the [DONE] sent as event {done}, where openai-python stops reading",
-        ),
+        **cut_rows(_CUT_BY_DONE, terminal="terminal event", reader="openai-python"),
     }
     for phase in (_UNCREATED, _STREAMING):
         table[phase, _DONE] = go(_CUT_BY_DONE)
