@@ -93,8 +93,13 @@ class JobProgressChecker(Checker):
     name = "job_progress"
     LIFECYCLE = terminated_lifecycle(terminal="the `done` event")
     RAISES = frozenset(
-        {PROGRESS_WENT_BACK, JOB_CHANGED, rules.INVALID_JSON, rules.SCHEMA_MISMATCH}
-        | {rules.UNKNOWN_EVENT_TYPE}
+        {
+            PROGRESS_WENT_BACK,
+            JOB_CHANGED,
+            rules.INVALID_JSON,  # the engine's: data that is no JSON object,
+            rules.SCHEMA_MISMATCH,  # a payload that is not its route's shape,
+            rules.UNKNOWN_EVENT_TYPE,  # an event name the routes do not list
+        }
     )
     TYPE_FIELD = None  # an event's SSE name is its type: ``event: progress``
 
@@ -117,11 +122,12 @@ class JobProgressChecker(Checker):
 
     def progress(self, payload: dict[str, Any], found: EventFindings) -> None:
         self.same_job(payload, found)
-        percent = payload.get("percent")
-        if isinstance(percent, int | float):  # (else the shape's finding says so)
-            if percent < self.percent:
-                found.add(PROGRESS_WENT_BACK, f": percent {percent:g} after {self.percent:g}")
-            self.percent = max(self.percent, percent)
+        if found.misshapen:
+            return  # no numeric percent: the shape's finding says so
+        percent: float = payload["percent"]
+        if percent < self.percent:
+            found.add(PROGRESS_WENT_BACK, f": percent {percent:g} after {self.percent:g}")
+        self.percent = max(self.percent, percent)
 
 
 JobProgressChecker.ROUTES = {
