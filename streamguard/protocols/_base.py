@@ -343,9 +343,10 @@ def _report_unknown_type(checker: Checker, payload: dict[str, Any], found: Event
 class Checker:
     """The engine every protocol checker runs on; see the module docstring.
 
-    A protocol sets ``name``, ``has_terminal``, ``LIFECYCLE`` and ``RAISES``, implements
-    ``check_event`` (and ``is_terminal``, or ``sealed_kind``, when it has a terminal
-    signal) and, for rules of its own at the body's end, ``check_end``.
+    A protocol sets ``name``, ``has_terminal``, ``LIFECYCLE`` and ``RAISES``, declares
+    ``ROUTES`` (or overrides ``classify``, or writes ``check_event``: see "Routes"), has
+    ``is_terminal`` or ``sealed_kind`` when it has a terminal signal and, for rules of its
+    own at the body's end, ``check_end``.
     """
 
     # Slots: one checker lives per open stream, and an idle stream must stay small.

@@ -49,7 +49,8 @@ The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (gen
 from the table, so the page cannot drift from the machine).
 
 Bounded state: at most ``MAX_OPEN`` open entries of each kind (``OpenByNumber``), at most
-``MAX_UNKNOWN_TYPES`` digests of unknown types; once a kind had more open entries than
+``MAX_UNKNOWN_TYPES`` unknown types reported (each kept by the engine, a long one as a
+digest); once a kind had more open entries than
 that, a delta or end for an index it does not hold is not judged. Messages show documented
 types, finish reasons and indices that are sane integers; any other value by size and hash.
 

@@ -41,8 +41,9 @@ defines (``unknown_event_type``, info: each distinct name once, at most
 The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
 from the table, so the page cannot drift from the machine).
 
-Bounded state: the phase, a few flags and at most ``MAX_UNKNOWN_NAMES`` digests of unknown
-names. Messages show the documented names as they are and any other by size and hash.
+Bounded state: the phase, a few flags and at most ``MAX_UNKNOWN_NAMES`` unknown names
+reported (each kept by the engine, a long one as a digest). Messages show the documented
+names as they are and any other by size and hash.
 
 Under ``protocol="auto"`` (``SPEC``): a path ending ``/runs/stream`` or ``/runs/<id>/stream``,
 or a first event named ``metadata`` whose data carries a ``run_id`` (or, later in rank, one
