@@ -12,8 +12,9 @@ so providers' additions never matter).
 
 Each event is of one kind (``[DONE]`` is the terminal, a chunk with a truthy top-level
 ``error`` the error, a usage chunk ``usage``) and takes its step in ``LIFECYCLE``, the
-engine's table (printed in ``docs/lifecycles.md``), then its kind's payload handler
-(``_HANDLERS``). After an in-band error, only ``[DONE]`` may follow.
+engine's table (printed in ``docs/lifecycles.md``), then its kind's payload handler: its
+route (``ROUTES``), which ``classify`` picks, since a chunk names no type. After an in-band
+error, only ``[DONE]`` may follow.
 
 After the usage chunk, the first other chunk is ``usage_not_last`` once, and the stream is
 checked as before; a second usage chunk is ``usage_repeated``, a payload rule.
@@ -59,7 +60,7 @@ never count as content.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final, cast
 
@@ -82,6 +83,7 @@ from streamguard.protocols.engine import (
     END,
     ERROR,
     NO_FINDINGS,
+    NO_PAYLOAD,
     OTHER,
     STAY,
     STRING_OR_EXACT_INTEGER,
@@ -91,6 +93,7 @@ from streamguard.protocols.engine import (
     Holes,
     KeptText,
     ProtocolSpec,
+    Route,
     Signal,
     Transcript,
     any_json,
@@ -431,88 +434,67 @@ class OpenAIChatChecker(Checker):
     def message_fields(self) -> Mapping[str, object]:
         return {"usage": self._usage_at}  # usage_not_last names the usage chunk
 
-    def _step_and_handle(
-        self, kind: str, payload: Any, event: Event, index: int, found: list[Finding]
-    ) -> list[Finding]:
-        """The lifecycle step for an event of ``kind``, then its payload handler."""
-        on_event = EventFindings(self, event, index, found)
-        on_event.step(kind)
-        _HANDLERS[kind](self, payload, on_event)
-        return found
-
     # -- one event ---------------------------------------------------------------------
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        # Chat's chunks name no type: [DONE] is read by prefix, as the SDK reads it, and a
+        # chunk's kind comes out of its fields (a truthy ``error``, a usage chunk, else one
+        # more chunk); the common chunk is settled by ``_fast_path`` before any of that.
         data = event.data
         if data.startswith("[DONE]"):
-            return self._step_and_handle(TERMINAL, None, event, index, [])
+            found.payload = NO_PAYLOAD
+            return _ROUTES[TERMINAL]
         try:
             parsed = parse_json(data)
         except ValueError:  # syntax, recursion limit, number out of range
             parsed = None
         if event.event == "message" and type(parsed) is dict and self._fast_path(parsed):
-            return NO_FINDINGS
-        return self._general(event, index, parsed)
+            return None
+        return self._general(event, found, parsed)
 
-    def _general(self, event: Event, index: int, parsed: Any) -> list[Finding]:
-        """Every chunk the fast path did not vouch for: the full shape check and all rules."""
-        found: list[Finding] = []
+    def _general(self, event: Event, found: EventFindings, parsed: Any) -> Route | None:
+        """Every chunk the fast path did not vouch for: its route after the full shape
+        check (a chunk read leniently is ``misshapen``), or None for data that is no
+        object."""
         name = event.event
         if name != "message" and not self.reported(rules.UNEXPECTED_EVENT_FIELD):
             routed = " (the SDK routes thread.* names to Assistants)"
-            self.report(
-                found,
+            found.add(
                 rules.UNEXPECTED_EVENT_FIELD,
-                event,
-                index,
                 f" is named {_wire.token(name, ())}; chat streams are data-only"
                 + (routed if name.startswith("thread.") else ""),
             )
         if type(parsed) is not dict:
             # Rare, so the data is parsed again for the invalid_json finding all protocols share.
-            self.parse_object(event, index, found)
-            self.advance(_UNREADABLE, event, index)  # it stays: no rule, no handler
-            return found
+            self.parse_object(event, found.index, found.items)
+            found.step(_UNREADABLE)  # it stays: no rule, no handler
+            return None
         if parsed.get("error"):  # as the SDK: any truthy top-level error is an error
-            return self._step_and_handle(ERROR, parsed["error"], event, index, found)
+            found.payload = parsed
+            return _ROUTES[ERROR]
         choices = parsed.get("choices")
         if type(choices) is list and len(choices) > MAX_TRACKED_CHOICES:
             # Choices past the tracked bound go unchecked anyway; validating (and, when
             # invalid, describing) hundreds of thousands of them would hold the loop.
             parsed = {**parsed, "choices": choices[:MAX_TRACKED_CHOICES]}
-        strict = True
         try:
             chunk: ChatChunk = validate_chat_chunk(parsed)
         except ValidationError as invalid:
             # Report the shape, then check what the chunk does carry (no blind spot).
-            found.append(validation_finding(invalid, event, index))
-            chunk, strict = _lenient_chunk(self._choice_zero(parsed)), False
-        choices, usage = chunk.get("choices"), chunk.get("usage")
-        kind = _USAGE if usage is not None and choices == [] else OTHER
-        plain = None if strict else self._plain_text_choice(chunk)
-        call = self._plain_arguments(chunk) if strict and kind is OTHER else None
-        self._step_and_handle(kind, chunk, event, index, found)
-        if strict and choices is None and usage is None:  # (if not strict, it was reported)
-            self.report(found, rules.SCHEMA_MISMATCH, event, index, _NO_CHOICES)
-        elif call is not None and not found:
-            # One more fragment of a tool call's arguments, the commonest chunk of an agent's
-            # stream after text: the next one like it adds its fragment the same way.
-            self.repeatable(_ARGUMENTS_DELTA, call)
-        elif plain is not None:
-            # One more piece of text, in a chunk whose shape is wrong (a server that omits
-            # ``object`` does on every chunk): a chunk of its skeleton makes the same
-            # findings again (they name paths and literals, never the text) and takes the
-            # same step, so the next one need not be parsed either.
-            self.repeatable(_CONTENT_DELTA, plain, again=True)
-        return found
+            found.items.append(validation_finding(invalid, event, found.index))
+            chunk = _lenient_chunk(self._choice_zero(parsed))
+            found.misshapen = True
+        found.payload = cast(dict[str, Any], chunk)
+        usage_chunk = chunk.get("usage") is not None and chunk.get("choices") == []
+        return _ROUTES[_USAGE if usage_chunk else OTHER]
 
-    def _plain_arguments(self, chunk: ChatChunk) -> _ArgumentsDelta | None:
-        """The open tool call a valid chunk adds one fragment of arguments to, and does
-        nothing else (no other delta key, no id or name that counts: an empty one is
-        falsy, as the full path reads it), else None. The call's other keys are literals
-        of the skeleton, so a repeat has them unchanged."""
+    def _plain_arguments(self, chunk: ChatChunk, phase: str) -> _ArgumentsDelta | None:
+        """The open tool call a valid chunk that found the stream in ``phase`` adds one
+        fragment of arguments to, and does nothing else (no other delta key, no id or name
+        that counts: an empty one is falsy, as the full path reads it), else None. The
+        call's other keys are literals of the skeleton, so a repeat has them unchanged."""
         choices = chunk.get("choices")
-        if not choices or len(choices) != 1 or self.phase != _STREAMING:
+        if not choices or len(choices) != 1 or phase != _STREAMING:
             return None
         choice = choices[0]
         delta = choice.get("delta")
@@ -543,12 +525,13 @@ class OpenAIChatChecker(Checker):
             return None
         return _ArgumentsDelta(state, tool)
 
-    def _plain_text_choice(self, chunk: ChatChunk) -> _ChoiceState | None:
-        """The choice a chunk read leniently adds one more piece of text to, and does
-        nothing else (``_fast_path``'s step, without its shape checks), else None."""
+    def _plain_text_choice(self, chunk: ChatChunk, phase: str) -> _ChoiceState | None:
+        """The choice a chunk read leniently, which found the stream in ``phase``, adds one
+        more piece of text to, and does nothing else (``_fast_path``'s step, without its
+        shape checks), else None."""
         fields: Mapping[str, Any] = chunk  # read leniently: it may lack any of these
         choices = fields.get("choices")
-        if type(choices) is not list or len(choices) != 1 or self.phase != _STREAMING:
+        if type(choices) is not list or len(choices) != 1 or phase != _STREAMING:
             return None
         choice = choices[0]
         delta = choice.get("delta")
@@ -651,7 +634,7 @@ class OpenAIChatChecker(Checker):
             token.call.arguments.add(self, arguments)
         return NO_FINDINGS
 
-    # -- payload handlers, one per kind (``_HANDLERS``) --------------------------------------
+    # -- payload handlers, one per kind (``ROUTES``) -----------------------------------------
 
     def _on_done(self, _: None, found: EventFindings) -> None:
         index, offset = found.index, found.event.offset
@@ -663,17 +646,40 @@ class OpenAIChatChecker(Checker):
             )
             found.items.append(rules.USAGE_MISSING.finding(detail, index, offset))
 
-    def _on_error(self, error: object, found: EventFindings) -> None:
+    def _on_error(self, chunk: dict[str, Any], found: EventFindings) -> None:
         """An in-band error payload (truthy top-level ``error``) ends the stream; its shape
         is checked against what the SDK reads from it."""
+        error = chunk["error"]
         problems = object_problems(error, _ERROR_FIELDS, "error")
         if problems:
             found.add(rules.SCHEMA_MISMATCH, f": in-band error payload: {'; '.join(problems)}")
 
     def _on_chunk(self, chunk: ChatChunk, found: EventFindings) -> None:
+        """A chunk, the usage chunk too: every rule on what it carries; then, for one that
+        only adds to what is open, the repeat that vouches for the next one like it."""
+        strict = not found.misshapen
+        # Read as the chunk found the stream: the phase before its step, the choices'
+        # states before it changes them.
+        plain = None if strict else self._plain_text_choice(chunk, found.phase)
+        call = self._plain_arguments(chunk, found.phase) if strict else None
+        self._check_chunk(chunk, found)
+        if strict and chunk.get("choices") is None and chunk.get("usage") is None:
+            found.add(rules.SCHEMA_MISMATCH, _NO_CHOICES)  # (if not strict, it was reported)
+        elif call is not None and not found.items:
+            # One more fragment of a tool call's arguments, the commonest chunk of an agent's
+            # stream after text: the next one like it adds its fragment the same way.
+            self.repeatable(_ARGUMENTS_DELTA, call)
+        elif plain is not None:
+            # One more piece of text, in a chunk whose shape is wrong (a server that omits
+            # ``object`` does on every chunk): a chunk of its skeleton makes the same
+            # findings again (they name paths and literals, never the text) and takes the
+            # same step, so the next one need not be parsed either.
+            self.repeatable(_CONTENT_DELTA, plain, again=True)
+
+    def _check_chunk(self, chunk: ChatChunk, found: EventFindings) -> None:
         choices, usage = chunk.get("choices"), chunk.get("usage")
         if choices is None and usage is None:
-            return  # nothing the rules read (the shape finding follows in _general)
+            return  # nothing the rules read (the shape finding follows in _on_chunk)
         if not choices and (
             "prompt_filter_results" in chunk or "prompt_annotations" in chunk
         ):  # Azure's prompt-annotation chunk: its own empty id, object and created
@@ -985,14 +991,14 @@ class OpenAIChatChecker(Checker):
         ]
 
 
-#: What each kind of event's payload goes through after its lifecycle step.
-_Handler = Callable[[OpenAIChatChecker, Any, EventFindings], None]
-_HANDLERS: Final[dict[str, _Handler]] = {
-    TERMINAL: OpenAIChatChecker._on_done,
-    ERROR: OpenAIChatChecker._on_error,
-    _USAGE: OpenAIChatChecker._on_chunk,
-    OTHER: OpenAIChatChecker._on_chunk,
+#: Each kind of event's route: its step, then its handler (``classify`` picks it).
+_ROUTES: Final = {
+    TERMINAL: Route(TERMINAL, OpenAIChatChecker._on_done),
+    ERROR: Route(ERROR, OpenAIChatChecker._on_error),
+    _USAGE: Route(_USAGE, OpenAIChatChecker._on_chunk),
+    OTHER: Route(OTHER, OpenAIChatChecker._on_chunk),
 }
+OpenAIChatChecker.ROUTES = _ROUTES
 
 
 # -- the protocol's declaration ------------------------------------------------------------
