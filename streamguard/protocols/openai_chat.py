@@ -636,7 +636,7 @@ class OpenAIChatChecker(Checker):
 
     # -- payload handlers, one per kind (``ROUTES``) -----------------------------------------
 
-    def _on_done(self, _: None, found: EventFindings) -> None:
+    def _on_done(self, _: object, found: EventFindings) -> None:
         index, offset = found.index, found.event.offset
         found.items += self._unfinished_choices(index, offset, f"[DONE] (event {index})")
         if self._include_usage and not self._usage_seen:
