@@ -1,14 +1,18 @@
-"""One shape mechanism or two: chat's pydantic-core TypedDict check against the same shape
-declared in ``_fields``, on the chunks the chat checker validates.
+"""One shape mechanism or two: the pydantic-core TypedDict checks of chat and Responses
+against the same shapes declared in ``_fields``, on the payloads those checkers validate.
 
 Issue 47 asks for one way to declare a payload's shape (``_fields``, where the shapes
 generated from the clients land), keeping the TypedDict path of chat and Responses
 (``_shapes``) only if it is measured faster on the hot path. This declares chat's
 ``ChatChunk`` in ``_fields`` (every field ``_shapes`` declares, with the same kinds and the
 same optional and nullable ones) and times both checks on already-parsed chunks, the
-parse left out: a content chunk, the role chunk, a tool-call chunk, the finish chunk, the
-usage chunk, and one with a wrong ``created`` (the check that fails). Ratios are to the
-TypedDict check of the same chunk, same run. Run: ``python -m benchmarks.shapes``.
+parse left out (chat parses first, then validates): a content chunk, the role chunk, a
+tool-call chunk, the finish chunk, the usage chunk, and one with a wrong ``created`` (the
+check that fails). Responses' ``ResponsesEvent`` likewise, where the checker parses and
+validates in one pass (``validate_json``): that pass against ``from_json`` and the
+``_fields`` walk, on a text delta, an item added, a part added and ``response.completed``.
+Ratios are to the TypedDict check of the same payload, same run. Run:
+``python -m benchmarks.shapes``.
 
 The two do not say the same thing when a chunk is wrong (pydantic-core names the first
 problem's path its way; ``_fields`` its own), so this measures cost only; which findings a
@@ -26,6 +30,7 @@ from pydantic_core import from_json
 
 from benchmarks._timing import best_of, print_table, write_results
 from benchmarks.check_openai import openai_chat_frames
+from benchmarks.check_responses import responses_frames
 from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
@@ -42,9 +47,9 @@ from streamguard.protocols._fields import (
     opt,
     req,
 )
-from streamguard.protocols._shapes import validate_chat_chunk
+from streamguard.protocols._shapes import RESPONSES_EVENT, validate_chat_chunk
 
-__all__ = ["CHAT_CHUNK", "main"]
+__all__ = ["CHAT_CHUNK", "RESPONSES_EVENT_SHAPE", "main"]
 
 _FUNCTION = Shape(fields=(may("name"), may("arguments")))
 _TOOL_CALL = Shape(
@@ -92,6 +97,67 @@ CHAT_CHUNK = Shape(
     nested=(may_hold("choices", _CHOICE, EACH), may_hold("usage", _USAGE)),
 )
 
+_ENTRY = Shape(fields=(req("type"),))
+_RESPONSE = Shape(
+    fields=(
+        opt("id"),
+        opt("status"),
+        opt("error", ANY_VALUE),
+        opt("usage", ANY_VALUE),
+        opt("incomplete_details", ANY_VALUE),
+    ),
+    nested=(may_hold("output", _ENTRY, EACH),),
+)
+_ITEM = Shape(
+    fields=(opt("id"), opt("type"), opt("status")), nested=(may_hold("content", _ENTRY, EACH),)
+)
+_PART = Shape(fields=(req("type"), opt("text"), opt("refusal")))
+#: ``_shapes.ResponsesEvent``, declared in ``_fields``.
+RESPONSES_EVENT_SHAPE = Shape(
+    fields=(
+        req("type"),
+        req("sequence_number", INTEGER),
+        opt("output_index", INTEGER),
+        opt("content_index", INTEGER),
+        opt("summary_index", INTEGER),
+        opt("item_id"),
+        opt("delta", ANY_VALUE),
+        opt("text"),
+        opt("refusal"),
+        opt("arguments"),
+        opt("input"),
+        opt("code", ANY_VALUE),
+        opt("message", ANY_VALUE),
+        opt("param", ANY_VALUE),
+        opt("error", ANY_VALUE),
+    ),
+    nested=(
+        Nested("response", _RESPONSE, required=False),
+        Nested("item", _ITEM, required=False),
+        Nested("part", _PART, required=False),
+    ),
+)
+
+
+def _events() -> dict[str, bytes]:
+    frames = responses_frames(deltas=2)
+    data = [frame.split(b"\ndata: ", 1)[1][:-2] for frame in frames]
+    return {
+        "text delta": data[4],
+        "item added": data[2],
+        "part added": data[3],
+        "completed": data[-1],
+    }
+
+
+def _responses_typed(data: bytes) -> None:
+    with contextlib.suppress(ValueError):
+        RESPONSES_EVENT.validate_json(data)
+
+
+def _responses_fields(data: bytes) -> None:
+    nested_problem(from_json(data, cache_strings="keys"), RESPONSES_EVENT_SHAPE)
+
 
 def _chunks() -> dict[str, dict[str, Any]]:
     frames = openai_chat_frames(chunks=3)
@@ -135,7 +201,26 @@ def main() -> int:
         )
         rows.append(
             {
-                "chunk": name,
+                "payload": f"chat {name}",
+                "typeddict_us": typed / repeat * 1e6,
+                "fields_us": fields / repeat * 1e6,
+                "fields_vs_typeddict": fields / typed,
+            }
+        )
+    for name, data in _events().items():
+        typed_ok = True
+        try:
+            RESPONSES_EVENT.validate_json(data)
+        except ValueError:
+            typed_ok = False
+        fields_ok = nested_problem(from_json(data), RESPONSES_EVENT_SHAPE) is None
+        if typed_ok != fields_ok:
+            raise SystemExit(f"{name}: TypedDict says {typed_ok}, _fields says {fields_ok}")
+        typed = best_of(lambda d=data: [_responses_typed(d) for _ in range(repeat)])  # type: ignore[misc]
+        fields = best_of(lambda d=data: [_responses_fields(d) for _ in range(repeat)])  # type: ignore[misc]
+        rows.append(
+            {
+                "payload": f"responses {name} (with the parse)",
                 "typeddict_us": typed / repeat * 1e6,
                 "fields_us": fields / repeat * 1e6,
                 "fields_vs_typeddict": fields / typed,
