@@ -41,6 +41,16 @@ def test_the_engine_offers_all_its_private_modules_export(module: str) -> None:
     assert all(getattr(engine, name) is getattr(source, name) for name in exported)
 
 
+def test_the_engine_offers_the_numbered_entity_tracker_not_its_rule_less_twin() -> None:
+    """A protocol of numbered things that open and close declares an ``EntityKind`` and
+    follows it with ``Entities``, the built-ins' own; ``OpenByNumber`` (the bookkeeping
+    without the rules) left the engine for ``_entities``."""
+    entities = importlib.import_module("streamguard.protocols._entities")
+    assert engine.Entities is entities.Entities
+    assert engine.EntityKind is entities.EntityKind
+    assert "OpenByNumber" not in engine.__all__
+
+
 def test_every_name_the_engine_lists_is_there() -> None:
     assert sorted(name for name in engine.__all__ if not hasattr(engine, name)) == []
 

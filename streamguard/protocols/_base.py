@@ -41,15 +41,16 @@ The rest is shared so that protocols read the same: ``EventFindings`` holds the 
 event being checked, so a handler adds one with ``found.add(rule, detail)``; ``report``
 builds a finding for an event (the ``event N`` prefix and the byte offset), honouring
 ``Rule.once_per_stream``; ``parse_object`` parses a payload or makes the ``invalid_json``
-finding; ``KeptText`` holds text for a later check within the stream's budget; ``OpenByNumber``
-tracks numbered things that open and close; ``listing`` shows a few entries and a count.
+finding; ``KeptText`` holds text for a later check within the stream's budget; ``listing``
+shows a few entries and a count. The trackers of things that open and close are
+``_entities``'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
-from typing import Any, ClassVar, Final, Generic, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 from streamguard import _wire, rules
 from streamguard.protocols._fields import Field, shape_problem, type_name
@@ -91,7 +92,6 @@ __all__ = [
     "EventFindings",
     "Handler",
     "KeptText",
-    "OpenByNumber",
     "Route",
     "Transcript",
     "UnknownTypes",
@@ -231,8 +231,6 @@ UNTERMINATED = Lifecycle(
     errored=frozenset(),
     sealed=frozenset(),
 )
-
-T = TypeVar("T")
 
 
 def _findings_again(found: Sequence[Finding], event: Event, index: int) -> tuple[Again, ...] | None:
@@ -970,42 +968,6 @@ class KeptText:
             checker.free_text(self._chars)
         self._pieces = None
         self._chars = 0
-
-
-class OpenByNumber(Generic[T]):
-    """Numbered things that open in order and close, without the rules ``_entities.Entities``
-    owns besides: Cohere's content blocks, tool calls and citations.
-
-    ``opened`` counts how many numbers were ever opened in order (the next expected one);
-    ``open`` holds at most ``limit`` open entries, so a stream cannot grow it.
-    """
-
-    __slots__ = ("limit", "open", "opened")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.opened = 0
-        self.open: dict[int, T] = {}
-
-    def add(self, number: int, entry: T) -> bool:
-        """Open ``number``; False (and nothing kept) when ``limit`` entries are open."""
-        if number >= self.opened:
-            self.opened = number + 1
-        if len(self.open) >= self.limit and number not in self.open:
-            return False
-        self.open[number] = entry
-        return True
-
-    def get(self, number: int) -> T | None:
-        return self.open.get(number)
-
-    def close(self, number: int) -> T | None:
-        """Close ``number``; the entry, or None when it was not open."""
-        return self.open.pop(number, None)
-
-    def was_opened(self, number: int) -> bool:
-        """Whether ``number`` was opened (and may since have closed)."""
-        return number < self.opened
 
 
 def may_name(data: str, *words: str) -> bool:

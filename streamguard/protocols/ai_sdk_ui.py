@@ -86,7 +86,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._agent import IdSet, OpenIds, id_key, shown
+from streamguard.protocols._entities import IdSet, OpenIds, id_key, shown
 from streamguard.protocols.engine import ANY as ANY_KIND
 from streamguard.protocols.engine import (
     ANY_VALUE,

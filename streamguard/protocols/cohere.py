@@ -65,6 +65,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from streamguard import _wire, rules
+from streamguard.protocols._entities import OpenByNumber
 from streamguard.protocols.engine import (
     OBJECT,
     OTHER,
@@ -73,7 +74,6 @@ from streamguard.protocols.engine import (
     Checker,
     EventFindings,
     Lifecycle,
-    OpenByNumber,
     ProtocolSpec,
     Route,
     Signal,

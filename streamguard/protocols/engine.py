@@ -6,7 +6,8 @@ import the engine from here, and so does a protocol of one's own (``docs/plugins
   event being checked), and its helpers (``KeptText``, ``listing``, ``json_object``,
   ``any_json``, ``may_name``, ``parse_json``, ``preview``, ``Transcript``; ``Holes`` and
   ``UNCHANGED``, what a checker vouches for so that a frame of the same skeleton is not
-  parsed again: ``Checker.repeatable``);
+  parsed again: ``Checker.repeatable``); ``Entities``, numbered things that open and close
+  in a stream, and the rules it decides for each ``EntityKind`` a protocol declares;
 - the lifecycle: ``terminated_lifecycle`` (a terminal signal and an in-band error), or a
   ``Lifecycle`` table of one's own with its steps (``go``, ``broken``, ``STAY``) and the
   kinds every protocol has (``TERMINAL``, ``ERROR``, ``OTHER``; ``END``, ``ANY`` in a
@@ -37,7 +38,6 @@ from streamguard.protocols._base import (
     EventFindings,
     Handler,
     KeptText,
-    OpenByNumber,
     Route,
     Transcript,
     UnknownTypes,
@@ -50,6 +50,7 @@ from streamguard.protocols._base import (
     sealed_rows,
     terminated_lifecycle,
 )
+from streamguard.protocols._entities import Entities, EntityKind
 from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
@@ -181,6 +182,8 @@ __all__ = [
     "TERMINAL",
     "UNCHANGED",
     "Checker",
+    "Entities",
+    "EntityKind",
     "Event",
     "EventFindings",
     "EventTest",
@@ -192,7 +195,6 @@ __all__ = [
     "KeptText",
     "Lifecycle",
     "Nested",
-    "OpenByNumber",
     "PathTest",
     "ProtocolSpec",
     "RequestBody",
