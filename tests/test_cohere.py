@@ -50,6 +50,27 @@ def test_each_kind_of_block_is_tracked_apart(kind: str) -> None:
     assert found(*events) == []
 
 
+def test_a_start_may_skip_indices() -> None:
+    """The look-alike of a used index: content block 2 first, then 5 (the SDK hands each
+    event on, and the caller joins deltas by index)."""
+    events = [START, block("content", 2, "start"), block("content", 2, "end")]
+    events += [block("content", 5, "start"), block("content", 5, "end"), END]
+    assert found(*events) == []
+    again = [START, block("content", 2, "start"), block("content", 2, "end")]
+    again += [block("content", 2, "start"), block("content", 2, "end"), END]
+    assert found(*again) == [("block_index_out_of_order", 3)]
+
+
+def test_blocks_open_at_message_end_are_one_finding_per_kind() -> None:
+    """As every numbered tracker words it: each kind's open entries in one finding."""
+    events = [START, block("content", 0, "start"), block("citation", 0, "start"), END]
+    report = check_stream(body(*events), protocol="cohere")
+    assert [(f.rule, f.message) for f in report.findings] == [
+        ("block_not_stopped", "event 3 (message-end): 1 content block(s) were never ended: 0"),
+        ("block_not_stopped", "event 3 (message-end): 1 citation(s) were never ended: 0"),
+    ]
+
+
 def test_a_delta_for_another_kinds_index_is_not_started() -> None:
     """Tool call 0's delta while only content block 0 is open."""
     events = [START, block("content", 0, "start"), block("tool-call", 0, "delta"), END]

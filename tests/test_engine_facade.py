@@ -44,7 +44,7 @@ def test_the_engine_offers_all_its_private_modules_export(module: str) -> None:
 def test_the_engine_offers_the_numbered_entity_tracker_not_its_rule_less_twin() -> None:
     """A protocol of numbered things that open and close declares an ``EntityKind`` and
     follows it with ``Entities``, the built-ins' own; ``OpenByNumber`` (the bookkeeping
-    without the rules) left the engine for ``_entities``."""
+    without the rules, Cohere's until it took ``Entities`` too) is gone."""
     entities = importlib.import_module("streamguard.protocols._entities")
     assert engine.Entities is entities.Entities
     assert engine.EntityKind is entities.EntityKind

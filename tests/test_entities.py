@@ -107,6 +107,20 @@ def test_an_index_used_before_says_so_only_while_the_order_held() -> None:
     assert found.items[0].message.endswith("index 2, expected 6")
 
 
+def test_with_gaps_an_opening_may_skip_indices_but_not_use_one_again() -> None:
+    """``gaps`` (Cohere's blocks: its client joins deltas by index, so a skipped index loses
+    nothing): a start past the next index is clean, one at a used index is out of order."""
+    checker, things = AnthropicChecker(), Entities(THING._replace(gaps=True), 4, forget)
+    found = findings_of(checker)
+    things.check_opening(found, " (open)", 2)
+    things.keep(checker, 2, Kept(checker))
+    things.close(2)
+    assert rules_of(found) == []
+    things.check_opening(found, " (open)", 2)
+    assert rules_of(found) == ["block_index_out_of_order"]
+    assert found.items[0].message == "event 7 (open): index 2, expected 3"
+
+
 def test_an_opening_while_others_are_open_is_an_overlap_listing_them() -> None:
     checker, things = track()
     for index in range(2):

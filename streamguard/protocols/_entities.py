@@ -8,14 +8,16 @@ By number
 ---------
 
 Numbered entities open at the next index (Anthropic content blocks, Responses output items
-and their parts). A protocol declares each kind once (``EntityKind``): the nouns and verbs
-its messages use and which of its rules each broken lifecycle is. ``Entities`` follows one
-kind in a stream and decides its opening, closing and ordering checks (a protocol may still
-report one of those rules for a case of its own: Responses' ``item_not_open`` for an id that
-does not match, or a delta after ``.done``):
+and their parts), or at any index not used before (Cohere's content blocks, tool calls and
+citations: ``EntityKind.gaps``). A protocol declares each kind once (``EntityKind``): the
+nouns and verbs its messages use and which of its rules each broken lifecycle is.
+``Entities`` follows one kind in a stream and decides its opening, closing and ordering
+checks (a protocol may still report one of those rules for a case of its own: Responses'
+``item_not_open`` for an id that does not match, or a delta after ``.done``):
 
-- ``check_opening``: an opening at another index than the next is ``out_of_order``; one
-  while others are open ``overlap`` (a once-per-stream rule is reported once, and says so);
+- ``check_opening``: an opening at another index than the next (with ``gaps``, at one
+  already used) is ``out_of_order``; one while others are open ``overlap`` (a
+  once-per-stream rule is reported once, and says so);
 - ``not_open``: an event names an entity that is not open (never opened, or closed);
   while some are past the bound it is presumably one of those, and not judged;
 - ``check_closed``: the entities still open when the unit that holds them ends are
@@ -28,9 +30,6 @@ which gives what it kept (``KeptText``) back to the stream's budget; ``close`` h
 entry to the caller instead, for its closing event's checks. Messages show indices through
 ``_wire.number`` and lists cut short (``listing``). The per-delta path reads ``open``
 directly: nothing here is called on it.
-
-``OpenByNumber`` is the same bookkeeping without the rules, for Cohere's content blocks,
-tool calls and citations, whose checker words its findings its own way (see its module).
 
 By id
 -----
@@ -65,7 +64,6 @@ __all__ = [
     "Entities",
     "EntityKind",
     "IdSet",
-    "OpenByNumber",
     "OpenIds",
     "id_key",
     "plain_label",
@@ -95,6 +93,10 @@ class EntityKind(NamedTuple):
     out_of_order: Rule | None = None
     overlap: Rule | None = None
     open_at_limit: Rule | None = None
+    #: An opening may skip indices, and only a used one is ``out_of_order``: a client that
+    #: joins each entity's events by index loses nothing to a gap (Cohere's SDK hands each
+    #: event to the caller, who joins deltas by ``index``).
+    gaps: bool = False
 
 
 class Entities(Generic[T]):
@@ -142,7 +144,12 @@ class Entities(Generic[T]):
         only the overlap is judged). ``where`` follows ``event N`` in a message."""
         kind = self.kind
         expected = self.opened
-        if index is not None and index != expected and kind.out_of_order is not None:
+        if (
+            index is not None
+            and index != expected
+            and kind.out_of_order is not None
+            and (index < expected or not kind.gaps)
+        ):
             if index in self.open:
                 how = "is already open (an index is used once)"
             elif 0 <= index < expected and self.in_order:
@@ -230,42 +237,6 @@ class Entities(Generic[T]):
         labels = (self._describe(index, self.open[index]) for index in sorted(self.open))
         shown = listing(labels, total)
         return f": {shown}" if shown else ""
-
-
-class OpenByNumber(Generic[T]):
-    """Numbered things that open in order and close, without the rules ``Entities`` owns
-    besides: Cohere's content blocks, tool calls and citations.
-
-    ``opened`` counts how many numbers were ever opened in order (the next expected one);
-    ``open`` holds at most ``limit`` open entries, so a stream cannot grow it.
-    """
-
-    __slots__ = ("limit", "open", "opened")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.opened = 0
-        self.open: dict[int, T] = {}
-
-    def add(self, number: int, entry: T) -> bool:
-        """Open ``number``; False (and nothing kept) when ``limit`` entries are open."""
-        if number >= self.opened:
-            self.opened = number + 1
-        if len(self.open) >= self.limit and number not in self.open:
-            return False
-        self.open[number] = entry
-        return True
-
-    def get(self, number: int) -> T | None:
-        return self.open.get(number)
-
-    def close(self, number: int) -> T | None:
-        """Close ``number``; the entry, or None when it was not open."""
-        return self.open.pop(number, None)
-
-    def was_opened(self, number: int) -> bool:
-        """Whether ``number`` was opened (and may since have closed)."""
-        return number < self.opened
 
 
 # -- by id -----------------------------------------------------------------------------

@@ -34,24 +34,26 @@ end, though a ``message-end`` followed). Cohere defines no in-band error event: 
 generation is a ``message-end`` whose ``finish_reason`` is ``ERROR``.
 
 Content blocks, tool calls and citations are three kinds of numbered things, each opened by
-its start, continued by its deltas and closed by its end, tracked apart
-(``OpenByNumber``): a delta or an end for an index that is not open is
-``block_not_started``, a start for an index that was already started
-``block_index_out_of_order``, and anything still open at ``message-end``
-``block_not_stopped``. ``message-end`` must carry ``delta.finish_reason``
-(``missing_finish_reason``); its ``delta.usage`` is optional in the SDK's model (a stream
-without it, or with it null, is read whole), but usage of another type makes the client
-skip the event (``schema_mismatch``). The shapes checked: ``type`` a string, ``index`` an
-integer on the indexed events, a delta an object where one is sent; a ``type`` the SDK
-does not list is ``unknown_event_type`` (info, each once).
+its start, continued by its deltas and closed by its end, tracked apart by the engine's
+numbered tracker (``_entities.Entities``, which words the findings as it does Anthropic's):
+a delta or an end for an index that is not open is ``block_not_started``, a start for an
+index that was already used ``block_index_out_of_order`` (a start may skip indices: the SDK
+hands each event to the caller, who joins deltas by ``index``, so a gap loses nothing), and
+anything still open at ``message-end`` ``block_not_stopped``, once for each kind.
+``message-end`` must carry ``delta.finish_reason`` (``missing_finish_reason``); its
+``delta.usage`` is optional in the SDK's model (a stream without it, or with it null, is
+read whole), but usage of another type makes the client skip the event
+(``schema_mismatch``). The shapes checked: ``type`` a string, ``index`` an integer on the
+indexed events, a delta an object where one is sent; a ``type`` the SDK does not list is
+``unknown_event_type`` (info, each once).
 
 The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
 from the table, so the page cannot drift from the machine).
 
-Bounded state: at most ``MAX_OPEN`` open entries of each kind (``OpenByNumber``), at most
+Bounded state: at most ``MAX_OPEN`` open entries of each kind (``Entities``), at most
 ``MAX_UNKNOWN_TYPES`` unknown types reported (each kept by the engine, a long one as a
-digest); once a kind had more open entries than
-that, a delta or end for an index it does not hold is not judged. Messages show documented
+digest); while a kind has more open entries than that, a delta or end for an index it does
+not hold is not judged. Messages show documented
 types, finish reasons and indices that are sane integers; any other value by size and hash.
 
 Under ``protocol="auto"`` (``SPEC``): a path ending ``/v2/chat``, or a first event whose SSE
@@ -65,7 +67,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._entities import OpenByNumber
+from streamguard.protocols._entities import Entities, EntityKind
 from streamguard.protocols.engine import (
     OBJECT,
     OTHER,
@@ -82,7 +84,6 @@ from streamguard.protocols.engine import (
     cut_rows,
     go,
     json_object,
-    listing,
     opt,
     terminated_lifecycle,
     type_name,
@@ -113,6 +114,28 @@ _INDEXED: Final = {
     "citation-start": (_CITATION, "start"),
     "citation-end": (_CITATION, "end"),
 }
+
+
+def _kind(noun: str) -> EntityKind:
+    return EntityKind(
+        noun,
+        "index",
+        "started",
+        "ended",
+        not_open=rules.BLOCK_NOT_STARTED,
+        not_closed=rules.BLOCK_NOT_STOPPED,
+        out_of_order=rules.BLOCK_INDEX_OUT_OF_ORDER,
+        gaps=True,
+    )
+
+
+_KINDS: Final = {what: _kind(what) for what in (_CONTENT, _TOOL, _CITATION)}
+
+
+def _forget(checker: Checker, entry: bool) -> None:
+    """An entry keeps nothing."""
+
+
 # -- the lifecycle ---------------------------------------------------------------------
 
 #: Empty data: the client skips it.
@@ -163,7 +186,7 @@ def _delta_message(payload: Mapping[str, Any]) -> Mapping[str, Any]:
 class CohereChecker(Checker):
     """Checks one Cohere v2 chat event stream; see the module docstring."""
 
-    __slots__ = ("_done_index", "_open", "_overflowed")
+    __slots__ = ("_done_index", "_open")
 
     name = "cohere"
     LIFECYCLE = LIFECYCLE
@@ -187,13 +210,9 @@ class CohereChecker(Checker):
 
     def __init__(self, request: Mapping[str, Any] | None = None, path: str | None = None) -> None:
         super().__init__(request, path)
-        self._open: dict[str, OpenByNumber[bool]] = {
-            _CONTENT: OpenByNumber(MAX_OPEN),
-            _TOOL: OpenByNumber(MAX_OPEN),
-            _CITATION: OpenByNumber(MAX_OPEN),
+        self._open: dict[str, Entities[bool]] = {
+            what: Entities(kind, MAX_OPEN, _forget) for what, kind in _KINDS.items()
         }
-        #: The kinds whose open entries hit ``MAX_OPEN``: an index not held may be open.
-        self._overflowed: frozenset[str] = frozenset()
         #: The first [DONE]'s index, once one came.
         self._done_index: int | None = None
 
@@ -243,30 +262,19 @@ class CohereChecker(Checker):
             found.add(rules.SCHEMA_MISMATCH, detail)
             return
         slots = self._open[what]
-        shown = _wire.number(number)
+        where = f" ({kind})"
         if does == "start":
-            if slots.was_opened(number):
-                detail = f" ({kind}) starts {what} {shown} again; the index was already used"
-                found.add(rules.BLOCK_INDEX_OUT_OF_ORDER, detail)
-            if not slots.add(number, True):
-                self._overflowed = self._overflowed | {what}
-            return
-        if slots.get(number) is None and what not in self._overflowed:
-            why = "was already ended" if slots.was_opened(number) else "was never started"
-            found.add(rules.BLOCK_NOT_STARTED, f" ({kind}) is for {what} {shown}, which {why}")
-        if does == "end":
-            slots.close(number)
+            slots.check_opening(found, where, number)
+            slots.keep(self, number, True)
+        elif does == "end":
+            if slots.close(number) is None:
+                slots.not_open(found, where, number, closes=True)
+        elif number not in slots.open:
+            slots.not_open(found, where, number)
 
     def _message_end(self, payload: dict[str, Any], found: EventFindings) -> None:
-        still: list[str] = []
-        for what, slots in self._open.items():
-            if slots.open:
-                numbers = listing([_wire.number(n) for n in slots.open], len(slots.open))
-                still.append(f"{what}(s) {numbers}")
-                slots.open.clear()
-        if still:
-            detail = f" (message-end) arrives while {'; '.join(still)} are still open"
-            found.add(rules.BLOCK_NOT_STOPPED, detail)
+        for slots in self._open.values():
+            slots.check_closed(found, " (message-end)")
         delta = payload.get("delta")
         if type(delta) is not dict:
             return  # a schema_mismatch already, or no delta at all
