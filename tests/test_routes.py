@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from streamguard.protocols import BUILT_IN
 from streamguard.protocols.engine import (
     ERROR,
     OTHER,
@@ -142,3 +143,23 @@ def test_a_protocol_without_routes_must_write_check_event() -> None:
 
     with pytest.raises(NotImplementedError, match="declares no ROUTES"):
         Bare().on_event(Event("message", "{}"), 0)
+
+
+#: The built-in checkers that still write ``check_event`` rather than run the route table
+#: (issue 47): the list only shrinks.
+WRITES_CHECK_EVENT = {"a2a", "mcp", "sse"}
+
+
+def test_a_built_in_checker_runs_the_route_table_unless_listed() -> None:
+    """Every other built-in declares ``ROUTES`` and overrides ``classify`` at most (Gemini's
+    kind is known only after its field handlers ran: its ``classify`` runs them)."""
+    writers = {
+        spec.name
+        for spec in BUILT_IN
+        for cls in spec.checker.__mro__[: spec.checker.__mro__.index(Checker)]
+        if "check_event" in vars(cls)
+    }
+    assert writers <= WRITES_CHECK_EVENT
+    for spec in BUILT_IN:
+        if spec.name not in WRITES_CHECK_EVENT:
+            assert spec.checker.ROUTES, spec.name

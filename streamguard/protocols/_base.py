@@ -34,8 +34,9 @@ handler keys by), its ``SENTINELS`` (data such as ``[DONE]`` that is read as it 
 what an undocumented type does (``UNKNOWN_TYPES``: its step, and a finding once per
 distinct type, for a bounded number of types a stream); the default ``check_event`` runs
 ``classify`` and then ``follow``. A protocol whose wire really differs overrides
-``classify`` alone (LangGraph's kind is in the event's name, not its data), and says why
-in a comment; one whose events are not typed by a field at all writes ``check_event``.
+``classify`` alone (LangGraph's kind is in the event's name, not its data; a Gemini
+chunk names none, its kind is the state its fields leave the candidates in), and says why
+in a comment; the others write ``check_event``.
 
 The rest is shared so that protocols read the same: ``EventFindings`` holds the findings on the
 event being checked, so a handler adds one with ``found.add(rule, detail)``; ``report``

@@ -25,7 +25,9 @@ stop at the first finishReason lose the content after it (google-genai itself ke
 reading). ``content_after_finish`` (an error) is a chunk that brings content *without* a
 finishReason after a finish that itself carried content: the stream said it was done.
 
-A chunk's fields are checked by one handler each (``_FIELDS``). A chunk that fails the
+A chunk's fields are checked by one handler each (``_FIELDS``), in ``classify``: a chunk
+names no type, its kind is the state its fields leave the candidates in, so they run
+before the step, which the kind's route (``ROUTES``) then takes. A chunk that fails the
 shape check still counts: its ``schema_mismatch`` comes with the lifecycle rules run on
 what it carries with the right type (a candidate whose ``index`` is unusable is judged at
 its position in the list, as the SDK's ``response.text`` reads it). An error chunk's own
@@ -98,10 +100,12 @@ from streamguard.protocols.engine import (
     Holes,
     Lifecycle,
     ProtocolSpec,
+    Route,
     Shape,
     Signal,
     Transcript,
     broken,
+    event_name,
     go,
     json_object,
     lax_integer,
@@ -191,9 +195,6 @@ _LIFECYCLE = Lifecycle(
     errored=frozenset({_ERRORED}),
     sealed=frozenset({_BLOCKED, _ERRORED}),
 )
-
-#: ENGINE-CANDIDATE: the steps that change nothing, which check_event skips (speed).
-_NO_STEP_KEYS = frozenset(key for key, step in _LIFECYCLE.table.items() if step == STAY)
 
 
 class _Candidate:
@@ -423,48 +424,59 @@ class GeminiChecker(Checker):
             out.finish(candidate.get("finishReason"))
         return carried
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = EventFindings(self, event, index)
-        chunk = self.parse_object(event, index, found.items)
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        # A chunk names no type: its kind (an error, a blocked prompt, every candidate
+        # finished, other) is the state its fields' handlers (``_FIELDS``) leave the
+        # candidates in, so they run here, before the step, and the kind picks the route.
+        chunk = self.parse_object(event, found.index, found.items)
         if chunk is None:
-            return found.items  # nothing it says is known: no step
-        tracked = 0 if self._candidates is None else len(self._candidates)
+            return None  # nothing it says is known: no step
+        found.payload = chunk
+        found.name = event_name(event.event)  # (as ``advance`` names an event by default)
         error = chunk.get("error")
-        kind = None
         if error is not None:
-            kind = ERROR
             self._on_error(error, found)
-        else:
-            problems = _Problems()
-            for field, handler in _FIELDS:
-                value = chunk.get(field)
-                if value is not None:
-                    kind = handler(self, value, found, problems) or kind
-            problems.add(nested_problem(chunk, _RESPONSE))
-            if problems.total:
-                shape = self.finding(rules.SCHEMA_MISMATCH, event, index, f": {problems}")
-                found.items.insert(0, shape)
-            if kind is None:
-                kind = _ALL_FINISHED if self._candidates and not self._unfinished else OTHER
-        if (self.phase, kind) not in _NO_STEP_KEYS:  # the common step skips the engine's call
-            found.step(kind)
-        if kind is OTHER and not found.items:
-            counters = self._more_text(chunk, tracked)
-            if counters is not None:
-                # One more piece of a candidate's text: the next chunk like it takes the same
-                # step, its usage counters read again (they must not go down).
-                self.repeatable(_text_holes(counters), counters)
-        return found.items
+            return self.ROUTES[ERROR]
+        states = self._candidates
+        tracked = 0 if states is None else len(states)
+        kind = None
+        problems = _Problems()
+        for field, handler in _FIELDS:
+            value = chunk.get(field)
+            if value is not None:
+                kind = handler(self, value, found, problems) or kind
+        problems.add(nested_problem(chunk, _RESPONSE))
+        if problems.total:
+            shape = self.finding(rules.SCHEMA_MISMATCH, event, found.index, f": {problems}")
+            found.items.insert(0, shape)
+        if kind is not None:
+            return self.ROUTES[kind]
+        states = self._candidates
+        if states and not self._unfinished:
+            return self.ROUTES[_ALL_FINISHED]
+        if states is not None and len(states) != tracked:
+            return _STARTED
+        return self.ROUTES[OTHER]
 
-    def _more_text(self, chunk: dict[str, Any], tracked: int) -> tuple[str, ...] | None:
+    def _on_more(self, chunk: dict[str, Any], found: EventFindings) -> None:
+        """After the step of an other chunk that started no candidate: one that only adds a
+        piece of a candidate's text, and found nothing, vouches that the next chunk like it
+        takes the same step, its usage counters read again (they must not go down)."""
+        if found.items:
+            return
+        counters = self._more_text(chunk)
+        if counters is not None:
+            self.repeatable(_text_holes(counters), counters)
+
+    def _more_text(self, chunk: dict[str, Any]) -> tuple[str, ...] | None:
         """The usage counters of a chunk that only adds text to one open candidate (it
-        started no candidate and finished none), else None."""
+        finished none; one that started a candidate never gets here), else None."""
         candidates = chunk.get("candidates")
         states = self._candidates
         if type(candidates) is not list or len(candidates) != 1 or states is None:
             return None
         candidate = candidates[0]
-        if len(states) != tracked or type(candidate) is not dict or "finishReason" in candidate:
+        if type(candidate) is not dict or "finishReason" in candidate:
             return None
         state = states.get(candidate.get("index") or 0)
         content = candidate.get("content")
@@ -686,6 +698,17 @@ _FIELDS: tuple[tuple[str, _Handler], ...] = (
     ("usageMetadata", GeminiChecker._on_usage),
     ("promptFeedback", GeminiChecker._on_feedback),
 )
+
+#: The route of each kind ``classify`` finds: its step, and for an other chunk the check
+#: that it only adds text (``_on_more``). No shape: the field handlers checked it already.
+GeminiChecker.ROUTES = {
+    _ALL_FINISHED: Route(_ALL_FINISHED),
+    TERMINAL: Route(TERMINAL),
+    ERROR: Route(ERROR),
+    OTHER: Route(OTHER, GeminiChecker._on_more),
+}
+#: An other chunk that started a candidate: its step alone (it adds to no open one).
+_STARTED: Final = Route(OTHER)
 
 
 # -- the protocol's declaration ------------------------------------------------------------
