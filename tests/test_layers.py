@@ -153,3 +153,24 @@ def test_a_protocol_importing_another_is_found() -> None:
         "streamguard.protocols._jsonrpc": set(),
     }
     assert _protocol_imports(graph)["streamguard.protocols.a2a"] == {"streamguard.protocols.mcp"}
+
+
+def _skeleton_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each protocol module -> the shape cache's module, if it imports it itself."""
+    return {name: graph[name] & {SKELETON} for name in _protocol_imports(graph)}
+
+
+#: The shape cache: a frame's bytes fitted to a learned skeleton (the engine's stage).
+SKELETON = "streamguard.protocols._skeleton"
+
+
+def test_no_checker_touches_bytes_or_the_skeleton() -> None:
+    """A checker sees events (``Event``, parsed) and their payloads; fitting a frame's bytes
+    to a skeleton is the engine's, which hands a repeat the value holes' JSON texts and the
+    reader of a string one (``json_string_text``) through the engine module."""
+    assert {name: found for name, found in _skeleton_imports(import_graph()).items() if found} == {}
+
+
+def test_a_checker_importing_the_skeleton_is_found() -> None:
+    graph = {"streamguard.protocols.chat": {SKELETON}, SKELETON: set()}
+    assert _skeleton_imports(graph)["streamguard.protocols.chat"] == {SKELETON}

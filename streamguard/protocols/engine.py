@@ -6,8 +6,10 @@ import the engine from here, and so does a protocol of one's own (``docs/plugins
   event being checked), and its helpers (``KeptText``, ``listing``, ``json_object``,
   ``any_json``, ``may_name``, ``parse_json``, ``preview``, ``Transcript``; ``Holes`` and
   ``UNCHANGED``, what a checker vouches for so that a frame of the same skeleton is not
-  parsed again: ``Checker.repeatable``); ``Entities``, numbered things that open and close
-  in a stream, and the rules it decides for each ``EntityKind`` a protocol declares;
+  parsed again: ``Checker.repeatable``, whose ``repeat_event`` gets the value holes' JSON
+  texts, a string's read with ``json_string_text``); ``Entities``, numbered things that
+  open and close in a stream, and the rules it decides for each ``EntityKind`` a protocol
+  declares;
 - the lifecycle: ``terminated_lifecycle`` (a terminal signal and an in-band error), or a
   ``Lifecycle`` table of one's own with its steps (``go``, ``broken``, ``STAY``) and the
   kinds every protocol has (``TERMINAL``, ``ERROR``, ``OTHER``; ``END``, ``ANY`` in a
@@ -116,6 +118,7 @@ from streamguard.protocols._registry import (
 from streamguard.protocols._skeleton import (
     UNCHANGED,
     Holes,
+    json_string_text,
 )
 from streamguard.protocols._spec import (
     NOT_JSON,
@@ -214,6 +217,7 @@ __all__ = [
     "go",
     "is_number",
     "json_object",
+    "json_string_text",
     "lax_integer",
     "listing",
     "may",

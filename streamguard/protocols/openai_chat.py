@@ -77,7 +77,6 @@ from streamguard.protocols._shapes import (
     ChatUsage,
     validate_chat_chunk,
 )
-from streamguard.protocols._skeleton import json_string_text
 from streamguard.protocols.engine import (
     ANY,
     END,
@@ -100,6 +99,7 @@ from streamguard.protocols.engine import (
     broken,
     go,
     json_object,
+    json_string_text,
     listing,
     may_name,
     object_problems,

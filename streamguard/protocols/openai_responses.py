@@ -79,7 +79,6 @@ from streamguard._wire import describe, kept_key, number, token
 from streamguard.protocols._entities import Entities, EntityKind
 from streamguard.protocols._payload import lenient, validation_finding
 from streamguard.protocols._shapes import RESPONSES_EVENT, ResponsesEvent, ResponsesResponse
-from streamguard.protocols._skeleton import json_string_text
 from streamguard.protocols.engine import (
     ANY,
     END,
@@ -103,6 +102,7 @@ from streamguard.protocols.engine import (
     cut_rows,
     go,
     json_object,
+    json_string_text,
     may_name,
     object_problems,
     opt,
