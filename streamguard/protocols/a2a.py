@@ -29,7 +29,10 @@ Each event is parsed once: ``invalid_json`` for data that is not a JSON object,
 required fields; 1.0's types only, since protobuf JSON leaves defaults out) or with a state
 outside its version's set. The lifecycle kinds: ``settle`` (a status update or task in a
 terminal state), the terminal (an interrupted state, ``final: true``, a message result),
-the in-band error (an error response) and any other event. After ``settle`` a status that
+the in-band error (an error response) and any other event. The route table (``ROUTES``) is
+the four results, each with its handler (the checks across events below); ``classify``
+finds the result and, by its state, the route of a task or status update that ends the
+stream. After ``settle`` a status that
 leaves the terminal state is ``terminal_state_left``; any other event after the end is
 ``event_after_terminal``, another terminal ``duplicate_terminal``; a body that ends first
 ``missing_terminal``.

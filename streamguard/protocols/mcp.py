@@ -41,7 +41,10 @@ resumed GET's (``response_on_standalone_stream`` off) and a POST whose body was 
 are returned by ``checks_skipped`` (reasons from ``report.SKIP_REASONS``), which the
 monitor puts on the report as notes and ``skipped_checks`` and the metrics count.
 
-The payload handlers check each message (``invalid_jsonrpc``: ``jsonrpc`` exactly "2.0", a
+Each message's route (``ROUTES``) is what it is and, for a response, what it answers:
+``classify`` matches a response to the owed ids (the match is the lifecycle kind: the
+answer to the last one is the terminal), and the route's handler checks the message after
+the step. The payload handlers check each message (``invalid_jsonrpc``: ``jsonrpc`` exactly "2.0", a
 request's ``method`` a string and ``params`` an object, a response with exactly one of
 ``result`` (an object) and ``error`` (an object with an integer ``code`` and a string
 ``message``), an id a string or a number) and each response: an answer to an id the POST
