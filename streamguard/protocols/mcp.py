@@ -718,7 +718,7 @@ class MCPChecker(Checker):
         if not event.data:
             found.name = "empty data"
             return _SKIPPED
-        problems: list[Finding] = []  # (placed after the step)
+        problems: list[Finding] = []  # invalid_json, placed after the step
         value = self.parse_value(event, found.index, problems)
         if type(value) is dict:
             found.payload = value
