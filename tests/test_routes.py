@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streamguard.protocols import BUILT_IN
+from streamguard.protocols import BUILT_IN, ProtocolSpec
 from streamguard.protocols.engine import (
     ERROR,
     OTHER,
@@ -145,21 +145,17 @@ def test_a_protocol_without_routes_must_write_check_event() -> None:
         Bare().on_event(Event("message", "{}"), 0)
 
 
-#: The built-in checkers that still write ``check_event`` rather than run the route table
-#: (issue 47): the list only shrinks.
-WRITES_CHECK_EVENT = {"a2a", "mcp", "sse"}
+#: The built-in checkers that write ``check_event``: plain SSE alone, which has no types,
+#: no lifecycle and no payload rule to route to (only a JSON check, when asked for).
+WRITES_CHECK_EVENT = {"sse"}
 
 
-def test_a_built_in_checker_runs_the_route_table_unless_listed() -> None:
-    """Every other built-in declares ``ROUTES`` and overrides ``classify`` at most (Gemini's
-    kind is known only after its field handlers ran: its ``classify`` runs them)."""
-    writers = {
-        spec.name
-        for spec in BUILT_IN
-        for cls in spec.checker.__mro__[: spec.checker.__mro__.index(Checker)]
-        if "check_event" in vars(cls)
-    }
-    assert writers <= WRITES_CHECK_EVENT
-    for spec in BUILT_IN:
-        if spec.name not in WRITES_CHECK_EVENT:
-            assert spec.checker.ROUTES, spec.name
+@pytest.mark.parametrize("spec", BUILT_IN, ids=lambda spec: spec.name)
+def test_a_built_in_checker_runs_its_events_through_its_routes(spec: ProtocolSpec) -> None:
+    """Any other built-in checker declares ``ROUTES`` and leaves ``check_event`` to the
+    engine (overriding ``classify`` at most): every event is classified, then followed."""
+    if spec.name in WRITES_CHECK_EVENT:
+        pytest.skip("writes check_event")
+    own = spec.checker.__mro__[: spec.checker.__mro__.index(Checker)]
+    assert not [cls for cls in own if "check_event" in vars(cls)]
+    assert spec.checker.ROUTES

@@ -36,7 +36,8 @@ distinct type, for a bounded number of types a stream); the default ``check_even
 ``classify`` and then ``follow``. A protocol whose wire really differs overrides
 ``classify`` alone (LangGraph's kind is in the event's name, not its data; a Gemini
 chunk names none, its kind is the state its fields leave the candidates in), and says why
-in a comment; the others write ``check_event``.
+in a comment. Only a checker with nothing to route writes ``check_event`` (plain SSE: no
+types, no lifecycle).
 
 The rest is shared so that protocols read the same: ``EventFindings`` holds the findings on the
 event being checked, so a handler adds one with ``found.add(rule, detail)``; ``report``
@@ -682,15 +683,22 @@ class Checker:
         return True
 
     def parse_object(
-        self, event: Event, index: int, found: list[Finding], where: str = ""
+        self,
+        event: Event,
+        index: int,
+        found: list[Finding],
+        where: str = "",
+        *,
+        expected: str = "an object",
     ) -> dict[str, Any] | None:
         """The event's data as a JSON object, or None with the ``invalid_json`` finding in
-        ``found``. ``where`` follows ``event N`` in the message (`` (name)``, say)."""
+        ``found``. ``where`` follows ``event N`` in the message (`` (name)``, say);
+        ``expected`` names the object the protocol wants (``a JSON-RPC response``)."""
         value = self.parse_value(event, index, found, where)
         if type(value) is dict:
             return value
         if value is not _NOT_JSON:
-            problem = f"{where}: data is a JSON {type_name(value)}, not an object"
+            problem = f"{where}: data is a JSON {type_name(value)}, not {expected}"
             found.append(self.finding(rules.INVALID_JSON, event, index, problem))
         return None
 

@@ -29,7 +29,10 @@ Each event is parsed once: ``invalid_json`` for data that is not a JSON object,
 required fields; 1.0's types only, since protobuf JSON leaves defaults out) or with a state
 outside its version's set. The lifecycle kinds: ``settle`` (a status update or task in a
 terminal state), the terminal (an interrupted state, ``final: true``, a message result),
-the in-band error (an error response) and any other event. After ``settle`` a status that
+the in-band error (an error response) and any other event. The route table (``ROUTES``) is
+the four results, each with its handler (the checks across events below); ``classify``
+finds the result and, by its state, the route of a task or status update that ends the
+stream. After ``settle`` a status that
 leaves the terminal state is ``terminal_state_left``; any other event after the end is
 ``event_after_terminal``, another terminal ``duplicate_terminal``; a body that ends first
 ``missing_terminal``.
@@ -57,7 +60,7 @@ whose first event shows no such result is left to MCP, as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from itertools import islice
 from typing import Any, Final
 
@@ -70,6 +73,8 @@ from streamguard.protocols.engine import (
     BOOLEAN,
     END,
     ERROR,
+    NO_PAYLOAD,
+    NOT_JSON_DATA,
     OBJECT,
     OTHER,
     STAY,
@@ -79,18 +84,17 @@ from streamguard.protocols.engine import (
     Field,
     Lifecycle,
     ProtocolSpec,
+    Route,
     Signal,
+    any_json,
     broken,
     go,
-    not_json,
     opt,
-    parse_json,
     req,
     shape_problem,
     terminated_lifecycle,
-    type_name,
 )
-from streamguard.report import Finding, Severity
+from streamguard.report import Severity
 from streamguard.rule_docs._base import rule_doc
 from streamguard.rules import Rule
 from streamguard.sse import Event
@@ -253,7 +257,7 @@ LIFECYCLE: Final = Lifecycle(
 )
 
 
-def _result_kind(result: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], bool] | None:
+def _result_kind(result: dict[str, Any]) -> tuple[str, dict[str, Any], bool] | None:
     """The kind of a result, the object that holds its fields and whether it is 0.3's; None
     when it is none of the four (the shape check says why)."""
     kind = result.get("kind")
@@ -310,78 +314,78 @@ class A2AChecker(Checker):
 
     # -- one event ------------------------------------------------------------------------
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = EventFindings(self, event, index)
-        kind, name, _state_value = self._check(found, True)
-        found.step(kind, name)
-        return found.items
-
-    def sealed_kind(self, event: Event) -> tuple[str, str | None]:
-        """After the end: what the event is, judged without reporting anything."""
-        found = EventFindings(self, event, 0)
-        kind, name, state = self._check(found, False)
-        if self.phase == _SETTLED and state is not None and kind != SETTLE:
-            return REOPEN, name
-        return kind, name
-
-    def _check(self, found: EventFindings, report: bool) -> tuple[str, str, object]:
-        """Check the event's response (``report``: keep its findings); its lifecycle kind,
-        how a message names it, and the task state it carries (None: none)."""
-        data = found.event.data
-        if not data:
-            return SKIPPED, "empty data", None  # the client skips it
-        try:
-            message = parse_json(data)
-        except ValueError as exc:
-            if report:
-                found.add(rules.INVALID_JSON, f": {not_json(exc, data)}")
-            return OTHER, "not JSON", None
-        if type(message) is not dict:
-            if report:
-                detail = f": data is a JSON {type_name(message)}, not a JSON-RPC response"
-                found.add(rules.INVALID_JSON, detail)
-            return OTHER, "not JSON-RPC", None
-        if not report:
-            return self._classify(message)
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        # A2A's four results (a task, a message, a status update, an artifact update) are
+        # told by 0.3's `kind` or by 1.0's one member, not by one type field, and a task's or
+        # status update's lifecycle kind by its state. What every response gets (its
+        # JSON-RPC shape, its id, its result's shape in its version) is judged here, before
+        # the step, which makes no finding in the one phase whose events are checked.
+        if not event.data:
+            found.payload = NO_PAYLOAD
+            found.name = "empty data"
+            return _SKIPPED  # the client skips it
+        message = self.parse_object(event, found.index, found.items, expected="a JSON-RPC response")
+        if message is None:
+            found.step(OTHER, "not JSON")
+            return None
         problem = jsonrpc_problem(message)
         if problem is None and "method" in message:
             problem = "a request or notification, where the client reads only responses"
         if problem is not None:
             found.add(rules.INVALID_JSONRPC, f": {problem}")
         self._check_id(found, message)
-        kind, name, state = self._classify(message)
-        result = message.get("result")
-        if "error" in message and "result" not in message:
-            return kind, name, state
-        if type(result) is not dict:
-            return kind, name, state
-        self._check_result(found, result)
-        return kind, name, state
+        route, name, _state_value, result = _routed(message)
+        found.name = name
+        if result is None:
+            found.payload = NO_PAYLOAD
+            if route is _UNKNOWN_RESULT:
+                found.add(
+                    rules.SCHEMA_MISMATCH,
+                    ": the result is neither a task, a message, a status update nor an "
+                    "artifact update (0.3's `kind`, or one 1.0 member)",
+                )
+            return route
+        kind, body, v03 = result
+        found.payload = body
+        problem = shape_problem(body, (_V03_SHAPES if v03 else _V1_SHAPES)[kind])
+        if problem is None and kind in (_TASK, _STATUS):
+            problem = self._state_problem(body, v03)
+        if problem is None and kind == _ARTIFACT:
+            problem = shape_problem(body["artifact"], _ARTIFACT_SHAPE)
+            if problem is not None:
+                problem = problem.replace("field `", "field `artifact.", 1)
+        if problem is not None:
+            version = "0.3" if v03 else "1.0"
+            found.add(rules.SCHEMA_MISMATCH, f" (a {version} {kind}): {problem}")
+        return route
 
-    def _classify(self, message: Mapping[str, Any]) -> tuple[str, str, object]:
-        if "error" in message and "result" not in message:
-            return ERROR, "an error response", None
-        result = message.get("result")
-        if type(result) is not dict:
-            return OTHER, "not a result", None
-        known = _result_kind(result)
-        if known is None:
-            return OTHER, "an unknown result", None
-        kind, body, v03 = known
-        if kind == _MESSAGE:
-            return TERMINAL, "a message", None
-        if kind == _ARTIFACT:
-            return OTHER, "an artifact update", None
-        state = _state(body)
-        shown_state = _wire.token(state, _STATES) if state is not None else "no state"
-        name = f"a {kind} ({shown_state})"
-        if type(state) is str and state in _TERMINAL_STATES:
-            return SETTLE, name, state
-        if type(state) is str and state in _INTERRUPTED_STATES:
-            return TERMINAL, name, state
-        if v03 and kind == _STATUS and body.get("final") is True:
-            return TERMINAL, name + " marked final", state
-        return OTHER, name, state
+    def sealed_kind(self, event: Event) -> tuple[str, str | None]:
+        """After the end: what the event is, judged without reporting anything."""
+        data = event.data
+        if not data:
+            return SKIPPED, "empty data"
+        message = any_json(data)
+        if message is NOT_JSON_DATA:
+            return OTHER, "not JSON"
+        if type(message) is not dict:
+            return OTHER, "not JSON-RPC"
+        route, name, state, _result = _routed(message)
+        kind = route.kind
+        if self.phase == _SETTLED and state is not None and kind != SETTLE:
+            return REOPEN, name
+        return kind, name
+
+    def _on_task(self, body: dict[str, Any], found: EventFindings) -> None:
+        self._check_task(found, body, _TASK)
+        self._baseline = True
+        self._keep_artifacts(body.get("artifacts"))
+
+    def _on_status(self, body: dict[str, Any], found: EventFindings) -> None:
+        self._check_task(found, body, _STATUS)
+
+    def _on_artifact(self, body: dict[str, Any], found: EventFindings) -> None:
+        self._check_task(found, body, _ARTIFACT)
+        self._check_artifact(found, body)
 
     def _check_id(self, found: EventFindings, message: Mapping[str, Any]) -> None:
         if "id" not in message or message["id"] is None:
@@ -398,35 +402,6 @@ class A2AChecker(Checker):
                 ": the response's JSON-RPC id is not the request's (the stream's first "
                 "event's when the request is unknown); every event answers the one request",
             )
-
-    def _check_result(self, found: EventFindings, result: dict[str, Any]) -> None:
-        known = _result_kind(result)
-        if known is None:
-            found.add(
-                rules.SCHEMA_MISMATCH,
-                ": the result is neither a task, a message, a status update nor an artifact "
-                "update (0.3's `kind`, or one 1.0 member)",
-            )
-            return
-        kind, body, v03 = known
-        version = "0.3" if v03 else "1.0"
-        problem = shape_problem(body, (_V03_SHAPES if v03 else _V1_SHAPES)[kind])
-        if problem is None and kind in (_TASK, _STATUS):
-            problem = self._state_problem(body, v03)
-        if problem is None and kind == _ARTIFACT:
-            problem = shape_problem(body["artifact"], _ARTIFACT_SHAPE)
-            if problem is not None:
-                problem = problem.replace("field `", "field `artifact.", 1)
-        if problem is not None:
-            found.add(rules.SCHEMA_MISMATCH, f" (a {version} {kind}): {problem}")
-        if kind == _MESSAGE:
-            return
-        self._check_task(found, body, kind)
-        if kind == _TASK:
-            self._baseline = True
-            self._keep_artifacts(body.get("artifacts"))
-        elif kind == _ARTIFACT:
-            self._check_artifact(found, body)
 
     @staticmethod
     def _state_problem(body: Mapping[str, Any], v03: bool) -> str | None:
@@ -483,6 +458,62 @@ class A2AChecker(Checker):
                 "stream never started; the client has nothing to append it to",
             )
         self._artifacts.add(key)
+
+
+_C = A2AChecker
+#: The four results, each with its handler (what the stream's task and artifacts must
+#: agree with) and the lifecycle kind it takes when its state ends nothing.
+_C.ROUTES = {
+    _TASK: Route(OTHER, _C._on_task),
+    _MESSAGE: Route(TERMINAL),  # the message result ends the interaction
+    _STATUS: Route(OTHER, _C._on_status),
+    _ARTIFACT: Route(OTHER, _C._on_artifact),
+}
+#: A task or status update whose state ends the stream: its route by the kind it takes
+#: (a terminal state settles it; an interrupted state, or 0.3's ``final``, ends it).
+_ENDING: Final = {
+    (kind, step): Route(step, _C.ROUTES[kind].handler)
+    for kind in (_TASK, _STATUS)
+    for step in (SETTLE, TERMINAL)
+}
+#: An error response (the in-band error), a response whose result is no object (or a
+#: request, which the client does not read), a result of no known kind, empty data.
+_ERROR_RESPONSE: Final = Route(ERROR)
+_NO_RESULT: Final = Route(OTHER)
+_UNKNOWN_RESULT: Final = Route(OTHER)
+_SKIPPED: Final = Route(SKIPPED)
+
+
+def _routed(
+    message: Mapping[str, Any],
+) -> tuple[Route, str, object, tuple[str, dict[str, Any], bool] | None]:
+    """A response's route, how a message names it, the task state it carries (None: none)
+    and, for one of the four results, ``_result_kind``'s answer (whose object the handler
+    gets)."""
+    if "error" in message and "result" not in message:
+        return _ERROR_RESPONSE, "an error response", None, None
+    result = message.get("result")
+    if type(result) is not dict:
+        return _NO_RESULT, "not a result", None, None
+    known = _result_kind(result)
+    if known is None:
+        return _UNKNOWN_RESULT, "an unknown result", None, None
+    kind, body, v03 = known
+    route = A2AChecker.ROUTES[kind]
+    if kind == _MESSAGE:
+        return route, "a message", None, known
+    if kind == _ARTIFACT:
+        return route, "an artifact update", None, known
+    state = _state(body)
+    shown_state = _wire.token(state, _STATES) if state is not None else "no state"
+    name = f"a {kind} ({shown_state})"
+    if type(state) is str and state in _TERMINAL_STATES:
+        return _ENDING[kind, SETTLE], name, state, known
+    if type(state) is str and state in _INTERRUPTED_STATES:
+        return _ENDING[kind, TERMINAL], name, state, known
+    if v03 and kind == _STATUS and body.get("final") is True:
+        return _ENDING[kind, TERMINAL], name + " marked final", state, known
+    return route, name, state, known
 
 
 # -- auto-detection ----------------------------------------------------------------------

@@ -41,7 +41,10 @@ resumed GET's (``response_on_standalone_stream`` off) and a POST whose body was 
 are returned by ``checks_skipped`` (reasons from ``report.SKIP_REASONS``), which the
 monitor puts on the report as notes and ``skipped_checks`` and the metrics count.
 
-The payload handlers check each message (``invalid_jsonrpc``: ``jsonrpc`` exactly "2.0", a
+Each message's route (``ROUTES``) is what it is and, for a response, what it answers:
+``classify`` matches a response to the owed ids (the match is the lifecycle kind: the
+answer to the last one is the terminal), and the route's handler checks the message after
+the step. The payload handlers check each message (``invalid_jsonrpc``: ``jsonrpc`` exactly "2.0", a
 request's ``method`` a string and ``params`` an object, a response with exactly one of
 ``result`` (an object) and ``error`` (an object with an integer ``code`` and a string
 ``message``), an id a string or a number) and each response: an answer to an id the POST
@@ -124,6 +127,7 @@ from streamguard.protocols.engine import (
     LAX_NUMBER,
     LAX_STRING_OR_INTEGER,
     NO_FINDINGS,
+    NO_PAYLOAD,
     OBJECT,
     OBJECT_OF_SCHEMAS,
     ONE_OR_EACH,
@@ -138,6 +142,7 @@ from streamguard.protocols.engine import (
     Lifecycle,
     Nested,
     ProtocolSpec,
+    Route,
     Shape,
     Signal,
     broken,
@@ -145,9 +150,7 @@ from streamguard.protocols.engine import (
     may,
     may_hold,
     nested_problem,
-    not_json,
     opt,
-    parse_json,
     req,
     type_name,
 )
@@ -568,6 +571,7 @@ class MCPChecker(Checker):
 
     __slots__ = (
         "_answered",
+        "_batch",
         "_event_ids",
         "_invalid_ids",
         "_last_event_key",
@@ -576,6 +580,7 @@ class MCPChecker(Checker):
         "_requests",
         "_standalone",
         "_unread",
+        "_where",
     )
 
     name = "mcp"
@@ -640,6 +645,12 @@ class MCPChecker(Checker):
         #: The event ids seen, and the key of the one in effect at the last event.
         self._event_ids: set[str | bytes] | None = None
         self._last_event_key: str | bytes | None = None
+        #: The messages of the batch event being checked and their routes, from
+        #: ``classify`` (which matched them) to the batch's handler.
+        self._batch: Sequence[tuple[Any, Route]] = ()
+        #: Where the message being checked sits, as its findings say: "" for a message
+        #: alone in its event, `` (batch item N)`` in a batch.
+        self._where = ""
 
     def message_fields(self) -> Mapping[str, object]:
         owed = self._owed
@@ -686,18 +697,50 @@ class MCPChecker(Checker):
 
     # -- one event ------------------------------------------------------------------------
 
-    def check_event(self, event: Event, index: int) -> Sequence[Finding]:
-        found = EventFindings(self, event, index)
-        kind, name = self._check_data(found)
-        steps = EventFindings(self, event, index)  # the lifecycle first, as the engine's end does
+    def classify(self, event: Event, found: EventFindings) -> Route | None:
+        # MCP's two steps: an event that carries an SSE id while answers are owed first takes
+        # CURSOR (waiting -> resumable, never a finding), here; then its message's step,
+        # whose kind is what matching the message to the POST's owed ids says (the answer to
+        # the last one is the terminal). So the route is the match's outcome, found here
+        # (a batch's messages are matched one by one), and the handlers report after the
+        # step: the lifecycle's findings come first, the event id's last.
         if self._invalid_ids:
-            steps.items.append(self._invalid_request_ids())
-        if event.id:
-            self._check_event_id(found, event.id)
-            if self.phase == _WAITING:
-                steps.step(CURSOR, name)  # waiting -> resumable: never a finding
-        steps.step(kind, name)
-        return steps.items + found.items
+            found.items.append(self._invalid_request_ids())
+        if event.id and self.phase == _WAITING:
+            found.step(CURSOR)
+        found.payload = NO_PAYLOAD
+        if event.event != _MESSAGE:
+            if event.event == ENDPOINT_EVENT:
+                # The legacy transport's GET stream: the responses to POSTs come on it.
+                self._standalone = False
+            found.name = "a skipped event"
+            return _SKIPPED
+        if not event.data:
+            found.name = "empty data"
+            return _SKIPPED
+        problems: list[Finding] = []  # invalid_json, placed after the step
+        value = self.parse_value(event, found.index, problems)
+        if type(value) is dict:
+            found.payload = value
+            route = self._route(value, False)
+            if route is _REPEAT:
+                found.name = f"a second response to the request with {_shown_id(value['id'])}"
+            else:
+                found.name = route.name or ""
+            return route
+        if type(value) is list:
+            found.name = "a batch"
+            return self._batch_route(value)
+        # Settled here: data that is not JSON, or JSON that is no message or batch.
+        if problems:
+            found.step(OTHER, "not JSON")
+            found.items.extend(problems)
+        else:
+            found.step(OTHER, "not JSON-RPC")
+            problem = f"data is a JSON {type_name(value)}, not a JSON-RPC message or batch"
+            found.add(rules.INVALID_JSONRPC, f": {problem}")
+        self._check_event_id(found)
+        return None
 
     def check_end(self, events: int, offset: int) -> Sequence[Finding]:
         if self._invalid_ids:  # a body without events: the request is still reported
@@ -720,117 +763,19 @@ class MCPChecker(Checker):
             "stream, and no response can be matched to it"
         )
 
-    def _check_data(self, found: EventFindings) -> tuple[str, str]:
-        """Check the event's messages; its lifecycle kind and how a message names it."""
-        event = found.event
-        if event.event != _MESSAGE:
-            if event.event == ENDPOINT_EVENT:
-                # The legacy transport's GET stream: the responses to POSTs come on it.
-                self._standalone = False
-            return SKIPPED, "a skipped event"
-        data = event.data
-        if not data:
-            return SKIPPED, "empty data"
-        try:
-            value = parse_json(data)
-        except ValueError as exc:
-            found.add(rules.INVALID_JSON, f": {not_json(exc, data)}")
-            return OTHER, "not JSON"
-        if type(value) is dict:
-            return self._check_message(found, value, "")
-        if type(value) is list:
-            return self._batch(found, value), "a batch"
-        problem = f"data is a JSON {type_name(value)}, not a JSON-RPC message or batch"
-        found.add(rules.INVALID_JSONRPC, f": {problem}")
-        return OTHER, "not JSON-RPC"
-
-    def _batch(self, found: EventFindings, batch: list[Any]) -> str:
-        """A 2025-03-26 batch: each message checked (the first ``MAX_BATCH_ITEMS``); each
-        rule reported once, with a count."""
-        if not batch:
-            found.add(rules.INVALID_JSONRPC, ": an empty batch array")
-            return OTHER
-        kinds: set[str] = set()
-        items = EventFindings(self, found.event, found.index)
-        for number, message in enumerate(islice(batch, MAX_BATCH_ITEMS)):
-            where = f" (batch item {number})"
-            if type(message) is not dict:
-                problem = f"a JSON {type_name(message)}, not a message"
-                items.add(rules.INVALID_JSONRPC, f"{where}: {problem}")
-                kinds.add(OTHER)
-                continue
-            kinds.add(self._check_message(items, message, where)[0])
-        found.items.extend(_folded(items.items))
-        for kind in (TERMINAL, ERROR, LAST_READ, OTHER, RESPONSE):
-            if kind in kinds:
-                return kind
-        return OTHER
-
-    def _check_message(
-        self, found: EventFindings, message: dict[str, Any], where: str
-    ) -> tuple[str, str]:
-        """Check one message; its lifecycle kind and how a step's message names it. ``where``
-        places an item of a batch (empty for a message alone)."""
-        problem = jsonrpc_problem(message)
-        if problem is not None:
-            found.add(rules.INVALID_JSONRPC, f"{where}: {problem}")
+    def _route(self, message: dict[str, Any], in_batch: bool) -> Route:
+        """The route of one message: a request's or a notification's, else by what the
+        response answers (``in_batch``: a message of a batch, whose handler reports a
+        repeat, where the lifecycle reports one alone)."""
         if "method" in message:
-            if problem is None:  # one mistake, one finding
-                shape = PARAMS_SHAPES.get(message["method"])
-                if shape is not None:
-                    self._check_shape(found, message, shape, "", message["method"], where)
-            return OTHER, "a request" if "id" in message else "a notification"
+            return _REQUEST if "id" in message else _NOTIFICATION
         if "result" not in message and "error" not in message:
-            return OTHER, "not a JSON-RPC message"
-        raw_id = message.get("id")
-        key = jsonrpc_id_key(raw_id)
+            return _NO_MESSAGE
+        key = jsonrpc_id_key(message.get("id"))
         if key is None:
-            return RESPONSE, "a response"  # answers nothing (or its id was just reported)
-        methods = self._methods
-        if methods is not None and problem is None and "result" in message:
-            answered = methods.get(key)
-            owed = self._owed
-            if answered is not None and owed is not None and key in owed:  # not a repeat
-                shape = RESULT_SHAPES[answered]
-                what = f"the result of {answered}"
-                self._check_shape(found, message["result"], shape, "result", what, where)
-        is_error = "error" in message and "result" not in message
-        kind = self._answer(found, key, raw_id, is_error, where)
-        if kind == REPEAT:
-            return kind, f"a second response to the request with {_shown_id(raw_id)}"
-        return kind, "a response"
-
-    def _check_shape(
-        self,
-        found: EventFindings,
-        payload: dict[str, Any],
-        shape: Shape,
-        path: str,
-        what: str,
-        where: str,
-    ) -> None:
-        """A ``schema_mismatch`` when ``payload`` (a response's ``result``, or a request's or
-        notification's message) does not fit the shape its method's client model enforces.
-        ``what`` names the method by a key of the shape tables (a known token, never the
-        wire's string); ``path`` is where ``payload`` sits in the message."""
-        problem = nested_problem(payload, shape, path)
-        if problem is not None:
-            found.add(
-                rules.SCHEMA_MISMATCH,
-                f"{where} ({what}): {problem}; the mcp client's model rejects it",
-            )
-
-    def _answer(
-        self, found: EventFindings, key: IdKey, raw_id: object, is_error: bool, where: str
-    ) -> str:
-        """Match a response to what the request owed; its lifecycle kind."""
+            return _RESPONSE  # answers nothing (or its id is invalid_jsonrpc)
         if self._standalone:
-            found.add(
-                rules.RESPONSE_ON_STANDALONE_STREAM,
-                f"{where}: a response ({_shown_id(raw_id)}) on a GET stream that resumes "
-                "nothing; a response belongs on the stream of the POST that asked",
-            )
-            return RESPONSE
+            return _STANDALONE
         owed = self._owed
         if owed is not None:
             left = owed.get(key)
@@ -841,32 +786,144 @@ class MCPChecker(Checker):
                     del owed[key]
                 self._remember(key)
                 if owed:
-                    return RESPONSE
+                    return _ANSWER
                 if self._unread:
-                    return LAST_READ  # the requests not read may still be answered
-                return ERROR if is_error else TERMINAL
+                    return _LAST_READ  # the requests not read may still be answered
+                return _ERROR_ANSWER if "error" in message and "result" not in message else _LAST
             if self._unread:
                 # It may answer a request that was not read, or repeat one whose id a
                 # request not read repeats: neither rule can be judged.
-                return RESPONSE
+                return _RESPONSE
         answered = self._answered
         if answered is not None and key in answered:
-            if not where:
-                return REPEAT  # the lifecycle says which rule: is it the last answer again?
+            return _REPEATED_IN_BATCH if in_batch else _REPEAT
+        if owed is not None:
+            return _UNREQUESTED
+        self._remember(key)
+        return _RESPONSE
+
+    def _batch_route(self, batch: list[Any]) -> Route:
+        """A 2025-03-26 batch: each message (the first ``MAX_BATCH_ITEMS``) matched, for the
+        handler to check; the batch takes the weightiest of its messages' kinds."""
+        if not batch:
+            return _EMPTY_BATCH
+        routes = [
+            (message, self._route(message, True) if type(message) is dict else _NO_OBJECT)
+            for message in islice(batch, MAX_BATCH_ITEMS)
+        ]
+        self._batch = routes
+        kinds = {route.kind for _, route in routes}
+        for kind in _BATCH_KINDS:
+            if kind in kinds:
+                return _BATCHES[kind]
+        return _BATCHES[OTHER]
+
+    # -- the handlers: each message's checks, after its step -------------------------------
+
+    def _on_message(self, message: dict[str, Any], found: EventFindings) -> None:
+        """A message whose only check is its JSON-RPC shape."""
+        self._invalid(message, found)
+        self._check_event_id(found)
+
+    def _on_request(self, message: dict[str, Any], found: EventFindings) -> None:
+        """A server request or a notification: its params, by its method."""
+        if self._invalid(message, found) is None:  # one mistake, one finding
+            shape = PARAMS_SHAPES.get(message["method"])
+            if shape is not None:
+                self._check_shape(found, message, shape, "", message["method"])
+        self._check_event_id(found)
+
+    def _on_answer(self, message: dict[str, Any], found: EventFindings) -> None:
+        """The answer to an owed request: its result, by the method the request called."""
+        methods = self._methods
+        if self._invalid(message, found) is None and methods is not None and "result" in message:
+            key = jsonrpc_id_key(message["id"])
+            method = None if key is None else methods.get(key)
+            if method is not None:
+                shape = RESULT_SHAPES[method]
+                self._check_shape(
+                    found, message["result"], shape, "result", f"the result of {method}"
+                )
+        self._check_event_id(found)
+
+    def _on_standalone(self, message: dict[str, Any], found: EventFindings) -> None:
+        self._invalid(message, found)
+        found.add(
+            rules.RESPONSE_ON_STANDALONE_STREAM,
+            f"{self._where}: a response ({_shown_id(message['id'])}) on a GET stream that "
+            "resumes nothing; a response belongs on the stream of the POST that asked",
+        )
+        self._check_event_id(found)
+
+    def _on_unrequested(self, message: dict[str, Any], found: EventFindings) -> None:
+        self._invalid(message, found)
+        found.add(
+            rules.UNREQUESTED_RESPONSE,
+            f"{self._where}: a response to {_shown_id(message['id'])}, which no request of "
+            "this POST carried",
+        )
+        self._check_event_id(found)
+
+    def _on_repeated_in_batch(self, message: dict[str, Any], found: EventFindings) -> None:
+        self._invalid(message, found)
+        found.add(
+            rules.DUPLICATE_RESPONSE,
+            f"{self._where}: a second response to the request with "
+            f"{_shown_id(message['id'])}; the client settled that call at the first",
+        )
+
+    def _on_no_object(self, item: object, found: EventFindings) -> None:
+        """A batch item that is not an object."""
+        found.add(rules.INVALID_JSONRPC, f"{self._where}: a JSON {type_name(item)}, not a message")
+
+    def _on_skipped(self, payload: dict[str, Any], found: EventFindings) -> None:
+        self._check_event_id(found)
+
+    def _on_empty_batch(self, payload: dict[str, Any], found: EventFindings) -> None:
+        found.add(rules.INVALID_JSONRPC, ": an empty batch array")
+        self._check_event_id(found)
+
+    def _on_batch(self, payload: dict[str, Any], found: EventFindings) -> None:
+        """Each message of the batch, by the route it was matched to; each rule reported
+        once, with a count."""
+        routes, self._batch = self._batch, ()
+        items = EventFindings(self, found.event, found.index)
+        try:
+            for number, (message, route) in enumerate(routes):
+                handler = route.handler
+                if handler is not None:
+                    self._where = f" (batch item {number})"
+                    handler(self, message, items)
+        finally:
+            self._where = ""
+        found.items.extend(_folded(items.items))
+        self._check_event_id(found)
+
+    def _invalid(self, message: dict[str, Any], found: EventFindings) -> str | None:
+        """What makes the message invalid JSON-RPC (``invalid_jsonrpc``), or None."""
+        problem = jsonrpc_problem(message)
+        if problem is not None:
+            found.add(rules.INVALID_JSONRPC, f"{self._where}: {problem}")
+        return problem
+
+    def _check_shape(
+        self,
+        found: EventFindings,
+        payload: dict[str, Any],
+        shape: Shape,
+        path: str,
+        what: str,
+    ) -> None:
+        """A ``schema_mismatch`` when ``payload`` (a response's ``result``, or a request's or
+        notification's message) does not fit the shape its method's client model enforces.
+        ``what`` names the method by a key of the shape tables (a known token, never the
+        wire's string); ``path`` is where ``payload`` sits in the message."""
+        problem = nested_problem(payload, shape, path)
+        if problem is not None:
             found.add(
-                rules.DUPLICATE_RESPONSE,
-                f"{where}: a second response to the request with {_shown_id(raw_id)}; "
-                "the client settled that call at the first",
+                rules.SCHEMA_MISMATCH,
+                f"{self._where} ({what}): {problem}; the mcp client's model rejects it",
             )
-        elif owed is not None:
-            found.add(
-                rules.UNREQUESTED_RESPONSE,
-                f"{where}: a response to {_shown_id(raw_id)}, which no request of this "
-                "POST carried",
-            )
-        else:
-            self._remember(key)
-        return RESPONSE
 
     def _remember(self, key: IdKey) -> None:
         answered = self._answered
@@ -875,8 +932,12 @@ class MCPChecker(Checker):
         if len(answered) < MAX_REQUEST_IDS:
             answered.add(key)
 
-    def _check_event_id(self, found: EventFindings, value: str) -> None:
-        """An event id in effect that returns to a value it had before another one."""
+    def _check_event_id(self, found: EventFindings) -> None:
+        """The event's SSE id, after its messages' checks (a batch's messages leave it to
+        the batch): an id in effect that returns to a value it had before another one."""
+        value = found.event.id
+        if not value or self._where:
+            return
         key = id_key(value)
         if key == self._last_event_key:
             return  # the same cursor: repeated, or carried over from the last event
@@ -895,6 +956,55 @@ class MCPChecker(Checker):
             f": event id {_wire.describe(value)} was an earlier event's; a client that resumes "
             "from it with Last-Event-ID is replayed from the wrong place",
         )
+
+
+_C = MCPChecker
+#: What a message alone in its event is, by what it is and, for a response, by what
+#: ``_route`` matched it to: its lifecycle kind, its handler and how step messages name it.
+_REQUEST: Final = Route(OTHER, _C._on_request, name="a request")
+_NOTIFICATION: Final = Route(OTHER, _C._on_request, name="a notification")
+_NO_MESSAGE: Final = Route(OTHER, _C._on_message, name="not a JSON-RPC message")
+#: A response that answers nothing, may answer a request not read, or answers a request of
+#: a stream where nothing is known to be owed.
+_RESPONSE: Final = Route(RESPONSE, _C._on_message, name="a response")
+#: The answer to an owed request: others still owed, the last one read (more were not
+#: read), the last one (the terminal), the last one as a JSON-RPC error (the in-band error).
+_ANSWER: Final = Route(RESPONSE, _C._on_answer, name="a response")
+_LAST_READ: Final = Route(LAST_READ, _C._on_answer, name="a response")
+_LAST: Final = Route(TERMINAL, _C._on_answer, name="a response")
+_ERROR_ANSWER: Final = Route(ERROR, _C._on_answer, name="a response")
+#: A second answer to one id: alone, the lifecycle's finding (named by the id); in a batch,
+#: the handler's.
+_REPEAT: Final = Route(REPEAT, _C._on_message)
+_REPEATED_IN_BATCH: Final = Route(RESPONSE, _C._on_repeated_in_batch, name="a response")
+_STANDALONE: Final = Route(RESPONSE, _C._on_standalone, name="a response")
+_UNREQUESTED: Final = Route(RESPONSE, _C._on_unrequested, name="a response")
+#: A batch item that is not an object (a batch's only).
+_NO_OBJECT: Final = Route(OTHER, _C._on_no_object)
+#: An event the clients skip (named by ``classify``: by its name, or its empty data).
+_SKIPPED: Final = Route(SKIPPED, _C._on_skipped)
+_EMPTY_BATCH: Final = Route(OTHER, _C._on_empty_batch, name="a batch")
+#: A batch's step is the first of these kinds among its messages' (``OTHER`` if none).
+_BATCH_KINDS: Final = (TERMINAL, ERROR, LAST_READ, OTHER, RESPONSE)
+_BATCHES: Final = {kind: Route(kind, _C._on_batch, name="a batch") for kind in _BATCH_KINDS}
+_C.ROUTES = {
+    "request": _REQUEST,
+    "notification": _NOTIFICATION,
+    "no message": _NO_MESSAGE,
+    "response": _RESPONSE,
+    "answer": _ANSWER,
+    "last answer read": _LAST_READ,
+    "last answer": _LAST,
+    "error answer": _ERROR_ANSWER,
+    "repeat": _REPEAT,
+    "repeat in a batch": _REPEATED_IN_BATCH,
+    "response on a standalone stream": _STANDALONE,
+    "unrequested response": _UNREQUESTED,
+    "not an object": _NO_OBJECT,
+    "skipped": _SKIPPED,
+    "empty batch": _EMPTY_BATCH,
+    **{f"batch ({kind})": route for kind, route in _BATCHES.items()},
+}
 
 
 def _methods_by_id(
