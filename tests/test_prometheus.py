@@ -193,6 +193,40 @@ def test_dashboard_has_an_upstream_row_on_its_own_series() -> None:
     assert "streamguard_upstream_unchecked_streams_total" in ratio
 
 
+#: The panels of failures, whose counters carry exemplars (docs/metrics.md, "Exemplars").
+EXEMPLAR_PANELS = {
+    "Streams by outcome",
+    "Malformed ratio",
+    "Unclosed ratio",
+    "Violations by rule",
+    "Upstream streams by outcome",
+    "Upstream unclosed ratio",
+    "Upstream malformed ratio",
+    "Upstream violations by rule",
+}
+#: The counters given exemplars (``streamguard.metrics``), without their namespace.
+EXEMPLAR_COUNTERS = re.compile(
+    r"\bstreamguard_(?:upstream_)?(?:violations|malformed_streams|streams)_total\{"
+)
+
+
+def test_dashboard_shows_exemplars_on_the_failure_panels() -> None:
+    """The outcome, ratio and violation panels ask for exemplars on every target (Grafana's
+    ``exemplar`` query option), each target reads a counter that carries them, and no other
+    panel asks."""
+    asking = set()
+    for panel in dashboard()["panels"]:
+        targets = panel.get("targets", [])
+        flags = {target.get("exemplar", False) for target in targets}
+        if True in flags:
+            asking.add(panel["title"])
+            assert flags == {True}, panel["title"]
+            for target in targets:
+                assert EXEMPLAR_COUNTERS.search(target["expr"]), panel["title"]
+            assert "Exemplars" in panel["description"], panel["title"]
+    assert asking == EXEMPLAR_PANELS
+
+
 # -- a real Prometheus scraping the example app ----------------------------------------------
 
 
