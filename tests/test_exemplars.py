@@ -3,7 +3,8 @@
 The trace is OpenTelemetry's current span at the stream's start, else the request's W3C
 ``traceparent`` (parsed strictly: anything but a well-formed version-00 header is ignored);
 a healthy stream, a stream with no trace and the other counters carry none. End to end, a
-uvicorn app's ``/metrics`` shows the exemplar in the OpenMetrics exposition only, and a real
+uvicorn app's ``/metrics`` shows the exemplar in the OpenMetrics exposition only (the
+header's trace, or under OpenTelemetry's ASGI instrumentation its server span), and a real
 Prometheus with exemplar storage on returns it from ``/api/v1/query_exemplars``.
 """
 
@@ -19,8 +20,11 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Span
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Span, SpanKind
 from prometheus_client import CollectorRegistry, values
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
@@ -370,6 +374,35 @@ def test_metrics_endpoint_shows_the_exemplar_in_openmetrics_only() -> None:
         if sample.labels.get("rule") == "invalid_utf8" and sample.labels["route"] == "/broken"
     }
     assert parsed["streamguard_violations_total"] == 1
+
+
+def test_the_instrumented_apps_server_span_is_the_exemplar() -> None:
+    """Under OpenTelemetry's ASGI instrumentation (outside the middleware, as it is mounted),
+    the exemplar is the request's server span: the trace the ``traceparent`` continued, with
+    the server span's own id, not the caller's."""
+    registry = CollectorRegistry()
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    app = OpenTelemetryMiddleware(exemplar_app(registry), tracer_provider=provider)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        assert client.get("/broken", headers={"traceparent": TRACEPARENT}).status_code == 200
+
+        def scraped() -> str | None:
+            text = client.get("/metrics", headers={"accept": OPENMETRICS}).text
+            line = violation_line(text)
+            return line if line is not None and " # {" in line else None
+
+        line = wait_for(scraped, 10, "the violation's exemplar on /metrics")
+    (server,) = [
+        span
+        for span in spans.get_finished_spans()
+        if span.kind is SpanKind.SERVER and span.name.startswith("GET /broken")
+    ]
+    assert server.context is not None
+    span_id = f"{server.context.span_id:016x}"
+    assert span_id != SPAN_ID
+    assert f'# {{span_id="{span_id}",trace_id="{TRACE_ID}"}} 1.0' in line
 
 
 # -- a real Prometheus with exemplar storage -------------------------------------------------
