@@ -480,13 +480,16 @@ class StreamSession:
         *,
         spec: RouteConfig | None = None,
         poll: bool = True,
+        request_headers: Iterable[tuple[bytes, bytes]] | None = None,
     ) -> None:
         """Open the stream: check its head, tell the sinks; from here on its end is reported.
 
         ``protocol`` is the one configured; a stream left to auto-detection that is still
         undecided is labelled ``auto`` for its whole life, so that every series of one
         stream carries the same labels. ``spec``: its route's configuration, if listed.
-        ``poll``: whether the loop's sweeper may poll it.
+        ``poll``: whether the loop's sweeper may poll it. ``request_headers``: the request's,
+        from which, with ``exemplars`` on, the metrics sink reads the stream's trace (in its
+        own start, so a failure there is the sink's, contained as any).
         """
         seam = self._seam
         assert seam is not None, "an offline session has no sinks to start"
@@ -528,9 +531,21 @@ class StreamSession:
                 )
                 unchecked = NOT_SAMPLED
         route, label = self.route, self.protocol_label
-        self._handles = self._tell(
-            seam.sinks, lambda sink: sink.stream_started(route, label, unchecked)
-        )
+        metrics = seam.metrics
+        if metrics is None or request_headers is None or not seam.config.exemplars:
+            self._handles = self._tell(
+                seam.sinks, lambda sink: sink.stream_started(route, label, unchecked)
+            )
+        else:
+            headers = request_headers
+            self._handles = self._tell(
+                seam.sinks,
+                lambda sink: (
+                    metrics.stream_started(route, label, unchecked, headers)
+                    if sink is metrics
+                    else sink.stream_started(route, label, unchecked)
+                ),
+            )
         if failure is not None:
             self.fail("decide", failure)
         elif found:

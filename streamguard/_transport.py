@@ -214,7 +214,15 @@ class UpstreamSeam(Seam):
             monitor.add_note(note)
         session = _UpstreamSession(self)
         # A sync client is read on its caller's thread: no loop's sweeper polls it.
-        session.start(monitor, label or UNKNOWN_ROUTE, protocol, head, spec=spec, poll=not sync)
+        session.start(
+            monitor,
+            label or UNKNOWN_ROUTE,
+            protocol,
+            head,
+            spec=spec,
+            poll=not sync,
+            request_headers=request.headers.raw,
+        )
         try:
             # Read for a request the middleware serves (a gateway): the two sides are linked
             # (``docs/attribution.md``).
@@ -318,6 +326,7 @@ class _GuardedBase:
         sample_rate: float | None = None,
         checking_budget_ms: float | None = None,
         zero_series_at_start: bool | None = None,
+        exemplars: bool | None = None,
         metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,
         sinks: Sequence[Sink] = (),

@@ -186,6 +186,13 @@ class StreamGuardConfig(_Model):
     #: ratios exist before traffic. ``False``: a route's series appear with its first
     #: stream, as an unlisted route's do (an idle route adds no lines to ``/metrics``).
     zero_series_at_start: bool = True
+    #: Give the metrics of failures (``violations_total``, ``malformed_streams_total``, the
+    #: failed outcomes of ``streams_total``) the trace of a stream that counted them, as an
+    #: OpenMetrics exemplar: OpenTelemetry's current span at the stream's start, else the
+    #: request's W3C ``traceparent``. On by default: a traced stream costs a small handle,
+    #: a failing one a dict of two labels; shown only in the OpenMetrics exposition
+    #: (docs/metrics.md, "Exemplars").
+    exemplars: bool = True
 
     _check_protocol = field_validator("protocol")(_known_protocol)
 

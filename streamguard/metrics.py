@@ -14,11 +14,23 @@ of another protocol gets its series when it first counts (a protocol detected la
 
 Only counters, histograms and a ``livesum`` gauge are used, so the metrics work in
 prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``).
+
+Exemplars: the counters of failures (``violations_total``, ``malformed_streams_total`` and
+the failed outcomes of ``streams_total`` and ``unchecked_streams_total``, those of
+``FAILED_OUTCOMES``) carry the trace of a stream that incremented them, when it ran in one:
+OpenTelemetry's current span at the stream's start, else the W3C ``traceparent`` header its
+request carried (``trace_context``). The trace is read once, when the stream starts; a
+stream without one gets the shared handle of its (route, protocol) and costs nothing more,
+a stream with one a small handle of its own (``TracedStreamMetrics``) and, once it fails,
+one dict of labels. prometheus-client shows exemplars only in the OpenMetrics exposition,
+and its multiprocess mode keeps none, so there no trace is read.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
@@ -36,7 +48,14 @@ from prometheus_client import (
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from streamguard.attribution import ATTRIBUTIONS
-from streamguard.report import SKIP_REASONS, Finding, Outcome, Severity, StreamReport
+from streamguard.report import (
+    FAILED_OUTCOMES,
+    SKIP_REASONS,
+    Finding,
+    Outcome,
+    Severity,
+    StreamReport,
+)
 from streamguard.rules import RULES, rules_for, skip_reasons_for
 from streamguard.sinks import COMPRESSED, NOT_SAMPLED
 
@@ -48,7 +67,10 @@ __all__ = [
     "MetricsApp",
     "StreamGuardMetrics",
     "StreamMetrics",
+    "TracedStreamMetrics",
     "metrics_app",
+    "parse_traceparent",
+    "trace_context",
 ]
 
 #: Stream durations: seconds to 20 minutes (long agentic answers stream for minutes).
@@ -64,6 +86,59 @@ UNCHECKED_REASONS = (NOT_SAMPLED, COMPRESSED)
 UPSTREAM_NAMESPACE = "streamguard_upstream"
 
 _LABELS = ("route", "protocol")
+
+#: A W3C ``traceparent`` of version ``00``, whole: the version, a trace id and a parent
+#: (span) id in lowercase hex, the flags (https://www.w3.org/TR/trace-context/).
+_TRACEPARENT = re.compile(rb"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+#: Its length: anything else is not a version-00 header, and is not looked at further.
+_TRACEPARENT_LENGTH = 55
+_ZERO_TRACE_ID = "0" * 32
+_ZERO_SPAN_ID = "0" * 16
+
+#: A trace a stream ran in: its trace id (32 lowercase hex digits) and span id (16).
+Trace = tuple[str, str]
+
+
+def parse_traceparent(value: bytes) -> Trace | None:
+    """The (trace id, parent id) of a W3C ``traceparent`` header value, or ``None``.
+
+    Strict, as the value comes from the wire: only version ``00``, exactly 55 bytes, lowercase
+    hex, a trace id and a parent id that are not all zeros. Anything else is ignored, never
+    repaired (the spec's answer to an invalid header is a new trace, which is not ours).
+    """
+    if len(value) != _TRACEPARENT_LENGTH:
+        return None
+    match = _TRACEPARENT.fullmatch(value)
+    if match is None:
+        return None
+    trace_id, span_id = match[1].decode("ascii"), match[2].decode("ascii")
+    if trace_id == _ZERO_TRACE_ID or span_id == _ZERO_SPAN_ID:
+        return None
+    return trace_id, span_id
+
+
+def trace_context(request_headers: Iterable[tuple[bytes, bytes]]) -> Trace | None:
+    """The trace the current stream runs in: OpenTelemetry's current span when it is valid,
+    else the request's ``traceparent`` header (``parse_traceparent``), else ``None``.
+
+    OpenTelemetry is looked up only if some code imported it: without ``opentelemetry.trace``
+    in ``sys.modules`` no span can be current, and streamguard never imports it here (it is
+    no dependency). A request with more than one ``traceparent`` has none (joined, as HTTP
+    joins repeated headers, the value is invalid).
+    """
+    otel = sys.modules.get("opentelemetry.trace")
+    if otel is not None:
+        context = otel.get_current_span().get_span_context()
+        if context.is_valid:
+            return format(context.trace_id, "032x"), format(context.span_id, "016x")
+    found: bytes | None = None
+    for name, value in request_headers:
+        # ASGI names are lowercase; an HTTP client's raw names keep the caller's case.
+        if len(name) == 11 and name.lower() == b"traceparent":
+            if found is not None:
+                return None
+            found = value
+    return None if found is None else parse_traceparent(found)
 
 
 class StreamGuardMetrics:
@@ -142,6 +217,9 @@ class StreamGuardMetrics:
         )
         self._children: dict[tuple[str, str], StreamMetrics] = {}
         self._lock = threading.Lock()
+        #: Whether a stream's trace is read for exemplars: not in prometheus-client's
+        #: multiprocess mode, whose values keep no exemplar.
+        self.exemplars = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
 
     @classmethod
     def default(
@@ -175,11 +253,22 @@ class StreamGuardMetrics:
     # -- the sink ---------------------------------------------------------------------------
 
     def stream_started(
-        self, route: str, protocol: str, unchecked: str | None
-    ) -> StreamMetrics | UncheckedStreamMetrics:
+        self,
+        route: str,
+        protocol: str,
+        unchecked: str | None,
+        request_headers: Iterable[tuple[bytes, bytes]] | None = None,
+    ) -> StreamMetrics | UncheckedStreamMetrics | TracedStreamMetrics:
+        """The sink's start; given the ``request_headers`` (by a seam with exemplars on), the
+        stream's trace is read (``trace_context``) and a traced stream gets its own handle,
+        whose failure counts carry the trace as an exemplar."""
         children = self.for_stream(route, protocol)
         children.stream_started()
-        return children if unchecked is None else children.unchecked(unchecked)
+        handle = children if unchecked is None else children.unchecked(unchecked)
+        if request_headers is None or not self.exemplars:
+            return handle
+        trace = trace_context(request_headers)
+        return handle if trace is None else TracedStreamMetrics(handle, trace)
 
     def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
         self.internal_errors.labels(route, protocol).inc()
@@ -248,9 +337,10 @@ class StreamMetrics:
         self.started.inc()
         self.in_progress.inc()
 
-    def findings(self, found: Sequence[Finding]) -> None:
+    def findings(self, found: Sequence[Finding], exemplar: dict[str, str] | None = None) -> None:
+        """Count findings; ``exemplar``: the labels of the trace of a stream that ran in one."""
         if len(found) == 1:
-            self.violation(found[0])
+            self.violation(found[0], exemplar)
             return
         # A batch (one window of a giant message can hold thousands of findings of one
         # rule) is counted per rule: one increment each, not one per finding.
@@ -260,12 +350,12 @@ class StreamMetrics:
         for rule, count in counts.items():
             child = self._violation_counter(rule)
             if child is not None:
-                child.inc(count)
+                child.inc(count, exemplar)
 
-    def violation(self, finding: Finding) -> None:
+    def violation(self, finding: Finding, exemplar: dict[str, str] | None = None) -> None:
         child = self._violation_counter(finding.rule)
         if child is not None:
-            child.inc()
+            child.inc(1, exemplar)
 
     def _violation_counter(self, rule: str) -> Counter | None:
         """The series of ``rule``; ``None`` for a rule the catalog does not hold, which is
@@ -310,13 +400,24 @@ class StreamMetrics:
             if child is not None:  # a closed set: nothing else is a label
                 child.inc(count)
 
-    def stream_ended(self, report: StreamReport, checked: bool = True) -> None:
+    def stream_ended(
+        self,
+        report: StreamReport,
+        checked: bool = True,
+        exemplar: dict[str, str] | None = None,
+    ) -> None:
+        """Count the stream's end; ``exemplar`` goes on its failure counts (a failed outcome,
+        malformed), never on the others."""
         self.in_progress.dec()
-        self._outcomes[report.outcome].inc()
+        outcome = report.outcome
+        if exemplar is None or outcome not in FAILED_OUTCOMES:
+            self._outcomes[outcome].inc()
+        else:
+            self._outcomes[outcome].inc(1, exemplar)
         # The malformed ratio is over checked streams: an unchecked one can carry only the
         # lifecycle and timing findings, which would count it in the numerator alone.
         if checked and any(finding.severity is Severity.ERROR for finding in report.findings):
-            self.malformed.inc()
+            self.malformed.inc(1, exemplar)
         if checked:
             for reason in report.skipped_checks:
                 self.skipped(reason)
@@ -345,12 +446,50 @@ class UncheckedStreamMetrics:
         self._metrics = metrics
         self._outcomes = outcomes
 
+    def findings(self, found: Sequence[Finding], exemplar: dict[str, str] | None = None) -> None:
+        self._metrics.findings(found, exemplar)
+
+    def stream_ended(self, report: StreamReport, exemplar: dict[str, str] | None = None) -> None:
+        self._metrics.stream_ended(report, checked=False, exemplar=exemplar)
+        outcome = report.outcome
+        if exemplar is None or outcome not in FAILED_OUTCOMES:
+            self._outcomes[outcome].inc()
+        else:
+            self._outcomes[outcome].inc(1, exemplar)
+
+
+class TracedStreamMetrics:
+    """The handle of a stream that ran in a trace: its (route, protocol) handle, whose
+    failure counts it gives the trace as an exemplar (``trace_id``, ``span_id``: 63 of
+    the 128 characters prometheus-client allows). The labels are made when the stream
+    first fails, once; a healthy stream never makes them."""
+
+    __slots__ = ("_exemplar", "_handle", "trace")
+
+    def __init__(self, handle: StreamMetrics | UncheckedStreamMetrics, trace: Trace) -> None:
+        self._handle = handle
+        #: The stream's (trace id, span id).
+        self.trace = trace
+        self._exemplar: dict[str, str] | None = None
+
+    def exemplar(self) -> dict[str, str]:
+        """The exemplar's labels."""
+        labels = self._exemplar
+        if labels is None:
+            trace_id, span_id = self.trace
+            labels = self._exemplar = {"trace_id": trace_id, "span_id": span_id}
+        return labels
+
     def findings(self, found: Sequence[Finding]) -> None:
-        self._metrics.findings(found)
+        self._handle.findings(found, self.exemplar())
 
     def stream_ended(self, report: StreamReport) -> None:
-        self._metrics.stream_ended(report, checked=False)
-        self._outcomes[report.outcome].inc()
+        handle = self._handle
+        # A healthy end makes no labels (``stream_ended`` passes them only to failures).
+        if self._exemplar is None and report.outcome not in FAILED_OUTCOMES and not report.findings:
+            handle.stream_ended(report)
+        else:
+            handle.stream_ended(report, exemplar=self.exemplar())
 
 
 class MetricsApp:

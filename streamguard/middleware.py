@@ -113,6 +113,7 @@ class StreamGuardMiddleware:
         sample_rate: float | None = None,
         checking_budget_ms: float | None = None,
         zero_series_at_start: bool | None = None,
+        exemplars: bool | None = None,
         metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,
         sinks: Sequence[Sink] = (),
@@ -466,7 +467,14 @@ class _Exchange(StreamSession):
         )
         if note is not None:
             monitor.add_note(note)
-        self.start(monitor, label or UNKNOWN_ROUTE, protocol, head, spec=spec)
+        self.start(
+            monitor,
+            label or UNKNOWN_ROUTE,
+            protocol,
+            head,
+            spec=spec,
+            request_headers=scope.get("headers", ()),
+        )
         self.link.watch(monitor)
 
     def _peek_request(self, message: Message) -> None:

@@ -28,6 +28,9 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry, make_asgi_app
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from examples.plain_sse_app import ROUTES, build_app
@@ -191,6 +194,40 @@ def test_dashboard_has_an_upstream_row_on_its_own_series() -> None:
     ratio = dict(upstream)["Upstream unclosed ratio"]
     assert 'outcome=~"unclosed|connection_lost"' in ratio
     assert "streamguard_upstream_unchecked_streams_total" in ratio
+
+
+#: The panels of failures, whose counters carry exemplars (docs/metrics.md, "Exemplars").
+EXEMPLAR_PANELS = {
+    "Streams by outcome",
+    "Malformed ratio",
+    "Unclosed ratio",
+    "Violations by rule",
+    "Upstream streams by outcome",
+    "Upstream unclosed ratio",
+    "Upstream malformed ratio",
+    "Upstream violations by rule",
+}
+#: The counters given exemplars (``streamguard.metrics``), without their namespace.
+EXEMPLAR_COUNTERS = re.compile(
+    r"\bstreamguard_(?:upstream_)?(?:violations|malformed_streams|streams)_total\{"
+)
+
+
+def test_dashboard_shows_exemplars_on_the_failure_panels() -> None:
+    """The outcome, ratio and violation panels ask for exemplars on every target (Grafana's
+    ``exemplar`` query option), each target reads a counter that carries them, and no other
+    panel asks."""
+    asking = set()
+    for panel in dashboard()["panels"]:
+        targets = panel.get("targets", [])
+        flags = {target.get("exemplar", False) for target in targets}
+        if True in flags:
+            asking.add(panel["title"])
+            assert flags == {True}, panel["title"]
+            for target in targets:
+                assert EXEMPLAR_COUNTERS.search(target["expr"]), panel["title"]
+            assert "Exemplars" in panel["description"], panel["title"]
+    assert asking == EXEMPLAR_PANELS
 
 
 # -- a real Prometheus scraping the example app ----------------------------------------------
@@ -501,3 +538,37 @@ def test_two_uvicorn_workers_add_up_in_one_scrape(two_workers: str) -> None:
         return completed == streams and metric_sum(text, "streamguard_streams_in_progress") == 0
 
     wait_for(settled, 10, "every stream completed and none in progress (livesum)")
+
+
+@pytest.mark.slow  # two uvicorn worker processes
+def test_two_workers_count_traced_failures_without_exemplars(two_workers: str) -> None:
+    """Multiprocess mode keeps no exemplars: a broken stream sent with a ``traceparent`` is
+    counted as any, and the OpenMetrics scrape of the summed values parses and holds none."""
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traceparent = f"00-{trace_id}-00f067aa0ba902b7-01"
+    for _ in range(4):  # a new connection each, so both workers may serve one
+        response = httpx.get(
+            f"{two_workers}/invalid-utf8",
+            headers={"traceparent": traceparent, "connection": "close"},
+            timeout=10,
+        )
+        assert response.status_code == 200
+    openmetrics = {"accept": "application/openmetrics-text; version=1.0.0"}
+
+    def counted() -> str | None:
+        text = httpx.get(f"{two_workers}/metrics", headers=openmetrics, timeout=10).text
+        violations = [
+            sample
+            for family in openmetrics_families(text)
+            for sample in family.samples
+            if sample.name == "streamguard_violations_total"
+            and sample.labels.get("route") == "/invalid-utf8"
+            and sample.value > 0
+        ]
+        if sum(sample.value for sample in violations) < 4:
+            return None
+        assert all(sample.exemplar is None for sample in violations)
+        return text
+
+    text = wait_for(counted, 10, "the four traced violations in the multiprocess scrape")
+    assert trace_id not in text
