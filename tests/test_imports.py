@@ -22,9 +22,7 @@ def _imports() -> list[tuple[str, str, str]]:
 
 
 #: Modules that relay on purpose: the one public module a protocol is written against.
-#: ``_agent`` relays ``_entities``' id tracker to A2A and MCP until they import it from there
-#: (issue 47: the trackers moved while another change edited those two).
-FACADES = frozenset({"streamguard.protocols.engine", "streamguard.protocols._agent"})
+FACADES = frozenset({"streamguard.protocols.engine"})
 
 
 def test_names_are_imported_from_the_module_that_defines_them() -> None:

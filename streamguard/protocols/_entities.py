@@ -48,6 +48,10 @@ Messages show an id by size and hash only (``shown``).
 The two stay two classes because what they can tell differs: an index says where an entity
 sits and whether it was used before (``out_of_order``, "already closed"); an id says neither,
 only whether it is open, and a protocol's rules for ids are the agent protocols' three.
+
+OpenAI chat's choices and tool calls, Gemini's candidates and MCP's owed ids are not things
+an event opens and another closes, and keep their own bookkeeping (``docs/architecture.md``
+says, for each, what a tracker would have to be taught).
 """
 
 from __future__ import annotations

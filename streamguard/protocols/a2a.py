@@ -65,7 +65,7 @@ from itertools import islice
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._agent import IdSet, id_key, shown
+from streamguard.protocols._entities import IdSet, id_key, shown
 from streamguard.protocols._jsonrpc import REQUEST_IDS, IdKey, jsonrpc_id_key, jsonrpc_problem
 from streamguard.protocols.engine import ANY as ANY_KIND
 from streamguard.protocols.engine import (

@@ -105,7 +105,7 @@ from itertools import islice
 from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._agent import id_key
+from streamguard.protocols._entities import id_key
 from streamguard.protocols._jsonrpc import (
     MAX_REQUEST_IDS,
     REQUEST_IDS,
