@@ -68,8 +68,9 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._entities import Entities, EntityKind
+from streamguard.protocols._fields import lax_integer
+from streamguard.protocols._generated_cohere import EVENTS
 from streamguard.protocols.engine import (
-    OBJECT,
     OTHER,
     STAY,
     TERMINAL,
@@ -84,7 +85,6 @@ from streamguard.protocols.engine import (
     cut_rows,
     go,
     json_object,
-    opt,
     terminated_lifecycle,
     type_name,
 )
@@ -256,9 +256,15 @@ class CohereChecker(Checker):
     def _indexed(self, payload: dict[str, Any], found: EventFindings) -> None:
         kind: str = payload["type"]
         what, does = _INDEXED[kind]
-        number = payload.get("index")
-        if type(number) is not int or number < 0:
-            detail = f" ({kind}): field `index` is {type_name(number)}, not a non-negative integer"
+        value = payload.get("index")
+        number = lax_integer(value)  # as the SDK reads it: "3", 3.0 and true are 3, 3 and 1
+        if number is None and value is not None:
+            return  # of a type the SDK refuses: the generated shape said so, the event is lost
+        if number is None or number < 0:
+            # By hand: the SDK's model has ``index`` optional and any integer, and yields
+            # such an event; but the caller joins deltas by index, and one without a
+            # non-negative index has no block to join.
+            detail = f" ({kind}): field `index` is {type_name(value)}, not a non-negative integer"
             found.add(rules.SCHEMA_MISMATCH, detail)
             return
         slots = self._open[what]
@@ -279,36 +285,29 @@ class CohereChecker(Checker):
         if type(delta) is not dict:
             return  # a schema_mismatch already, or no delta at all
         reason = delta.get("finish_reason")
+        # By hand: the SDK's model takes any ``finish_reason`` or none (an open enum), but
+        # without one the caller cannot tell a complete answer from a cut one.
         if type(reason) is not str:
             detail = " (message-end) has no string `delta.finish_reason`; the caller cannot tell "
             detail += "a complete answer from a cut one"
             found.add(rules.MISSING_FINISH_REASON, detail)
-        usage = delta.get("usage")
-        if usage is not None and type(usage) is not dict:
-            # Optional (and nullable) in the SDK's model, but of another type the client
-            # cannot build the event: it skips message-end, finish reason and all.
-            detail = f" (message-end): field `delta.usage` is {type_name(usage)}, not an object"
-            found.add(rules.SCHEMA_MISMATCH, detail + "; the client skips the event")
 
 
-#: A ``delta``, where an event may carry one, is an object.
-_DELTA: Final = (opt("delta", OBJECT),)
-
-#: ``V2ChatStreamResponse``'s members (cohere 7.3), by type: each one's lifecycle kind,
-#: the shape checked, and its handler.
+#: ``V2ChatStreamResponse``'s members, by type: each one's lifecycle kind, the shape
+#: checked (generated from the SDK's own models: ``_generated_cohere``) and its handler.
 CohereChecker.ROUTES = {
-    "message-start": Route(OTHER, shape=_DELTA),
-    "content-start": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "content-delta": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "content-end": Route(OTHER, CohereChecker._indexed),
-    "tool-plan-delta": Route(OTHER, shape=_DELTA),
-    "tool-call-start": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "tool-call-delta": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "tool-call-end": Route(OTHER, CohereChecker._indexed),
-    "citation-start": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "citation-end": Route(OTHER, CohereChecker._indexed),
-    "message-end": Route(TERMINAL, CohereChecker._message_end, _DELTA),
-    "debug": Route(OTHER),
+    "message-start": Route(OTHER, shape=EVENTS["message-start"]),
+    "content-start": Route(OTHER, CohereChecker._indexed, EVENTS["content-start"]),
+    "content-delta": Route(OTHER, CohereChecker._indexed, EVENTS["content-delta"]),
+    "content-end": Route(OTHER, CohereChecker._indexed, EVENTS["content-end"]),
+    "tool-plan-delta": Route(OTHER, shape=EVENTS["tool-plan-delta"]),
+    "tool-call-start": Route(OTHER, CohereChecker._indexed, EVENTS["tool-call-start"]),
+    "tool-call-delta": Route(OTHER, CohereChecker._indexed, EVENTS["tool-call-delta"]),
+    "tool-call-end": Route(OTHER, CohereChecker._indexed, EVENTS["tool-call-end"]),
+    "citation-start": Route(OTHER, CohereChecker._indexed, EVENTS["citation-start"]),
+    "citation-end": Route(OTHER, CohereChecker._indexed, EVENTS["citation-end"]),
+    "message-end": Route(TERMINAL, CohereChecker._message_end, EVENTS["message-end"]),
+    "debug": Route(OTHER, shape=EVENTS["debug"]),
 }
 #: The event types the SDK lists.
 EVENT_TYPES: Final = frozenset(CohereChecker.ROUTES)
