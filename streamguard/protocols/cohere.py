@@ -40,12 +40,15 @@ a delta or an end for an index that is not open is ``block_not_started``, a star
 index that was already used ``block_index_out_of_order`` (a start may skip indices: the SDK
 hands each event to the caller, who joins deltas by ``index``, so a gap loses nothing), and
 anything still open at ``message-end`` ``block_not_stopped``, once for each kind.
-``message-end`` must carry ``delta.finish_reason`` (``missing_finish_reason``); its
-``delta.usage`` is optional in the SDK's model (a stream without it, or with it null, is
-read whole), but usage of another type makes the client skip the event
-(``schema_mismatch``). The shapes checked: ``type`` a string, ``index`` an integer on the
-indexed events, a delta an object where one is sent; a ``type`` the SDK does not list is
-``unknown_event_type`` (info, each once).
+``message-end`` must carry ``delta.finish_reason`` (``missing_finish_reason``). Every
+event's payload is checked against the SDK's own model of it, generated into
+``_generated_cohere`` by ``tools/shapes.py`` and read as the SDK reads it (pydantic's lax
+mode: an ``index`` of ``"3"`` is 3, usage tokens of ``"75"`` are 75.0, an optional field
+may be null): a value the model refuses makes the client skip the event, content and all
+(``schema_mismatch``). By hand, since the model has ``index`` optional and any integer:
+an indexed event without a non-negative ``index`` (``schema_mismatch``: the caller joins
+deltas by index). A ``type`` the SDK does not list is ``unknown_event_type`` (info, each
+once).
 
 The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
 from the table, so the page cannot drift from the machine).
@@ -68,7 +71,6 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._entities import Entities, EntityKind
-from streamguard.protocols._fields import lax_integer
 from streamguard.protocols._generated_cohere import EVENTS
 from streamguard.protocols.engine import (
     OTHER,
@@ -85,6 +87,7 @@ from streamguard.protocols.engine import (
     cut_rows,
     go,
     json_object,
+    lax_integer,
     terminated_lifecycle,
     type_name,
 )
