@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check demo lint bench docs fuzz clean compiled
+.PHONY: test check demo lint bench docs fuzz clean compiled shapes
 
 # The editable install is setuptools' compat mode: a .pth file naming this directory, which
 # mypy reads, so `.venv/bin/mypy` finds streamguard from any directory (the default mode's
@@ -44,8 +44,8 @@ $(COMPILED_STAMP): $(STAMP) setup.py $(CORE_SOURCES)
 compiled: $(COMPILED_STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check setup.py streamguard tests examples benchmarks fuzz
-	$(BIN)/ruff format --check setup.py streamguard tests examples benchmarks fuzz
+	$(BIN)/ruff check setup.py streamguard tests tools examples benchmarks fuzz
+	$(BIN)/ruff format --check setup.py streamguard tests tools examples benchmarks fuzz
 	$(BIN)/mypy --strict streamguard
 
 # The JavaScript clients the agent-protocol interop tests run (tests/node), when npm is
@@ -134,6 +134,13 @@ bench: $(COMPILED_STAMP)
 	  done; \
 	done
 	$(BIN)/python -m benchmarks.budgets
+
+# The payload shapes generated from the official clients' own models, at the versions
+# constraints.txt pins (tools/shapes.py): after bumping a pin, run this; the diff of
+# streamguard/protocols/_generated_*.py is the review. tests/test_shapes_generated.py fails
+# while they drift.
+shapes: $(STAMP)
+	STREAMGUARD_PURE_PYTHON=1 $(BIN)/python -m tools.shapes
 
 # The documentation site (mkdocs.yml), built strictly into site/ (gitignored).
 docs: $(STAMP)

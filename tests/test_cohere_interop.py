@@ -51,6 +51,13 @@ CASES: dict[str, list[str]] = {
     "ok_message_end_without_usage": [],
     "schema_mismatch-delta_not_object": ["schema_mismatch"],
     "missing_terminal-done_before_message_end": ["event_after_terminal", "missing_terminal"],
+    "schema_mismatch_index_not_integer": ["schema_mismatch"],
+    "schema_mismatch_content_text_not_string": ["schema_mismatch"],
+    "schema_mismatch_delta_message_not_object": ["schema_mismatch"],
+    "schema_mismatch_tool_call_type_not_function": ["schema_mismatch"],
+    "schema_mismatch_usage_tokens_not_number": ["schema_mismatch"],
+    "ok_index_as_digit_string": [],
+    "ok_usage_numbers_as_strings": [],
 }
 
 

@@ -55,7 +55,7 @@ from itertools import islice
 from typing import Any, ClassVar, Final, TypeVar
 
 from streamguard import _wire, rules
-from streamguard.protocols._fields import Field, shape_problem, type_name
+from streamguard.protocols._fields import Field, Shape, nested_problem, shape_problem, type_name
 from streamguard.protocols._lifecycle import (
     ANY,
     END,
@@ -280,12 +280,13 @@ Handler = Callable[[Any, Any, "EventFindings"], object]
 
 class Route:
     """One row of a protocol's route table (``Checker.ROUTES``): what an event of one type
-    is. ``kind`` is its lifecycle kind; ``shape`` the fields its payload must have (a
-    mismatch is a ``schema_mismatch``, and the handler still runs); ``handler`` the
-    protocol's own checks; ``key`` a field the handler cannot run without, a string (the id
-    of the thing the event is about: when the shape finds it missing, the event's other
-    rules still apply, but not the handler's); ``name`` how messages show the event (None:
-    its type, as it is, since the table lists only documented types)."""
+    is. ``kind`` is its lifecycle kind; ``shape`` the fields its payload must have, flat
+    or a nested ``Shape`` (a mismatch is a ``schema_mismatch``, and the handler still
+    runs); ``handler`` the protocol's own checks; ``key`` a field the handler cannot run
+    without, a string (the id of the thing the event is about: when the shape finds it
+    missing, the event's other rules still apply, but not the handler's); ``name`` how
+    messages show the event (None: its type, as it is, since the table lists only
+    documented types)."""
 
     __slots__ = ("handler", "key", "kind", "name", "shape")
 
@@ -293,7 +294,7 @@ class Route:
         self,
         kind: str = OTHER,
         handler: Handler | None = None,
-        shape: tuple[Field, ...] | None = None,
+        shape: tuple[Field, ...] | Shape | None = None,
         *,
         key: str | None = None,
         name: str | None = None,
@@ -832,8 +833,13 @@ class Checker:
             if parsed is None:
                 return
             payload = found.payload = parsed
-        if route.shape is not None:
-            problem = shape_problem(payload, route.shape)
+        shape = route.shape
+        if shape is not None:
+            problem = (
+                nested_problem(payload, shape)
+                if isinstance(shape, Shape)
+                else shape_problem(payload, shape)
+            )
             if problem is not None:
                 found.misshapen = True
                 found.add(rules.SCHEMA_MISMATCH, f" ({found.name}): {problem}")

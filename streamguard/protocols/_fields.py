@@ -33,6 +33,8 @@ from streamguard import _wire
 __all__ = [
     "ANY_VALUE",
     "ARRAY",
+    "ARRAY_OF_LAX_INTEGERS",
+    "ARRAY_OF_LAX_NUMBERS",
     "ARRAY_OF_STRINGS",
     "BASE64",
     "BOOLEAN",
@@ -257,6 +259,11 @@ LAX_FRACTION: Final = "number from 0 to 1"
 LAX_STRING_OR_INTEGER: Final = "string or integer"
 #: A list of strings (its first ``MAX_SHAPE_ITEMS`` items are looked at).
 ARRAY_OF_STRINGS: Final = "array of strings"
+#: A list of integral numbers, or of numbers, each read as ``LAX_INTEGER`` / ``LAX_NUMBER``
+#: is (cohere's ``logprobs.token_ids`` and ``logprobs.logprobs``; its first
+#: ``MAX_SHAPE_ITEMS`` items are looked at).
+ARRAY_OF_LAX_INTEGERS: Final = "array of integral numbers"
+ARRAY_OF_LAX_NUMBERS: Final = "array of numbers"
 #: An object whose values are objects or booleans (a JSON Schema's ``properties``: its
 #: first ``MAX_SHAPE_ITEMS`` values are looked at).
 OBJECT_OF_SCHEMAS: Final = "object of objects or booleans"
@@ -334,6 +341,14 @@ def _is_array_of_strings(value: object) -> bool:
     return type(value) is list and all(type(item) is str for item in value[:MAX_SHAPE_ITEMS])
 
 
+def _is_array_of_lax_integers(value: object) -> bool:
+    return type(value) is list and all(_is_lax_integer(item) for item in value[:MAX_SHAPE_ITEMS])
+
+
+def _is_array_of_lax_numbers(value: object) -> bool:
+    return type(value) is list and all(_is_lax_number(item) for item in value[:MAX_SHAPE_ITEMS])
+
+
 def _is_object_of_schemas(value: object) -> bool:
     return type(value) is dict and all(
         type(item) is dict or type(item) is bool for item in islice(value.values(), MAX_SHAPE_ITEMS)
@@ -345,6 +360,8 @@ _ACCEPTS[LAX_INTEGER] = _is_lax_integer
 _ACCEPTS[LAX_FRACTION] = _is_lax_fraction
 _ACCEPTS[LAX_BOOLEAN] = _is_lax_boolean
 _ACCEPTS[ARRAY_OF_STRINGS] = _is_array_of_strings
+_ACCEPTS[ARRAY_OF_LAX_INTEGERS] = _is_array_of_lax_integers
+_ACCEPTS[ARRAY_OF_LAX_NUMBERS] = _is_array_of_lax_numbers
 _ACCEPTS[LAX_STRING_OR_INTEGER] = _is_lax_string_or_integer
 _ACCEPTS[OBJECT_OF_SCHEMAS] = _is_object_of_schemas
 _ACCEPTS[BASE64] = _is_base64

@@ -40,12 +40,15 @@ a delta or an end for an index that is not open is ``block_not_started``, a star
 index that was already used ``block_index_out_of_order`` (a start may skip indices: the SDK
 hands each event to the caller, who joins deltas by ``index``, so a gap loses nothing), and
 anything still open at ``message-end`` ``block_not_stopped``, once for each kind.
-``message-end`` must carry ``delta.finish_reason`` (``missing_finish_reason``); its
-``delta.usage`` is optional in the SDK's model (a stream without it, or with it null, is
-read whole), but usage of another type makes the client skip the event
-(``schema_mismatch``). The shapes checked: ``type`` a string, ``index`` an integer on the
-indexed events, a delta an object where one is sent; a ``type`` the SDK does not list is
-``unknown_event_type`` (info, each once).
+``message-end`` must carry ``delta.finish_reason`` (``missing_finish_reason``). Every
+event's payload is checked against the SDK's own model of it, generated into
+``_generated_cohere`` by ``tools/shapes.py`` and read as the SDK reads it (pydantic's lax
+mode: an ``index`` of ``"3"`` is 3, usage tokens of ``"75"`` are 75.0, an optional field
+may be null): a value the model refuses makes the client skip the event, content and all
+(``schema_mismatch``). By hand, since the model has ``index`` optional and any integer:
+an indexed event without a non-negative ``index`` (``schema_mismatch``: the caller joins
+deltas by index). A ``type`` the SDK does not list is ``unknown_event_type`` (info, each
+once).
 
 The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
 from the table, so the page cannot drift from the machine).
@@ -68,8 +71,8 @@ from typing import Any, Final
 
 from streamguard import _wire, rules
 from streamguard.protocols._entities import Entities, EntityKind
+from streamguard.protocols._generated_cohere import EVENTS
 from streamguard.protocols.engine import (
-    OBJECT,
     OTHER,
     STAY,
     TERMINAL,
@@ -84,7 +87,7 @@ from streamguard.protocols.engine import (
     cut_rows,
     go,
     json_object,
-    opt,
+    lax_integer,
     terminated_lifecycle,
     type_name,
 )
@@ -256,9 +259,15 @@ class CohereChecker(Checker):
     def _indexed(self, payload: dict[str, Any], found: EventFindings) -> None:
         kind: str = payload["type"]
         what, does = _INDEXED[kind]
-        number = payload.get("index")
-        if type(number) is not int or number < 0:
-            detail = f" ({kind}): field `index` is {type_name(number)}, not a non-negative integer"
+        value = payload.get("index")
+        number = lax_integer(value)  # as the SDK reads it: "3", 3.0 and true are 3, 3 and 1
+        if number is None and value is not None:
+            return  # of a type the SDK refuses: the generated shape said so, the event is lost
+        if number is None or number < 0:
+            # By hand: the SDK's model has ``index`` optional and any integer, and yields
+            # such an event; but the caller joins deltas by index, and one without a
+            # non-negative index has no block to join.
+            detail = f" ({kind}): field `index` is {type_name(value)}, not a non-negative integer"
             found.add(rules.SCHEMA_MISMATCH, detail)
             return
         slots = self._open[what]
@@ -279,36 +288,29 @@ class CohereChecker(Checker):
         if type(delta) is not dict:
             return  # a schema_mismatch already, or no delta at all
         reason = delta.get("finish_reason")
+        # By hand: the SDK's model takes any ``finish_reason`` or none (an open enum), but
+        # without one the caller cannot tell a complete answer from a cut one.
         if type(reason) is not str:
             detail = " (message-end) has no string `delta.finish_reason`; the caller cannot tell "
             detail += "a complete answer from a cut one"
             found.add(rules.MISSING_FINISH_REASON, detail)
-        usage = delta.get("usage")
-        if usage is not None and type(usage) is not dict:
-            # Optional (and nullable) in the SDK's model, but of another type the client
-            # cannot build the event: it skips message-end, finish reason and all.
-            detail = f" (message-end): field `delta.usage` is {type_name(usage)}, not an object"
-            found.add(rules.SCHEMA_MISMATCH, detail + "; the client skips the event")
 
 
-#: A ``delta``, where an event may carry one, is an object.
-_DELTA: Final = (opt("delta", OBJECT),)
-
-#: ``V2ChatStreamResponse``'s members (cohere 7.3), by type: each one's lifecycle kind,
-#: the shape checked, and its handler.
+#: ``V2ChatStreamResponse``'s members, by type: each one's lifecycle kind, the shape
+#: checked (generated from the SDK's own models: ``_generated_cohere``) and its handler.
 CohereChecker.ROUTES = {
-    "message-start": Route(OTHER, shape=_DELTA),
-    "content-start": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "content-delta": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "content-end": Route(OTHER, CohereChecker._indexed),
-    "tool-plan-delta": Route(OTHER, shape=_DELTA),
-    "tool-call-start": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "tool-call-delta": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "tool-call-end": Route(OTHER, CohereChecker._indexed),
-    "citation-start": Route(OTHER, CohereChecker._indexed, _DELTA),
-    "citation-end": Route(OTHER, CohereChecker._indexed),
-    "message-end": Route(TERMINAL, CohereChecker._message_end, _DELTA),
-    "debug": Route(OTHER),
+    "message-start": Route(OTHER, shape=EVENTS["message-start"]),
+    "content-start": Route(OTHER, CohereChecker._indexed, EVENTS["content-start"]),
+    "content-delta": Route(OTHER, CohereChecker._indexed, EVENTS["content-delta"]),
+    "content-end": Route(OTHER, CohereChecker._indexed, EVENTS["content-end"]),
+    "tool-plan-delta": Route(OTHER, shape=EVENTS["tool-plan-delta"]),
+    "tool-call-start": Route(OTHER, CohereChecker._indexed, EVENTS["tool-call-start"]),
+    "tool-call-delta": Route(OTHER, CohereChecker._indexed, EVENTS["tool-call-delta"]),
+    "tool-call-end": Route(OTHER, CohereChecker._indexed, EVENTS["tool-call-end"]),
+    "citation-start": Route(OTHER, CohereChecker._indexed, EVENTS["citation-start"]),
+    "citation-end": Route(OTHER, CohereChecker._indexed, EVENTS["citation-end"]),
+    "message-end": Route(TERMINAL, CohereChecker._message_end, EVENTS["message-end"]),
+    "debug": Route(OTHER, shape=EVENTS["debug"]),
 }
 #: The event types the SDK lists.
 EVENT_TYPES: Final = frozenset(CohereChecker.ROUTES)

@@ -56,6 +56,8 @@ from streamguard.protocols._entities import Entities, EntityKind
 from streamguard.protocols._fields import (
     ANY_VALUE,
     ARRAY,
+    ARRAY_OF_LAX_INTEGERS,
+    ARRAY_OF_LAX_NUMBERS,
     ARRAY_OF_STRINGS,
     BASE64,
     BOOLEAN,
@@ -150,6 +152,8 @@ __all__ = [
     "ANY",
     "ANY_VALUE",
     "ARRAY",
+    "ARRAY_OF_LAX_INTEGERS",
+    "ARRAY_OF_LAX_NUMBERS",
     "ARRAY_OF_STRINGS",
     "BASE64",
     "BOOLEAN",

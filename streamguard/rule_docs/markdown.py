@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import Final
+
+from streamguard.protocols import _generated_cohere
 from streamguard.rule_docs import get_rule_doc
 from streamguard.rules import RULES
 
-__all__ = ["rules_markdown"]
+__all__ = ["GENERATED_SHAPES", "rules_markdown"]
+
+#: The modules ``tools/shapes.py`` writes, by protocol (each names its client and version).
+GENERATED_SHAPES: Final[dict[str, ModuleType]] = {"cohere": _generated_cohere}
 
 
 def rules_markdown() -> str:
@@ -48,6 +55,24 @@ def rules_markdown() -> str:
         "SDK that raises by design on a complete stream, such as the openai stream helper on "
         "a `length` finish) are listed with their reason in one table, "
         "`tests/oracle/exceptions.py`.",
+        "",
+        '<a id="generated-shapes"></a>',
+        "",
+        "## Shapes generated from the clients",
+        "",
+        "Where a protocol's payload shapes are generated from its official client's own "
+        "models (`tools/shapes.py`, `make shapes`), a payload that client's models refuse is "
+        "a `schema_mismatch` exactly where the client refuses it; "
+        "`tests/test_shapes_generated.py` fails when the installed client, at the pinned "
+        "version, differs from the checked-in module.",
+        "",
+        "| protocol | client | version | models | module |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {protocol} | `{module.CLIENT}` | {module.VERSION} | `{module.SOURCE}` | "
+            f"`streamguard/protocols/_generated_{protocol}.py` |"
+            for protocol, module in GENERATED_SHAPES.items()
+        ),
         "",
         "## Catalog",
         "",

@@ -1,0 +1,494 @@
+"""Generate the payload shapes streamguard checks from the official clients' own models.
+
+    python -m tools.shapes            rewrite every generated module (``make shapes``)
+    python -m tools.shapes --check    exit 1, naming each difference, if one is out of date
+
+Each protocol is one ``Adapter``: the client's distribution, the version the project pins
+(``constraints.txt``), the module it writes, and its event models by type. A pydantic
+model is read as pydantic's lax mode reads a parsed JSON payload, which is how these
+clients build their events (``TypeAdapter.validate_python``: cohere's ``parse_sse_obj``),
+and every field becomes a declaration of ``streamguard.protocols._fields``:
+
+- ``str`` is ``STRING``; ``int`` ``LAX_INTEGER``; ``float`` ``LAX_NUMBER``; ``bool``
+  ``LAX_BOOLEAN``; ``Dict[str, Any]`` ``OBJECT``; a list of ``int`` / ``float``
+  ``ARRAY_OF_LAX_INTEGERS`` / ``ARRAY_OF_LAX_NUMBERS``; a ``Literal`` of strings
+  ``STRING`` with those values;
+- a model is a nested ``Shape`` (a list of models ``EACH``; a union of models
+  ``alternatives``, one of which must fit);
+- ``Optional[X] = None`` is ``may`` (left out or null), a field with another default
+  ``opt`` (left out, never null), one without a default ``req``;
+- ``Any``, and a union with ``Any`` (Fern's open enums: ``Union[Literal[...], Any]``),
+  accept every value: not declared.
+
+A field the adapter names as the event's tag (the route table dispatches on it) is left
+out. An annotation this mapping does not know stops the generator: a new client release
+that needs a new kind is a change to review, never a silently looser shape. Extra keys
+are not declared: these models allow them.
+
+What the client does with a payload its model refuses decides the severity: cohere's
+stream iterator skips the event (its content lost), so every declared field is
+error-level ``schema_mismatch``; ``tests/test_shapes_generated.py`` checks the generated
+shapes against the client's own validation on a corpus of look-alikes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import re
+import sys
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import typing_extensions
+
+from streamguard.protocols import _fields
+from streamguard.protocols._fields import EACH, ONE, Field, Nested, Shape
+
+__all__ = ["ADAPTERS", "Adapter", "Generated", "differences", "generate", "main"]
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTOCOLS = ROOT / "streamguard" / "protocols"
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One protocol's client: where its models are and where their shapes go."""
+
+    #: The protocol, as streamguard names it.
+    protocol: str
+    #: The client's distribution (``pip install NAME``), pinned in ``constraints.txt``.
+    distribution: str
+    #: The models' dotted name, for the header and the docs.
+    source: str
+    #: The event models by tag value (imports the client: called only when generating).
+    events: Callable[[], Mapping[str, type[pydantic.BaseModel]]]
+    #: The field each event model tags itself with (left out: the route table reads it).
+    tag: str
+
+    @property
+    def module(self) -> str:
+        return f"_generated_{self.protocol}"
+
+    @property
+    def path(self) -> Path:
+        return PROTOCOLS / f"{self.module}.py"
+
+
+def _cohere_events() -> Mapping[str, type[pydantic.BaseModel]]:
+    from cohere.v2.types.v2chat_stream_response import V2ChatStreamResponse
+
+    (union, *_) = typing.get_args(V2ChatStreamResponse)
+    return {_literal_default(model, "type"): model for model in typing.get_args(union)}
+
+
+#: Every generated protocol.
+ADAPTERS: tuple[Adapter, ...] = (
+    Adapter(
+        protocol="cohere",
+        distribution="cohere",
+        source="cohere.v2.types.V2ChatStreamResponse",
+        events=_cohere_events,
+        tag="type",
+    ),
+)
+
+
+def pinned_version(distribution: str) -> str:
+    """The version ``constraints.txt`` pins the distribution at."""
+    text = (ROOT / "constraints.txt").read_text()
+    match = re.search(rf"^{re.escape(distribution)}==(\S+)$", text, re.MULTILINE | re.IGNORECASE)
+    if match is None:
+        raise LookupError(f"{distribution} is not pinned in constraints.txt")
+    return match.group(1)
+
+
+def _literal_default(model: type[pydantic.BaseModel], name: str) -> str:
+    value = model.model_fields[name].default
+    if type(value) is not str:
+        raise TypeError(f"{model.__name__}.{name} has no string default to dispatch on")
+    return value
+
+
+# -- models -> shapes ------------------------------------------------------------------
+
+
+class Unsupported(TypeError):
+    """An annotation the mapping does not know: the generator stops rather than guess."""
+
+
+_SCALARS: dict[Any, str] = {
+    str: _fields.STRING,
+    int: _fields.LAX_INTEGER,
+    float: _fields.LAX_NUMBER,
+    bool: _fields.LAX_BOOLEAN,
+}
+_SCALAR_ARRAYS: dict[Any, str] = {
+    int: _fields.ARRAY_OF_LAX_INTEGERS,
+    float: _fields.ARRAY_OF_LAX_NUMBERS,
+    str: _fields.ARRAY_OF_STRINGS,
+}
+
+
+def _is_model(annotation: object) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+
+
+def _strip(annotation: object) -> tuple[object, bool]:
+    """The annotation without ``Annotated`` metadata and ``None``; whether ``None`` was in it."""
+    if typing_extensions.get_origin(annotation) is typing_extensions.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) is typing.Union:
+        members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        nullable = len(members) < len(typing.get_args(annotation))
+        if len(members) == 1:
+            return _strip(members[0])[0], nullable
+        return typing.Union[tuple(members)], nullable  # noqa: UP007 (built from a tuple)
+    return annotation, False
+
+
+def _models_of(annotation: object) -> tuple[type[pydantic.BaseModel], ...] | None:
+    """The models a model or a union of models names, or None."""
+    if _is_model(annotation):
+        return (annotation,)  # type: ignore[return-value]
+    if typing.get_origin(annotation) is typing.Union:
+        members = tuple(_strip(arg)[0] for arg in typing.get_args(annotation))
+        if all(_is_model(member) for member in members):
+            return members  # type: ignore[return-value]
+    return None
+
+
+def _accepts_anything(annotation: object) -> bool:
+    if annotation is Any:
+        return True
+    return typing.get_origin(annotation) is typing.Union and Any in typing.get_args(annotation)
+
+
+class _Reader:
+    """Turns models into shapes, naming each model's shape once."""
+
+    def __init__(self) -> None:
+        #: Model -> its shape, in the order first met (nested ones first).
+        self.shapes: dict[type[pydantic.BaseModel], Shape] = {}
+
+    def shape(self, model: type[pydantic.BaseModel], skip: str | None = None) -> Shape:
+        if skip is None and model in self.shapes:
+            return self.shapes[model]
+        if model.model_config.get("extra") == "forbid":
+            raise Unsupported(f"{model.__name__} forbids extra keys: no kind says so")
+        fields: list[Field] = []
+        nested: list[Nested] = []
+        for name, info in model.model_fields.items():
+            if name == skip:
+                continue
+            if info.alias not in (None, name) or info.validation_alias is not None:
+                raise Unsupported(f"{model.__name__}.{name} is read under an alias")
+            declared = self._field(model, name, info)
+            if isinstance(declared, Field):
+                fields.append(declared)
+            elif isinstance(declared, Nested):
+                nested.append(declared)
+        shape = Shape(tuple(fields), tuple(nested))
+        if skip is None:
+            self.shapes[model] = shape
+        return shape
+
+    def _field(
+        self, model: type[pydantic.BaseModel], name: str, info: pydantic.fields.FieldInfo
+    ) -> Field | Nested | None:
+        annotation, nullable = _strip(info.annotation)
+        required = info.is_required()
+        if nullable and (required or info.default is not None):
+            raise Unsupported(f"{model.__name__}.{name}: nullable with a non-null default")
+        if _accepts_anything(annotation):
+            return None
+        if nullable:
+
+            def make(kind: str, values: tuple[str, ...] | None = None) -> Field:
+                return _fields.may(name, kind, values)
+
+        elif required:
+
+            def make(kind: str, values: tuple[str, ...] | None = None) -> Field:
+                return _fields.req(name, kind, values)
+
+        else:
+
+            def make(kind: str, values: tuple[str, ...] | None = None) -> Field:
+                return _fields.opt(name, kind, values)
+
+        if annotation in _SCALARS:
+            return make(_SCALARS[annotation])
+        if typing.get_origin(annotation) is typing.Literal:
+            values = typing.get_args(annotation)
+            if not all(type(value) is str for value in values):
+                raise Unsupported(f"{model.__name__}.{name}: a literal other than strings")
+            return make(_fields.STRING, tuple(sorted(values)))
+        origin = typing.get_origin(annotation)
+        if origin is dict:
+            key, value = typing.get_args(annotation)
+            if key is str and value is Any:
+                return make(_fields.OBJECT)
+        holds = ONE
+        if origin is list:
+            (item,) = typing.get_args(annotation)
+            item = _strip(item)[0]
+            if item in _SCALAR_ARRAYS:
+                return make(_SCALAR_ARRAYS[item])
+            annotation, holds = item, EACH
+        models = _models_of(annotation)
+        if models is not None:
+            shapes = tuple(self.shape(member) for member in models)
+            shape = shapes[0] if len(shapes) == 1 else Shape(alternatives=shapes)
+            return Nested(name, shape, holds, required, nullable)
+        raise Unsupported(f"{model.__name__}.{name}: no kind for {info.annotation!r}")
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One protocol's shapes, as objects and as the module's source."""
+
+    adapter: Adapter
+    version: str
+    #: Tag value -> the event's shape.
+    events: dict[str, Shape]
+    #: Every model's shape, named, in the order the module defines them.
+    named: dict[str, Shape]
+    source: str
+
+
+def generate(adapter: Adapter) -> Generated:
+    """The protocol's shapes from the installed client."""
+    version = importlib.metadata.version(adapter.distribution)
+    reader = _Reader()
+    events = {tag: reader.shape(model, adapter.tag) for tag, model in adapter.events().items()}
+    named = {_constant(model.__name__): shape for model, shape in reader.shapes.items()}
+    source = _render(adapter, version, events, named, reader.shapes)
+    return Generated(adapter, version, events, named, source)
+
+
+def _constant(name: str) -> str:
+    """``ChatContentDeltaEventDelta`` -> ``CHAT_CONTENT_DELTA_EVENT_DELTA``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()
+
+
+# -- shapes -> source --------------------------------------------------------------------
+
+_KIND_NAMES = {
+    getattr(_fields, name): name
+    for name in _fields.__all__
+    if name.isupper()
+    and type(getattr(_fields, name)) is str
+    and name not in {"ONE", "EACH"}
+    and name != "ONE_OR_EACH"
+}
+
+
+def _field_source(field: Field) -> str:
+    maker = "may" if field.nullable else "req" if field.required else "opt"
+    args = [repr(field.name), _KIND_NAMES[field.kind]]
+    if field.values is not None:
+        args.append(repr(tuple(sorted(field.values))))
+    return f"{maker}({', '.join(args)})"
+
+
+def _render(
+    adapter: Adapter,
+    version: str,
+    events: dict[str, Shape],
+    named: dict[str, Shape],
+    models: dict[type[pydantic.BaseModel], Shape],
+) -> str:
+    by_shape = {id(shape): name for name, shape in named.items()}
+    used_kinds: set[str] = set()
+    used_makers: set[str] = {"Shape"}
+
+    def shape_source(shape: Shape, indent: str, *, define: bool = False) -> str:
+        if not define and id(shape) in by_shape:
+            return by_shape[id(shape)]
+        inner = indent + "    "
+        parts: list[str] = []
+        if shape.fields:
+            items = "".join(f"{inner}    {_field_source(f)},\n" for f in shape.fields)
+            parts.append(f"{inner}fields=(\n{items}{inner}),\n")
+            for f in shape.fields:
+                used_kinds.add(_KIND_NAMES[f.kind])
+                used_makers.add("may" if f.nullable else "req" if f.required else "opt")
+        if shape.nested:
+            items = "".join(
+                f"{inner}    {nested_source(n, inner + '    ')},\n" for n in shape.nested
+            )
+            parts.append(f"{inner}nested=(\n{items}{inner}),\n")
+        if shape.alternatives:
+            items = "".join(
+                f"{inner}    {shape_source(a, inner + '    ')},\n" for a in shape.alternatives
+            )
+            parts.append(f"{inner}alternatives=(\n{items}{inner}),\n")
+        if not parts:
+            return "Shape()"
+        return "Shape(\n" + "".join(parts) + indent + ")"
+
+    def nested_source(nested: Nested, indent: str) -> str:
+        holds = {ONE: "ONE", EACH: "EACH"}[nested.holds]
+        shape = shape_source(nested.shape, indent)
+        if not nested.required and nested.nullable:
+            used_makers.add("may_hold")
+            if nested.holds == ONE:
+                return f"may_hold({nested.name!r}, {shape})"
+            used_kinds.add(holds)
+            return f"may_hold({nested.name!r}, {shape}, {holds})"
+        used_makers.add("Nested")
+        used_kinds.add(holds)
+        return (
+            f"Nested({nested.name!r}, {shape}, {holds}, "
+            f"required={nested.required}, nullable={nested.nullable})"
+        )
+
+    body: list[str] = []
+    for model, shape in models.items():
+        name = by_shape[id(shape)]
+        body += [
+            f"#: ``{model.__qualname__}``.",
+            f"{name}: Final = {shape_source(shape, '', define=True)}",
+            "",
+        ]
+    body += [
+        "#: Each event's shape, by its ``type`` (the tag itself is the route table's).",
+        "EVENTS: Final[Mapping[str, Shape]] = {",
+    ]
+    for tag, shape in events.items():
+        body.append(f"    {tag!r}: {shape_source(shape, '    ')},")
+    body += ["}", ""]
+    # isort's order, as ruff applies it: constants, then classes, then functions.
+    imports = sorted(
+        used_kinds | used_makers,
+        key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n),
+    )
+    header = [
+        f'"""The {adapter.protocol} payload shapes, generated by ``tools/shapes.py`` from',
+        f"``{adapter.source}`` of {adapter.distribution} {version}: do not edit; regenerate",
+        "with ``make shapes`` (``tests/test_shapes_generated.py`` fails when this drifts from",
+        'the installed client)."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from collections.abc import Mapping",
+        "from typing import Final",
+        "",
+        f"from streamguard.protocols._fields import {', '.join(imports)}",
+        "",
+        '__all__ = ["CLIENT", "EVENTS", "SOURCE", "VERSION"]',
+        "",
+        "#: The client these shapes were generated from, its version and its models.",
+        f"CLIENT: Final = {adapter.distribution!r}",
+        f"VERSION: Final = {version!r}",
+        f"SOURCE: Final = {adapter.source!r}",
+        "",
+    ]
+    return "\n".join(header + body)
+
+
+def _formatted(source: str) -> str:
+    """``source`` as ruff formats it (the checked-in module passes ``ruff format --check``)."""
+    import subprocess
+
+    ruff = Path(sys.executable).with_name("ruff")
+    done = subprocess.run(
+        [str(ruff), "format", "--stdin-filename", "generated.py", "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return done.stdout
+
+
+# -- comparing ---------------------------------------------------------------------------
+
+
+def differences(old: Mapping[str, Shape], new: Mapping[str, Shape]) -> Iterator[str]:
+    """Each declaration that differs between two protocols' event shapes, by event and field
+    path (``content-delta: delta.message.content.text: may STRING -> absent``)."""
+    for tag in sorted(set(old) | set(new)):
+        if tag not in new:
+            yield f"{tag}: event no longer in the client's models"
+        elif tag not in old:
+            yield f"{tag}: event new in the client's models"
+        else:
+            yield from (f"{tag}: {line}" for line in _shape_differences(old[tag], new[tag], ""))
+
+
+def _describe(field: Field) -> str:
+    return _field_source(field)
+
+
+def _shape_differences(old: Shape, new: Shape, where: str) -> Iterator[str]:
+    prefix = f"{where}." if where else ""
+    old_fields = {f.name: f for f in old.fields}
+    new_fields = {f.name: f for f in new.fields}
+    for name in sorted(set(old_fields) | set(new_fields)):
+        a, b = old_fields.get(name), new_fields.get(name)
+        if a != b:
+            was = "absent" if a is None else _describe(a)
+            now = "absent" if b is None else _describe(b)
+            yield f"field `{prefix}{name}`: {was} -> {now}"
+    old_nested = {n.name: n for n in old.nested}
+    new_nested = {n.name: n for n in new.nested}
+    for name in sorted(set(old_nested) | set(new_nested)):
+        c, d = old_nested.get(name), new_nested.get(name)
+        path = f"{prefix}{name}"
+        if c is None or d is None:
+            was, now = ("absent" if n is None else "nested" for n in (c, d))
+            yield f"field `{path}`: {was} -> {now}"
+        elif (c.holds, c.required, c.nullable) != (d.holds, d.required, d.nullable):
+            was, now = ((n.holds, n.required, n.nullable) for n in (c, d))
+            yield f"field `{path}`: (holds, required, nullable) {was} -> {now}"
+        else:
+            yield from _shape_differences(c.shape, d.shape, path)
+    if len(old.alternatives) != len(new.alternatives):
+        yield f"field `{where}`: {len(old.alternatives)} alternatives -> {len(new.alternatives)}"
+    for number, (e, f) in enumerate(zip(old.alternatives, new.alternatives, strict=False)):
+        yield from _shape_differences(e, f, f"{where}<{number}>")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.shapes", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 if a module is out of date")
+    args = parser.parse_args(argv)
+    stale = 0
+    for adapter in ADAPTERS:
+        pinned = pinned_version(adapter.distribution)
+        generated = generate(adapter)
+        if generated.version != pinned:
+            print(
+                f"{adapter.distribution} {generated.version} is installed, {pinned} pinned",
+                file=sys.stderr,
+            )
+            return 2
+        source = _formatted(generated.source)
+        current = adapter.path.read_text() if adapter.path.exists() else ""
+        if source == current:
+            continue
+        if args.check:
+            stale += 1
+            committed = importlib.import_module(f"streamguard.protocols.{adapter.module}")
+            print(f"{adapter.path.relative_to(ROOT)} is out of date:", file=sys.stderr)
+            for line in differences(committed.EVENTS, generated.events):
+                print(f"  {line}", file=sys.stderr)
+        else:
+            adapter.path.write_text(source)
+            written = adapter.path.relative_to(ROOT)
+            print(f"wrote {written} from {adapter.distribution} {generated.version}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
