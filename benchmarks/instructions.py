@@ -10,14 +10,20 @@ so that start-up, imports and the first stream's set-up cancel out;
 ``instructions_per_frame`` is the difference over the frames between the two, and
 ``added_per_frame`` that less the app alone's, in the same model of a server
 (``benchmarks.production``'s: its ``send`` takes a message at once, or waits on every
-message in the rows that say so). The per-stream fixed cost is not in it: every run but the
-first repeats the same long stream on the same middleware.
+message in the rows that say so). Every run but the first repeats the same long stream on
+the same middleware, so a stream's fixed cost is not in those rows.
+
+The per-stream rows count it: ``benchmarks.production``'s per-stream setups (streams of
+3 chat frames taken in turn, its structlog configuration with a JSON renderer into a null
+sink) run ``STREAMS`` streams in one child and none in the other, after the same warm-up
+streams in both; ``added_per_stream`` is the difference over the streams less the app
+alone's.
 
 The figure is the CPU's work, not its time: a cache miss or an allocation's page fault
 costs no more instructions than a hit. Use it to compare two versions of the code (a
 change's cost or saving, free of the machine's load), and ``benchmarks.production`` for
 the budgets. Run: ``python -m benchmarks.instructions`` (about 2 minutes a configuration
-on one core; two at a time).
+on one core; two at a time), ``--only frames`` or ``--only streams`` for one table.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ __all__ = ["CONFIGURATIONS", "main"]
 
 #: Long-stream runs in the counted process (the other process runs one).
 LONG_RUNS = 6
+#: Short streams in the counted process of a per-stream row (the other runs none), and
+#: the streams both run first, so that first-use costs (imports, caches) cancel out.
+STREAMS, WARM_STREAMS = 1_000, 50
 #: (row name, ``benchmarks.production`` setup name, whether the server's send waits).
 CONFIGURATIONS: tuple[tuple[str, str, bool], ...] = (
     ("none", "none", False),
@@ -47,6 +56,31 @@ CONFIGURATIONS: tuple[tuple[str, str, bool], ...] = (
     ("none, server's send waits", "none", True),
     ("shell (watched, not parsed), sinks off, server's send waits", "shell", True),
 )
+
+
+#: (row name, ``benchmarks.production`` per-stream setup name).
+STREAM_CONFIGURATIONS: tuple[tuple[str, str], ...] = (
+    ("3 frames: none", "none"),
+    ("3 frames: sinks off", "sinks off"),
+    ("3 frames: default (summaries=notable: no line)", "default (summaries=notable: no line)"),
+    ("3 frames: summaries=all (one JSON line)", "summaries=all (one JSON line)"),
+)
+
+
+def _stream_child(setup: str, streams: int) -> None:
+    """Run ``WARM_STREAMS`` then ``streams`` 3-frame chat streams through ``setup``."""
+    from benchmarks import _timing
+    from benchmarks import production as bench
+
+    _timing.gc.collect = lambda *args: 0  # (as in ``_child``)
+    options = {name: options for name, _path, options in bench.PER_STREAM}[setup]
+    sink = bench._NullSink()
+    restore = bench._configure_structlog(sink)
+    served = bench._served(bench.CHAT, options)
+    bench._run(served, bench.CHAT, bench.THREE, WARM_STREAMS, interleaved=True)
+    if streams:
+        bench._run(served, bench.CHAT, bench.THREE, streams, interleaved=True)
+    restore()
 
 
 def _child(setup: str, runs: int, waits: bool) -> None:
@@ -70,13 +104,15 @@ def _child(setup: str, runs: int, waits: bool) -> None:
     restore()
 
 
-def _count(setup: str, runs: int, waits: bool) -> int:
+def _count(setup: str, runs: int, waits: bool, per_stream: bool = False) -> int:
     command = [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
         sys.executable, "-m", "benchmarks.instructions", "--child", setup, str(runs),
     ]  # fmt: skip
     if waits:
         command.append("--waits")
+    if per_stream:
+        command.append("--per-stream")
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
@@ -106,20 +142,47 @@ def instructions() -> list[dict[str, Any]]:
     return rows
 
 
+def stream_instructions() -> list[dict[str, Any]]:
+    jobs = [(setup, streams) for _, setup in STREAM_CONFIGURATIONS for streams in (STREAMS, 0)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = list(pool.map(lambda job: _count(job[0], job[1], False, True), jobs))
+    per_stream = [(counts[2 * i] - counts[2 * i + 1]) / STREAMS for i in range(len(jobs) // 2)]
+    return [
+        {
+            "case": name,
+            "instructions_per_stream": round(figure),
+            "added_per_stream": round(figure - per_stream[0]),
+        }
+        for (name, _setup), figure in zip(STREAM_CONFIGURATIONS, per_stream, strict=True)
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--child", nargs=2, metavar=("SETUP", "RUNS"), help=argparse.SUPPRESS)
     parser.add_argument("--waits", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--per-stream", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only", choices=("frames", "streams"), help="count the per-frame or per-stream rows alone"
+    )
     args = parser.parse_args(argv)
     if args.child:
-        _child(args.child[0], int(args.child[1]), args.waits)
+        if args.per_stream:
+            _stream_child(args.child[0], int(args.child[1]))
+        else:
+            _child(args.child[0], int(args.child[1]), args.waits)
         return 0
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (Debian: apt install valgrind): nothing counted")
         return 0
-    rows = instructions()
-    print_table(rows)
-    print(f"\nresults in {write_results('instructions', rows)}")
+    if args.only != "streams":
+        rows = instructions()
+        print_table(rows)
+        print(f"\nresults in {write_results('instructions', rows)}")
+    if args.only != "frames":
+        stream_rows = stream_instructions()
+        print_table(stream_rows)
+        print(f"\nresults in {write_results('instructions_per_stream', stream_rows)}")
     return 0
 
 

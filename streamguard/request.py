@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from pydantic_core import from_json
 
@@ -41,6 +41,7 @@ __all__ = [
     "RequestFacts",
     "add_http_facts",
     "is_jsonrpc_batch",
+    "is_mapping",
     "request_facts",
     "share_request_facts",
 ]
@@ -60,6 +61,15 @@ _HEAD_KEYS: Final = ("http_method", "last_event_id")
 RequestBody = Mapping[str, Any] | list[Any]
 #: The fields of a request that has none (a batch): what a reader of fields reads then.
 NO_FIELDS: Mapping[str, Any] = {}
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, at the cost of a type test for a ``dict`` or ``None``.
+
+    The ABC's own test runs Python code (``ABCMeta.__instancecheck__``) even on ``None``,
+    about 1,500 instructions from compiled code, and a request's readers ask it of several
+    fields a stream, most of them ``dict`` (parsed JSON) or absent."""
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,7 +110,7 @@ from streamguard.protocols.engine import (
     terminated_lifecycle,
 )
 from streamguard.report import Finding
-from streamguard.request import NO_FIELDS, RequestBody, RequestFact
+from streamguard.request import NO_FIELDS, RequestBody, RequestFact, is_mapping
 from streamguard.sse import Event
 
 __all__ = [
@@ -386,9 +386,7 @@ class OpenAIChatChecker(Checker):
                 "required",
             )
             options = request.get("stream_options")
-            self._include_usage = isinstance(options, Mapping) and (
-                options.get("include_usage") is True
-            )
+            self._include_usage = is_mapping(options) and (options.get("include_usage") is True)
             n = request.get("n", 1)
             # Beyond MAX_CHECKED_N the request does not size any check (see there).
             self._n = n if type(n) is int and 1 <= n <= MAX_CHECKED_N else None
@@ -1058,7 +1056,7 @@ def _read_request(body: RequestBody, facts: dict[str, Any], attributes: dict[str
         n = request["n"]
         facts["n"] = n if type(n) is int and 1 <= n <= MAX_CHECKED_N else None
     options = request.get("stream_options")
-    if isinstance(options, Mapping):
+    if is_mapping(options):
         facts["stream_options"] = {"include_usage": options.get("include_usage") is True}
     for key in ("max_tokens", "max_completion_tokens"):  # the newer name wins
         value = request.get(key)
@@ -1070,10 +1068,10 @@ def _read_request(body: RequestBody, facts: dict[str, Any], attributes: dict[str
     choice = request.get("tool_choice")
     if type(choice) is str and choice in _TOOL_CHOICES:
         facts["tool_choice"] = choice
-    elif isinstance(choice, Mapping) and choice.get("type") == "function":
+    elif is_mapping(choice) and choice.get("type") == "function":
         facts["tool_choice"] = "function"
         function = choice.get("function")
-        name = function.get("name") if isinstance(function, Mapping) else None
+        name = function.get("name") if is_mapping(function) else None
         if type(name) is str and len(name) <= _MAX_FUNCTION_NAME_CHARS:
             facts["tool_choice_function"] = name
     elif choice is not None:  # (allowed_tools, a custom tool...): how it finishes is unknown
@@ -1085,7 +1083,7 @@ def _read_request(body: RequestBody, facts: dict[str, Any], attributes: dict[str
     if type(top) is int and 0 <= top <= _MAX_TOP_LOGPROBS:
         facts["top_logprobs"] = top
     response_format = request.get("response_format")
-    if isinstance(response_format, Mapping):
+    if is_mapping(response_format):
         kind = response_format.get("type")
         if type(kind) is str and kind in _RESPONSE_FORMATS:
             facts["response_format"] = kind
