@@ -3,9 +3,10 @@
 End to end: a relay app (``tests/relay_app.py``) under the middleware and uvicorn reads
 canned upstream streams (``tests/fixtures``, served by another uvicorn) through
 ``streamguard.httpx``'s transport and re-streams them; the official openai SDK reads the
-relay. The downstream report names its upstream streams and attributes each finding
-(``streamguard.attribution``); an upstream left open is ``upstream_left_open``. The table
-itself is tested pure, and ``docs/attribution.md`` shows it as generated
+relay. The downstream report names its upstream streams and attributes each finding and,
+when the stream failed (an in-band error written for an upstream cut), its end
+(``streamguard.attribution``); an upstream left open is ``upstream_left_open``. The tables
+themselves are tested pure, and ``docs/attribution.md`` shows them as generated
 (``python -m tests.test_attribution`` rewrites it).
 """
 
@@ -30,16 +31,23 @@ from structlog.testing import capture_logs
 
 from streamguard import StreamGuardMiddleware
 from streamguard.attribution import (
+    ATTRIBUTED_OUTCOMES,
     ATTRIBUTIONS,
     CLASSES,
+    FAILURES,
     GATEWAY,
     MAX_LINKED_UPSTREAMS,
     UNKNOWN,
     UPSTREAM,
     UpstreamState,
     attribute,
+    attribute_outcome,
+    failed_as,
+    linked,
+    markdown_failures,
     markdown_table,
     rule_class,
+    summary_of,
 )
 from streamguard.httpx import AsyncStreamGuardTransport, StreamGuardTransport
 from streamguard.report import Outcome, StreamReport
@@ -56,6 +64,11 @@ TABLE_START = (
     "do not edit. -->\n"
 )
 TABLE_END = "<!-- end of the generated table -->\n"
+FAILURES_START = (
+    "<!-- Generated from streamguard/attribution.py (FAILURES) by "
+    "`python -m tests.test_attribution`; do not edit. -->\n"
+)
+FAILURES_END = "<!-- end of the generated failures table -->\n"
 ROUTE = "/{lane}/v1/chat/completions"
 
 
@@ -117,17 +130,118 @@ def test_a_rule_outside_the_table_is_its_own_class() -> None:
     assert attribute(["a_plugin_rule"], [same]) == (UPSTREAM,)
 
 
+# -- a failed end, pure -----------------------------------------------------------------------
+
+_CLEAN = UpstreamState((), Outcome.COMPLETED, True)
+
+
+#: (upstream, the failure it shows, whose a failed downstream end is with it alone): a row
+#: of ``FAILURES`` each way it shows, then the look-alikes that must not be ``upstream``.
+def _up(rules: tuple[str, ...], outcome: Outcome | None, inspected: bool = True) -> UpstreamState:
+    return UpstreamState(rules, outcome, inspected)
+
+
+_O = Outcome
+ENDS = [
+    pytest.param(_up(("missing_terminal",), _O.UNCLOSED), "cut", UPSTREAM, id="cut"),
+    pytest.param(_up(("response_not_finished",), _O.CONNECTION_LOST), "cut", UPSTREAM, id="lost"),
+    pytest.param(_up((), _O.CONNECTION_LOST, False), "cut", UPSTREAM, id="lost-unchecked"),
+    pytest.param(_up((), _O.ERROR_EVENT), "error", UPSTREAM, id="error-event"),
+    pytest.param(_up(("stalled",), _O.CLIENT_DISCONNECT), "stall", UPSTREAM, id="stall-given-up"),
+    pytest.param(_up(("stalled",), None), "stall", UPSTREAM, id="stall-still-open"),
+    # Look-alikes: a healthy upstream, and ones that did not fail.
+    pytest.param(_CLEAN, None, GATEWAY, id="clean"),
+    pytest.param(_up(("role_repeated",), _O.COMPLETED), None, GATEWAY, id="with-a-warning"),
+    pytest.param(_up(("stalled",), _O.COMPLETED), None, GATEWAY, id="stall-waited-out"),
+    pytest.param(_up(("schema_mismatch",), _O.COMPLETED), None, UNKNOWN, id="with-an-error"),
+    pytest.param(_up(("a_plugin_rule",), _O.COMPLETED), None, UNKNOWN, id="with-a-rule-unknown"),
+    pytest.param(_up((), _O.CLIENT_DISCONNECT), None, UNKNOWN, id="closed-early-by-the-gateway"),
+    pytest.param(_up((), None), None, UNKNOWN, id="still-open"),
+    pytest.param(_up((), _O.COMPLETED, False), None, UNKNOWN, id="unchecked"),
+    pytest.param(_up((), _O.CANCELLED), None, UNKNOWN, id="cancelled"),
+]
+
+
+@pytest.mark.parametrize(("upstream", "failure", "whose"), ENDS)
+@pytest.mark.parametrize("end", ATTRIBUTED_OUTCOMES)
+def test_a_failed_end_by_each_row_and_look_alike(
+    upstream: UpstreamState, failure: str | None, whose: str, end: Outcome
+) -> None:
+    assert failed_as(upstream) == failure
+    assert attribute_outcome(end, [upstream]) == whose
+    # Any one failed upstream of several explains the end; a clean one clears nothing.
+    assert attribute_outcome(end, [_CLEAN, upstream]) == whose
+    assert attribute_outcome(end, [upstream, _CLEAN]) == whose
+
+
+def test_the_attributed_ends_are_the_failures_an_upstream_can_cause() -> None:
+    """``error_event``, ``unclosed``, ``app_error``: a completed end, a client gone, a
+    cancel (and ``connection_lost``, a client side's) are nobody's to attribute, even with a
+    cut upstream."""
+    assert ATTRIBUTED_OUTCOMES == (Outcome.ERROR_EVENT, Outcome.UNCLOSED, Outcome.APP_ERROR)
+    cut = UpstreamState(("missing_terminal",), Outcome.UNCLOSED, True)
+    for end in Outcome:
+        expected = UPSTREAM if end in ATTRIBUTED_OUTCOMES else None
+        assert attribute_outcome(end, [cut]) == expected, end
+
+
+def test_a_failed_end_with_no_upstream_is_unknown() -> None:
+    assert attribute_outcome(Outcome.ERROR_EVENT, []) == UNKNOWN
+    assert attribute_outcome(Outcome.COMPLETED, []) is None
+
+
+def test_the_cut_failure_is_the_cut_class_s_end() -> None:
+    """An upstream cut explains a missing terminal (``CLASSES``) and a failed end
+    (``FAILURES``) alike: the two tables agree on which ends are a cut."""
+    [cut_class] = [each for each in CLASSES if each.name == "cut"]
+    [cut_failure] = [each for each in FAILURES if each.name == "cut"]
+    assert cut_failure.outcomes == cut_class.outcomes
+    assert all(rule in RULES for each in FAILURES for rule in each.rules)
+    assert len({each.name for each in FAILURES}) == len(FAILURES)
+
+
+def test_linked_attributes_the_end_as_check_upstream_reads_it() -> None:
+    """``linked`` (the live link's and ``check --upstream``'s) sets the end's attribution
+    from the upstream summaries; a completed stream's stays ``None``."""
+    cut = summary_of(replace(_report(Outcome.UNCLOSED), findings=()))
+    clean = summary_of(_report(Outcome.COMPLETED))
+    assert linked(_report(Outcome.ERROR_EVENT), [cut]).outcome_attribution == UPSTREAM
+    assert linked(_report(Outcome.ERROR_EVENT), [clean]).outcome_attribution == GATEWAY
+    assert linked(_report(Outcome.COMPLETED), [cut]).outcome_attribution is None
+    assert _report(Outcome.ERROR_EVENT).outcome_attribution is None  # no upstream: none
+
+
+def _report(outcome: Outcome) -> StreamReport:
+    return StreamReport(
+        protocol="openai_chat",
+        outcome=outcome,
+        findings=(),
+        events=3,
+        bytes=30,
+        body_messages=3,
+        started_at=0.0,
+        first_byte_at=None,
+        first_event_at=None,
+        ended_at=1.0,
+    )
+
+
 def test_the_docs_page_shows_the_table_as_generated() -> None:
     page = DOCS_PAGE.read_text()
     assert _with_table(page) == page, "regenerate with `.venv/bin/python -m tests.test_attribution`"
 
 
 def _with_table(page: str) -> str:
-    head, start, rest = page.partition(TABLE_START)
-    _old, end, tail = rest.partition(TABLE_END)
-    assert start, "docs/attribution.md lost its generated-table start marker"
-    assert end, "docs/attribution.md lost its generated-table end marker"
-    return f"{head}{start}\n{markdown_table()}\n{end}{tail}"
+    page = _with(page, TABLE_START, TABLE_END, markdown_table())
+    return _with(page, FAILURES_START, FAILURES_END, markdown_failures())
+
+
+def _with(page: str, start_marker: str, end_marker: str, table: str) -> str:
+    head, start, rest = page.partition(start_marker)
+    _old, end, tail = rest.partition(end_marker)
+    assert start, f"docs/attribution.md lost the marker {start_marker!r}"
+    assert end, f"docs/attribution.md lost the marker {end_marker!r}"
+    return f"{head}{start}\n{table}\n{end}{tail}"
 
 
 # -- a stream with no upstream does not grow --------------------------------------------------
@@ -608,7 +722,7 @@ def test_the_attribution_label_is_a_closed_set() -> None:
 
 
 def main() -> None:
-    """Rewrite the generated table of ``docs/attribution.md``."""
+    """Rewrite the generated tables of ``docs/attribution.md``."""
     DOCS_PAGE.write_text(_with_table(DOCS_PAGE.read_text()))
     print("wrote docs/attribution.md")
 

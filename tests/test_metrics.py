@@ -24,6 +24,7 @@ EXPECTED_NAMES = {
     "streamguard_malformed_streams",
     "streamguard_violations",
     "streamguard_attributed_violations",
+    "streamguard_attributed_streams",
     "streamguard_checks_skipped",
     "streamguard_streams_in_progress",
     "streamguard_stream_duration_seconds",
