@@ -56,7 +56,7 @@ from starlette.routing import Route
 
 from streamguard.httpx import AsyncStreamGuardTransport
 
-__all__ = ["LEAKED", "POLLERS", "relay_app", "upstream_app"]
+__all__ = ["IN_BAND_ERROR", "LEAKED", "POLLERS", "relay_app", "upstream_app"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _PATHS = {"openai_chat": "/v1/chat/completions", "anthropic": "/v1/messages"}
@@ -118,7 +118,7 @@ _STOP_REASONS = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_c
 
 #: The in-band error a gateway writes for a failure, as LiteLLM writes it (openai-python
 #: raises ``APIError`` with its message).
-_IN_BAND_ERROR = (
+IN_BAND_ERROR = (
     'data: {"error": {"message": "the upstream stream failed", "type": "upstream_error", '
     '"param": null, "code": "502"}}\n\n'
 )
@@ -272,7 +272,7 @@ def relay_app(upstream_url: str, **transport_options: Any) -> Starlette:
                         yield text
                 failed = "message_stop" not in seen or "error" in seen
                 if failed or mode == "translate_then_gateway_error":
-                    yield _IN_BAND_ERROR
+                    yield IN_BAND_ERROR
                 yield f"{_DONE}\n\n"
             elif mode in ("leak", "background_close"):
                 if mode == "leak":

@@ -50,10 +50,11 @@ from streamguard.attribution import (
     summary_of,
 )
 from streamguard.httpx import AsyncStreamGuardTransport, StreamGuardTransport
+from streamguard.metrics import StreamGuardMetrics
 from streamguard.report import Outcome, StreamReport
 from streamguard.rules import RULES
 from tests.asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
-from tests.relay_app import FIXTURES, relay_app, upstream_app
+from tests.relay_app import FIXTURES, IN_BAND_ERROR, relay_app, upstream_app
 from tests.servers import serve, wait_until
 
 openai = pytest.importorskip("openai", reason="the openai SDK is a dev dependency")
@@ -135,13 +136,13 @@ def test_a_rule_outside_the_table_is_its_own_class() -> None:
 _CLEAN = UpstreamState((), Outcome.COMPLETED, True)
 
 
-#: (upstream, the failure it shows, whose a failed downstream end is with it alone): a row
-#: of ``FAILURES`` each way it shows, then the look-alikes that must not be ``upstream``.
 def _up(rules: tuple[str, ...], outcome: Outcome | None, inspected: bool = True) -> UpstreamState:
     return UpstreamState(rules, outcome, inspected)
 
 
 _O = Outcome
+#: (upstream, the failure it shows, whose a failed downstream end is with it alone): a row
+#: of ``FAILURES`` each way it shows, then the look-alikes that must not be ``upstream``.
 ENDS = [
     pytest.param(_up(("missing_terminal",), _O.UNCLOSED), "cut", UPSTREAM, id="cut"),
     pytest.param(_up(("response_not_finished",), _O.CONNECTION_LOST), "cut", UPSTREAM, id="lost"),
@@ -524,6 +525,163 @@ def test_a_broken_upstream_repaired_by_the_relay(gateway: Gateway) -> None:
     assert named(report) == [("openai_chat", Outcome.UNCLOSED, {"missing_terminal": 1})]
 
 
+def _ends(gateway: Gateway) -> dict[str, float]:
+    """``streamguard_attributed_streams_total{outcome="error_event"}`` by attribution."""
+    return {
+        whose: gateway.sample(
+            "streamguard_attributed_streams_total", outcome="error_event", attribution=whose
+        )
+        for whose in ATTRIBUTIONS
+    }
+
+
+@pytest.mark.parametrize(
+    ("lane", "fixture", "upstream_end"),
+    [
+        ("in-band-cut", "anthropic/missing_terminal_truncated_mid_block", Outcome.UNCLOSED),
+        ("in-band-error", "anthropic/ok_error_overloaded_mid_block", Outcome.ERROR_EVENT),
+    ],
+)
+def test_an_upstream_failure_written_as_an_in_band_error_is_the_upstreams(
+    gateway: Gateway, lane: str, fixture: str, upstream_end: Outcome
+) -> None:
+    """Issue 46, LiteLLM's way: an Anthropic upstream cut mid-block, or ended by its own
+    error event, becomes a clean in-band error in the Chat stream the client reads. The
+    downstream stream has no finding to attribute; its ``error_event`` end is the
+    upstream's, and counted so."""
+    before = _ends(gateway)
+    with pytest.raises(openai.APIError, match="the upstream stream failed"):
+        gateway.call(lane, "translate_error_in_band", fixture)
+    report = gateway.report(lane)
+    assert report.outcome is Outcome.ERROR_EVENT
+    assert report.findings == ()
+    assert [(protocol, outcome) for protocol, outcome, _ in named(report)] == [
+        ("anthropic", upstream_end)
+    ]
+    assert report.outcome_attribution == UPSTREAM
+    assert _ends(gateway) == {**before, UPSTREAM: before[UPSTREAM] + 1}
+
+
+def test_an_in_band_error_after_a_healthy_upstream_is_the_gateways(gateway: Gateway) -> None:
+    """The look-alike: the same relay writes its in-band error after a clean upstream that
+    completed (its own failure, a post-call hook that raised): the gateway's."""
+    before = _ends(gateway)
+    with pytest.raises(openai.APIError, match="the upstream stream failed"):
+        gateway.call("in-band-own", "translate_then_gateway_error", "anthropic/ok_text_end_turn")
+    report = gateway.report("in-band-own")
+    assert report.outcome is Outcome.ERROR_EVENT
+    assert report.findings == ()
+    assert named(report) == [("anthropic", Outcome.COMPLETED, {})]
+    assert report.outcome_attribution == GATEWAY
+    assert _ends(gateway) == {**before, GATEWAY: before[GATEWAY] + 1}
+
+
+def test_a_completed_relayed_stream_has_no_end_attribution(gateway: Gateway) -> None:
+    """A linked stream that completed: nothing to attribute, nothing counted, but its
+    route's series exist (made by its first linked stream, at 0 for every end)."""
+    gateway.call("end-clean", "translate", "anthropic/ok_text_end_turn")
+    report = gateway.report("end-clean")
+    assert report.outcome is Outcome.COMPLETED
+    assert report.upstreams
+    assert report.outcome_attribution is None
+    for end in ATTRIBUTED_OUTCOMES:
+        for whose in ATTRIBUTIONS:
+            labels = {"route": ROUTE, "protocol": "openai_chat"}
+            labels.update(outcome=end.value, attribution=whose)
+            name = "streamguard_attributed_streams_total"
+            assert gateway.registry.get_sample_value(name, labels) is not None
+
+
+def _lost_response(request: httpx.Request) -> httpx.Response:
+    """A Chat stream whose connection breaks after its first events."""
+    head = _DOWNSTREAM_BODY[: _DOWNSTREAM_BODY.index(b"\n\n", 400) + 2]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield head
+        raise httpx.RemoteProtocolError("peer closed connection without sending complete body")
+
+    return httpx.Response(200, headers=_SSE, content=chunks())
+
+
+@pytest.mark.parametrize(
+    ("handling", "end"), [("in_band", Outcome.ERROR_EVENT), ("raise", Outcome.APP_ERROR)]
+)
+def test_an_upstream_connection_lost_explains_the_gateways_failed_end(
+    handling: str, end: Outcome
+) -> None:
+    """The scripted server, an upstream whose connection breaks mid-body
+    (``connection_lost``): a gateway that writes an in-band error for it (LiteLLM) ends
+    ``error_event``, one whose ``aiter_lines`` raises through the app ends ``app_error``;
+    either end is the upstream's, counted, and on the summary log line."""
+    transport = AsyncStreamGuardTransport(
+        transport=httpx.MockTransport(_lost_response), **_transport(protocol="openai_chat")
+    )
+    client = httpx.AsyncClient(transport=transport)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(sse_start())
+        try:
+            async with client.stream("POST", "http://up/v1/chat/completions", json={}) as up:
+                async for line in up.aiter_lines():
+                    if line:
+                        await send(body(f"{line}\n\n".encode()))
+        except httpx.RemoteProtocolError:
+            if handling == "raise":
+                raise
+            await send(body(IN_BAND_ERROR.encode()))
+            await send(body(b"data: [DONE]\n\n", more=False))
+
+    registry = CollectorRegistry()
+    reports: list[StreamReport] = []
+    guard = StreamGuardMiddleware(
+        app,
+        protocol="openai_chat",
+        metrics=registry,
+        timers={"enabled": False},
+        on_report=reports.append,
+    )
+    with capture_logs() as logs:
+        run(guard, http_scope(method="POST", path="/v1/chat/completions"))
+    [report] = reports
+    assert report.outcome is end
+    assert [(u.protocol, u.outcome) for u in report.upstreams] == [
+        ("openai_chat", Outcome.CONNECTION_LOST)
+    ]
+    assert report.outcome_attribution == UPSTREAM
+    counted = {
+        (sample.labels["outcome"], sample.labels["attribution"]): sample.value
+        for family in registry.collect()
+        if family.name == "streamguard_attributed_streams"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    assert {key: value for key, value in counted.items() if value} == {(end.value, UPSTREAM): 1}
+    assert len(counted) == len(ATTRIBUTED_OUTCOMES) * len(ATTRIBUTIONS)
+    [summary] = [entry for entry in logs if entry["event"] == f"stream_{end.value}"]
+    assert summary["outcome_attribution"] == UPSTREAM
+
+
+def test_the_end_counter_takes_known_tokens_only() -> None:
+    """Whatever a sink is handed, the ``outcome`` and ``attribution`` labels of
+    ``streamguard_attributed_streams_total`` come from their closed sets."""
+    registry = CollectorRegistry()
+    children = StreamGuardMetrics(registry).for_stream("/r", "openai_chat")
+    children.attributed_end(Outcome.ERROR_EVENT, "data: {not a token}")
+    children.attributed_end(Outcome.COMPLETED, UPSTREAM)
+    children.attributed_end(Outcome.UNCLOSED, None)
+    values = {
+        (sample.labels["outcome"], sample.labels["attribution"]): sample.value
+        for family in registry.collect()
+        if family.name == "streamguard_attributed_streams"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    assert set(values) == {
+        (end.value, whose) for end in ATTRIBUTED_OUTCOMES for whose in ATTRIBUTIONS
+    }
+    assert set(values.values()) == {0.0}
+
+
 def test_two_upstream_calls_for_one_downstream_stream(gateway: Gateway) -> None:
     """A draft call read and dropped, then the answer relayed: both are named, in order,
     and the finding is the one upstream's that broke that way."""
@@ -732,8 +890,9 @@ if __name__ == "__main__":
 
 
 def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
-    """A linked stream's span: ``streamguard.upstreams`` and each finding event's
-    ``streamguard.attribution``; an abandoned upstream's: ``streamguard.abandoned``."""
+    """A linked stream's span: ``streamguard.upstreams``, ``streamguard.outcome_attribution``
+    (its end failed) and each finding event's ``streamguard.attribution``; an abandoned
+    upstream's: ``streamguard.abandoned``."""
     pytest.importorskip("opentelemetry.sdk", reason="the OTel SDK is a dev dependency")
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -749,7 +908,7 @@ def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
     upstream = UpstreamSummary("anthropic", "/v1/messages", Outcome.UNCLOSED, (), True, 0.0, 1.0)
     linked = StreamReport(
         protocol="openai_chat",
-        outcome=Outcome.COMPLETED,
+        outcome=Outcome.UNCLOSED,
         findings=(
             Finding("missing_terminal", Severity.ERROR, "m", 3),
             Finding("role_repeated", Severity.WARNING, "m", 1),
@@ -763,15 +922,19 @@ def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
         ended_at=1.0,
         upstreams=(upstream,),
         attribution=(UPSTREAM, GATEWAY),
+        outcome_attribution=UPSTREAM,
     )
     with provider.get_tracer("test").start_as_current_span("request"):
         sink.stream_started("/v1/chat/completions", "openai_chat", None).stream_ended(linked)
-    abandoned = replace(linked, upstreams=(), attribution=(), abandoned=True)
+    abandoned = replace(
+        linked, upstreams=(), attribution=(), outcome_attribution=None, abandoned=True
+    )
     with provider.get_tracer("test").start_as_current_span("upstream request"):
         sink.stream_started("/v1/messages", "anthropic", None).stream_ended(abandoned)
     request, upstream_request = exported.get_finished_spans()
     assert request.attributes is not None
     assert request.attributes["streamguard.upstreams"] == 1
+    assert request.attributes["streamguard.outcome_attribution"] == UPSTREAM
     assert "streamguard.abandoned" not in request.attributes
     events = [event for event in request.events if event.name == FINDING_EVENT]
     assert [(e.attributes or {}).get("streamguard.attribution") for e in events] == [
@@ -781,6 +944,7 @@ def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
     assert upstream_request.attributes is not None
     assert upstream_request.attributes["streamguard.abandoned"] is True
     assert "streamguard.upstreams" not in upstream_request.attributes
+    assert "streamguard.outcome_attribution" not in upstream_request.attributes
     assert all(
         "streamguard.attribution" not in (e.attributes or {}) for e in upstream_request.events
     )
