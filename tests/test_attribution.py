@@ -18,7 +18,7 @@ import gc
 import threading
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -592,29 +592,48 @@ def test_a_completed_relayed_stream_has_no_end_attribution(gateway: Gateway) -> 
             assert gateway.registry.get_sample_value(name, labels) is not None
 
 
-def _lost_response(request: httpx.Request) -> httpx.Response:
-    """A Chat stream whose connection breaks after its first events."""
+def _broken_response(error: Exception) -> Callable[[httpx.Request], httpx.Response]:
+    """A Chat stream whose read raises ``error`` after its first events."""
     head = _DOWNSTREAM_BODY[: _DOWNSTREAM_BODY.index(b"\n\n", 400) + 2]
 
-    async def chunks() -> AsyncIterator[bytes]:
-        yield head
-        raise httpx.RemoteProtocolError("peer closed connection without sending complete body")
+    def respond(request: httpx.Request) -> httpx.Response:
+        async def chunks() -> AsyncIterator[bytes]:
+            yield head
+            raise error
 
-    return httpx.Response(200, headers=_SSE, content=chunks())
+        return httpx.Response(200, headers=_SSE, content=chunks())
+
+    return respond
+
+
+_LOST = httpx.RemoteProtocolError("peer closed connection without sending complete body")
 
 
 @pytest.mark.parametrize(
-    ("handling", "end"), [("in_band", Outcome.ERROR_EVENT), ("raise", Outcome.APP_ERROR)]
+    ("error", "handling", "end", "upstream_end"),
+    [
+        pytest.param(_LOST, "in_band", Outcome.ERROR_EVENT, Outcome.CONNECTION_LOST, id="lost"),
+        pytest.param(_LOST, "raise", Outcome.APP_ERROR, Outcome.CONNECTION_LOST, id="lost-raised"),
+        pytest.param(
+            httpx.ReadTimeout("timed out"),
+            "in_band",
+            Outcome.ERROR_EVENT,
+            Outcome.CLIENT_DISCONNECT,
+            id="stalled",
+        ),
+    ],
 )
-def test_an_upstream_connection_lost_explains_the_gateways_failed_end(
-    handling: str, end: Outcome
+def test_an_upstream_failure_mid_body_explains_the_gateways_failed_end(
+    error: Exception, handling: str, end: Outcome, upstream_end: Outcome
 ) -> None:
     """The scripted server, an upstream whose connection breaks mid-body
-    (``connection_lost``): a gateway that writes an in-band error for it (LiteLLM) ends
-    ``error_event``, one whose ``aiter_lines`` raises through the app ends ``app_error``;
-    either end is the upstream's, counted, and on the summary log line."""
+    (``connection_lost``) or whose read times out (``client_disconnect`` with ``stalled``:
+    the gateway gave up on its silence): a gateway that writes an in-band error for it
+    (LiteLLM) ends ``error_event``, one whose ``aiter_lines`` raises through the app ends
+    ``app_error``; either end is the upstream's, counted, and on the summary log line."""
     transport = AsyncStreamGuardTransport(
-        transport=httpx.MockTransport(_lost_response), **_transport(protocol="openai_chat")
+        transport=httpx.MockTransport(_broken_response(error)),
+        **_transport(protocol="openai_chat"),
     )
     client = httpx.AsyncClient(transport=transport)
 
@@ -625,7 +644,7 @@ def test_an_upstream_connection_lost_explains_the_gateways_failed_end(
                 async for line in up.aiter_lines():
                     if line:
                         await send(body(f"{line}\n\n".encode()))
-        except httpx.RemoteProtocolError:
+        except httpx.TransportError:
             if handling == "raise":
                 raise
             await send(body(IN_BAND_ERROR.encode()))
@@ -644,9 +663,9 @@ def test_an_upstream_connection_lost_explains_the_gateways_failed_end(
         run(guard, http_scope(method="POST", path="/v1/chat/completions"))
     [report] = reports
     assert report.outcome is end
-    assert [(u.protocol, u.outcome) for u in report.upstreams] == [
-        ("openai_chat", Outcome.CONNECTION_LOST)
-    ]
+    assert [(u.protocol, u.outcome) for u in report.upstreams] == [("openai_chat", upstream_end)]
+    if upstream_end is Outcome.CLIENT_DISCONNECT:
+        assert dict(report.upstreams[0].findings) == {"stalled": 1}
     assert report.outcome_attribution == UPSTREAM
     counted = {
         (sample.labels["outcome"], sample.labels["attribution"]): sample.value
