@@ -592,39 +592,41 @@ def test_a_completed_relayed_stream_has_no_end_attribution(gateway: Gateway) -> 
             assert gateway.registry.get_sample_value(name, labels) is not None
 
 
-def _broken_response(error: Exception) -> Callable[[httpx.Request], httpx.Response]:
-    """A Chat stream whose read raises ``error`` after its first events."""
+def _broken_response(error: Callable[[], Exception]) -> Callable[[httpx.Request], httpx.Response]:
+    """A Chat stream whose read raises ``error()`` after its first events (a new exception
+    each time: a raised one holds its traceback, and with it the request's frames)."""
     head = _DOWNSTREAM_BODY[: _DOWNSTREAM_BODY.index(b"\n\n", 400) + 2]
 
     def respond(request: httpx.Request) -> httpx.Response:
         async def chunks() -> AsyncIterator[bytes]:
             yield head
-            raise error
+            raise error()
 
         return httpx.Response(200, headers=_SSE, content=chunks())
 
     return respond
 
 
-_LOST = httpx.RemoteProtocolError("peer closed connection without sending complete body")
+def _lost() -> Exception:
+    return httpx.RemoteProtocolError("peer closed connection without sending complete body")
+
+
+def _timed_out() -> Exception:
+    return httpx.ReadTimeout("timed out")
 
 
 @pytest.mark.parametrize(
     ("error", "handling", "end", "upstream_end"),
     [
-        pytest.param(_LOST, "in_band", Outcome.ERROR_EVENT, Outcome.CONNECTION_LOST, id="lost"),
-        pytest.param(_LOST, "raise", Outcome.APP_ERROR, Outcome.CONNECTION_LOST, id="lost-raised"),
+        pytest.param(_lost, "in_band", Outcome.ERROR_EVENT, Outcome.CONNECTION_LOST, id="lost"),
+        pytest.param(_lost, "raise", Outcome.APP_ERROR, Outcome.CONNECTION_LOST, id="lost-raised"),
         pytest.param(
-            httpx.ReadTimeout("timed out"),
-            "in_band",
-            Outcome.ERROR_EVENT,
-            Outcome.CLIENT_DISCONNECT,
-            id="stalled",
+            _timed_out, "in_band", Outcome.ERROR_EVENT, Outcome.CLIENT_DISCONNECT, id="stalled"
         ),
     ],
 )
 def test_an_upstream_failure_mid_body_explains_the_gateways_failed_end(
-    error: Exception, handling: str, end: Outcome, upstream_end: Outcome
+    error: Callable[[], Exception], handling: str, end: Outcome, upstream_end: Outcome
 ) -> None:
     """The scripted server, an upstream whose connection breaks mid-body
     (``connection_lost``) or whose read times out (``client_disconnect`` with ``stalled``:
