@@ -59,8 +59,8 @@ links it to the request's session (``link_upstream``) while the app runs, noting
 that opened it: a task the app left running copies the context too, and its upstream
 streams are not the request's (``Relay``). The link (``Relay``) is made by the first
 upstream stream, so a stream with none holds ``None`` in one slot; the downstream report
-is completed through it (its upstream streams, each finding's attribution, the
-``upstream_left_open`` leak) and may wait for the request to be over (``Relay``).
+is completed through it (its upstream streams, each finding's attribution and its end's,
+the ``upstream_left_open`` leak) and may wait for the request to be over (``Relay``).
 
 Why a base class and not a helper object: the middleware's per-request object *is* the
 stream's session (``middleware._Exchange`` subclasses ``StreamSession``), so its per-frame
@@ -777,8 +777,9 @@ class Relay:
     upstream session points to the same relay. When the downstream stream ends, its report
     is completed here: the upstream streams it names (``UpstreamSummary``: their findings
     so far, and their end if they ended first), each finding's attribution
-    (``streamguard.attribution.attribute``) and, when the request is over and an upstream
-    stream is still open, the ``upstream_left_open`` finding.
+    (``streamguard.attribution.attribute``), the attribution of its end when that is a
+    failure an upstream can cause (``attribute_outcome``) and, when the request is over
+    and an upstream stream is still open, the ``upstream_left_open`` finding.
 
     When is the request over? An upstream stream may be closed after the downstream body
     ended and before the app returns (``BackgroundTask(response.aclose)``, the pattern the
@@ -896,7 +897,8 @@ class Relay:
         return report
 
     def _complete(self, report: StreamReport, deciding: object | None) -> StreamReport:
-        """``report`` with its upstream streams, its findings' attribution and the leak."""
+        """``report`` with its upstream streams, its findings' and its end's attribution
+        (``linked``) and the leak."""
         self._completed = True
         # The upstream streams opened by tasks the app left running are not the request's:
         # unlinked, so that their end is not ``abandoned`` and holds nothing here.

@@ -14,15 +14,25 @@ transport on its client, both streams of one request are watched and linked
 * ``unknown``: no upstream stream was linked, or the only ones that could explain it were
   not checked (compressed, left out by the sample).
 
+A stream's end is attributed too, when it is a failure an upstream can cause
+(``ATTRIBUTED_OUTCOMES``: an in-band ``error_event``, a body left ``unclosed``, an
+``app_error``): a gateway that meets an upstream cut or error often writes a well-formed
+in-band error (LiteLLM does), so its stream has no finding to attribute and the end is
+what the upstream's failure became. ``upstream`` when a linked upstream stream failed in a
+way ``FAILURES`` lists (cut, errored, given up on while silent), ``gateway`` when every
+linked upstream stream was checked and completed with no error-severity finding, else
+``unknown`` (``attribute_outcome``).
+
 Rule classes are how the mapping crosses protocols: a gateway that translates an
 Anthropic upstream into an OpenAI Chat stream turns a missing ``message_stop`` into a
 missing ``[DONE]`` (both ``missing_terminal``), and a missing ``message_delta`` (which
 carries ``stop_reason``) into a missing ``finish_reason``. A rule not in the table (a
 plugin protocol's) is a class of its own: only the same rule upstream explains it.
 
-This module is pure (no I/O, no state): ``CLASSES`` is the table, ``attribute`` applies
-it, and ``markdown_table`` renders it for ``docs/attribution.md`` (a test keeps the page
-in step: ``python -m tests.test_attribution`` rewrites it).
+This module is pure (no I/O, no state): ``CLASSES`` and ``FAILURES`` are the tables,
+``attribute`` and ``attribute_outcome`` apply them, and ``markdown_table`` and
+``markdown_failures`` render them for ``docs/attribution.md`` (a test keeps the page in
+step: ``python -m tests.test_attribution`` rewrites it).
 """
 
 from __future__ import annotations
@@ -31,21 +41,28 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 
-from streamguard.report import Finding, Outcome, StreamReport, UpstreamSummary
+from streamguard.report import Finding, Outcome, Severity, StreamReport, UpstreamSummary
+from streamguard.rules import RULES
 
 __all__ = [
+    "ATTRIBUTED_OUTCOMES",
     "ATTRIBUTIONS",
     "CLASSES",
+    "FAILURES",
     "GATEWAY",
     "GATEWAY_ONLY",
     "MAX_LINKED_UPSTREAMS",
     "UNKNOWN",
     "UPSTREAM",
     "RuleClass",
+    "UpstreamFailure",
     "UpstreamState",
     "attribute",
+    "attribute_outcome",
+    "failed_as",
     "findings_by_rule",
     "linked",
+    "markdown_failures",
     "markdown_table",
     "rule_class",
     "summary_of",
@@ -294,12 +311,15 @@ def summary_of(report: StreamReport, route: str | None = None) -> UpstreamSummar
 
 
 def linked(report: StreamReport, upstreams: Sequence[UpstreamSummary]) -> StreamReport:
-    """``report`` naming its upstream streams, each of its findings attributed: what the
-    live link hands the sinks, and what ``check --upstream`` prints."""
+    """``report`` naming its upstream streams, each of its findings and its end attributed:
+    what the live link hands the sinks, and what ``check --upstream`` prints."""
     rules = [finding.rule for finding in report.findings]
     states = [summary_state(upstream) for upstream in upstreams]
     return dataclasses.replace(
-        report, upstreams=tuple(upstreams), attribution=attribute(rules, states)
+        report,
+        upstreams=tuple(upstreams),
+        attribution=attribute(rules, states),
+        outcome_attribution=attribute_outcome(report.outcome, states),
     )
 
 
@@ -330,6 +350,102 @@ def attribute(rules: Sequence[str], upstreams: Sequence[UpstreamState]) -> tuple
     return tuple(attributed)
 
 
+# -- a stream's end ---------------------------------------------------------------------------
+
+#: The downstream outcomes that are attributed, the closed set of the ``outcome`` label of
+#: ``streamguard_attributed_streams_total``: the ends a gateway's stream comes to when its
+#: upstream failed. The in-band error the gateway wrote for it (LiteLLM's), the body it
+#: left unfinished, the exception its read of the upstream raised through the app (a
+#: relay's ``aiter_lines`` raises at a cut). The other ends are no upstream's doing:
+#: ``completed``, and ``client_disconnect`` and ``cancelled`` (the client or the server
+#: stopped the stream); ``connection_lost`` is a client side's.
+ATTRIBUTED_OUTCOMES: Final[tuple[Outcome, ...]] = (
+    Outcome.ERROR_EVENT,
+    Outcome.UNCLOSED,
+    Outcome.APP_ERROR,
+)
+
+
+class UpstreamFailure(NamedTuple):
+    """A way an upstream stream fails that explains its gateway's failed end."""
+
+    name: str
+    #: What failing this way means, for the docs.
+    meaning: str
+    #: The upstream's outcomes that are this failure.
+    outcomes: tuple[Outcome, ...] = ()
+    #: The upstream's findings that are this failure when it was not read to its end (on a
+    #: stream that completed, the gateway read past it).
+    rules: tuple[str, ...] = ()
+
+
+#: The table of an end's attribution: a downstream end of ``ATTRIBUTED_OUTCOMES`` is the
+#: upstream's when a linked upstream stream failed in one of these ways.
+FAILURES: Final[tuple[UpstreamFailure, ...]] = (
+    UpstreamFailure(
+        "cut",
+        "the stream stopped before its end: no terminal signal, or the connection broke",
+        outcomes=(Outcome.UNCLOSED, Outcome.CONNECTION_LOST),
+    ),
+    UpstreamFailure(
+        "error",
+        "the stream ended with its protocol's in-band error",
+        outcomes=(Outcome.ERROR_EVENT,),
+    ),
+    UpstreamFailure(
+        "stall",
+        "the stream went silent and was not read to its end: the gateway's read gave up "
+        "on it (its read timeout), or was still waiting when its own stream ended",
+        rules=("stalled",),
+    ),
+)
+
+
+def failed_as(upstream: UpstreamState) -> str | None:
+    """The failure (``FAILURES``) an upstream stream shows, or ``None``."""
+    rules = frozenset(upstream.rules)
+    unfinished = upstream.outcome is not Outcome.COMPLETED
+    for failure in FAILURES:
+        if upstream.outcome in failure.outcomes:
+            return failure.name
+        if unfinished and not rules.isdisjoint(failure.rules):
+            return failure.name
+    return None
+
+
+def _completed_cleanly(upstream: UpstreamState) -> bool:
+    """Checked, read to its end, and with no error-severity finding: an answer every client
+    reads whole (the severity rule), so nothing in it made the gateway fail. A rule the
+    catalog does not hold counts as an error: it cannot clear the gateway."""
+    if not upstream.inspected or upstream.outcome is not Outcome.COMPLETED:
+        return False
+    for rule in upstream.rules:
+        known = RULES.get(rule)
+        if known is None or known.severity is Severity.ERROR:
+            return False
+    return True
+
+
+def attribute_outcome(outcome: Outcome, upstreams: Sequence[UpstreamState]) -> str | None:
+    """Whose a downstream stream's end is, given the upstream streams linked to it;
+    ``None`` for an end that is not attributed (not in ``ATTRIBUTED_OUTCOMES``).
+
+    ``upstream`` when any linked upstream failed (``failed_as``), ``gateway`` when every
+    one completed cleanly (``_completed_cleanly``), else ``unknown``: none was linked, or
+    one was not checked, still open, closed early by the gateway (``client_disconnect``)
+    or completed with an error-severity finding, which the gateway may have failed on or
+    not."""
+    if outcome not in ATTRIBUTED_OUTCOMES:
+        return None
+    if not upstreams:
+        return UNKNOWN
+    if any(failed_as(upstream) is not None for upstream in upstreams):
+        return UPSTREAM
+    if all(_completed_cleanly(upstream) for upstream in upstreams):
+        return GATEWAY
+    return UNKNOWN
+
+
 def markdown_table() -> str:
     """``CLASSES`` as the Markdown table of ``docs/attribution.md``."""
     lines = [
@@ -341,4 +457,18 @@ def markdown_table() -> str:
         outcomes = ", ".join(f"`{outcome.value}`" for outcome in each.outcomes)
         explained = ", ".join(f"`{name}`" for name in each.explained_by)
         lines.append(f"| `{each.name}` | {each.meaning} | {rules} | {outcomes} | {explained} |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_failures() -> str:
+    """``FAILURES`` as the second Markdown table of ``docs/attribution.md``."""
+    lines = [
+        "| failure | what the upstream stream showed | its outcomes | its findings, when it "
+        "was not read to its end |",
+        "|---|---|---|---|",
+    ]
+    for each in FAILURES:
+        outcomes = ", ".join(f"`{outcome.value}`" for outcome in each.outcomes)
+        rules = ", ".join(f"`{rule}`" for rule in each.rules)
+        lines.append(f"| `{each.name}` | {each.meaning} | {outcomes} | {rules} |")
     return "\n".join(lines) + "\n"

@@ -390,6 +390,8 @@ class StreamLog:
             fields["attribution"] = {
                 attribution: sorted(rules) for attribution, rules in by_attribution.items()
             }
+        if report.outcome_attribution is not None:  # whose the failed end is
+            fields["outcome_attribution"] = report.outcome_attribution
         if report.upstreams:  # bounded: MAX_LINKED_UPSTREAMS, labels and rule names only
             fields["upstreams"] = [
                 {

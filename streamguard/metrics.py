@@ -47,7 +47,7 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from streamguard.attribution import ATTRIBUTIONS
+from streamguard.attribution import ATTRIBUTED_OUTCOMES, ATTRIBUTIONS
 from streamguard.report import (
     FAILED_OUTCOMES,
     SKIP_REASONS,
@@ -178,6 +178,14 @@ class StreamGuardMetrics:
             "they are: upstream, gateway or unknown.",
             "attribution",
         )
+        self.attributed_streams = counter(
+            "attributed_streams",
+            "Streams linked to upstream streams (a gateway's) that ended in error_event, "
+            "unclosed or app_error, by outcome and whose the end is: upstream, gateway or "
+            "unknown.",
+            "outcome",
+            "attribution",
+        )
         self.checks_skipped = counter(
             "checks_skipped",
             "Checked streams on which some checks were skipped, by reason (each reason once "
@@ -279,6 +287,7 @@ class StreamMetrics:
 
     __slots__ = (
         "_attributed",
+        "_attributed_ends",
         "_outcomes",
         "_parent",
         "_protocol",
@@ -328,6 +337,8 @@ class StreamMetrics:
         #: Made (every attribution at 0) by the first stream of the pair linked to an
         #: upstream: a route that is no gateway's has no such series.
         self._attributed: dict[str, Counter] | None = None
+        #: The same for the attributed ends, by (outcome, attribution).
+        self._attributed_ends: dict[tuple[Outcome, str], Counter] | None = None
 
     def unchecked(self, reason: str) -> UncheckedStreamMetrics:
         """The handle of a stream of this pair whose frames are not checked, for ``reason``."""
@@ -400,6 +411,24 @@ class StreamMetrics:
             if child is not None:  # a closed set: nothing else is a label
                 child.inc(count)
 
+    def attributed_end(self, outcome: Outcome, attribution: str | None) -> None:
+        """Count a linked stream's end by whose it is (``report.outcome_attribution``), after
+        making the pair's series (every attributed outcome and attribution at 0)."""
+        children = self._attributed_ends
+        if children is None:
+            parent = self._parent
+            children = self._attributed_ends = {
+                (end, kind): parent.attributed_streams.labels(
+                    self._route, self._protocol, end.value, kind
+                )
+                for end in ATTRIBUTED_OUTCOMES
+                for kind in ATTRIBUTIONS
+            }
+        if attribution is not None:
+            child = children.get((outcome, attribution))
+            if child is not None:  # closed sets: nothing else is a label
+                child.inc()
+
     def stream_ended(
         self,
         report: StreamReport,
@@ -423,6 +452,8 @@ class StreamMetrics:
                 self.skipped(reason)
         if report.attribution:
             self.attributed(report.attribution)
+        if report.upstreams or report.upstreams_dropped:  # linked: a gateway's stream
+            self.attributed_end(outcome, report.outcome_attribution)
         if report.events:
             self.frames.inc(report.events)
         if report.bytes:

@@ -70,7 +70,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
         name=exc.name,
     ) from exc
 
-from streamguard.attribution import ATTRIBUTIONS
+from streamguard.attribution import ATTRIBUTED_OUTCOMES, ATTRIBUTIONS
 from streamguard.metrics import DURATION_BUCKETS, FIRST_EVENT_BUCKETS, UNCHECKED_REASONS
 from streamguard.report import (
     FAILED_OUTCOMES,
@@ -114,6 +114,8 @@ ATTRIBUTES: Mapping[str, str] = {
     "streamguard.time_to_first_event": "seconds from the request to the first SSE event",
     "streamguard.upstreams": "a gateway's stream: the upstream streams linked to it "
     "(docs/attribution.md), named and not",
+    "streamguard.outcome_attribution": "a gateway's stream that ended in a failure an upstream "
+    "can cause: whose the end is (upstream, gateway, unknown)",
     "streamguard.abandoned": "an upstream stream still open when its downstream stream ended",
 }
 
@@ -129,6 +131,7 @@ METRIC_NAMES: Mapping[str, str] = {
     "streamguard.malformed_streams": "streamguard_malformed_streams_total",
     "streamguard.violations": "streamguard_violations_total",
     "streamguard.attributed_violations": "streamguard_attributed_violations_total",
+    "streamguard.attributed_streams": "streamguard_attributed_streams_total",
     "streamguard.checks_skipped": "streamguard_checks_skipped_total",
     "streamguard.streams_in_progress": "streamguard_streams_in_progress",
     "streamguard.stream.duration": "streamguard_stream_duration_seconds",
@@ -282,6 +285,8 @@ class _StreamHandle:
             attributes["streamguard.time_to_first_event"] = max(first_event, 0.0)
         if report.upstreams or report.upstreams_dropped:
             attributes["streamguard.upstreams"] = len(report.upstreams) + report.upstreams_dropped
+        if report.outcome_attribution is not None:
+            attributes["streamguard.outcome_attribution"] = report.outcome_attribution
         if report.abandoned:
             attributes["streamguard.abandoned"] = True
         return attributes
@@ -336,6 +341,12 @@ class _Instruments:
             "Rule violations of streams linked to upstream streams (a gateway's), by whose "
             "they are: upstream, gateway or unknown.",
         )
+        self.attributed_streams = counter(
+            "attributed_streams",
+            "{stream}",
+            "Streams linked to upstream streams (a gateway's) that ended in error_event, "
+            "unclosed or app_error, by outcome and whose the end is.",
+        )
         self.checks_skipped = counter(
             "checks_skipped",
             "{stream}",
@@ -367,6 +378,8 @@ class _Instruments:
         #: pair's first stream linked to an upstream, as the Prometheus sink makes them, so
         #: a route that is no gateway's has none.
         self._attributed_known: set[tuple[str, str]] = set()
+        #: The same for the attributed ends, made by the pair's first linked stream.
+        self._attributed_ends_known: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def stream_started(self, labels: _Attributes, protocol: str) -> None:
@@ -432,6 +445,8 @@ class _Instruments:
                     self.checks_skipped.add(1, {**labels, "streamguard.reason": reason})
         if report.attribution:
             self.attributed(labels, report.attribution)
+        if report.upstreams or report.upstreams_dropped:  # linked: a gateway's stream
+            self.attributed_end(labels, report.outcome, report.outcome_attribution)
         if report.events:
             self.frames.add(report.events, labels)
         if report.bytes:
@@ -458,3 +473,37 @@ class _Instruments:
         for kind, count in counts.items():
             if kind in ATTRIBUTIONS:  # a closed set: nothing else is an attribute
                 self.attributed_violations.add(count, {**labels, "streamguard.attribution": kind})
+
+    def attributed_end(
+        self, labels: _Attributes, outcome: Outcome, attribution: str | None
+    ) -> None:
+        """Count a linked stream's end by whose it is (``report.outcome_attribution``)."""
+        key = (labels["streamguard.route"], labels["streamguard.protocol"])
+        if key not in self._attributed_ends_known:
+            with self._lock:
+                if key not in self._attributed_ends_known:
+                    self._attributed_ends_known.add(key)
+                    for end in ATTRIBUTED_OUTCOMES:
+                        for kind in ATTRIBUTIONS:
+                            self.attributed_streams.add(
+                                0,
+                                {
+                                    **labels,
+                                    "streamguard.outcome": end.value,
+                                    "streamguard.attribution": kind,
+                                },
+                            )
+        # Closed sets: nothing else is an attribute.
+        if (
+            attribution is not None
+            and attribution in ATTRIBUTIONS
+            and outcome in ATTRIBUTED_OUTCOMES
+        ):
+            self.attributed_streams.add(
+                1,
+                {
+                    **labels,
+                    "streamguard.outcome": outcome.value,
+                    "streamguard.attribution": attribution,
+                },
+            )

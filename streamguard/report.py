@@ -203,6 +203,11 @@ class StreamReport:
     #: ``unknown``, ``streamguard.attribution``); empty when no upstream stream was linked,
     #: which means every finding is ``unknown``.
     attribution: tuple[str, ...] = ()
+    #: Whose the stream's end is, when it is one an upstream can cause
+    #: (``streamguard.attribution.ATTRIBUTED_OUTCOMES``: an in-band error, a body left
+    #: unfinished, the app raising) and an upstream stream was linked: ``upstream``,
+    #: ``gateway`` or ``unknown`` (``attribute_outcome``); ``None`` otherwise.
+    outcome_attribution: str | None = None
     #: An upstream stream still open when the downstream stream it fed had ended (the
     #: gateway left it running): its own report says so when it finally ends.
     abandoned: bool = False
@@ -236,7 +241,7 @@ class StreamReport:
         return [finding.rule for finding in self.findings]
 
 
-# As for ``Finding``: the dataclass's ``__init__`` sets the report's 24 fields through
+# As for ``Finding``: the dataclass's ``__init__`` sets the report's 25 fields through
 # ``object.__setattr__`` in interpreted Python (4 us, at every stream's end); the slots'
 # own descriptors set them in a quarter of that.
 _NEW_REPORT: Final = StreamReport.__new__
@@ -294,6 +299,7 @@ def new_report(
         (),  # upstreams
         0,  # upstreams_dropped
         (),  # attribution
+        None,  # outcome_attribution
         False,  # abandoned
     )
     for setter, value in zip(_REPORT_SETTERS, values, strict=True):

@@ -16,6 +16,11 @@ it) whose ``POST /{lane}/v1/chat/completions`` relays the upstream fixtures name
 * ``repair``: the same, adding ``data: [DONE]`` when the upstream never sent it;
 * ``translate``: an Anthropic upstream translated into OpenAI Chat chunks, ``[DONE]`` for
   ``message_stop``; ``translate_drop_done``: the same, forgetting ``[DONE]``;
+* ``translate_error_in_band``: translated as LiteLLM translates: an upstream cut (no
+  ``message_stop``) or ended by its ``error`` event becomes a clean in-band error payload
+  and ``[DONE]`` (the client's stream ends ``error_event``, with no finding);
+  ``translate_then_gateway_error``: the same, but the in-band error is written after every
+  upstream (the gateway's own failure, a post-call hook that raised);
 * ``draft_then_faithful``: two upstream calls: the first read to its end and discarded, the
   second relayed faithfully;
 * ``leak``: faithful, but the relay stops reading at ``[DONE]`` and never closes the upstream
@@ -51,7 +56,7 @@ from starlette.routing import Route
 
 from streamguard.httpx import AsyncStreamGuardTransport
 
-__all__ = ["LEAKED", "POLLERS", "relay_app", "upstream_app"]
+__all__ = ["IN_BAND_ERROR", "LEAKED", "POLLERS", "relay_app", "upstream_app"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _PATHS = {"openai_chat": "/v1/chat/completions", "anthropic": "/v1/messages"}
@@ -111,13 +116,26 @@ def _chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
 _STOP_REASONS = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 
 
-async def _translate(response: httpx.Response, *, done: bool) -> AsyncIterator[str]:
-    """An Anthropic Messages stream as OpenAI Chat chunks (text only)."""
+#: The in-band error a gateway writes for a failure, as LiteLLM writes it (openai-python
+#: raises ``APIError`` with its message).
+IN_BAND_ERROR = (
+    'data: {"error": {"message": "the upstream stream failed", "type": "upstream_error", '
+    '"param": null, "code": "502"}}\n\n'
+)
+
+
+async def _translate(
+    response: httpx.Response, *, done: bool, seen: set[str] | None = None
+) -> AsyncIterator[str]:
+    """An Anthropic Messages stream as OpenAI Chat chunks (text only); the event types read
+    go in ``seen``."""
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
         event = json.loads(line[5:])
         kind = event.get("type")
+        if seen is not None:
+            seen.add(kind)
         if kind == "message_start":
             yield _chunk({"role": "assistant", "content": ""})
         elif kind == "content_block_delta" and event["delta"].get("type") == "text_delta":
@@ -247,6 +265,15 @@ def relay_app(upstream_url: str, **transport_options: Any) -> Starlette:
                 async with _closing(upstream):
                     async for text in _translate(upstream, done=mode == "translate"):
                         yield text
+            elif mode in ("translate_error_in_band", "translate_then_gateway_error"):
+                seen: set[str] = set()
+                async with _closing(upstream):
+                    async for text in _translate(upstream, done=False, seen=seen):
+                        yield text
+                failed = "message_stop" not in seen or "error" in seen
+                if failed or mode == "translate_then_gateway_error":
+                    yield IN_BAND_ERROR
+                yield f"{_DONE}\n\n"
             elif mode in ("leak", "background_close"):
                 if mode == "leak":
                     LEAKED.append(upstream)

@@ -3,9 +3,10 @@
 End to end: a relay app (``tests/relay_app.py``) under the middleware and uvicorn reads
 canned upstream streams (``tests/fixtures``, served by another uvicorn) through
 ``streamguard.httpx``'s transport and re-streams them; the official openai SDK reads the
-relay. The downstream report names its upstream streams and attributes each finding
-(``streamguard.attribution``); an upstream left open is ``upstream_left_open``. The table
-itself is tested pure, and ``docs/attribution.md`` shows it as generated
+relay. The downstream report names its upstream streams and attributes each finding and,
+when the stream failed (an in-band error written for an upstream cut), its end
+(``streamguard.attribution``); an upstream left open is ``upstream_left_open``. The tables
+themselves are tested pure, and ``docs/attribution.md`` shows them as generated
 (``python -m tests.test_attribution`` rewrites it).
 """
 
@@ -17,7 +18,7 @@ import gc
 import threading
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,22 +31,30 @@ from structlog.testing import capture_logs
 
 from streamguard import StreamGuardMiddleware
 from streamguard.attribution import (
+    ATTRIBUTED_OUTCOMES,
     ATTRIBUTIONS,
     CLASSES,
+    FAILURES,
     GATEWAY,
     MAX_LINKED_UPSTREAMS,
     UNKNOWN,
     UPSTREAM,
     UpstreamState,
     attribute,
+    attribute_outcome,
+    failed_as,
+    linked,
+    markdown_failures,
     markdown_table,
     rule_class,
+    summary_of,
 )
 from streamguard.httpx import AsyncStreamGuardTransport, StreamGuardTransport
+from streamguard.metrics import StreamGuardMetrics
 from streamguard.report import Outcome, StreamReport
 from streamguard.rules import RULES
 from tests.asgi_driver import Recorder, ScriptedApp, body, http_scope, run, sse_start
-from tests.relay_app import FIXTURES, relay_app, upstream_app
+from tests.relay_app import FIXTURES, IN_BAND_ERROR, relay_app, upstream_app
 from tests.servers import serve, wait_until
 
 openai = pytest.importorskip("openai", reason="the openai SDK is a dev dependency")
@@ -56,6 +65,11 @@ TABLE_START = (
     "do not edit. -->\n"
 )
 TABLE_END = "<!-- end of the generated table -->\n"
+FAILURES_START = (
+    "<!-- Generated from streamguard/attribution.py (FAILURES) by "
+    "`python -m tests.test_attribution`; do not edit. -->\n"
+)
+FAILURES_END = "<!-- end of the generated failures table -->\n"
 ROUTE = "/{lane}/v1/chat/completions"
 
 
@@ -117,17 +131,118 @@ def test_a_rule_outside_the_table_is_its_own_class() -> None:
     assert attribute(["a_plugin_rule"], [same]) == (UPSTREAM,)
 
 
+# -- a failed end, pure -----------------------------------------------------------------------
+
+_CLEAN = UpstreamState((), Outcome.COMPLETED, True)
+
+
+def _up(rules: tuple[str, ...], outcome: Outcome | None, inspected: bool = True) -> UpstreamState:
+    return UpstreamState(rules, outcome, inspected)
+
+
+_O = Outcome
+#: (upstream, the failure it shows, whose a failed downstream end is with it alone): a row
+#: of ``FAILURES`` each way it shows, then the look-alikes that must not be ``upstream``.
+ENDS = [
+    pytest.param(_up(("missing_terminal",), _O.UNCLOSED), "cut", UPSTREAM, id="cut"),
+    pytest.param(_up(("response_not_finished",), _O.CONNECTION_LOST), "cut", UPSTREAM, id="lost"),
+    pytest.param(_up((), _O.CONNECTION_LOST, False), "cut", UPSTREAM, id="lost-unchecked"),
+    pytest.param(_up((), _O.ERROR_EVENT), "error", UPSTREAM, id="error-event"),
+    pytest.param(_up(("stalled",), _O.CLIENT_DISCONNECT), "stall", UPSTREAM, id="stall-given-up"),
+    pytest.param(_up(("stalled",), None), "stall", UPSTREAM, id="stall-still-open"),
+    # Look-alikes: a healthy upstream, and ones that did not fail.
+    pytest.param(_CLEAN, None, GATEWAY, id="clean"),
+    pytest.param(_up(("role_repeated",), _O.COMPLETED), None, GATEWAY, id="with-a-warning"),
+    pytest.param(_up(("stalled",), _O.COMPLETED), None, GATEWAY, id="stall-waited-out"),
+    pytest.param(_up(("schema_mismatch",), _O.COMPLETED), None, UNKNOWN, id="with-an-error"),
+    pytest.param(_up(("a_plugin_rule",), _O.COMPLETED), None, UNKNOWN, id="with-a-rule-unknown"),
+    pytest.param(_up((), _O.CLIENT_DISCONNECT), None, UNKNOWN, id="closed-early-by-the-gateway"),
+    pytest.param(_up((), None), None, UNKNOWN, id="still-open"),
+    pytest.param(_up((), _O.COMPLETED, False), None, UNKNOWN, id="unchecked"),
+    pytest.param(_up((), _O.CANCELLED), None, UNKNOWN, id="cancelled"),
+]
+
+
+@pytest.mark.parametrize(("upstream", "failure", "whose"), ENDS)
+@pytest.mark.parametrize("end", ATTRIBUTED_OUTCOMES)
+def test_a_failed_end_by_each_row_and_look_alike(
+    upstream: UpstreamState, failure: str | None, whose: str, end: Outcome
+) -> None:
+    assert failed_as(upstream) == failure
+    assert attribute_outcome(end, [upstream]) == whose
+    # Any one failed upstream of several explains the end; a clean one clears nothing.
+    assert attribute_outcome(end, [_CLEAN, upstream]) == whose
+    assert attribute_outcome(end, [upstream, _CLEAN]) == whose
+
+
+def test_the_attributed_ends_are_the_failures_an_upstream_can_cause() -> None:
+    """``error_event``, ``unclosed``, ``app_error``: a completed end, a client gone, a
+    cancel (and ``connection_lost``, a client side's) are nobody's to attribute, even with a
+    cut upstream."""
+    assert ATTRIBUTED_OUTCOMES == (Outcome.ERROR_EVENT, Outcome.UNCLOSED, Outcome.APP_ERROR)
+    cut = UpstreamState(("missing_terminal",), Outcome.UNCLOSED, True)
+    for end in Outcome:
+        expected = UPSTREAM if end in ATTRIBUTED_OUTCOMES else None
+        assert attribute_outcome(end, [cut]) == expected, end
+
+
+def test_a_failed_end_with_no_upstream_is_unknown() -> None:
+    assert attribute_outcome(Outcome.ERROR_EVENT, []) == UNKNOWN
+    assert attribute_outcome(Outcome.COMPLETED, []) is None
+
+
+def test_the_cut_failure_is_the_cut_class_s_end() -> None:
+    """An upstream cut explains a missing terminal (``CLASSES``) and a failed end
+    (``FAILURES``) alike: the two tables agree on which ends are a cut."""
+    [cut_class] = [each for each in CLASSES if each.name == "cut"]
+    [cut_failure] = [each for each in FAILURES if each.name == "cut"]
+    assert cut_failure.outcomes == cut_class.outcomes
+    assert all(rule in RULES for each in FAILURES for rule in each.rules)
+    assert len({each.name for each in FAILURES}) == len(FAILURES)
+
+
+def test_linked_attributes_the_end_as_check_upstream_reads_it() -> None:
+    """``linked`` (the live link's and ``check --upstream``'s) sets the end's attribution
+    from the upstream summaries; a completed stream's stays ``None``."""
+    cut = summary_of(replace(_report(Outcome.UNCLOSED), findings=()))
+    clean = summary_of(_report(Outcome.COMPLETED))
+    assert linked(_report(Outcome.ERROR_EVENT), [cut]).outcome_attribution == UPSTREAM
+    assert linked(_report(Outcome.ERROR_EVENT), [clean]).outcome_attribution == GATEWAY
+    assert linked(_report(Outcome.COMPLETED), [cut]).outcome_attribution is None
+    assert _report(Outcome.ERROR_EVENT).outcome_attribution is None  # no upstream: none
+
+
+def _report(outcome: Outcome) -> StreamReport:
+    return StreamReport(
+        protocol="openai_chat",
+        outcome=outcome,
+        findings=(),
+        events=3,
+        bytes=30,
+        body_messages=3,
+        started_at=0.0,
+        first_byte_at=None,
+        first_event_at=None,
+        ended_at=1.0,
+    )
+
+
 def test_the_docs_page_shows_the_table_as_generated() -> None:
     page = DOCS_PAGE.read_text()
     assert _with_table(page) == page, "regenerate with `.venv/bin/python -m tests.test_attribution`"
 
 
 def _with_table(page: str) -> str:
-    head, start, rest = page.partition(TABLE_START)
-    _old, end, tail = rest.partition(TABLE_END)
-    assert start, "docs/attribution.md lost its generated-table start marker"
-    assert end, "docs/attribution.md lost its generated-table end marker"
-    return f"{head}{start}\n{markdown_table()}\n{end}{tail}"
+    page = _with(page, TABLE_START, TABLE_END, markdown_table())
+    return _with(page, FAILURES_START, FAILURES_END, markdown_failures())
+
+
+def _with(page: str, start_marker: str, end_marker: str, table: str) -> str:
+    head, start, rest = page.partition(start_marker)
+    _old, end, tail = rest.partition(end_marker)
+    assert start, f"docs/attribution.md lost the marker {start_marker!r}"
+    assert end, f"docs/attribution.md lost the marker {end_marker!r}"
+    return f"{head}{start}\n{table}\n{end}{tail}"
 
 
 # -- a stream with no upstream does not grow --------------------------------------------------
@@ -410,6 +525,184 @@ def test_a_broken_upstream_repaired_by_the_relay(gateway: Gateway) -> None:
     assert named(report) == [("openai_chat", Outcome.UNCLOSED, {"missing_terminal": 1})]
 
 
+def _ends(gateway: Gateway) -> dict[str, float]:
+    """``streamguard_attributed_streams_total{outcome="error_event"}`` by attribution."""
+    return {
+        whose: gateway.sample(
+            "streamguard_attributed_streams_total", outcome="error_event", attribution=whose
+        )
+        for whose in ATTRIBUTIONS
+    }
+
+
+@pytest.mark.parametrize(
+    ("lane", "fixture", "upstream_end"),
+    [
+        ("in-band-cut", "anthropic/missing_terminal_truncated_mid_block", Outcome.UNCLOSED),
+        ("in-band-error", "anthropic/ok_error_overloaded_mid_block", Outcome.ERROR_EVENT),
+    ],
+)
+def test_an_upstream_failure_written_as_an_in_band_error_is_the_upstreams(
+    gateway: Gateway, lane: str, fixture: str, upstream_end: Outcome
+) -> None:
+    """Issue 46, LiteLLM's way: an Anthropic upstream cut mid-block, or ended by its own
+    error event, becomes a clean in-band error in the Chat stream the client reads. The
+    downstream stream has no finding to attribute; its ``error_event`` end is the
+    upstream's, and counted so."""
+    before = _ends(gateway)
+    with pytest.raises(openai.APIError, match="the upstream stream failed"):
+        gateway.call(lane, "translate_error_in_band", fixture)
+    report = gateway.report(lane)
+    assert report.outcome is Outcome.ERROR_EVENT
+    assert report.findings == ()
+    assert [(protocol, outcome) for protocol, outcome, _ in named(report)] == [
+        ("anthropic", upstream_end)
+    ]
+    assert report.outcome_attribution == UPSTREAM
+    assert _ends(gateway) == {**before, UPSTREAM: before[UPSTREAM] + 1}
+
+
+def test_an_in_band_error_after_a_healthy_upstream_is_the_gateways(gateway: Gateway) -> None:
+    """The look-alike: the same relay writes its in-band error after a clean upstream that
+    completed (its own failure, a post-call hook that raised): the gateway's."""
+    before = _ends(gateway)
+    with pytest.raises(openai.APIError, match="the upstream stream failed"):
+        gateway.call("in-band-own", "translate_then_gateway_error", "anthropic/ok_text_end_turn")
+    report = gateway.report("in-band-own")
+    assert report.outcome is Outcome.ERROR_EVENT
+    assert report.findings == ()
+    assert named(report) == [("anthropic", Outcome.COMPLETED, {})]
+    assert report.outcome_attribution == GATEWAY
+    assert _ends(gateway) == {**before, GATEWAY: before[GATEWAY] + 1}
+
+
+def test_a_completed_relayed_stream_has_no_end_attribution(gateway: Gateway) -> None:
+    """A linked stream that completed: nothing to attribute, nothing counted, but its
+    route's series exist (made by its first linked stream, at 0 for every end)."""
+    gateway.call("end-clean", "translate", "anthropic/ok_text_end_turn")
+    report = gateway.report("end-clean")
+    assert report.outcome is Outcome.COMPLETED
+    assert report.upstreams
+    assert report.outcome_attribution is None
+    for end in ATTRIBUTED_OUTCOMES:
+        for whose in ATTRIBUTIONS:
+            labels = {"route": ROUTE, "protocol": "openai_chat"}
+            labels.update(outcome=end.value, attribution=whose)
+            name = "streamguard_attributed_streams_total"
+            assert gateway.registry.get_sample_value(name, labels) is not None
+
+
+def _broken_response(error: Callable[[], Exception]) -> Callable[[httpx.Request], httpx.Response]:
+    """A Chat stream whose read raises ``error()`` after its first events (a new exception
+    each time: a raised one holds its traceback, and with it the request's frames)."""
+    head = _DOWNSTREAM_BODY[: _DOWNSTREAM_BODY.index(b"\n\n", 400) + 2]
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        async def chunks() -> AsyncIterator[bytes]:
+            yield head
+            raise error()
+
+        return httpx.Response(200, headers=_SSE, content=chunks())
+
+    return respond
+
+
+def _lost() -> Exception:
+    return httpx.RemoteProtocolError("peer closed connection without sending complete body")
+
+
+def _timed_out() -> Exception:
+    return httpx.ReadTimeout("timed out")
+
+
+@pytest.mark.parametrize(
+    ("error", "handling", "end", "upstream_end"),
+    [
+        pytest.param(_lost, "in_band", Outcome.ERROR_EVENT, Outcome.CONNECTION_LOST, id="lost"),
+        pytest.param(_lost, "raise", Outcome.APP_ERROR, Outcome.CONNECTION_LOST, id="lost-raised"),
+        pytest.param(
+            _timed_out, "in_band", Outcome.ERROR_EVENT, Outcome.CLIENT_DISCONNECT, id="stalled"
+        ),
+    ],
+)
+def test_an_upstream_failure_mid_body_explains_the_gateways_failed_end(
+    error: Callable[[], Exception], handling: str, end: Outcome, upstream_end: Outcome
+) -> None:
+    """The scripted server, an upstream whose connection breaks mid-body
+    (``connection_lost``) or whose read times out (``client_disconnect`` with ``stalled``:
+    the gateway gave up on its silence): a gateway that writes an in-band error for it
+    (LiteLLM) ends ``error_event``, one whose ``aiter_lines`` raises through the app ends
+    ``app_error``; either end is the upstream's, counted, and on the summary log line."""
+    transport = AsyncStreamGuardTransport(
+        transport=httpx.MockTransport(_broken_response(error)),
+        **_transport(protocol="openai_chat"),
+    )
+    client = httpx.AsyncClient(transport=transport)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(sse_start())
+        try:
+            async with client.stream("POST", "http://up/v1/chat/completions", json={}) as up:
+                async for line in up.aiter_lines():
+                    if line:
+                        await send(body(f"{line}\n\n".encode()))
+        except httpx.TransportError:
+            if handling == "raise":
+                raise
+            await send(body(IN_BAND_ERROR.encode()))
+            await send(body(b"data: [DONE]\n\n", more=False))
+
+    registry = CollectorRegistry()
+    reports: list[StreamReport] = []
+    guard = StreamGuardMiddleware(
+        app,
+        protocol="openai_chat",
+        metrics=registry,
+        timers={"enabled": False},
+        on_report=reports.append,
+    )
+    with capture_logs() as logs:
+        run(guard, http_scope(method="POST", path="/v1/chat/completions"))
+    [report] = reports
+    assert report.outcome is end
+    assert [(u.protocol, u.outcome) for u in report.upstreams] == [("openai_chat", upstream_end)]
+    if upstream_end is Outcome.CLIENT_DISCONNECT:
+        assert dict(report.upstreams[0].findings) == {"stalled": 1}
+    assert report.outcome_attribution == UPSTREAM
+    counted = {
+        (sample.labels["outcome"], sample.labels["attribution"]): sample.value
+        for family in registry.collect()
+        if family.name == "streamguard_attributed_streams"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    assert {key: value for key, value in counted.items() if value} == {(end.value, UPSTREAM): 1}
+    assert len(counted) == len(ATTRIBUTED_OUTCOMES) * len(ATTRIBUTIONS)
+    [summary] = [entry for entry in logs if entry["event"] == f"stream_{end.value}"]
+    assert summary["outcome_attribution"] == UPSTREAM
+
+
+def test_the_end_counter_takes_known_tokens_only() -> None:
+    """Whatever a sink is handed, the ``outcome`` and ``attribution`` labels of
+    ``streamguard_attributed_streams_total`` come from their closed sets."""
+    registry = CollectorRegistry()
+    children = StreamGuardMetrics(registry).for_stream("/r", "openai_chat")
+    children.attributed_end(Outcome.ERROR_EVENT, "data: {not a token}")
+    children.attributed_end(Outcome.COMPLETED, UPSTREAM)
+    children.attributed_end(Outcome.UNCLOSED, None)
+    values = {
+        (sample.labels["outcome"], sample.labels["attribution"]): sample.value
+        for family in registry.collect()
+        if family.name == "streamguard_attributed_streams"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    assert set(values) == {
+        (end.value, whose) for end in ATTRIBUTED_OUTCOMES for whose in ATTRIBUTIONS
+    }
+    assert set(values.values()) == {0.0}
+
+
 def test_two_upstream_calls_for_one_downstream_stream(gateway: Gateway) -> None:
     """A draft call read and dropped, then the answer relayed: both are named, in order,
     and the finding is the one upstream's that broke that way."""
@@ -608,7 +901,7 @@ def test_the_attribution_label_is_a_closed_set() -> None:
 
 
 def main() -> None:
-    """Rewrite the generated table of ``docs/attribution.md``."""
+    """Rewrite the generated tables of ``docs/attribution.md``."""
     DOCS_PAGE.write_text(_with_table(DOCS_PAGE.read_text()))
     print("wrote docs/attribution.md")
 
@@ -618,8 +911,9 @@ if __name__ == "__main__":
 
 
 def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
-    """A linked stream's span: ``streamguard.upstreams`` and each finding event's
-    ``streamguard.attribution``; an abandoned upstream's: ``streamguard.abandoned``."""
+    """A linked stream's span: ``streamguard.upstreams``, ``streamguard.outcome_attribution``
+    (its end failed) and each finding event's ``streamguard.attribution``; an abandoned
+    upstream's: ``streamguard.abandoned``."""
     pytest.importorskip("opentelemetry.sdk", reason="the OTel SDK is a dev dependency")
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -635,7 +929,7 @@ def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
     upstream = UpstreamSummary("anthropic", "/v1/messages", Outcome.UNCLOSED, (), True, 0.0, 1.0)
     linked = StreamReport(
         protocol="openai_chat",
-        outcome=Outcome.COMPLETED,
+        outcome=Outcome.UNCLOSED,
         findings=(
             Finding("missing_terminal", Severity.ERROR, "m", 3),
             Finding("role_repeated", Severity.WARNING, "m", 1),
@@ -649,15 +943,19 @@ def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
         ended_at=1.0,
         upstreams=(upstream,),
         attribution=(UPSTREAM, GATEWAY),
+        outcome_attribution=UPSTREAM,
     )
     with provider.get_tracer("test").start_as_current_span("request"):
         sink.stream_started("/v1/chat/completions", "openai_chat", None).stream_ended(linked)
-    abandoned = replace(linked, upstreams=(), attribution=(), abandoned=True)
+    abandoned = replace(
+        linked, upstreams=(), attribution=(), outcome_attribution=None, abandoned=True
+    )
     with provider.get_tracer("test").start_as_current_span("upstream request"):
         sink.stream_started("/v1/messages", "anthropic", None).stream_ended(abandoned)
     request, upstream_request = exported.get_finished_spans()
     assert request.attributes is not None
     assert request.attributes["streamguard.upstreams"] == 1
+    assert request.attributes["streamguard.outcome_attribution"] == UPSTREAM
     assert "streamguard.abandoned" not in request.attributes
     events = [event for event in request.events if event.name == FINDING_EVENT]
     assert [(e.attributes or {}).get("streamguard.attribution") for e in events] == [
@@ -667,6 +965,7 @@ def test_the_otel_span_carries_the_attribution_and_the_links() -> None:
     assert upstream_request.attributes is not None
     assert upstream_request.attributes["streamguard.abandoned"] is True
     assert "streamguard.upstreams" not in upstream_request.attributes
+    assert "streamguard.outcome_attribution" not in upstream_request.attributes
     assert all(
         "streamguard.attribution" not in (e.attributes or {}) for e in upstream_request.events
     )

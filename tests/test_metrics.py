@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ EXPECTED_NAMES = {
     "streamguard_malformed_streams",
     "streamguard_violations",
     "streamguard_attributed_violations",
+    "streamguard_attributed_streams",
     "streamguard_checks_skipped",
     "streamguard_streams_in_progress",
     "streamguard_stream_duration_seconds",
@@ -576,3 +578,14 @@ def test_a_reason_outside_the_closed_set_is_not_counted() -> None:
         )
         == 1
     )
+
+
+def test_the_docs_table_names_every_family() -> None:
+    """docs/metrics.md's table of the metrics has a row for each family, with its type."""
+    page = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    registry = CollectorRegistry()
+    StreamGuardMetrics(registry)
+    for family in registry.collect():
+        suffix = "_total" if family.type == "counter" else ""
+        kind = "gauge (`livesum`)" if family.type == "gauge" else family.type
+        assert f"| `{family.name}{suffix}` | {kind} |" in page, family.name
