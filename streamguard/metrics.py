@@ -488,6 +488,11 @@ class TracedStreamMetrics:
         # A healthy end makes no labels (``stream_ended`` passes them only to failures).
         if self._exemplar is None and report.outcome not in FAILED_OUTCOMES and not report.findings:
             handle.stream_ended(report)
+        elif report.capture_id is not None:
+            # The stream's capture (``streamguard.captures``) beside its trace: 99 of the
+            # 128 characters.
+            labels = {**self.exemplar(), "capture_id": report.capture_id}
+            handle.stream_ended(report, exemplar=labels)
         else:
             handle.stream_ended(report, exemplar=self.exemplar())
 

@@ -115,6 +115,7 @@ ATTRIBUTES: Mapping[str, str] = {
     "streamguard.upstreams": "a gateway's stream: the upstream streams linked to it "
     "(docs/attribution.md), named and not",
     "streamguard.abandoned": "an upstream stream still open when its downstream stream ended",
+    "streamguard.capture_id": "the id of the stream's capture (streamguard.captures), if written",
 }
 
 #: Each instrument's name (the middleware's; a transport's has ``streamguard.upstream.``
@@ -284,6 +285,8 @@ class _StreamHandle:
             attributes["streamguard.upstreams"] = len(report.upstreams) + report.upstreams_dropped
         if report.abandoned:
             attributes["streamguard.abandoned"] = True
+        if report.capture_id is not None:
+            attributes["streamguard.capture_id"] = report.capture_id
         return attributes
 
 

@@ -972,9 +972,20 @@ class Redactor:
         return bytes(out)
 
     def close(self) -> bytes:
+        """The rest of the redaction: what was held to decide, as it is now decided."""
         out = bytearray()
         self._end_line(out)
         return bytes(out)
+
+    def gap(self) -> bytes:
+        """Bytes were left out here (a capture's cap): return what was held (as ``close``),
+        and read what follows as the start of a line of a new event, with the stream's
+        tokens kept. Its first line, cut anywhere, is then redacted as a field no parser
+        reads: content never passes a gap."""
+        rest = self.close()
+        self._after_cr = False
+        self._end_event()
+        return rest
 
     # -- lines --
 

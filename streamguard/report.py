@@ -206,6 +206,8 @@ class StreamReport:
     #: An upstream stream still open when the downstream stream it fed had ended (the
     #: gateway left it running): its own report says so when it finally ends.
     abandoned: bool = False
+    #: The id of the capture written of this stream (``streamguard.captures``), or None.
+    capture_id: str | None = None
 
     @property
     def malformed(self) -> bool:
@@ -236,7 +238,7 @@ class StreamReport:
         return [finding.rule for finding in self.findings]
 
 
-# As for ``Finding``: the dataclass's ``__init__`` sets the report's 24 fields through
+# As for ``Finding``: the dataclass's ``__init__`` sets the report's 25 fields through
 # ``object.__setattr__`` in interpreted Python (4 us, at every stream's end); the slots'
 # own descriptors set them in a quarter of that.
 _NEW_REPORT: Final = StreamReport.__new__
@@ -295,6 +297,7 @@ def new_report(
         0,  # upstreams_dropped
         (),  # attribution
         False,  # abandoned
+        None,  # capture_id
     )
     for setter, value in zip(_REPORT_SETTERS, values, strict=True):
         setter(report, value)

@@ -1,0 +1,416 @@
+"""Captures of failed streams (issue 48): the evidence behind an alert, kept bounded.
+
+A stream on a route with ``capture`` configured has its body chunks and their arrival times
+recorded while it is open (``Recorder``); when it ends, its report decides whether it
+qualifies (``CapturePolicy``: a finding at or above a severity, or an outcome), the
+per-process rate allows it (``RateLimit``: at most N captures per rule per minute, on an
+injected clock), and then it gets an id, which goes on the report before any sink sees it
+(the log line, the span, the exemplar's labels), and is written off the event loop
+(``CaptureWriter``, one worker thread) to a store (``DirectoryStore`` with its disk quota,
+the oldest deleted first; or ``CallbackStore``). A slow or failing store never holds a
+stream: the writer's queue is bounded, and what it cannot take or write is counted
+(``CaptureWriter.dropped``, ``failed``; the metrics sink exports them).
+
+The file is the capture ``streamguard check`` and the timeline read (``probe --save``'s
+format: one JSON header line, then one line per chunk with its arrival time), its header
+holding the capture's id, the route, the protocol, the request's facts, the live report
+and, when the body was longer than the cap, what was dropped. Redacted by default
+(``streamguard.redact``: structure kept, content replaced, so that ``check`` finds what the
+live checks found); ``redact="none"`` keeps the bytes as they were sent.
+
+Memory: a recorded stream holds at most ``max_stream_bytes`` of body (the first half and
+the last half of the cap, the middle dropped and counted) plus one small record per chunk
+kept, and only while it is open; a route without ``capture`` records nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import queue
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from streamguard.config import CaptureConfig, RouteCaptureConfig
+from streamguard.redact import Redactor
+from streamguard.report import Severity, StreamReport
+from streamguard.timeline import CAPTURE_FORMAT
+
+__all__ = [
+    "CAPTURE_SUFFIX",
+    "CallbackStore",
+    "CaptureStore",
+    "CaptureWriter",
+    "Captures",
+    "DirectoryStore",
+    "RateLimit",
+    "Recorder",
+    "StreamCapture",
+    "capture_file",
+    "qualifying_rules",
+]
+
+#: A capture file's name ends so: ``<id>.capture.jsonl``.
+CAPTURE_SUFFIX: Final = ".capture.jsonl"
+_RANK: Final = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+#: The rule name a capture qualified by its outcome alone is rated under.
+OUTCOME_RULE: Final = "outcome"
+
+
+class Recorder:
+    """One open stream's chunks and arrival times, within ``max_bytes``: the first half of
+    the cap kept whole, then the latest chunks within the other half (the oldest of them
+    dropped, counted)."""
+
+    __slots__ = (
+        "dropped_bytes",
+        "dropped_chunks",
+        "head",
+        "head_bytes",
+        "limit",
+        "tail",
+        "tail_bytes",
+    )
+
+    def __init__(self, max_bytes: int) -> None:
+        self.limit = max(2, max_bytes)
+        self.head: list[tuple[float, bytes]] = []
+        self.head_bytes = 0
+        self.tail: deque[tuple[float, bytes]] = deque()
+        self.tail_bytes = 0
+        self.dropped_bytes = 0
+        self.dropped_chunks = 0
+
+    def add(self, data: bytes, at: float) -> None:
+        half = self.limit // 2
+        if not self.tail and self.head_bytes + len(data) <= half:
+            self.head.append((at, data))
+            self.head_bytes += len(data)
+            return
+        room = self.limit - half
+        if len(data) > room:  # one chunk over the tail's room: its end is kept
+            self.dropped_bytes += len(data) - room
+            data = data[-room:]
+        self.tail.append((at, data))
+        self.tail_bytes += len(data)
+        while self.tail_bytes > room:
+            _, old = self.tail.popleft()
+            self.tail_bytes -= len(old)
+            self.dropped_bytes += len(old)
+            self.dropped_chunks += 1
+
+    @property
+    def held(self) -> int:
+        return self.head_bytes + self.tail_bytes
+
+
+def qualifying_rules(
+    report: StreamReport, severity: Severity | None, outcomes: Iterable[str]
+) -> list[str]:
+    """The rules by which ``report`` qualifies for a capture (its findings at or above
+    ``severity``, in order, each once), or ``[OUTCOME_RULE]`` when only its outcome is one
+    of ``outcomes``; empty when it does not qualify."""
+    rules: list[str] = []
+    if severity is not None:
+        floor = _RANK[severity]
+        for finding in report.findings:
+            if _RANK[finding.severity] >= floor and finding.rule not in rules:
+                rules.append(finding.rule)
+    if not rules and report.outcome.value in outcomes:
+        rules.append(OUTCOME_RULE)
+    return rules
+
+
+class RateLimit:
+    """At most ``per_minute`` captures per rule in any minute (a sliding window of the
+    times granted, per rule, on ``clock``); the rules it follows are bounded by the rule
+    catalog and ``OUTCOME_RULE``."""
+
+    __slots__ = ("clock", "granted", "per_minute")
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self.clock = clock
+        self.granted: dict[str, deque[float]] = {}
+
+    def allow(self, rules: Iterable[str]) -> bool:
+        """Whether a capture of a stream with ``rules`` may be written now: one of its rules
+        has room; the capture then counts against each rule with room."""
+        now = self.clock()
+        open_rules = []
+        for rule in rules:
+            times = self.granted.setdefault(rule, deque())
+            while times and now - times[0] >= 60.0:
+                times.popleft()
+            if len(times) < self.per_minute:
+                open_rules.append(times)
+        for times in open_rules:
+            times.append(now)
+        return bool(open_rules)
+
+
+class CaptureStore(Protocol):
+    """Where capture files go."""
+
+    def write(self, capture_id: str, data: bytes) -> None:
+        """Store one capture file; may block (it runs on the writer's thread)."""
+
+
+class DirectoryStore:
+    """Captures as files in ``directory``, within ``quota_bytes`` in all: before a write
+    that would pass it, the oldest captures are deleted (by modification time)."""
+
+    def __init__(self, directory: str | os.PathLike[str], quota_bytes: int) -> None:
+        self.directory = Path(directory)
+        self.quota_bytes = quota_bytes
+        self._sizes: dict[Path, int] | None = None  # what is there, read once
+
+    def _present(self) -> dict[Path, int]:
+        if self._sizes is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            found = []
+            for path in self.directory.glob(f"*{CAPTURE_SUFFIX}"):
+                try:
+                    stat = path.stat()
+                except OSError:
+                    continue
+                found.append((stat.st_mtime, path, stat.st_size))
+            self._sizes = {path: size for _, path, size in sorted(found)}
+        return self._sizes
+
+    def write(self, capture_id: str, data: bytes) -> None:
+        if len(data) > self.quota_bytes:
+            raise ValueError("a capture larger than the whole quota")
+        sizes = self._present()
+        while sizes and sum(sizes.values()) + len(data) > self.quota_bytes:
+            oldest = next(iter(sizes))
+            del sizes[oldest]
+            with contextlib.suppress(FileNotFoundError):
+                oldest.unlink()
+        path = self.directory / f"{capture_id}{CAPTURE_SUFFIX}"
+        partial = path.with_suffix(".part")
+        partial.write_bytes(data)
+        partial.replace(path)  # whole or absent: a reader never sees half a capture
+        sizes[path] = len(data)
+
+
+class CallbackStore:
+    """Captures handed to ``callback(capture_id, data)``: object storage, a queue, a test."""
+
+    def __init__(self, callback: Callable[[str, bytes], None]) -> None:
+        self.callback = callback
+
+    def write(self, capture_id: str, data: bytes) -> None:
+        self.callback(capture_id, data)
+
+
+class CaptureWriter:
+    """Writes captures on one daemon thread, so that redaction and I/O never run on the
+    event loop. Its queue holds at most ``max_pending`` captures: one more is dropped and
+    counted (``dropped``), as a write that raises is (``failed``); ``written`` counts the
+    rest. ``flush()`` waits until the queue is empty (tests, shutdown)."""
+
+    def __init__(self, store: CaptureStore, max_pending: int = 16) -> None:
+        self.store = store
+        self.written = 0
+        self.failed = 0
+        self.dropped = 0
+        self._queue: queue.Queue[tuple[str, Callable[[], bytes]] | None] = queue.Queue(max_pending)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, capture_id: str, build: Callable[[], bytes]) -> bool:
+        """Queue a capture (``build`` makes its bytes, on the writer's thread); False when
+        the queue is full and it was dropped."""
+        self._start()
+        try:
+            self._queue.put_nowait((capture_id, build))
+        except queue.Full:
+            self.dropped += 1
+            return False
+        return True
+
+    def flush(self) -> None:
+        self._queue.join()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="streamguard-captures", daemon=True
+                    )
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                capture_id, build = item
+                try:
+                    self.store.write(capture_id, build())
+                except Exception:
+                    self.failed += 1
+                else:
+                    self.written += 1
+            finally:
+                self._queue.task_done()
+
+
+def _report_header(report: StreamReport) -> dict[str, Any]:
+    """The live report as the capture's header keeps it: no message (messages may quote
+    wire values), the rest a re-check compares."""
+    return {
+        "protocol": report.protocol,
+        "outcome": report.outcome.value,
+        "events": report.events,
+        "bytes": report.bytes,
+        "findings": [
+            [f.rule, f.severity.value, f.event_index, f.byte_offset] for f in report.findings
+        ],
+    }
+
+
+def capture_file(
+    capture_id: str,
+    report: StreamReport,
+    recorder: Recorder,
+    request: Any,
+    *,
+    redact: bool,
+    started_at: float,
+) -> bytes:
+    """The capture's bytes: header line, then each chunk kept with its arrival time
+    (seconds since the stream started), redacted unless ``redact`` is False."""
+    redactor = Redactor(report.protocol) if redact else None
+    facts: object = None
+    if request is not None:
+        facts = dict(request)
+        if redactor is not None:
+            facts = redactor.redact_json(facts)
+    header: dict[str, Any] = {
+        "format": CAPTURE_FORMAT,
+        "capture_id": capture_id,
+        "route": report.route,
+        "protocol": report.protocol,
+        "redacted": "structure" if redact else "none",
+        "request": facts,
+        "report": _report_header(report),
+    }
+    if recorder.dropped_bytes:
+        header["dropped"] = {
+            "after_byte": recorder.head_bytes,
+            "bytes": recorder.dropped_bytes,
+            "chunks": recorder.dropped_chunks,
+        }
+    lines = [json.dumps(header, default=str)]
+
+    def record(at: float, data: bytes) -> None:
+        encoded = base64.b64encode(data).decode("ascii")
+        lines.append(json.dumps({"at": round(at - started_at, 6), "b64": encoded}))
+
+    for number, (at, data) in enumerate(recorder.head):
+        if redactor is not None:
+            data = redactor.feed(data)
+            if number == len(recorder.head) - 1 and recorder.tail:
+                # What the redactor held goes with the head; the tail reads afresh.
+                data += redactor.gap() if recorder.dropped_bytes else b""
+        record(at, data)
+    tail = list(recorder.tail)
+    for number, (at, data) in enumerate(tail):
+        if redactor is not None:
+            data = redactor.feed(data)
+            if number == len(tail) - 1:
+                data += redactor.close()
+        record(at, data)
+    if redactor is not None and not tail:
+        rest = redactor.close()
+        if rest:
+            at = recorder.head[-1][0] if recorder.head else started_at
+            record(at, rest)
+    return ("\n".join(lines) + "\n").encode()
+
+
+def new_capture_id() -> str:
+    """A capture's id: unique, and sorting by creation time (a millisecond prefix)."""
+    return f"{int(time.time() * 1000):013x}-{uuid.uuid4().hex[:12]}"
+
+
+class StreamCapture:
+    """One open stream's capture: its recorder, the request's facts, and how its route
+    captures (``settings``)."""
+
+    __slots__ = ("recorder", "request", "settings")
+
+    def __init__(self, settings: RouteCaptureConfig, request: Any) -> None:
+        self.settings = settings
+        self.request = request
+        self.recorder = Recorder(settings.max_stream_bytes)
+
+
+class Captures:
+    """A seam's captures: the rate (on ``clock``) and the writer."""
+
+    def __init__(
+        self,
+        writer: CaptureWriter,
+        *,
+        per_rule_per_minute: int,
+        clock: Callable[[], float] = time.monotonic,
+        new_id: Callable[[], str] = new_capture_id,
+    ) -> None:
+        self.writer = writer
+        self.rate = RateLimit(per_rule_per_minute, clock)
+        self.new_id = new_id
+        #: Streams that qualified but were over the rate.
+        self.rate_limited = 0
+
+    @classmethod
+    def configured(
+        cls, config: CaptureConfig, store: CaptureStore | None, clock: Callable[[], float]
+    ) -> Captures:
+        """The captures ``config`` asks for, written to ``store`` or its directory."""
+        if store is None:
+            store = DirectoryStore(config.directory, config.quota_bytes)
+        writer = CaptureWriter(store, config.max_pending)
+        return cls(writer, per_rule_per_minute=config.per_rule_per_minute, clock=clock)
+
+    def finish(self, report: StreamReport, capture: StreamCapture) -> StreamReport:
+        """The stream ended: if it qualifies and the rate allows, queue its capture and
+        return the report with its ``capture_id``; else the report as it was."""
+        settings = capture.settings
+        severity = None if settings.severity is None else Severity(settings.severity)
+        rules = qualifying_rules(report, severity, settings.outcomes)
+        if not rules:
+            return report
+        if not self.rate.allow(rules):
+            self.rate_limited += 1
+            return report
+        capture_id = self.new_id()
+        report = replace(report, capture_id=capture_id)
+        redact = settings.redact != "none"
+        recorder, request = capture.recorder, capture.request
+
+        def build() -> bytes:
+            return capture_file(
+                capture_id,
+                report,
+                recorder,
+                request,
+                redact=redact,
+                started_at=report.started_at,
+            )
+
+        if not self.writer.submit(capture_id, build):
+            return replace(report, capture_id=None)
+        return report

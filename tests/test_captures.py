@@ -1,0 +1,274 @@
+"""Captures of failed streams (issue 48): written when a stream qualifies, redacted, bounded,
+and re-checked by ``streamguard check`` with the live report's findings."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamguard import StreamGuardMiddleware, check_stream
+from streamguard.captures import (
+    CAPTURE_SUFFIX,
+    CaptureWriter,
+    DirectoryStore,
+    RateLimit,
+    Recorder,
+    qualifying_rules,
+)
+from streamguard.config import StreamGuardConfig
+from streamguard.report import Severity, StreamReport
+from streamguard.timeline import capture_arrivals, capture_lines, read_capture_header
+
+from .asgi_driver import ScriptedApp, body, http_scope, run, sse_start
+from .helpers import FakeClock
+from .sse_fixtures import FIXTURES, load
+
+CHAT = "/v1/chat/completions"
+BROKEN = load(FIXTURES / "openai_chat" / "inconsistent_id.sse")
+HEALTHY_PATH = sorted((FIXTURES / "openai_chat").glob("clean-*.sse"))[0]
+
+
+class MemoryStore:
+    """A store that keeps what it is given (a ``capture_store`` callable)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def __call__(self, capture_id: str, data: bytes) -> None:
+        self.files[capture_id] = data
+
+
+def _middleware(
+    steps: list[Any], store: Any, clock: FakeClock | None = None, **capture: Any
+) -> tuple[StreamGuardMiddleware, list[StreamReport]]:
+    reports: list[StreamReport] = []
+    app = StreamGuardMiddleware(
+        ScriptedApp(steps),
+        routes={CHAT: "openai_chat"},
+        capture={"severity": "error", **capture},
+        capture_store=store,
+        metrics=False,
+        on_report=reports.append,
+        clock=clock or FakeClock(),
+    )
+    return app, reports
+
+
+def _stream_steps(data: bytes, cut: int = 97) -> list[Any]:
+    pieces = [body(data[i : i + cut]) for i in range(0, len(data), cut)]
+    return [sse_start(), *pieces, body(b"", more=False)]
+
+
+def _read(data: bytes) -> tuple[dict[str, Any], bytes]:
+    lines = capture_lines(io.BytesIO(data))
+    header = read_capture_header(next(lines))
+    return header, b"".join(a.data for a in capture_arrivals(lines))
+
+
+def _facts(report: StreamReport) -> list[tuple[str, str, int | None, int | None]]:
+    return [(f.rule, f.severity.value, f.event_index, f.byte_offset) for f in report.findings]
+
+
+def test_a_failed_stream_is_captured_redacted_and_rechecks_the_same() -> None:
+    store = MemoryStore()
+    app, reports = _middleware(_stream_steps(BROKEN.body), store)
+    run(app, http_scope("POST", CHAT))
+    app.captures.writer.flush()  # type: ignore[union-attr]
+    (report,) = reports
+    assert report.findings
+    assert report.capture_id is not None
+    header, captured = _read(store.files[report.capture_id])
+    assert header["capture_id"] == report.capture_id
+    assert header["redacted"] == "structure"
+    assert header["route"] == CHAT
+    assert len(captured) == len(BROKEN.body)
+    assert captured != BROKEN.body
+    again = check_stream([captured], protocol=header["protocol"])
+    assert _facts(again) == _facts(report)
+    assert again.outcome == report.outcome
+    assert header["report"]["findings"] == [list(f) for f in _facts(report)]
+
+
+def test_a_healthy_stream_leaves_no_capture() -> None:
+    store = MemoryStore()
+    healthy = load(HEALTHY_PATH)
+    app, reports = _middleware(_stream_steps(healthy.body), store)
+    run(app, http_scope("POST", CHAT))
+    app.captures.writer.flush()  # type: ignore[union-attr]
+    assert not reports[0].findings
+    assert reports[0].capture_id is None
+    assert store.files == {}
+
+
+def test_captures_are_off_by_default() -> None:
+    app = StreamGuardMiddleware(ScriptedApp([]), metrics=False)
+    assert app.captures is None
+    assert StreamGuardConfig().capture is None
+
+
+def test_redact_none_keeps_the_bytes() -> None:
+    store = MemoryStore()
+    app, reports = _middleware(_stream_steps(BROKEN.body), store, redact="none")
+    run(app, http_scope("POST", CHAT))
+    app.captures.writer.flush()  # type: ignore[union-attr]
+    header, captured = _read(store.files[reports[0].capture_id or ""])
+    assert header["redacted"] == "none"
+    assert captured == BROKEN.body
+
+
+def test_a_route_may_turn_captures_off_or_on() -> None:
+    store = MemoryStore()
+    reports: list[StreamReport] = []
+    app = StreamGuardMiddleware(
+        ScriptedApp(_stream_steps(BROKEN.body)),
+        routes={CHAT: {"protocol": "openai_chat", "capture": True}, "/other": "openai_chat"},
+        capture_store=store,
+        metrics=False,
+        on_report=reports.append,
+    )
+    run(app, http_scope("POST", CHAT))
+    run(app, http_scope("POST", "/other"))
+    app.captures.writer.flush()  # type: ignore[union-attr]
+    assert reports[0].capture_id is not None
+    assert reports[1].capture_id is None
+    assert list(store.files) == [reports[0].capture_id]
+
+
+# -- bounds --------------------------------------------------------------------------------
+
+
+def test_the_recorder_keeps_the_first_and_last_part() -> None:
+    recorder = Recorder(1000)
+    for i in range(100):
+        recorder.add(bytes([65 + i % 26]) * 50, float(i))
+    assert recorder.held <= 1000
+    assert recorder.head_bytes == 500
+    assert recorder.head[0][0] == 0.0
+    assert recorder.tail[-1][0] == 99.0
+    assert recorder.dropped_bytes == 100 * 50 - recorder.held
+    assert recorder.dropped_chunks == 100 - len(recorder.head) - len(recorder.tail)
+
+
+def test_a_capture_over_the_cap_says_what_was_dropped() -> None:
+    store = MemoryStore()
+    long_body = BROKEN.body * 40
+    app, reports = _middleware(_stream_steps(long_body), store, max_stream_bytes=4096)
+    run(app, http_scope("POST", CHAT))
+    app.captures.writer.flush()  # type: ignore[union-attr]
+    header, captured = _read(store.files[reports[0].capture_id or ""])
+    dropped = header["dropped"]
+    assert dropped["bytes"] + len(captured) == len(long_body)
+    assert dropped["after_byte"] <= 2048
+    assert len(captured) <= 4096
+
+
+def test_the_rate_is_per_rule_per_minute_on_the_clock_given() -> None:
+    clock = FakeClock()
+    rate = RateLimit(2, clock)
+    assert rate.allow(["a"])
+    assert rate.allow(["a"])
+    assert not rate.allow(["a"])
+    assert rate.allow(["a", "b"])  # b has room
+    clock.now = 59.9
+    assert not rate.allow(["a"])
+    clock.now = 60.0
+    assert rate.allow(["a"])
+
+
+def test_the_directory_quota_deletes_the_oldest_first(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path, quota_bytes=250)
+    for number in range(5):
+        store.write(f"c{number}", b"x" * 100)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [f"c3{CAPTURE_SUFFIX}", f"c4{CAPTURE_SUFFIX}"]
+
+
+def test_a_failing_or_slow_store_neither_blocks_nor_breaks_a_stream() -> None:
+    release = threading.Event()
+    calls: list[str] = []
+
+    def slow_then_failing(capture_id: str, data: bytes) -> None:
+        calls.append(capture_id)
+        release.wait(10)
+        raise OSError("disk full")
+
+    app, reports = _middleware(
+        _stream_steps(BROKEN.body), slow_then_failing, per_rule_per_minute=1000
+    )
+    writer = app.captures.writer  # type: ignore[union-attr]
+    for _ in range(40):  # the queue (16) fills behind the blocked write: the rest dropped
+        run(app, http_scope("POST", CHAT))
+    assert len(reports) == 40
+    assert all(r.findings for r in reports)
+    assert writer.dropped > 0
+    release.set()
+    writer.flush()
+    assert writer.failed == len(calls)
+    assert writer.written == 0
+    taken = [r for r in reports if r.capture_id is not None]
+    assert len(taken) + writer.dropped + app.captures.rate_limited == 40  # type: ignore[union-attr]
+
+
+def test_a_thousand_failing_streams_a_minute_stay_within_the_bounds(tmp_path: Path) -> None:
+    """The attack: a thousand failing streams in one minute of the injected clock. At most
+    ``per_rule_per_minute`` captures per rule are written, the directory stays within its
+    quota, and what the captures hold while the streams run stays within the cap."""
+    clock = FakeClock()
+    per_minute, quota = 5, 64 * 1024
+    app, reports = _middleware(
+        _stream_steps(BROKEN.body),
+        DirectoryStore(tmp_path, quota),
+        clock,
+        per_rule_per_minute=per_minute,
+        max_stream_bytes=2048,
+    )
+    tracemalloc.start()
+    try:
+        for number in range(1000):
+            clock.now = number * 0.06  # a thousand in one minute
+            run(app, http_scope("POST", CHAT))
+        app.captures.writer.flush()  # type: ignore[union-attr]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    captured = [r for r in reports if r.capture_id is not None]
+    rules = {rule for r in reports for rule in r.rules()}
+    assert len(captured) <= per_minute * len(rules)
+    assert app.captures.rate_limited == 1000 - len(captured)  # type: ignore[union-attr]
+    files = list(tmp_path.glob(f"*{CAPTURE_SUFFIX}"))
+    assert len(files) == len(captured)
+    assert sum(f.stat().st_size for f in files) <= quota
+    # One stream at a time is open: what it held is bounded by the cap, whatever ran.
+    assert peak < 4 * 1024 * 1024
+
+
+def test_qualifying_rules() -> None:
+    report = check_stream(BROKEN.body, protocol="openai_chat")
+    assert qualifying_rules(report, Severity.ERROR, ()) == [
+        r for r in dict.fromkeys(report.rules())
+    ]
+    assert qualifying_rules(report, None, ()) == []
+    assert qualifying_rules(report, None, (report.outcome.value,)) == ["outcome"]
+
+
+@pytest.mark.parametrize("name", ["capture", "quota_bytes"])
+def test_config_validates(name: str) -> None:
+    from pydantic import ValidationError
+
+    bad = {"capture": {"outcomes": ["nope"]}} if name == "capture" else {"capture": {name: 1}}
+    with pytest.raises(ValidationError):
+        StreamGuardConfig(**bad)
+
+
+def test_writer_counts_what_it_wrote(tmp_path: Path) -> None:
+    writer = CaptureWriter(DirectoryStore(tmp_path, 10_000))
+    assert writer.submit("a", lambda: b"{}\n")
+    writer.flush()
+    assert writer.written == 1
+    assert json.loads((tmp_path / f"a{CAPTURE_SUFFIX}").read_text()) == {}
