@@ -350,9 +350,18 @@ class Seam:
             from streamguard.captures import Captures
 
             base = config.capture if config.capture is not None else CaptureConfig()
-            self.captures = Captures.configured(base, capture_store, clock)
+            self.captures = Captures.configured(base, capture_store, clock, self._capture_counted)
         if metrics is not None and config.zero_series_at_start:
             metrics.initialise(initial_labels(config))
+
+    def _capture_counted(self, result: str) -> None:
+        """Tell the sinks that count captures (``capture_counted``: metrics, OTel) one
+        ``result``; a sink that raises is skipped (this runs on the writer's thread)."""
+        for sink in self.sinks:
+            counted = getattr(sink, "capture_counted", None)
+            if counted is not None:
+                with contextlib.suppress(Exception):
+                    counted(result)
 
     def watched_route(
         self,

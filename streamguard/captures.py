@@ -218,8 +218,15 @@ class CaptureWriter:
     counted (``dropped``), as a write that raises is (``failed``); ``written`` counts the
     rest. ``flush()`` waits until the queue is empty (tests, shutdown)."""
 
-    def __init__(self, store: CaptureStore, max_pending: int = 16) -> None:
+    def __init__(
+        self,
+        store: CaptureStore,
+        max_pending: int = 16,
+        on_count: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
+        #: Told each result (``written``, ``failed``, ``dropped``): the metrics' counter.
+        self.on_count = on_count
         self.written = 0
         self.failed = 0
         self.dropped = 0
@@ -235,6 +242,7 @@ class CaptureWriter:
             self._queue.put_nowait((capture_id, build))
         except queue.Full:
             self.dropped += 1
+            self.count("dropped")
             return False
         return True
 
@@ -250,6 +258,12 @@ class CaptureWriter:
                     )
                     self._thread.start()
 
+    def count(self, result: str) -> None:
+        """Tell ``on_count`` of one ``result``."""
+        if self.on_count is not None:
+            with contextlib.suppress(Exception):  # a count never stops the writer
+                self.on_count(result)
+
     def _run(self) -> None:
         while True:
             item = self._queue.get()
@@ -261,8 +275,10 @@ class CaptureWriter:
                     self.store.write(capture_id, build())
                 except Exception:
                     self.failed += 1
+                    self.count("failed")
                 else:
                     self.written += 1
+                    self.count("written")
             finally:
                 self._queue.task_done()
 
@@ -377,12 +393,17 @@ class Captures:
 
     @classmethod
     def configured(
-        cls, config: CaptureConfig, store: CaptureStore | None, clock: Callable[[], float]
+        cls,
+        config: CaptureConfig,
+        store: CaptureStore | None,
+        clock: Callable[[], float],
+        on_count: Callable[[str], None] | None = None,
     ) -> Captures:
-        """The captures ``config`` asks for, written to ``store`` or its directory."""
+        """The captures ``config`` asks for, written to ``store`` or its directory, each
+        result told to ``on_count``."""
         if store is None:
             store = DirectoryStore(config.directory, config.quota_bytes)
-        writer = CaptureWriter(store, config.max_pending)
+        writer = CaptureWriter(store, config.max_pending, on_count)
         return cls(writer, per_rule_per_minute=config.per_rule_per_minute, clock=clock)
 
     def finish(self, report: StreamReport, capture: StreamCapture) -> StreamReport:
@@ -395,6 +416,7 @@ class Captures:
             return report
         if not self.rate.allow(rules):
             self.rate_limited += 1
+            self.writer.count("rate_limited")
             return report
         capture_id = self.new_id()
         report = replace(report, capture_id=capture_id)

@@ -250,9 +250,7 @@ def test_a_thousand_failing_streams_a_minute_stay_within_the_bounds(tmp_path: Pa
 
 def test_qualifying_rules() -> None:
     report = check_stream(BROKEN.body, protocol="openai_chat")
-    assert qualifying_rules(report, Severity.ERROR, ()) == [
-        r for r in dict.fromkeys(report.rules())
-    ]
+    assert qualifying_rules(report, Severity.ERROR, ()) == list(dict.fromkeys(report.rules()))
     assert qualifying_rules(report, None, ()) == []
     assert qualifying_rules(report, None, (report.outcome.value,)) == ["outcome"]
 
@@ -272,3 +270,28 @@ def test_writer_counts_what_it_wrote(tmp_path: Path) -> None:
     writer.flush()
     assert writer.written == 1
     assert json.loads((tmp_path / f"a{CAPTURE_SUFFIX}").read_text()) == {}
+
+
+def test_the_results_are_counted_in_the_metrics() -> None:
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    store = MemoryStore()
+    app = StreamGuardMiddleware(
+        ScriptedApp(_stream_steps(BROKEN.body)),
+        routes={CHAT: "openai_chat"},
+        capture={"per_rule_per_minute": 1},
+        capture_store=store,
+        metrics=registry,
+        clock=FakeClock(),
+    )
+    for _ in range(3):
+        run(app, http_scope("POST", CHAT))
+    app.captures.writer.flush()  # type: ignore[union-attr]
+
+    def count(result: str) -> float | None:
+        return registry.get_sample_value("streamguard_captures_total", {"result": result})
+
+    assert count("written") == 1
+    assert count("rate_limited") == 2
+    assert count("failed") is None
