@@ -47,6 +47,7 @@ from streamguard.timeline import CAPTURE_FORMAT
 __all__ = [
     "CAPTURE_SUFFIX",
     "CallbackStore",
+    "CaptureInfo",
     "CaptureStore",
     "CaptureWriter",
     "Captures",
@@ -55,7 +56,10 @@ __all__ = [
     "Recorder",
     "StreamCapture",
     "capture_file",
+    "list_captures",
+    "prune_captures",
     "qualifying_rules",
+    "summarise",
 ]
 
 #: A capture file's name ends so: ``<id>.capture.jsonl``.
@@ -436,3 +440,118 @@ class Captures:
         if not self.writer.submit(capture_id, build):
             return replace(report, capture_id=None)
         return report
+
+
+# -- a directory of captures (``streamguard captures``) ----------------------------------
+
+
+class CaptureInfo:
+    """What a capture's header says of it, and its file."""
+
+    __slots__ = (
+        "capture_id",
+        "day",
+        "mtime",
+        "outcome",
+        "path",
+        "protocol",
+        "redacted",
+        "route",
+        "rules",
+    )
+
+    def __init__(self, path: Path, header: dict[str, Any], mtime: float) -> None:
+        self.path = path
+        self.mtime = mtime
+        self.capture_id = str(header.get("capture_id", path.name.removesuffix(CAPTURE_SUFFIX)))
+        self.day = time.strftime("%Y-%m-%d", time.gmtime(mtime))
+        self.route = str(header.get("route"))
+        self.protocol = str(header.get("protocol"))
+        self.redacted = str(header.get("redacted"))
+        report = header.get("report")
+        report = report if isinstance(report, dict) else {}
+        self.outcome = str(report.get("outcome"))
+        findings = report.get("findings")
+        rules = (
+            [f[0] for f in findings if isinstance(f, list) and f]
+            if isinstance(findings, list)
+            else []
+        )
+        self.rules = list(dict.fromkeys(str(rule) for rule in rules))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "capture_id": self.capture_id,
+            "file": str(self.path),
+            "day": self.day,
+            "route": self.route,
+            "protocol": self.protocol,
+            "outcome": self.outcome,
+            "rules": self.rules,
+            "redacted": self.redacted,
+        }
+
+
+def list_captures(directory: str | os.PathLike[str]) -> list[CaptureInfo]:
+    """The captures in ``directory``, newest first; a file whose header does not read is
+    left out (only its first line is read)."""
+    from streamguard.timeline import capture_lines, read_capture_header
+
+    found: list[CaptureInfo] = []
+    for path in Path(directory).glob(f"*{CAPTURE_SUFFIX}"):
+        try:
+            with open(path, "rb") as file:
+                header = read_capture_header(next(capture_lines(file), ""))
+            mtime = path.stat().st_mtime
+        except (OSError, ValueError):
+            continue
+        found.append(CaptureInfo(path, header, mtime))
+    found.sort(key=lambda info: (info.mtime, info.capture_id), reverse=True)
+    return found
+
+
+def summarise(found: Iterable[CaptureInfo]) -> list[tuple[str, list[tuple[str, int]]]]:
+    """Captures counted by route, by rule (a capture with several rules counts for each)
+    and by day (UTC, of the file's time), each most first."""
+    by_route: dict[str, int] = {}
+    by_rule: dict[str, int] = {}
+    by_day: dict[str, int] = {}
+    for info in found:
+        by_route[info.route] = by_route.get(info.route, 0) + 1
+        for rule in info.rules or [f"({info.outcome})"]:
+            by_rule[rule] = by_rule.get(rule, 0) + 1
+        by_day[info.day] = by_day.get(info.day, 0) + 1
+
+    def ordered(counts: dict[str, int]) -> list[tuple[str, int]]:
+        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+    return [
+        ("route", ordered(by_route)),
+        ("rule", ordered(by_rule)),
+        ("day", sorted(by_day.items())),
+    ]
+
+
+def prune_captures(
+    directory: str | os.PathLike[str],
+    *,
+    older_than_s: float | None = None,
+    keep: int | None = None,
+    dry_run: bool = False,
+    now: Callable[[], float] = time.time,
+) -> list[Path]:
+    """Delete the captures older than ``older_than_s`` seconds and those past the newest
+    ``keep``; return them (oldest first). ``dry_run``: delete none."""
+    found = list_captures(directory)
+    limit = None if older_than_s is None else now() - older_than_s
+    gone = [
+        info.path
+        for number, info in enumerate(found)
+        if (limit is not None and info.mtime < limit) or (keep is not None and number >= keep)
+    ]
+    gone.reverse()
+    if not dry_run:
+        for path in gone:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+    return gone
