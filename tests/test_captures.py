@@ -295,3 +295,105 @@ def test_the_results_are_counted_in_the_metrics() -> None:
     assert count("written") == 1
     assert count("rate_limited") == 2
     assert count("failed") is None
+
+
+# -- end to end: uvicorn, OpenTelemetry, the OpenMetrics exposition -------------------------
+
+
+def test_under_uvicorn_the_exemplar_the_span_and_the_capture_make_one_path(
+    tmp_path: Path,
+) -> None:
+    """The issue's "done when": a broken stream served by uvicorn under OpenTelemetry's ASGI
+    instrumentation. Its failure count carries an exemplar with its trace id and its
+    capture id; its span carries the capture id; the capture exists, holds no string of the
+    stream's content in place, and ``check`` gives the live findings; a healthy stream
+    leaves no capture."""
+    import httpx
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    from streamguard.metrics import metrics_app
+    from streamguard.otel import OpenTelemetrySink
+
+    from .servers import serve, wait_until
+    from .test_redact import _kept
+
+    healthy = load(HEALTHY_PATH)
+    bodies = {"broken": BROKEN.body, "healthy": healthy.body}
+
+    async def stream(request: Request) -> StreamingResponse:
+        data = bodies[request.path_params["name"]]
+
+        async def chunks() -> Any:
+            for start in range(0, len(data), 97):
+                yield data[start : start + 97]
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    registry = CollectorRegistry()
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    reports: list[StreamReport] = []
+    inner = Starlette(
+        routes=[Route("/v1/{name}", stream), Route("/metrics", metrics_app(registry))]
+    )
+    guarded = StreamGuardMiddleware(
+        inner,
+        routes={"/v1/{name}": "openai_chat"},
+        capture={"directory": str(tmp_path)},
+        metrics=registry,
+        sinks=[OpenTelemetrySink(tracer_provider=provider, metrics=False)],
+        on_report=reports.append,
+        logs={"enabled": False},
+    )
+    app = OpenTelemetryMiddleware(guarded, tracer_provider=provider)
+    accept = {"accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"}
+    with serve(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        assert client.get("/v1/broken").content == BROKEN.body
+        assert client.get("/v1/healthy").content == healthy.body
+        wait_until(lambda: len(reports) == 2, what="both reports")
+        guarded.captures.writer.flush()  # type: ignore[union-attr]
+        text = client.get("/metrics", headers=accept).text
+    broken, clean = reports
+    assert broken.capture_id is not None
+    assert clean.capture_id is None
+    files = list(tmp_path.glob(f"*{CAPTURE_SUFFIX}"))
+    assert [f.name for f in files] == [f"{broken.capture_id}{CAPTURE_SUFFIX}"]
+    # The exemplar of the stream's failure count: its trace, and its capture.
+    (span,) = [
+        s
+        for s in spans.get_finished_spans()
+        if (s.attributes or {}).get("streamguard.outcome")
+        and (s.attributes or {}).get("streamguard.capture_id")
+    ]
+    assert span.attributes is not None
+    assert span.attributes["streamguard.capture_id"] == broken.capture_id
+    assert span.context is not None
+    trace_id = f"{span.context.trace_id:032x}"
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    found = {
+        (sample.name, tuple(sorted(sample.exemplar.labels.items())))
+        for family in families.values()
+        for sample in family.samples
+        if sample.exemplar is not None
+    }
+    violation = [labels for name, labels in found if name == "streamguard_violations_total"]
+    assert violation
+    assert all(dict(labels)["trace_id"] == trace_id for labels in violation)
+    ended = [labels for name, labels in found if name == "streamguard_malformed_streams_total"]
+    assert [dict(labels)["capture_id"] for labels in ended] == [broken.capture_id]
+    # The capture: redacted, no content left in place, judged again as live.
+    header, captured = _read(files[0].read_bytes())
+    assert len(captured) == len(BROKEN.body)
+    assert _kept(BROKEN.body, captured) == set()
+    again = check_stream([captured], protocol=header["protocol"], request=header["request"])
+    assert _facts(again) == _facts(broken)
