@@ -576,8 +576,8 @@ def test_upstream_metrics_have_their_own_names(client: Client) -> None:
     )
     assert sample("streamguard_upstream_streams_in_progress", labels) == 0
     names = {family.name for family in registry.collect()}
-    # the middleware's families, checks_skipped and attributed_violations included
-    assert len(names) == 13
+    # the middleware's families, checks_skipped, attributed_violations and captures included
+    assert len(names) == 14
     assert all(name.startswith("streamguard_upstream_") for name in names)
 
 
