@@ -458,13 +458,26 @@ class _Json:
         i = 0
         n = len(data)
         while i < n:
-            state = self.state
-            if state == _STRING and self.role == "content" and not self.escape:
+            if self.state == _STRING and not self.escape and self.role != "nested":
+                # A run of plain ASCII inside a string, taken at once (as byte by byte).
                 match = _PLAIN_RUN.match(data, i)
                 if match is not None:
                     run = match.group()
-                    self.chars.flush(out)
-                    out += run.translate(CONTENT_MAP)
+                    role = self.role
+                    if role == "content":
+                        self.chars.flush(out)
+                        out += run.translate(CONTENT_MAP)
+                    elif role == "key":
+                        room = _MAX_KEY + 1 - len(self.key)
+                        if room > 0:
+                            self.key += run[:room]
+                        out += run
+                    elif len(self.held) + len(run) <= _MAX_VALUE:
+                        self.held += run
+                    else:
+                        self.byte(data[i], out)  # past the bound: as byte by byte
+                        i += 1
+                        continue
                     i = match.end()
                     continue
             self.byte(data[i], out)
