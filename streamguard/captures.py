@@ -42,6 +42,7 @@ from typing import Any, Final, Protocol
 from streamguard.config import CaptureConfig, RouteCaptureConfig
 from streamguard.redact import Redactor
 from streamguard.report import Severity, StreamReport
+from streamguard.request import RequestFacts
 from streamguard.timeline import CAPTURE_FORMAT
 
 __all__ = [
@@ -314,10 +315,13 @@ def capture_file(
     (seconds since the stream started), redacted unless ``redact`` is False."""
     redactor = Redactor(report.protocol) if redact else None
     facts: object = None
-    if request is not None:
-        facts = dict(request)
+    if isinstance(request, RequestFacts):
+        # The facts as read (``RequestFacts.restored`` reads them back), redacted as the
+        # body is, with its tokens: an id the request sent stays equal to the answer's.
+        saved = request.saved_form()
         if redactor is not None:
-            facts = redactor.redact_json(facts)
+            saved["facts"] = redactor.redact_json(saved["facts"])
+        facts = saved
     header: dict[str, Any] = {
         "format": CAPTURE_FORMAT,
         "capture_id": capture_id,

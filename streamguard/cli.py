@@ -586,8 +586,9 @@ def _as_captured(source: BinaryIO, protocol: str, request: RequestFacts | None) 
     captured = header.get("protocol")
     if protocol == AUTO and isinstance(captured, str) and captured in CHECKERS:
         protocol = captured
-    if request is None and isinstance(header.get("request"), dict):
-        request = header["request"]
+    saved = header.get("request")
+    if request is None and isinstance(saved, dict) and "facts" in saved:
+        request = RequestFacts.restored(saved)
     return protocol, request
 
 

@@ -147,8 +147,13 @@ _WORD_VALUE: Final = re.compile(rb"[A-Za-z0-9_./][A-Za-z0-9_.:/-]{0,63}")
 
 
 def is_id_key(key: str) -> bool:
-    """Whether a value under ``key`` is an id the checkers compare for equality."""
-    return key == "id" or key.endswith("_id") or (key.endswith("Id") and len(key) > 2)
+    """Whether a value under ``key`` is an id the checkers compare for equality (or a list
+    of them: ``*_ids``, the JSON-RPC ids a request's facts keep)."""
+    if key in ("id", "ids"):
+        return True
+    if key.endswith(("_id", "_ids")):
+        return True
+    return len(key) > 3 and key.endswith(("Id", "Ids"))
 
 
 _VOCABULARY: set[bytes] = set()
@@ -933,7 +938,7 @@ class Redactor:
         equal to it."""
         if isinstance(value, dict):
             return {k: self.redact_json(v, k) for k, v in value.items()}
-        if isinstance(value, list):
+        if isinstance(value, list | tuple):
             return [self.redact_json(item, key) for item in value]
         if not isinstance(value, str):
             return value

@@ -19,10 +19,12 @@ from streamguard.captures import (
     DirectoryStore,
     RateLimit,
     Recorder,
+    capture_file,
     qualifying_rules,
 )
 from streamguard.config import StreamGuardConfig
 from streamguard.report import Severity, StreamReport
+from streamguard.request import RequestFacts
 from streamguard.timeline import capture_arrivals, capture_lines, read_capture_header
 
 from .asgi_driver import ScriptedApp, body, http_scope, run, sse_start
@@ -395,5 +397,39 @@ def test_under_uvicorn_the_exemplar_the_span_and_the_capture_make_one_path(
     header, captured = _read(files[0].read_bytes())
     assert len(captured) == len(BROKEN.body)
     assert _kept(BROKEN.body, captured) == set()
-    again = check_stream([captured], protocol=header["protocol"], request=header["request"])
+    request = RequestFacts.restored(header["request"])
+    again = check_stream([captured], protocol=header["protocol"], request=request)
     assert _facts(again) == _facts(broken)
+
+
+REQUESTED = sorted(FIXTURES.glob("*/*.request.json")) + sorted(
+    FIXTURES.glob("realworld/*/*.request.json")
+)
+
+
+@pytest.mark.parametrize("path", REQUESTED, ids=[str(p.relative_to(FIXTURES)) for p in REQUESTED])
+def test_a_capture_keeps_the_request_facts_the_rules_read(path: Path) -> None:
+    """Every fixture with a request: the capture's header holds the facts as read,
+    redacted with the body's tokens (MCP's and A2A's request ids stay equal to the ids
+    answered), and the capture checked with them gives the live findings."""
+    fixture = load(path.with_name(path.name.removesuffix(".request.json") + ".sse"))
+    assert fixture.request is not None
+    facts = RequestFacts(fixture.request)
+    live = check_stream(
+        [fixture.body], protocol=fixture.protocol, request=facts, **_options(fixture)
+    )
+    recorder = Recorder(1 << 24)
+    recorder.add(fixture.body, 0.0)
+    data = capture_file("c", live, recorder, facts, redact=True, started_at=0.0)
+    header, captured = _read(data)
+    restored = RequestFacts.restored(header["request"])
+    again = check_stream(
+        [captured], protocol=header["protocol"], request=restored, **_options(fixture)
+    )
+    assert _facts(again) == _facts(live)
+    assert again.outcome == live.outcome
+    assert again.skipped_checks == live.skipped_checks
+
+
+def _options(fixture: Any) -> dict[str, Any]:
+    return dict(fixture.sidecar.get("route_options", {}))
