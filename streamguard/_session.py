@@ -24,6 +24,8 @@ A stream session has three steps, always in this order and each at most once, ex
 * **end** (``StreamSession.end``): once; later calls do nothing. The monitor turns the end
   into an outcome and builds the report, every sink gets it, and only then does the
   stream leave ``open_streams``: at ``in_flight == 0`` every report has been delivered.
+  A stream whose route captures (``streamguard.captures``) is judged for a capture just
+  before (``deliver``): its id, when one is written, is on the report every sink gets.
 
 Four decisions would otherwise be made at each seam, slightly differently, so each is made
 in one place:
