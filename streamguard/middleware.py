@@ -91,7 +91,10 @@ class StreamGuardMiddleware:
     * ``on_report``: called once per watched stream with its ``StreamReport``, from the
       task that sent the stream's last message, after every other sink;
     * ``sinks``: more ``streamguard.sinks.Sink`` objects, told of every watched stream;
-    * ``clock``: the monotonic clock, for tests.
+    * ``clock``: the monotonic clock, for tests (and the captures' rate);
+    * ``capture_store``: where the captures of failed streams go (``capture``), in place
+      of its directory: a ``streamguard.captures.CaptureStore`` or a callable
+      ``(capture_id, data)``, run on the captures' writer thread.
 
     ``skipped`` counts, by reason, the HTTP responses whose bytes were not checked: those
     not watched at all (``head``, ``status``, ``content_type``, ``excluded``, ``unlisted``)
