@@ -70,10 +70,16 @@ _RANK: Final = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 OUTCOME_RULE: Final = "outcome"
 
 
+#: What one chunk's record costs beside its bytes (a tuple, a float, a bytes object's
+#: header), counted against the cap: a stream of one-byte chunks keeps no more records
+#: than ``max_stream_bytes / RECORD_COST``.
+RECORD_COST: Final = 64
+
+
 class Recorder:
     """One open stream's chunks and arrival times, within ``max_bytes``: the first half of
     the cap kept whole, then the latest chunks within the other half (the oldest of them
-    dropped, counted)."""
+    dropped, counted). Each half also keeps at most ``half / RECORD_COST`` records."""
 
     __slots__ = (
         "dropped_bytes",
@@ -96,8 +102,10 @@ class Recorder:
 
     def add(self, data: bytes, at: float) -> None:
         half = self.limit // 2
-        if not self.tail and self.head_bytes + len(data) <= half:
-            self.head.append((at, data))
+        records = max(1, half // RECORD_COST)
+        head = self.head
+        if not self.tail and self.head_bytes + len(data) <= half and len(head) < records:
+            head.append((at, data))
             self.head_bytes += len(data)
             return
         room = self.limit - half
@@ -106,7 +114,7 @@ class Recorder:
             data = data[-room:]
         self.tail.append((at, data))
         self.tail_bytes += len(data)
-        while self.tail_bytes > room:
+        while self.tail_bytes > room or len(self.tail) > records:
             _, old = self.tail.popleft()
             self.tail_bytes -= len(old)
             self.dropped_bytes += len(old)

@@ -15,6 +15,7 @@ import pytest
 from streamguard import StreamGuardMiddleware, check_stream
 from streamguard.captures import (
     CAPTURE_SUFFIX,
+    RECORD_COST,
     CaptureWriter,
     DirectoryStore,
     RateLimit,
@@ -146,15 +147,24 @@ def test_a_route_may_turn_captures_off_or_on() -> None:
 
 
 def test_the_recorder_keeps_the_first_and_last_part() -> None:
-    recorder = Recorder(1000)
+    recorder = Recorder(2000)
     for i in range(100):
         recorder.add(bytes([65 + i % 26]) * 50, float(i))
-    assert recorder.held <= 1000
-    assert recorder.head_bytes == 500
+    assert recorder.held <= 2000
+    assert len(recorder.head) == len(recorder.tail) == 1000 // RECORD_COST
     assert recorder.head[0][0] == 0.0
     assert recorder.tail[-1][0] == 99.0
     assert recorder.dropped_bytes == 100 * 50 - recorder.held
     assert recorder.dropped_chunks == 100 - len(recorder.head) - len(recorder.tail)
+
+
+def test_tiny_chunks_keep_no_more_records_than_the_cap_allows() -> None:
+    recorder = Recorder(4096)
+    for i in range(100_000):
+        recorder.add(b"x", float(i))
+    assert len(recorder.head) + len(recorder.tail) <= 4096 // RECORD_COST
+    assert recorder.tail[-1][0] == 99_999.0
+    assert recorder.dropped_chunks == 100_000 - len(recorder.head) - len(recorder.tail)
 
 
 def test_a_capture_over_the_cap_says_what_was_dropped() -> None:
