@@ -185,6 +185,7 @@ class DirectoryStore:
         self.directory = Path(directory)
         self.quota_bytes = quota_bytes
         self._sizes: dict[Path, int] | None = None  # what is there, read once
+        self._total: int | None = None  # their sum, kept as files come and go
 
     def _present(self) -> dict[Path, int]:
         if self._sizes is None:
@@ -203,16 +204,19 @@ class DirectoryStore:
         if len(data) > self.quota_bytes:
             raise ValueError("a capture larger than the whole quota")
         sizes = self._present()
-        while sizes and sum(sizes.values()) + len(data) > self.quota_bytes:
+        total = sum(sizes.values()) if self._total is None else self._total
+        while sizes and total + len(data) > self.quota_bytes:
             oldest = next(iter(sizes))
-            del sizes[oldest]
+            total -= sizes.pop(oldest)
             with contextlib.suppress(FileNotFoundError):
                 oldest.unlink()
         path = self.directory / f"{capture_id}{CAPTURE_SUFFIX}"
         partial = path.with_suffix(".part")
         partial.write_bytes(data)
         partial.replace(path)  # whole or absent: a reader never sees half a capture
+        total -= sizes.pop(path, 0)  # an id written again replaces its file
         sizes[path] = len(data)
+        self._total = total + len(data)
 
 
 class CallbackStore:
