@@ -24,6 +24,8 @@ A stream session has three steps, always in this order and each at most once, ex
 * **end** (``StreamSession.end``): once; later calls do nothing. The monitor turns the end
   into an outcome and builds the report, every sink gets it, and only then does the
   stream leave ``open_streams``: at ``in_flight == 0`` every report has been delivered.
+  A stream whose route captures (``streamguard.captures``) is judged for a capture just
+  before (``deliver``): its id, when one is written, is on the report every sink gets.
 
 Four decisions would otherwise be made at each seam, slightly differently, so each is made
 in one place:
@@ -93,7 +95,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 from streamguard import rules
 from streamguard._faults import error_name, is_cancellation
 from streamguard.attribution import MAX_LINKED_UPSTREAMS, findings_by_rule, linked
-from streamguard.config import UNKNOWN_ROUTE, RouteConfig, StreamGuardConfig
+from streamguard.config import (
+    UNKNOWN_ROUTE,
+    CaptureConfig,
+    RouteConfig,
+    StreamGuardConfig,
+    captures_configured,
+)
 from streamguard.liveness import LivenessLimits
 from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor
 from streamguard.protocols import AUTO, CHECKERS, reader_of
@@ -104,6 +112,7 @@ from streamguard.sinks import COMPRESSED, NOT_SAMPLED, ReportCallback, ReportSin
 from streamguard.sweeper import Sweeper, Sweepers
 
 if TYPE_CHECKING:
+    from streamguard.captures import Captures, CaptureStore, StreamCapture
     from streamguard.metrics import StreamGuardMetrics
 
 __all__ = [
@@ -301,6 +310,8 @@ class Seam:
         on_report: ReportCallback | None,
         open_streams: MutableSet[StreamSession],
         log_side: str | None = None,
+        captures: bool = False,
+        capture_store: CaptureStore | None = None,
     ) -> None:
         from streamguard.logs import LogSink  # structlog loads with the first seam
 
@@ -334,8 +345,25 @@ class Seam:
             *(() if on_report is None else (ReportSink(on_report),)),
         )
         self.errors = InternalErrors(self.sinks)
+        #: Captures of failed streams (``streamguard.captures``): a seam that records them
+        #: (``captures``, the middleware), when any route may capture.
+        self.captures: Captures | None = None
+        if captures and captures_configured(config):
+            from streamguard.captures import Captures
+
+            base = config.capture if config.capture is not None else CaptureConfig()
+            self.captures = Captures.configured(base, capture_store, clock, self._capture_counted)
         if metrics is not None and config.zero_series_at_start:
             metrics.initialise(initial_labels(config))
+
+    def _capture_counted(self, result: str) -> None:
+        """Tell the sinks that count captures (``capture_counted``: metrics, OTel) one
+        ``result``; a sink that raises is skipped (this runs on the writer's thread)."""
+        for sink in self.sinks:
+            counted = getattr(sink, "capture_counted", None)
+            if counted is not None:
+                with contextlib.suppress(Exception):
+                    counted(result)
 
     def watched_route(
         self,
@@ -372,6 +400,12 @@ class Seam:
             json_data=spec is not None and spec.json_data,
             checking_budget_s=config.checking_budget_ms / 1000,  # (0: none)
         )
+
+    def capture_for(self, spec: RouteConfig | None) -> CaptureConfig | None:
+        """How a stream of the route ``spec`` is captured; ``None``: it is not."""
+        if self.captures is None:
+            return None
+        return self.config.capture if spec is None else spec.capture_config(self.config.capture)
 
     def limits_for(self, spec: RouteConfig | None) -> LivenessLimits | None:
         """The timing thresholds of a stream of ``spec``: its route's, else the global ones."""
@@ -441,6 +475,7 @@ class StreamSession:
         "_handles",
         "_seam",
         "app_task",
+        "capture",
         "monitor",
         "protocol_label",
         "relay",
@@ -469,6 +504,9 @@ class StreamSession:
         #: runs (``None`` before it starts, after it returns, and with no transport in the
         #: process). Only the request's own upstream streams link to it (``link_upstream``).
         self.app_task: object | None = None
+        #: The stream's body and arrival times while it is open, on a route that captures
+        #: (``streamguard.captures``); ``None`` otherwise, and once the stream was judged.
+        self.capture: StreamCapture | None = None
         self._failed = False
 
     def start(
@@ -647,6 +685,13 @@ class StreamSession:
     def deliver(self, report: StreamReport) -> None:
         """Hand the ended stream's final ``report`` to the sinks (once)."""
         monitor = self.monitor
+        capture, self.capture = self.capture, None  # the bytes go with the stream
+        seam = self._seam
+        if capture is not None and seam is not None and seam.captures is not None:
+            try:
+                report = seam.captures.finish(report, capture)
+            except Exception as exc:  # its failure is counted, the report delivered as is
+                self.fail("capture", exc)
         if monitor is not None:
             monitor.report = report  # what a relay added to it
         try:

@@ -63,6 +63,7 @@ from streamguard._session import (
 )
 from streamguard.config import (
     UNKNOWN_ROUTE,
+    CaptureConfig,
     LogConfig,
     RouteConfig,
     StreamGuardConfig,
@@ -327,12 +328,15 @@ class _GuardedBase:
         checking_budget_ms: float | None = None,
         zero_series_at_start: bool | None = None,
         exemplars: bool | None = None,
+        capture: CaptureConfig | Mapping[str, Any] | None = None,
         metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,
         sinks: Sequence[Sink] = (),
         clock: Clock = time.monotonic,
     ) -> None:
         # Every field of the configuration is a keyword here (a test keeps them in step).
+        # ``capture`` too, so that one configuration serves both seams; a transport records
+        # no capture of its own: captures are the middleware's (``streamguard.captures``).
         config = configure(config, locals())
         self.upstream = UpstreamSeam(
             self._library, config, metrics=metrics, on_report=on_report, sinks=sinks, clock=clock

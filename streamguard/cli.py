@@ -570,6 +570,28 @@ def _arrivals(source: BinaryIO, capture: bool) -> Iterator[Arrival]:
         raise _CaptureError(f"not a readable capture: {exc}") from None
 
 
+def _as_captured(source: BinaryIO, protocol: str, request: RequestFacts | None) -> tuple[str, Any]:
+    """The protocol and request a capture of a failed stream (``streamguard.captures``:
+    its header has a ``capture_id``) was checked with live, where the command line gives
+    none (``--protocol auto``, no ``--request``), so that it is judged as it was."""
+    start = source.tell()
+    try:
+        header = read_capture_header(next(capture_lines(source), ""))
+    except ValueError:
+        return protocol, request
+    finally:
+        source.seek(start)
+    if "capture_id" not in header:
+        return protocol, request
+    captured = header.get("protocol")
+    if protocol == AUTO and isinstance(captured, str) and captured in CHECKERS:
+        protocol = captured
+    saved = header.get("request")
+    if request is None and isinstance(saved, dict) and "facts" in saved:
+        request = RequestFacts.restored(saved)
+    return protocol, request
+
+
 def _pieces(arrivals: Iterable[Arrival]) -> Iterator[bytes]:
     """The body's bytes in pieces of at most ``READ_CHUNK_BYTES``: one large chunk of a
     capture is not handed to the checks at once (what one ``feed`` builds grows with it)."""
@@ -596,6 +618,8 @@ def _check_file(
     report, then the frames of its findings, then its band of the page when ``html``."""
     with _reading(name, "a captured stream"), _rereadable(name) as source:
         capture = _is_capture(source)
+        if capture:
+            protocol, request = _as_captured(source, protocol, request)
         try:
             with showing_values():  # the user's own file: its values are theirs to see
                 report = check_stream(
@@ -2207,6 +2231,8 @@ def _parser() -> argparse.ArgumentParser:
 
     _conformance_parser(commands)
 
+    _captures_parser(commands)
+
     rules = commands.add_parser("rules", help="print the rule catalog")
     rules.add_argument("--format", choices=["table", "markdown"], default="table")
     rules.set_defaults(run=_cmd_rules)
@@ -2221,6 +2247,129 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the demo: healthy and broken streams, live")
     demo.set_defaults(run=_cmd_demo)
     return parser
+
+
+def _captures_parser(commands: Any) -> None:
+    sub = commands.add_parser(
+        "captures",
+        help="list, show and prune the captures of failed streams in a directory",
+        description="The captures the middleware wrote of failed streams (capture= in its "
+        "configuration): list them with a summary by route, rule and day, show one "
+        "(its header, its findings checked again, --html its timeline page), or prune them.",
+    )
+    actions = sub.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="the captures, newest first, and a summary")
+    listing.add_argument("directory", metavar="DIR")
+    listing.add_argument("--format", choices=["table", "json"], default="table")
+    listing.set_defaults(run=_cmd_captures_list)
+    show = actions.add_parser("show", help="one capture: its header, its findings again")
+    show.add_argument("capture", metavar="FILE_OR_ID", help="a capture file, or an id in --dir")
+    show.add_argument("--dir", default=".", metavar="DIR", help="where an id is looked up")
+    show.add_argument("--html", metavar="OUT_HTML", help="write its timeline page")
+    show.set_defaults(run=_cmd_captures_show)
+    prune = actions.add_parser("prune", help="delete captures, the oldest first")
+    prune.add_argument("directory", metavar="DIR")
+    prune.add_argument("--older-than", type=float, metavar="DAYS", help="older than DAYS days")
+    prune.add_argument("--keep", type=int, metavar="N", help="keep the newest N")
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, delete none")
+    prune.set_defaults(run=_cmd_captures_prune)
+
+
+def _cmd_captures_list(args: argparse.Namespace) -> int:
+    from streamguard.captures import list_captures, summarise
+
+    out = sys.stdout
+    found = list_captures(args.directory)
+    if args.format == "json":
+        for info in found:
+            print(json.dumps(info.as_json()), file=out)
+        return EXIT_OK
+    rows = [["capture", "day", "route", "protocol", "outcome", "rules", "redacted"]]
+    for info in found:
+        rows.append(
+            [
+                info.capture_id,
+                info.day,
+                info.route,
+                info.protocol,
+                info.outcome,
+                ", ".join(info.rules) or "-",
+                info.redacted,
+            ]
+        )
+    print(table(rows), file=out)
+    for title, counts in summarise(found):
+        print(f"\nBy {title}:", file=out)
+        print(table([[title, "captures"], *([k, str(n)] for k, n in counts)]), file=out)
+    print(f"\n{len(found)} capture(s) in {args.directory}", file=out)
+    return EXIT_OK
+
+
+def _cmd_captures_show(args: argparse.Namespace) -> int:
+    from streamguard.captures import CAPTURE_SUFFIX
+
+    out, err = sys.stdout, sys.stderr
+    path = Path(args.capture)
+    if not path.exists():
+        path = Path(args.dir) / f"{args.capture}{CAPTURE_SUFFIX}"
+    try:
+        with open(path, "rb") as file:
+            header = read_capture_header(next(capture_lines(file), ""))
+        result = _check_file(str(path), str(path), AUTO, None, args.html is not None)
+    except (OSError, ValueError, InputError) as exc:
+        print(f"streamguard captures: error: {args.capture}: {exc}", file=err)
+        return EXIT_USAGE
+    live = header.get("report", {})
+    print(
+        f"capture {header.get('capture_id')}: route {header.get('route')}, "
+        f"protocol {header.get('protocol')}, redacted {header.get('redacted')}",
+        file=out,
+    )
+    dropped = header.get("dropped")
+    if dropped:
+        print(
+            f"{dropped.get('bytes')} byte(s) in {dropped.get('chunks')} chunk(s) dropped "
+            f"after byte {dropped.get('after_byte')} (the capture's cap)",
+            file=out,
+        )
+    report = result.report
+    again = [[f.rule, f.severity.value, f.event_index, f.byte_offset] for f in report.findings]
+    same = again == live.get("findings") and report.outcome.value == live.get("outcome")
+    print(
+        f"live: {live.get('outcome')}, {len(live.get('findings', []))} finding(s); "
+        f"checked again: {report.outcome.value}, {len(again)} finding(s)"
+        f"{' (the same)' if same else ' (DIFFERENT)'}",
+        file=out,
+    )
+    details = _grouped_details(report, result.frames)
+    if details:
+        print("\n".join(details), file=out)
+    if args.html is not None and result.band is not None:
+        page = render_streams([result.band], title=str(header.get("capture_id")))
+        if not _write_page(args.html, page, err, "captures"):
+            return EXIT_USAGE
+        _say_page(args.html, "captures", out)
+    return EXIT_OK
+
+
+def _cmd_captures_prune(args: argparse.Namespace) -> int:
+    from streamguard.captures import prune_captures
+
+    out = sys.stdout
+    if args.older_than is None and args.keep is None:
+        print("streamguard captures: error: prune needs --older-than or --keep", file=sys.stderr)
+        return EXIT_USAGE
+    gone = prune_captures(
+        args.directory,
+        older_than_s=None if args.older_than is None else args.older_than * 86400.0,
+        keep=args.keep,
+        dry_run=args.dry_run,
+    )
+    verb = "would delete" if args.dry_run else "deleted"
+    for path in gone:
+        print(f"{verb} {path.name}", file=out)
+    print(f"{len(gone)} capture(s) {verb.split()[-1]}", file=out)
+    return EXIT_OK
 
 
 def _conformance_parser(commands: Any) -> None:

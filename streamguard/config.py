@@ -27,7 +27,15 @@ from streamguard.liveness import LivenessLimits
 from streamguard.protocols import AUTO, CHECKERS, PlainSSEChecker, load_plugins
 from streamguard.sse import DEFAULT_MAX_EVENT_BYTES
 
-__all__ = ["UNKNOWN_ROUTE", "LogConfig", "RouteConfig", "StreamGuardConfig", "TimerConfig"]
+__all__ = [
+    "UNKNOWN_ROUTE",
+    "CaptureConfig",
+    "LogConfig",
+    "RouteCaptureConfig",
+    "RouteConfig",
+    "StreamGuardConfig",
+    "TimerConfig",
+]
 
 #: The ``route`` label of a stream whose route is neither configured nor templated.
 UNKNOWN_ROUTE = "__unknown__"
@@ -66,7 +74,25 @@ class RouteConfig(_Model):
     #: This route's ``sample_rate``, in place of the global one.
     sample_rate: float | None = Field(default=None, ge=0.0, le=1.0)
 
+    #: This route's captures (``streamguard.captures``): ``false`` none; ``true`` or the
+    #: fields written here (in place of the global ``capture``'s) to capture its failed
+    #: streams, with the global ``capture``'s store, or the default one.
+    capture: RouteCaptureConfig | bool | None = None
+
     _check_protocol = field_validator("protocol")(_known_protocol)
+
+    def capture_config(self, capture: CaptureConfig | None) -> CaptureConfig | None:
+        """This route's captures: the global ``capture`` with this route's written fields
+        in their place; ``None`` when the route captures nothing."""
+        own = self.capture
+        if own is None:
+            return capture
+        if own is False:
+            return None
+        base = capture if capture is not None else CaptureConfig()
+        if own is True:
+            return base
+        return base.model_copy(update=own.model_dump(include=own.model_fields_set))
 
     def timer_config(self, timers: TimerConfig) -> TimerConfig:
         """The global ``timers`` with this route's written fields in their place."""
@@ -127,6 +153,45 @@ class TimerConfig(_Model):
         if not self.enabled:
             return None
         return LivenessLimits(**self.model_dump(exclude={"enabled"}))
+
+
+_OUTCOMES = Literal[
+    "completed", "error_event", "unclosed", "client_disconnect", "app_error", "cancelled"
+]
+
+
+class RouteCaptureConfig(_Model):
+    """What a route may set of the captures: which of its streams qualify, how they are
+    kept. The store (``directory``, ``quota_bytes``) and the rate are the process's."""
+
+    #: A stream qualifies with a finding of this severity or above (``None``: no finding
+    #: does) ...
+    severity: Literal["error", "warning", "info"] | None = "error"
+    #: ... or when it ended with one of these outcomes.
+    outcomes: tuple[_OUTCOMES, ...] = ("unclosed", "app_error")
+    #: ``structure``: the body and the request's facts redacted (``streamguard.redact``:
+    #: structure kept, content replaced). ``none`` KEEPS THE CONTENT AS SENT: model output,
+    #: tool arguments, ids; only for streams whose content you may store.
+    redact: Literal["structure", "none"] = "structure"
+    #: Body bytes kept of one stream: the first and the last half of it, the middle
+    #: dropped and said so in the capture. Held only while the stream is open.
+    max_stream_bytes: int = Field(default=256 * 1024, ge=1024, le=64 * 1024 * 1024)
+
+
+class CaptureConfig(RouteCaptureConfig):
+    """Captures of failed streams, off unless set (``streamguard.captures``): a stream that
+    qualifies is written, redacted by default, as a capture ``streamguard check`` and the
+    timeline read, with its id on the report, the log line, the span and the exemplars."""
+
+    #: Where capture files go (``<id>.capture.jsonl``), unless the middleware is given a
+    #: ``capture_store``.
+    directory: str = "streamguard-captures"
+    #: The most the directory's captures may take on disk; the oldest go first.
+    quota_bytes: int = Field(default=100 * 1024 * 1024, ge=64 * 1024)
+    #: Captures written per rule per minute, per process; the rest are counted.
+    per_rule_per_minute: int = Field(default=6, ge=0)
+    #: Captures waiting to be written; one more is dropped and counted, never waited for.
+    max_pending: int = Field(default=16, ge=1, le=1024)
 
 
 class LogConfig(_Model):
@@ -193,6 +258,9 @@ class StreamGuardConfig(_Model):
     #: a failing one a dict of two labels; shown only in the OpenMetrics exposition
     #: (docs/metrics.md, "Exemplars").
     exemplars: bool = True
+    #: Captures of failed streams (``CaptureConfig``); ``None``, the default: none, except
+    #: on routes that set their own ``capture``.
+    capture: CaptureConfig | None = None
 
     _check_protocol = field_validator("protocol")(_known_protocol)
 
@@ -215,3 +283,10 @@ class StreamGuardConfig(_Model):
 
 
 RouteConfig.model_rebuild()
+
+
+def captures_configured(config: StreamGuardConfig) -> bool:
+    """Whether any stream of ``config`` may be captured."""
+    if config.capture is not None:
+        return True
+    return any(route.capture not in (None, False) for route in config.routes.values())

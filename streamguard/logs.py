@@ -368,6 +368,8 @@ class StreamLog:
             fields["time_to_first_event_s"] = round(first_event, 6)
         if report.findings:
             fields["rules"] = sorted({finding.rule for finding in report.findings})
+        if report.capture_id is not None:
+            fields["capture_id"] = report.capture_id
         if self._not_logged:
             fields["violations_not_logged"] = self._not_logged
         if report.findings_dropped:

@@ -199,6 +199,16 @@ class StreamGuardMetrics:
             "Failures inside streamguard; the stream was left unwatched (unless only a "
             "plugin's detection signal or request reader failed).",
         )
+        #: Captures of failed streams (``streamguard.captures``), by what became of them;
+        #: no route or protocol label: the store and the rate are the process's.
+        self.captures = Counter(
+            "captures",
+            "Captures of failed streams, by result: written, failed (the store raised), "
+            "dropped (the writer's queue was full) or rate_limited.",
+            ("result",),
+            namespace=namespace,
+            registry=registry,
+        )
         self.in_progress = Gauge(
             "streams_in_progress",
             "Watched streams currently open.",
@@ -277,6 +287,10 @@ class StreamGuardMetrics:
             return handle
         trace = trace_context(request_headers)
         return handle if trace is None else TracedStreamMetrics(handle, trace)
+
+    def capture_counted(self, result: str) -> None:
+        """A capture's ``result`` (``streamguard.captures``); called from its writer thread."""
+        self.captures.labels(result).inc()
 
     def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
         self.internal_errors.labels(route, protocol).inc()
@@ -519,6 +533,11 @@ class TracedStreamMetrics:
         # A healthy end makes no labels (``stream_ended`` passes them only to failures).
         if self._exemplar is None and report.outcome not in FAILED_OUTCOMES and not report.findings:
             handle.stream_ended(report)
+        elif report.capture_id is not None:
+            # The stream's capture (``streamguard.captures``) beside its trace: 99 of the
+            # 128 characters.
+            labels = {**self.exemplar(), "capture_id": report.capture_id}
+            handle.stream_ended(report, exemplar=labels)
         else:
             handle.stream_ended(report, exemplar=self.exemplar())
 

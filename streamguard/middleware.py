@@ -38,8 +38,8 @@ import sys
 import time
 import weakref
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio.to_thread
 from prometheus_client import CollectorRegistry
@@ -61,6 +61,7 @@ from streamguard._session import (
 )
 from streamguard.config import (
     UNKNOWN_ROUTE,
+    CaptureConfig,
     LogConfig,
     RouteConfig,
     StreamGuardConfig,
@@ -71,6 +72,9 @@ from streamguard.monitor import FEED_WINDOW, Clock, StreamEnd, StreamMonitor, op
 from streamguard.report import StreamReport
 from streamguard.request import RequestFacts, add_http_facts, request_facts
 from streamguard.sinks import ReportCallback, Sink
+
+if TYPE_CHECKING:
+    from streamguard.captures import CaptureStore
 
 __all__ = ["ReportCallback", "StreamGuardMiddleware"]
 
@@ -87,7 +91,10 @@ class StreamGuardMiddleware:
     * ``on_report``: called once per watched stream with its ``StreamReport``, from the
       task that sent the stream's last message, after every other sink;
     * ``sinks``: more ``streamguard.sinks.Sink`` objects, told of every watched stream;
-    * ``clock``: the monotonic clock, for tests.
+    * ``clock``: the monotonic clock, for tests (and the captures' rate);
+    * ``capture_store``: where the captures of failed streams go (``capture``), in place
+      of its directory: a ``streamguard.captures.CaptureStore`` or a callable
+      ``(capture_id, data)``, run on the captures' writer thread.
 
     ``skipped`` counts, by reason, the HTTP responses whose bytes were not checked: those
     not watched at all (``head``, ``status``, ``content_type``, ``excluded``, ``unlisted``)
@@ -114,10 +121,12 @@ class StreamGuardMiddleware:
         checking_budget_ms: float | None = None,
         zero_series_at_start: bool | None = None,
         exemplars: bool | None = None,
+        capture: CaptureConfig | Mapping[str, Any] | None = None,
         metrics: StreamGuardMetrics | CollectorRegistry | Literal[False] | None = None,
         on_report: ReportCallback | None = None,
         sinks: Sequence[Sink] = (),
         clock: Clock = time.monotonic,
+        capture_store: CaptureStore | Callable[[str, bytes], None] | None = None,
     ) -> None:
         # Every field of the configuration is a keyword here (a test keeps them in step).
         config = configure(config, locals())
@@ -136,7 +145,11 @@ class StreamGuardMiddleware:
             sinks=sinks,
             on_report=on_report,
             open_streams=self.open_streams,
+            captures=True,
+            capture_store=_capture_store(capture_store),
         )
+        #: The captures of failed streams (``streamguard.captures``), when configured.
+        self.captures = seam.captures
         self.skipped: Counter[str] = seam.skipped
         self.poll_interval = seam.poll_interval
         self._sweepers = seam.sweepers
@@ -337,6 +350,8 @@ class _Exchange(StreamSession):
                             data = message.get("body", b"")
                             if type(data) is not bytes:  # a memoryview or bytearray is valid
                                 data = bytes(data)
+                            if self.capture is not None and data:
+                                self.capture.recorder.add(data, self._seam.clock())
                             found = (
                                 monitor.feed(data)
                                 if len(data) <= FEED_WINDOW
@@ -475,7 +490,15 @@ class _Exchange(StreamSession):
             spec=spec,
             request_headers=scope.get("headers", ()),
         )
-        self.link.watch(monitor)
+        capturing = seam.capture_for(spec)
+        if capturing is None:
+            self.link.watch(monitor)
+        else:
+            # Recorded here, in ``send``: the ``Forward``'s path stays the one of the
+            # streams that are not captured, which pay nothing for captures.
+            from streamguard.captures import StreamCapture
+
+            self.capture = StreamCapture(capturing, request)
 
     def _peek_request(self, message: Message) -> None:
         """Reduce the request body the app reads to its facts as it arrives.
@@ -549,6 +572,17 @@ class _Exchange(StreamSession):
             self.emit((monitor.after_end(data),))
         except Exception as exc:
             self.fail("check", exc)
+
+
+def _capture_store(
+    store: CaptureStore | Callable[[str, bytes], None] | None,
+) -> CaptureStore | None:
+    """A store as given, or a callable as a ``CallbackStore``."""
+    if store is None or hasattr(store, "write"):
+        return cast("CaptureStore | None", store)
+    from streamguard.captures import CallbackStore
+
+    return CallbackStore(store)
 
 
 class _AtExit:

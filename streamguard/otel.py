@@ -117,6 +117,7 @@ ATTRIBUTES: Mapping[str, str] = {
     "streamguard.outcome_attribution": "a gateway's stream that ended in a failure an upstream "
     "can cause: whose the end is (upstream, gateway, unknown)",
     "streamguard.abandoned": "an upstream stream still open when its downstream stream ended",
+    "streamguard.capture_id": "the id of the stream's capture (streamguard.captures), if written",
 }
 
 #: Each instrument's name (the middleware's; a transport's has ``streamguard.upstream.``
@@ -139,6 +140,7 @@ METRIC_NAMES: Mapping[str, str] = {
     "streamguard.frames": "streamguard_frames_total",
     "streamguard.bytes": "streamguard_bytes_total",
     "streamguard.internal_errors": "streamguard_internal_errors_total",
+    "streamguard.captures": "streamguard_captures_total",
 }
 
 _Attributes = dict[str, str]
@@ -194,6 +196,11 @@ class OpenTelemetrySink:
         if self._meters is not None:
             self._meters.stream_started(labels, protocol)
         return _StreamHandle(self, span, labels, unchecked)
+
+    def capture_counted(self, result: str) -> None:
+        """A capture's ``result`` (``streamguard.captures``); from its writer thread."""
+        if self._meters is not None:
+            self._meters.captures.add(1, {"streamguard.result": result})
 
     def internal_error(self, where: str, error: str, route: str, protocol: str) -> None:
         if self._meters is not None:
@@ -289,6 +296,8 @@ class _StreamHandle:
             attributes["streamguard.outcome_attribution"] = report.outcome_attribution
         if report.abandoned:
             attributes["streamguard.abandoned"] = True
+        if report.capture_id is not None:
+            attributes["streamguard.capture_id"] = report.capture_id
         return attributes
 
 
@@ -356,6 +365,11 @@ class _Instruments:
         self.bytes = counter("bytes", "By", "Body bytes of watched streams.")
         self.internal_errors = counter(
             "internal_errors", "{error}", "Failures inside streamguard; the stream was unwatched."
+        )
+        self.captures = counter(
+            "captures",
+            "{capture}",
+            "Captures of failed streams, by result: written, failed, dropped or rate_limited.",
         )
         self.in_progress = meter.create_up_down_counter(
             f"{namespace}.streams_in_progress", "{stream}", "Watched streams currently open."

@@ -211,6 +211,8 @@ class StreamReport:
     #: An upstream stream still open when the downstream stream it fed had ended (the
     #: gateway left it running): its own report says so when it finally ends.
     abandoned: bool = False
+    #: The id of the capture written of this stream (``streamguard.captures``), or None.
+    capture_id: str | None = None
 
     @property
     def malformed(self) -> bool:
@@ -301,6 +303,7 @@ def new_report(
         (),  # attribution
         None,  # outcome_attribution
         False,  # abandoned
+        None,  # capture_id
     )
     for setter, value in zip(_REPORT_SETTERS, values, strict=True):
         setter(report, value)

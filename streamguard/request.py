@@ -158,6 +158,32 @@ class RequestFacts(Mapping[str, Any]):
         self._facts = facts
         self._attributes = attributes or None  # (most requests have none: not held)
 
+    @classmethod
+    def restored(cls, saved: Mapping[str, Any]) -> RequestFacts:
+        """The facts ``saved_form`` wrote (a capture's header), as they were read: the
+        facts themselves, not a body to read them from again (``jsonrpc_ids`` is no body
+        key). A JSON list comes back a tuple, as the readers keep one."""
+        made = cls({}, reads=())
+        facts = saved.get("facts")
+        if isinstance(facts, Mapping):
+            made._facts = {
+                str(key): tuple(value) if isinstance(value, list) else value
+                for key, value in facts.items()
+            }
+        methods = saved.get("jsonrpc_methods")
+        if isinstance(methods, list):
+            made._attributes = {"jsonrpc_methods": tuple(str(m) for m in methods)}
+        made._body_read = saved.get("body_read") is not False
+        return made
+
+    def saved_form(self) -> dict[str, Any]:
+        """The facts as JSON values, for ``restored`` (the reader faults are not kept)."""
+        saved: dict[str, Any] = {"facts": dict(self._facts), "body_read": self._body_read}
+        methods = self.jsonrpc_methods
+        if methods is not None:
+            saved["jsonrpc_methods"] = list(methods)
+        return saved
+
     @property
     def body_read(self) -> bool:
         """Whether a request body was read: False when only the head's facts are known (a

@@ -11,6 +11,11 @@ A sink that holds what it was told, to deliver later, may also define ``drain()`
 middleware calls it when the lifespan shuts down, on a worker thread, so that nothing is
 lost when the server then ends the process (``ReportSink`` drains a ``ReportQueue``).
 
+A sink that counts may also define ``capture_counted(result)``: the middleware calls it
+for each capture of a failed stream (``streamguard.captures``: ``written``, ``failed``,
+``dropped``, ``rate_limited``), from the captures' writer thread; one that raises is
+skipped. The metrics and OpenTelemetry sinks do.
+
 A sink that raises is contained, in one fan-out (``StreamSession``): the failure is counted
 as an internal error, once per stream (logged with ``where=`` the sink's ``name``), and the
 stream's checking stops. A sink whose ``stream_started`` raised hears nothing more of that

@@ -109,7 +109,7 @@ def test_keyword_options_are_exactly_the_config_fields() -> None:
 
     parameters = inspect.signature(StreamGuardMiddleware).parameters
     keywords = {name for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY}
-    collaborators = {"metrics", "on_report", "sinks", "clock"}
+    collaborators = {"metrics", "on_report", "sinks", "clock", "capture_store"}
     assert keywords - collaborators == set(StreamGuardConfig.model_fields)
     assert all(parameters[name].default is None for name in StreamGuardConfig.model_fields)
 

@@ -38,7 +38,13 @@ from streamguard.cli import (
     _parser,
     rules_markdown,
 )
-from streamguard.config import LogConfig, RouteConfig, StreamGuardConfig, TimerConfig
+from streamguard.config import (
+    CaptureConfig,
+    LogConfig,
+    RouteConfig,
+    StreamGuardConfig,
+    TimerConfig,
+)
 from streamguard.protocols import AUTO, BUILT_IN, CHECKERS
 
 #: The docs list the protocols streamguard ships, not plugins this machine may have.
@@ -50,13 +56,20 @@ REGENERATE = ".venv/bin/python -m tests.test_docs"
 
 # -- the configuration reference -----------------------------------------------------------
 
-_MODELS: tuple[type[BaseModel], ...] = (StreamGuardConfig, RouteConfig, TimerConfig, LogConfig)
+_MODELS: tuple[type[BaseModel], ...] = (
+    StreamGuardConfig,
+    RouteConfig,
+    TimerConfig,
+    LogConfig,
+    CaptureConfig,
+)
 #: Where each model sits under ``StreamGuardConfig``.
 _PREFIX = {
     StreamGuardConfig: "",
     RouteConfig: "routes[path].",
     TimerConfig: "timers.",
     LogConfig: "logs.",
+    CaptureConfig: "capture.",
 }
 
 
@@ -165,13 +178,15 @@ tests/test_docs.py fails when it is out of date. -->
 
 
 def _field_comments(cls: type[BaseModel]) -> dict[str, str]:
-    """The ``#:`` comment lines right above each field of ``cls`` in config.py."""
+    """The ``#:`` comment lines right above each field of ``cls`` in config.py, those of
+    the classes it derives from in config.py too (a field written again wins)."""
     source = Path(config_module.__file__).read_text()
     lines = source.splitlines()
     tree = ast.parse(source)
-    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    nodes = [classes[c.__name__] for c in reversed(cls.__mro__) if c.__name__ in classes]
     comments: dict[str, str] = {}
-    for statement in node.body:
+    for statement in (statement for node in nodes for statement in node.body):
         if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
             above: list[str] = []
             row = statement.lineno - 2
@@ -232,6 +247,7 @@ def configuration_markdown() -> str:
             RouteConfig: "`RouteConfig`: each value of `routes`",
             TimerConfig: "`TimerConfig`: `timers`",
             LogConfig: "`LogConfig`: `logs`",
+            CaptureConfig: "`CaptureConfig`: `capture`",
         }[model]
         out += [f"## {title}", "", _rst_to_md(_prose(model.__doc__ or "")), ""]
         out += ["| field | type | default | allowed | description |", "|---|---|---|---|---|"]

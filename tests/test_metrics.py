@@ -33,6 +33,7 @@ EXPECTED_NAMES = {
     "streamguard_frames",
     "streamguard_bytes",
     "streamguard_internal_errors",
+    "streamguard_captures",
 }
 
 
@@ -54,7 +55,8 @@ def guarded(app: Any, registry: CollectorRegistry, **options: Any) -> StreamGuar
 
 
 def test_metric_names_and_labels() -> None:
-    """The families are exactly the published names, each labelled route and protocol."""
+    """The families are exactly the published names, each labelled route and protocol
+    (but ``captures``, the process's)."""
     registry = CollectorRegistry()
     StreamGuardMetrics(registry)
     families = {family.name: family for family in registry.collect()}

@@ -576,8 +576,8 @@ def test_upstream_metrics_have_their_own_names(client: Client) -> None:
     )
     assert sample("streamguard_upstream_streams_in_progress", labels) == 0
     names = {family.name for family in registry.collect()}
-    # the middleware's families, checks_skipped and the two attributed ones included
-    assert len(names) == 14
+    # the middleware's families, checks_skipped, the two attributed ones and captures included
+    assert len(names) == 15
     assert all(name.startswith("streamguard_upstream_") for name in names)
 
 
