@@ -9,7 +9,8 @@ error finding.
 
 The clients (``tests/oracle/clients.py``): openai's ``chat.completions.stream()`` and plain
 iteration, ``responses.stream()``, anthropic's ``messages.stream()``, google-genai's
-``generate_content_stream()``, the MCP SDK's JSON-RPC message models, and under Node the
+``generate_content_stream()``, the MCP SDK's JSON-RPC message models, a2a-sdk's JSON-RPC
+client transports (1.0 and 0.3), and under Node the
 ``ai`` package's ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent`` (with
 ``verifyEvents``). Each reads every fixture of its protocol and the mutants of the healthy
 ones (``tests/oracle/mutants.py``: drop the terminal or the start, duplicate or swap events,
@@ -314,3 +315,108 @@ def test_the_responses_helper_silently_loses_an_emptied_completed_output() -> No
     assert "response.output_text.done" not in reading.events
     assert undone.check().rules() == ["text_not_done"]
     assert not undone.check().malformed
+
+
+#: Parts put in place of each part of the healthy A2A fixtures, per version: of every kind,
+#: each field of a wrong type, null, and what the client reads leniently.
+_A2A_PARTS: dict[bool, tuple[Any, ...]] = {
+    False: (
+        {"text": 7},
+        {"text": None},
+        {"text": []},
+        {"text": True},
+        {"url": 7},
+        {"filename": {}},
+        {"mediaType": 1},
+        {"metadata": 7},
+        {"metadata": None},
+        {"metadata": []},
+        {"data": 7},
+        {"data": {"a": 1}},
+        {"raw": "YQ=="},
+        {"text": "x", "unknownField": 1},
+        {},
+        7,
+        None,
+        "x",
+    ),
+    True: (
+        {"kind": "text", "text": 7},
+        {"kind": "text", "text": None},
+        {"text": "x"},
+        {"kind": "text"},
+        {"kind": "foo", "text": "x"},
+        {"kind": None, "text": "x"},
+        {"kind": "text", "text": "x", "metadata": None},
+        {"kind": "text", "text": "x", "metadata": 7},
+        {"kind": "data", "data": {}},
+        {"kind": "data", "data": []},
+        {"data": {}},
+        {"kind": "data", "text": "x"},
+        {"kind": "file", "file": {"uri": "u"}},
+        {"kind": "file", "file": {"bytes": "YQ==", "mimeType": None, "name": None}},
+        {"kind": "file", "file": {"uri": 7}},
+        {"kind": "file", "file": {}},
+        {"kind": "file", "file": "x"},
+        {"kind": "file", "file": {"uri": "u", "name": 7}},
+        {},
+        7,
+        None,
+    ),
+}
+
+
+def _a2a_part_paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path of every entry of every ``parts`` list in a JSON value."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "parts" and isinstance(item, list):
+                yield from ((*path, key, number) for number in range(len(item)))
+            yield from _a2a_part_paths(item, (*path, key))
+    elif isinstance(value, list):
+        for number, item in enumerate(value):
+            yield from _a2a_part_paths(item, (*path, number))
+
+
+def test_the_a2a_part_types_are_those_the_a2a_sdk_refuses() -> None:
+    """Each part of the healthy A2A fixtures (in a message, an artifact, a task's history or
+    a status's message), replaced by parts of every kind, of wrong types and of lenient
+    ones: the version's client transport fails exactly when streamguard reports a
+    schema_mismatch. A 1.0 part that is no object is the one loss without a raise: the
+    protobuf parser makes it an empty part, its content gone (an error all the same)."""
+    if not available("a2a"):
+        pytest.skip("a2a-sdk is not installed")
+    import copy
+    import json
+
+    problems = []
+    for fixture in fixtures("a2a"):
+        if not fixture.name.startswith("ok_"):
+            continue
+        v03 = (fixture.request or {}).get("method") in ("message/stream", "tasks/resubscribe")
+        text = fixture.body.decode()
+        eol = "\r\n" if "\r\n" in text else "\n"
+        framed = text.split(eol + eol)
+        for position, frame in enumerate(framed):
+            if not frame.startswith("data: {"):
+                continue
+            message = json.loads(frame[len("data: ") :])
+            for path in _a2a_part_paths(message):
+                for part in _A2A_PARTS[v03]:
+                    changed = copy.deepcopy(message)
+                    holder = changed
+                    for key in path[:-1]:
+                        holder = holder[key]
+                    holder[path[-1]] = part
+                    new = "data: " + json.dumps(changed)
+                    body = (eol + eol).join([*framed[:position], new, *framed[position + 1 :]])
+                    (verdict,) = python_verdicts("a2a", body.encode(), fixture.request)
+                    lost = not v03 and not isinstance(part, dict)
+                    flagged = "schema_mismatch" in fixture.check(body.encode()).rules()
+                    if flagged != (lost or not verdict.ok):
+                        where = ".".join(map(str, path))
+                        problems.append(
+                            f"{fixture.name} {where}={json.dumps(part)}: a2a-sdk ok="
+                            f"{verdict.ok}, schema_mismatch={flagged}"
+                        )
+    assert not problems, problems

@@ -97,6 +97,17 @@ EXCEPTIONS: tuple[Exception_, ...] = (
         "protocol version",
         "The fixture answers a 2025-03-26 batch with a batch; mcp 2.3 reads no batches.",
     ),
+    # -- pending: blind spots -------------------------------------------------------------
+    Exception_(
+        "a2a-sdk.jsonrpc_transport",
+        "a2a/*~retype:*.role=*",
+        r"Failed to parse role field: unhashable type",
+        "pending: blind spot in a2a",
+        "A 1.0 message's `role` is a protobuf enum: ParseDict takes any scalar (a name or a "
+        "number; an unknown one is ignored) and fails only on an object or a list. The shape "
+        'vocabulary (`_fields`) has no kind for "any JSON scalar"; STRING_OR_NUMBER would '
+        "refuse `true`, which the client reads. Declared once that kind exists.",
+    ),
     # -- stricter client than the spec ----------------------------------------------------
     Exception_(
         "mcp.messages_by_method",
