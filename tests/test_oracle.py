@@ -10,7 +10,8 @@ error finding.
 The clients (``tests/oracle/clients.py``): openai's ``chat.completions.stream()`` and plain
 iteration, ``responses.stream()``, anthropic's ``messages.stream()``, google-genai's
 ``generate_content_stream()``, the MCP SDK's JSON-RPC message models, a2a-sdk's JSON-RPC
-client transports (1.0 and 0.3), and under Node the
+client transports (1.0 and 0.3), cohere's ``ClientV2.chat_stream()`` (which raises on
+nothing: its verdict is the events it did not hand the caller), and under Node the
 ``ai`` package's ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent`` (with
 ``verifyEvents``). Each reads every fixture of its protocol and the mutants of the healthy
 ones (``tests/oracle/mutants.py``: drop the terminal or the start, duplicate or swap events,
@@ -420,3 +421,34 @@ def test_the_a2a_part_types_are_those_the_a2a_sdk_refuses() -> None:
                             f"{verdict.ok}, schema_mismatch={flagged}"
                         )
     assert not problems, problems
+
+
+#: Cohere streams issue 46 found the SDK loses silently: it stops at a [DONE] before
+#: message-end, and skips an event whose delta.message, content.text or tool call type it
+#: cannot build. The false alarm it found: message-end without delta.usage.
+_COHERE_SILENT_LOSSES = (
+    "missing_terminal-done_before_message_end",
+    "schema_mismatch_delta_message_not_object",
+    "schema_mismatch_content_text_not_string",
+    "schema_mismatch_tool_call_type_not_function",
+)
+
+
+def test_the_cohere_sdk_loses_what_streamguard_flags() -> None:
+    """The four Cohere silent losses: the SDK raises nothing and hands the caller fewer
+    events than were sent, and streamguard reports an error; message-end without usage is
+    read whole by the SDK and stays clean."""
+    if not available("cohere"):
+        pytest.skip("cohere is not installed")
+    by_name = {f.name: f for f in fixtures("cohere")}
+    for name in _COHERE_SILENT_LOSSES:
+        fixture = by_name[name]
+        (verdict,) = python_verdicts("cohere", fixture.body, fixture.request)
+        assert verdict.error is not None, name
+        assert verdict.error.startswith("EventsLost:"), name
+        assert fixture.check().malformed, name
+    fixture = by_name["ok_message_end_without_usage"]
+    assert python_verdicts("cohere", fixture.body, fixture.request) == [
+        Verdict("cohere.chat_stream", None)
+    ]
+    assert fixture.check().findings == ()

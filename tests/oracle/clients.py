@@ -18,6 +18,11 @@ its message are the verdict's ``error``.
   its Streamable HTTP client transport reads it, then by method as its ``ClientSession``
   does: a result against the model of the method the request (the fixture's) called, a
   server request's or notification's params against its method's;
+- ``cohere``: ``ClientV2.chat_stream()``, every event iterated. The SDK raises on nothing
+  in a stream: it skips an event it cannot build (with a logged warning) and stops at a
+  ``[DONE]``, wherever it comes. So its verdict is what the caller lost: fewer events
+  yielded than the body sent (non-empty data other than ``[DONE]``) is a failure,
+  ``EventsLost``;
 - ``a2a``: a2a-sdk's own JSON-RPC client transport, ``JsonRpcTransport`` for the 1.0 wire
   and ``CompatJsonRpcTransport`` for 0.3 (by the fixture request's method), streaming a
   message or subscribing to a task as that request did, to the stream's end.
@@ -252,6 +257,31 @@ def _mcp_messages(request: Mapping[str, Any] | None) -> None:
                 _mcp_message(json.loads(sse.data), asked)
 
 
+class EventsLost(Exception):
+    """A client that raises on nothing handed the caller fewer events than were sent."""
+
+
+def _cohere_stream(request: Mapping[str, Any] | None) -> None:
+    from httpx_sse import EventSource
+
+    if "cohere" not in _CACHE:
+        import cohere
+
+        _CACHE["cohere"] = cohere.ClientV2(
+            api_key="oracle", base_url="http://oracle.invalid", httpx_client=_BODY.http_client()
+        )
+    with _BODY.http_client() as http:
+        response = http.post("http://oracle.invalid/v2/chat")
+        sent = sum(1 for sse in EventSource(response).iter_sse() if sse.data not in ("", "[DONE]"))
+    stream = _CACHE["cohere"].chat_stream(model="m", messages=_MESSAGES)
+    yielded = sum(1 for _ in stream)
+    if yielded < sent:
+        raise EventsLost(
+            f"the SDK yielded {yielded} of the {sent} events sent (it skips an event it "
+            "cannot build, and stops reading at [DONE])"
+        )
+
+
 #: A2A request methods -> (the 0.3 wire, a subscription): which transport and call the
 #: fixture's request stands for; without a request, a 1.0 ``SendStreamingMessage``.
 _A2A_METHODS = {
@@ -311,6 +341,7 @@ PYTHON_CLIENTS: dict[str, dict[str, _Client]] = {
     "gemini": {"google-genai.generate_content_stream": _gemini_stream},
     "mcp": {"mcp.messages_by_method": _mcp_messages},
     "a2a": {"a2a-sdk.jsonrpc_transport": _a2a_stream},
+    "cohere": {"cohere.chat_stream": _cohere_stream},
 }
 
 
@@ -323,6 +354,7 @@ def available(protocol: str) -> bool:
         "gemini": "google.genai",
         "mcp": "mcp",
         "a2a": "a2a.client",
+        "cohere": "cohere",
     }[protocol]
     try:
         __import__(module)

@@ -97,6 +97,26 @@ EXCEPTIONS: tuple[Exception_, ...] = (
         "protocol version",
         "The fixture answers a 2025-03-26 batch with a batch; mcp 2.3 reads no batches.",
     ),
+    Exception_(
+        "cohere.chat_stream",
+        "cohere/warn_unknown_event_type",
+        r"^EventsLost: the SDK yielded 4 of the 5 events",
+        "protocol version",
+        "An event type cohere 7.3 does not list (a newer API's): the SDK cannot build it and "
+        "skips it with a logged warning; nothing of it was readable to that client. "
+        "unknown_event_type is one rule for every protocol (info: Anthropic's SDK drops an "
+        "unknown event without a word); whether Cohere's logged warning makes it a warning "
+        "there is the catalog's call.",
+    ),
+    # -- stricter client than the spec ----------------------------------------------------
+    Exception_(
+        "mcp.messages_by_method",
+        "mcp/ok_standalone_get*",
+        r"Field required \[type=missing, input_value=\{'jsonrpc': '2\.0', 'error",
+        "stricter client",
+        "JSON-RPC 2.0 answers a request it could not read with an error whose id is null "
+        "(or absent); the MCP SDK's JSONRPCError model requires an id.",
+    ),
     # -- pending: blind spots -------------------------------------------------------------
     Exception_(
         "a2a-sdk.jsonrpc_transport",
@@ -107,15 +127,6 @@ EXCEPTIONS: tuple[Exception_, ...] = (
         "number; an unknown one is ignored) and fails only on an object or a list. The shape "
         'vocabulary (`_fields`) has no kind for "any JSON scalar"; STRING_OR_NUMBER would '
         "refuse `true`, which the client reads. Declared once that kind exists.",
-    ),
-    # -- stricter client than the spec ----------------------------------------------------
-    Exception_(
-        "mcp.messages_by_method",
-        "mcp/ok_standalone_get*",
-        r"Field required \[type=missing, input_value=\{'jsonrpc': '2\.0', 'error",
-        "stricter client",
-        "JSON-RPC 2.0 answers a request it could not read with an error whose id is null "
-        "(or absent); the MCP SDK's JSONRPCError model requires an id.",
     ),
 )
 
