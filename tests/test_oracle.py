@@ -452,3 +452,47 @@ def test_the_cohere_sdk_loses_what_streamguard_flags() -> None:
         Verdict("cohere.chat_stream", None)
     ]
     assert fixture.check().findings == ()
+
+
+#: Anthropic fields issue 46 lists as typed wrong: (fixture, what the event's data holds,
+#: the path in its data, the value put there).
+_ANTHROPIC_RETYPED = (
+    ("ok_tool_use_empty_first_json_delta", '"type":"tool_use"', ("content_block", "input"), []),
+    ("ok_web_search_server_tool", '"message_start"', ("message", "usage", "cache_creation"), "x"),
+    ("ok_web_search_server_tool", '"message_start"', ("message", "stop_sequence"), 7),
+    ("ok_web_search_server_tool", '"message_start"', ("message", "usage", "server_tool_use"), "x"),
+)
+
+
+def test_the_anthropic_sdk_reads_retyped_fields_and_only_warns() -> None:
+    """The client's verdict on the Anthropic fields issue 46 lists (a tool block's input a
+    list, usage.cache_creation a string, message_start's stop_sequence and usage details of
+    the wrong type): anthropic's messages.stream() reads each stream to its final message
+    without raising (it builds events without validating them) and only warns, pydantic's
+    serializer warning when it copies the message. By the severity rule that is a warning
+    at most, which the shape vocabulary cannot yet give a field (a schema_mismatch is an
+    error): streamguard stays silent on them until it can."""
+    if not available("anthropic"):
+        pytest.skip("anthropic is not installed")
+    import json
+    import warnings
+
+    by_name = {f.name: f for f in fixtures("anthropic")}
+    for name, holds, path, value in _ANTHROPIC_RETYPED:
+        framed, tail, eol = frames(by_name[name].body)
+        position = next(i for i, frame in enumerate(framed) if holds.encode() in frame)
+        lines = framed[position].split(eol)
+        data = next(i for i, line in enumerate(lines) if line.startswith(b"data:"))
+        payload = json.loads(lines[data][len(b"data:") :])
+        holder = payload
+        for key in path[:-1]:
+            holder = holder[key]
+        holder[path[-1]] = value
+        lines[data] = b"data: " + json.dumps(payload).encode()
+        body = b"".join([*framed[:position], eol.join(lines), *framed[position + 1 :], tail])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            (verdict,) = python_verdicts("anthropic", body, None)
+        assert verdict.ok, (path, verdict.error)
+        assert any("serializ" in str(w.message) for w in caught), path
+        assert not check_stream(body, protocol="anthropic").malformed, path
