@@ -26,7 +26,8 @@ Theory of operation
 Each event is parsed once: ``invalid_json`` for data that is not a JSON object,
 ``invalid_jsonrpc`` for a message that is not a JSON-RPC 2.0 response (MCP's check, shared),
 ``schema_mismatch`` for a result of no known kind or without the fields its kind needs (0.3's
-required fields; 1.0's types only, since protobuf JSON leaves defaults out), with a value
+required fields; 1.0's types only, since protobuf JSON leaves defaults out; null where the
+version's client reads it as left out is clean), with a value
 its version's client refuses in the messages, artifacts and parts it holds (``_V1_HELD``,
 ``_V03_HELD``: a part's ``text`` that is no string fails both), or with a state outside its
 version's set. The lifecycle kinds: ``settle`` (a status update or task in a
@@ -182,33 +183,36 @@ _INTERRUPTED_STATES = _V03_INTERRUPTED | _V1_INTERRUPTED
 #: The states a message may quote.
 _STATES = _V03_STATES | _V1_STATES | {"TASK_STATE_UNSPECIFIED"}
 
-#: Fields of each kind, per version: 0.3's pydantic models require them; 1.0's protobuf JSON
-#: leaves defaults out, so only their types are checked.
+#: Fields of each kind, per version: 0.3's pydantic models require them (and read null as
+#: absent where they type a field ``X | None``); 1.0's protobuf JSON leaves defaults out and
+#: reads null as absent, so only their types are checked.
 _V03_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
-    _TASK: (req("id"), req("contextId"), req("status", OBJECT), opt("artifacts", ARRAY)),
+    _TASK: (req("id"), req("contextId"), req("status", OBJECT), may("artifacts", ARRAY)),
     _MESSAGE: (req("messageId"), req("role"), req("parts", ARRAY)),
     _STATUS: (req("taskId"), req("contextId"), req("status", OBJECT), req("final", BOOLEAN)),
     _ARTIFACT: (
         req("taskId"),
         req("contextId"),
         req("artifact", OBJECT),
-        opt("append", BOOLEAN),
-        opt("lastChunk", BOOLEAN),
+        may("append", BOOLEAN),
+        may("lastChunk", BOOLEAN),
     ),
 }
 _V1_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
-    _TASK: (opt("id"), opt("contextId"), req("status", OBJECT), opt("artifacts", ARRAY)),
-    _MESSAGE: (opt("messageId"), opt("role"), opt("parts", ARRAY)),
-    _STATUS: (opt("taskId"), opt("contextId"), req("status", OBJECT)),
+    _TASK: (may("id"), may("contextId"), req("status", OBJECT), may("artifacts", ARRAY)),
+    _MESSAGE: (may("messageId"), may("role"), may("parts", ARRAY)),
+    _STATUS: (may("taskId"), may("contextId"), req("status", OBJECT)),
     _ARTIFACT: (
-        opt("taskId"),
-        opt("contextId"),
+        may("taskId"),
+        may("contextId"),
         req("artifact", OBJECT),
-        opt("append", BOOLEAN),
-        opt("lastChunk", BOOLEAN),
+        may("append", BOOLEAN),
+        may("lastChunk", BOOLEAN),
     ),
 }
-_ARTIFACT_SHAPE: Final = (opt("artifactId"), opt("parts", ARRAY))
+#: An update's artifact, either version (0.3's required ``artifactId`` and ``parts``, never
+#: null there, are ``_V03_HELD``'s).
+_ARTIFACT_SHAPE: Final = (may("artifactId"), may("parts", ARRAY))
 
 
 # What each kind holds, as each version's client reads it, beyond the fields above: the
