@@ -27,16 +27,16 @@ Each event is parsed once: ``invalid_json`` for data that is not a JSON object,
 ``invalid_jsonrpc`` for a message that is not a JSON-RPC 2.0 response (MCP's check, shared),
 ``schema_mismatch`` for a result of no known kind or without the fields its kind needs (0.3's
 required fields; 1.0's types only, since protobuf JSON leaves defaults out; null where the
-version's client reads it as left out is clean), with a value
-its version's client refuses in the messages, artifacts and parts it holds (``_V1_HELD``,
-``_V03_HELD``: a part's ``text`` that is no string fails both), or with a state outside its
-version's set. The lifecycle kinds: ``settle`` (a status update or task in a
-terminal state), the terminal (an interrupted state, ``final: true``, a message result),
-the in-band error (an error response) and any other event. The route table (``ROUTES``) is
-the four results, each with its handler (the checks across events below); ``classify``
-finds the result and, by its state, the route of a task or status update that ends the
-stream. After ``settle`` a status that
-leaves the terminal state is ``terminal_state_left``; any other event after the end is
+version's client reads it as left out is clean), with a value its version's client refuses
+in the messages, artifacts and parts it holds (``_V1_HELD``, ``_V03_HELD``: a part's
+``text`` that is no string fails both), with a state outside its version's set, or carried
+by an SSE event named ``error`` (the client raises on every event so named). The lifecycle
+kinds: ``settle`` (a status update or task in a terminal state), the terminal (an
+interrupted state, ``final: true``, a message result), the in-band error (an error
+response) and any other event. The route table (``ROUTES``) is the four results, each with
+its handler (the checks across events below); ``classify`` finds the result and, by its
+state, the route of a task or status update that ends the stream. After ``settle`` a status
+that leaves the terminal state is ``terminal_state_left``; any other event after the end is
 ``event_after_terminal``, another terminal ``duplicate_terminal``; a body that ends first
 ``missing_terminal``.
 
@@ -484,6 +484,13 @@ class A2AChecker(Checker):
                 problem = problem.replace("field `", "field `artifact.", 1)
         if problem is None:
             problem = nested_problem(body, (_V03_HELD if v03 else _V1_HELD)[kind])
+        if problem is None and event.event == "error":
+            # Both transports hand every event named `error` to their error handler, which
+            # raises: the result's domain error if the data holds one, else A2AClientError.
+            problem = (
+                "the SSE event is named `error` but carries a result, not an error "
+                "response; the client reads every event so named as an error and fails"
+            )
         if problem is not None:
             version = "0.3" if v03 else "1.0"
             found.add(rules.SCHEMA_MISMATCH, f" (a {version} {kind}): {problem}")
