@@ -9,7 +9,9 @@ error finding.
 
 The clients (``tests/oracle/clients.py``): openai's ``chat.completions.stream()`` and plain
 iteration, ``responses.stream()``, anthropic's ``messages.stream()``, google-genai's
-``generate_content_stream()``, the MCP SDK's JSON-RPC message models, and under Node the
+``generate_content_stream()``, the MCP SDK's JSON-RPC message models, a2a-sdk's JSON-RPC
+client transports (1.0 and 0.3), cohere's ``ClientV2.chat_stream()`` (which raises on
+nothing: its verdict is the events it did not hand the caller), and under Node the
 ``ai`` package's ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent`` (with
 ``verifyEvents``). Each reads every fixture of its protocol and the mutants of the healthy
 ones (``tests/oracle/mutants.py``: drop the terminal or the start, duplicate or swap events,
@@ -314,3 +316,183 @@ def test_the_responses_helper_silently_loses_an_emptied_completed_output() -> No
     assert "response.output_text.done" not in reading.events
     assert undone.check().rules() == ["text_not_done"]
     assert not undone.check().malformed
+
+
+#: Parts put in place of each part of the healthy A2A fixtures, per version: of every kind,
+#: each field of a wrong type, null, and what the client reads leniently.
+_A2A_PARTS: dict[bool, tuple[Any, ...]] = {
+    False: (
+        {"text": 7},
+        {"text": None},
+        {"text": []},
+        {"text": True},
+        {"url": 7},
+        {"filename": {}},
+        {"mediaType": 1},
+        {"metadata": 7},
+        {"metadata": None},
+        {"metadata": []},
+        {"data": 7},
+        {"data": {"a": 1}},
+        {"raw": "YQ=="},
+        {"text": "x", "unknownField": 1},
+        {},
+        7,
+        None,
+        "x",
+    ),
+    True: (
+        {"kind": "text", "text": 7},
+        {"kind": "text", "text": None},
+        {"text": "x"},
+        {"kind": "text"},
+        {"kind": "foo", "text": "x"},
+        {"kind": None, "text": "x"},
+        {"kind": "text", "text": "x", "metadata": None},
+        {"kind": "text", "text": "x", "metadata": 7},
+        {"kind": "data", "data": {}},
+        {"kind": "data", "data": []},
+        {"data": {}},
+        {"kind": "data", "text": "x"},
+        {"kind": "file", "file": {"uri": "u"}},
+        {"kind": "file", "file": {"bytes": "YQ==", "mimeType": None, "name": None}},
+        {"kind": "file", "file": {"uri": 7}},
+        {"kind": "file", "file": {}},
+        {"kind": "file", "file": "x"},
+        {"kind": "file", "file": {"uri": "u", "name": 7}},
+        {},
+        7,
+        None,
+    ),
+}
+
+
+def _a2a_part_paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path of every entry of every ``parts`` list in a JSON value."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "parts" and isinstance(item, list):
+                yield from ((*path, key, number) for number in range(len(item)))
+            yield from _a2a_part_paths(item, (*path, key))
+    elif isinstance(value, list):
+        for number, item in enumerate(value):
+            yield from _a2a_part_paths(item, (*path, number))
+
+
+def test_the_a2a_part_types_are_those_the_a2a_sdk_refuses() -> None:
+    """Each part of the healthy A2A fixtures (in a message, an artifact, a task's history or
+    a status's message), replaced by parts of every kind, of wrong types and of lenient
+    ones: the version's client transport fails exactly when streamguard reports a
+    schema_mismatch. A 1.0 part that is no object is the one loss without a raise: the
+    protobuf parser makes it an empty part, its content gone (an error all the same)."""
+    if not available("a2a"):
+        pytest.skip("a2a-sdk is not installed")
+    import copy
+    import json
+
+    problems = []
+    for fixture in fixtures("a2a"):
+        if not fixture.name.startswith("ok_"):
+            continue
+        v03 = (fixture.request or {}).get("method") in ("message/stream", "tasks/resubscribe")
+        text = fixture.body.decode()
+        eol = "\r\n" if "\r\n" in text else "\n"
+        framed = text.split(eol + eol)
+        for position, frame in enumerate(framed):
+            if not frame.startswith("data: {"):
+                continue
+            message = json.loads(frame[len("data: ") :])
+            for path in _a2a_part_paths(message):
+                for part in _A2A_PARTS[v03]:
+                    changed = copy.deepcopy(message)
+                    holder = changed
+                    for key in path[:-1]:
+                        holder = holder[key]
+                    holder[path[-1]] = part
+                    new = "data: " + json.dumps(changed)
+                    body = (eol + eol).join([*framed[:position], new, *framed[position + 1 :]])
+                    (verdict,) = python_verdicts("a2a", body.encode(), fixture.request)
+                    lost = not v03 and not isinstance(part, dict)
+                    flagged = "schema_mismatch" in fixture.check(body.encode()).rules()
+                    if flagged != (lost or not verdict.ok):
+                        where = ".".join(map(str, path))
+                        problems.append(
+                            f"{fixture.name} {where}={json.dumps(part)}: a2a-sdk ok="
+                            f"{verdict.ok}, schema_mismatch={flagged}"
+                        )
+    assert not problems, problems
+
+
+#: Cohere streams issue 46 found the SDK loses silently: it stops at a [DONE] before
+#: message-end, and skips an event whose delta.message, content.text or tool call type it
+#: cannot build. The false alarm it found: message-end without delta.usage.
+_COHERE_SILENT_LOSSES = (
+    "missing_terminal-done_before_message_end",
+    "schema_mismatch_delta_message_not_object",
+    "schema_mismatch_content_text_not_string",
+    "schema_mismatch_tool_call_type_not_function",
+)
+
+
+def test_the_cohere_sdk_loses_what_streamguard_flags() -> None:
+    """The four Cohere silent losses: the SDK raises nothing and hands the caller fewer
+    events than were sent, and streamguard reports an error; message-end without usage is
+    read whole by the SDK and stays clean."""
+    if not available("cohere"):
+        pytest.skip("cohere is not installed")
+    by_name = {f.name: f for f in fixtures("cohere")}
+    for name in _COHERE_SILENT_LOSSES:
+        fixture = by_name[name]
+        (verdict,) = python_verdicts("cohere", fixture.body, fixture.request)
+        assert verdict.error is not None, name
+        assert verdict.error.startswith("EventsLost:"), name
+        assert fixture.check().malformed, name
+    fixture = by_name["ok_message_end_without_usage"]
+    assert python_verdicts("cohere", fixture.body, fixture.request) == [
+        Verdict("cohere.chat_stream", None)
+    ]
+    assert fixture.check().findings == ()
+
+
+#: Anthropic fields issue 46 lists as typed wrong: (fixture, what the event's data holds,
+#: the path in its data, the value put there).
+_ANTHROPIC_RETYPED = (
+    ("ok_tool_use_empty_first_json_delta", '"type":"tool_use"', ("content_block", "input"), []),
+    ("ok_web_search_server_tool", '"message_start"', ("message", "usage", "cache_creation"), "x"),
+    ("ok_web_search_server_tool", '"message_start"', ("message", "stop_sequence"), 7),
+    ("ok_web_search_server_tool", '"message_start"', ("message", "usage", "server_tool_use"), "x"),
+)
+
+
+def test_the_anthropic_sdk_reads_retyped_fields_and_only_warns() -> None:
+    """The client's verdict on the Anthropic fields issue 46 lists (a tool block's input a
+    list, usage.cache_creation a string, message_start's stop_sequence and usage details of
+    the wrong type): anthropic's messages.stream() reads each stream to its final message
+    without raising (it builds events without validating them) and only warns, pydantic's
+    serializer warning when it copies the message. By the severity rule that is a warning
+    at most, which the shape vocabulary cannot yet give a field (a schema_mismatch is an
+    error): streamguard stays silent on them until it can."""
+    if not available("anthropic"):
+        pytest.skip("anthropic is not installed")
+    import json
+    import warnings
+
+    by_name = {f.name: f for f in fixtures("anthropic")}
+    for name, holds, path, value in _ANTHROPIC_RETYPED:
+        framed, tail, eol = frames(by_name[name].body)
+        position = next(i for i, frame in enumerate(framed) if holds.encode() in frame)
+        lines = framed[position].split(eol)
+        data = next(i for i, line in enumerate(lines) if line.startswith(b"data:"))
+        payload = json.loads(lines[data][len(b"data:") :])
+        holder = payload
+        for key in path[:-1]:
+            holder = holder[key]
+        holder[path[-1]] = value
+        lines[data] = b"data: " + json.dumps(payload).encode()
+        body = b"".join([*framed[:position], eol.join(lines), *framed[position + 1 :], tail])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            (verdict,) = python_verdicts("anthropic", body, None)
+        assert verdict.ok, (path, verdict.error)
+        assert any("serializ" in str(w.message) for w in caught), path
+        assert not check_stream(body, protocol="anthropic").malformed, path

@@ -26,14 +26,17 @@ Theory of operation
 Each event is parsed once: ``invalid_json`` for data that is not a JSON object,
 ``invalid_jsonrpc`` for a message that is not a JSON-RPC 2.0 response (MCP's check, shared),
 ``schema_mismatch`` for a result of no known kind or without the fields its kind needs (0.3's
-required fields; 1.0's types only, since protobuf JSON leaves defaults out) or with a state
-outside its version's set. The lifecycle kinds: ``settle`` (a status update or task in a
-terminal state), the terminal (an interrupted state, ``final: true``, a message result),
-the in-band error (an error response) and any other event. The route table (``ROUTES``) is
-the four results, each with its handler (the checks across events below); ``classify``
-finds the result and, by its state, the route of a task or status update that ends the
-stream. After ``settle`` a status that
-leaves the terminal state is ``terminal_state_left``; any other event after the end is
+required fields; 1.0's types only, since protobuf JSON leaves defaults out; null where the
+version's client reads it as left out is clean), with a value its version's client refuses
+in the messages, artifacts and parts it holds (``_V1_HELD``, ``_V03_HELD``: a part's
+``text`` that is no string fails both), with a state outside its version's set, or carried
+by an SSE event named ``error`` (the client raises on every event so named). The lifecycle
+kinds: ``settle`` (a status update or task in a terminal state), the terminal (an
+interrupted state, ``final: true``, a message result), the in-band error (an error
+response) and any other event. The route table (``ROUTES``) is the four results, each with
+its handler (the checks across events below); ``classify`` finds the result and, by its
+state, the route of a task or status update that ends the stream. After ``settle`` a status
+that leaves the terminal state is ``terminal_state_left``; any other event after the end is
 ``event_after_terminal``, another terminal ``duplicate_terminal``; a body that ends first
 ``missing_terminal``.
 
@@ -70,7 +73,9 @@ from streamguard.protocols._jsonrpc import REQUEST_IDS, IdKey, jsonrpc_id_key, j
 from streamguard.protocols.engine import ANY as ANY_KIND
 from streamguard.protocols.engine import (
     ARRAY,
+    ARRAY_OF_STRINGS,
     BOOLEAN,
+    EACH,
     END,
     ERROR,
     NO_PAYLOAD,
@@ -83,12 +88,17 @@ from streamguard.protocols.engine import (
     EventFindings,
     Field,
     Lifecycle,
+    Nested,
     ProtocolSpec,
     Route,
+    Shape,
     Signal,
     any_json,
     broken,
     go,
+    may,
+    may_hold,
+    nested_problem,
     opt,
     req,
     shape_problem,
@@ -173,33 +183,151 @@ _INTERRUPTED_STATES = _V03_INTERRUPTED | _V1_INTERRUPTED
 #: The states a message may quote.
 _STATES = _V03_STATES | _V1_STATES | {"TASK_STATE_UNSPECIFIED"}
 
-#: Fields of each kind, per version: 0.3's pydantic models require them; 1.0's protobuf JSON
-#: leaves defaults out, so only their types are checked.
+#: Fields of each kind, per version: 0.3's pydantic models require them (and read null as
+#: absent where they type a field ``X | None``); 1.0's protobuf JSON leaves defaults out and
+#: reads null as absent, so only their types are checked.
 _V03_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
-    _TASK: (req("id"), req("contextId"), req("status", OBJECT), opt("artifacts", ARRAY)),
+    _TASK: (req("id"), req("contextId"), req("status", OBJECT), may("artifacts", ARRAY)),
     _MESSAGE: (req("messageId"), req("role"), req("parts", ARRAY)),
     _STATUS: (req("taskId"), req("contextId"), req("status", OBJECT), req("final", BOOLEAN)),
     _ARTIFACT: (
         req("taskId"),
         req("contextId"),
         req("artifact", OBJECT),
-        opt("append", BOOLEAN),
-        opt("lastChunk", BOOLEAN),
+        may("append", BOOLEAN),
+        may("lastChunk", BOOLEAN),
     ),
 }
 _V1_SHAPES: Final[dict[str, tuple[Field, ...]]] = {
-    _TASK: (opt("id"), opt("contextId"), req("status", OBJECT), opt("artifacts", ARRAY)),
-    _MESSAGE: (opt("messageId"), opt("role"), opt("parts", ARRAY)),
-    _STATUS: (opt("taskId"), opt("contextId"), req("status", OBJECT)),
+    _TASK: (may("id"), may("contextId"), req("status", OBJECT), may("artifacts", ARRAY)),
+    _MESSAGE: (may("messageId"), may("role"), may("parts", ARRAY)),
+    _STATUS: (may("taskId"), may("contextId"), req("status", OBJECT)),
     _ARTIFACT: (
-        opt("taskId"),
-        opt("contextId"),
+        may("taskId"),
+        may("contextId"),
         req("artifact", OBJECT),
-        opt("append", BOOLEAN),
-        opt("lastChunk", BOOLEAN),
+        may("append", BOOLEAN),
+        may("lastChunk", BOOLEAN),
     ),
 }
-_ARTIFACT_SHAPE: Final = (opt("artifactId"), opt("parts", ARRAY))
+#: An update's artifact, either version (0.3's required ``artifactId`` and ``parts``, never
+#: null there, are ``_V03_HELD``'s).
+_ARTIFACT_SHAPE: Final = (may("artifactId"), may("parts", ARRAY))
+
+
+# What each kind holds, as each version's client reads it, beyond the fields above: the
+# messages (a message result, a task's ``history``, a status's ``message``), the artifacts
+# (an update's ``artifact``, a task's ``artifacts``) and their parts. A value the client
+# refuses fails the stream (``schema_mismatch``); null stands for absent wherever the
+# client reads it so.
+#
+# 1.0: protobuf JSON (``ParseDict``, unknown fields ignored): a string field takes a string
+# only, a repeated one a list without nulls, ``metadata`` (a ``Struct``) an object only,
+# ``timestamp`` a string (its RFC 3339 form is not checked), each of them null as absent;
+# a part's ``data`` is any JSON value and ``raw`` is read leniently. Not declared: ``role``,
+# an enum, which takes any scalar (an unknown name or number is ignored) and fails only on
+# an object or a list, a kind the vocabulary lacks.
+_V1_PART: Final = Shape(
+    (may("text"), may("url"), may("filename"), may("mediaType"), may("metadata", OBJECT))
+)
+_V1_MESSAGE: Final = Shape(
+    (
+        may("messageId"),
+        may("contextId"),
+        may("taskId"),
+        may("metadata", OBJECT),
+        may("extensions", ARRAY_OF_STRINGS),
+        may("referenceTaskIds", ARRAY_OF_STRINGS),
+    ),
+    (may_hold("parts", _V1_PART, EACH),),
+)
+_V1_ARTIFACT: Final = Shape(
+    (
+        may("artifactId"),
+        may("name"),
+        may("description"),
+        may("metadata", OBJECT),
+        may("extensions", ARRAY_OF_STRINGS),
+    ),
+    (may_hold("parts", _V1_PART, EACH),),
+)
+_V1_STATUS: Final = may_hold(
+    "status", Shape((may("timestamp"),), (may_hold("message", _V1_MESSAGE),))
+)
+#: 0.3: pydantic models (lax), as ``CompatJsonRpcTransport`` validates each result. A part
+#: is ``TextPart | FilePart | DataPart``, the first that fits (``kind`` may be left out): a
+#: text a string, data an object, a file one with ``bytes`` or ``uri`` (the bytes' base64 is
+#: decoded later, leniently, and not checked here).
+_V03_METADATA: Final = may("metadata", OBJECT)
+_V03_FILE: Final = Shape(
+    alternatives=(
+        Shape((req("bytes"), may("mimeType"), may("name"))),
+        Shape((req("uri"), may("mimeType"), may("name"))),
+    )
+)
+_V03_PART: Final = Shape(
+    alternatives=(
+        Shape((req("text"), opt("kind", values=("text",)), _V03_METADATA)),
+        Shape((req("data", OBJECT), opt("kind", values=("data",)), _V03_METADATA)),
+        Shape(
+            (req("file", OBJECT), opt("kind", values=("file",)), _V03_METADATA),
+            (may_hold("file", _V03_FILE),),
+        ),
+    )
+)
+_V03_MESSAGE: Final = Shape(
+    (
+        req("messageId"),
+        req("role", values=("agent", "user")),
+        opt("kind", values=("message",)),
+        may("contextId"),
+        may("taskId"),
+        _V03_METADATA,
+        may("extensions", ARRAY_OF_STRINGS),
+        may("referenceTaskIds", ARRAY_OF_STRINGS),
+    ),
+    (Nested("parts", _V03_PART, EACH),),
+)
+_V03_ARTIFACT: Final = Shape(
+    (
+        req("artifactId"),
+        may("name"),
+        may("description"),
+        _V03_METADATA,
+        may("extensions", ARRAY_OF_STRINGS),
+    ),
+    (Nested("parts", _V03_PART, EACH),),
+)
+_V03_STATUS: Final = may_hold(
+    "status", Shape((may("timestamp"),), (may_hold("message", _V03_MESSAGE),))
+)
+#: Kind -> what it holds, per version.
+_V1_HELD: Final = {
+    _TASK: Shape(
+        (may("metadata", OBJECT),),
+        (
+            _V1_STATUS,
+            may_hold("artifacts", _V1_ARTIFACT, EACH),
+            may_hold("history", _V1_MESSAGE, EACH),
+        ),
+    ),
+    _MESSAGE: _V1_MESSAGE,
+    _STATUS: Shape((may("metadata", OBJECT),), (_V1_STATUS,)),
+    _ARTIFACT: Shape((may("metadata", OBJECT),), (may_hold("artifact", _V1_ARTIFACT),)),
+}
+_V03_HELD: Final = {
+    _TASK: Shape(
+        (_V03_METADATA,),
+        (
+            _V03_STATUS,
+            may_hold("artifacts", _V03_ARTIFACT, EACH),
+            may_hold("history", _V03_MESSAGE, EACH),
+        ),
+    ),
+    _MESSAGE: _V03_MESSAGE,
+    _STATUS: Shape((_V03_METADATA,), (_V03_STATUS,)),
+    _ARTIFACT: Shape((_V03_METADATA,), (may_hold("artifact", _V03_ARTIFACT),)),
+}
 
 # -- the lifecycle ---------------------------------------------------------------------
 
@@ -354,6 +482,15 @@ class A2AChecker(Checker):
             problem = shape_problem(body["artifact"], _ARTIFACT_SHAPE)
             if problem is not None:
                 problem = problem.replace("field `", "field `artifact.", 1)
+        if problem is None:
+            problem = nested_problem(body, (_V03_HELD if v03 else _V1_HELD)[kind])
+        if problem is None and event.event == "error":
+            # Both transports hand every event named `error` to their error handler, which
+            # raises: the result's domain error if the data holds one, else A2AClientError.
+            problem = (
+                "the SSE event is named `error` but carries a result, not an error "
+                "response; the client reads every event so named as an error and fails"
+            )
         if problem is not None:
             version = "0.3" if v03 else "1.0"
             found.add(rules.SCHEMA_MISMATCH, f" (a {version} {kind}): {problem}")

@@ -36,10 +36,12 @@ The payload handlers check each chunk's shape (``CHUNK_SHAPES``, read from
   its ``finish-step``) for a ``toolCallId`` no chunk of this stream introduced
   (``tool-input-start``, ``tool-input-available``, ``tool-input-error``; a ``reset-step``
   drops the calls its step introduced, as the client drops their parts) is ``id_not_open``:
-  the client throws "No tool invocation found". Outside a step it is not checked: a stream
-  that continues the previous assistant message (after a tool approval, or a client-side
-  tool's output) answers that message's calls before its first ``start-step``, as
-  ``streamText`` does;
+  the client throws "No tool invocation found". Outside a step it is judged only once the
+  stream shows whose call it answered: a stream that continues the previous assistant
+  message (after a tool approval, or a client-side tool's output) answers that message's
+  calls before its first ``start-step``, as ``streamText`` does, and never introduces them
+  again; a later chunk that introduces the answered call shows the answer came before its
+  own call, where the client threw, and that chunk is ``id_not_open``;
 - at ``finish`` (or at ``[DONE]`` when no ``finish`` came), a text or reasoning part still
   open, or a tool input still streaming, is ``id_not_closed``; after an ``error`` or an
   ``abort`` chunk nothing is expected to be closed;
@@ -57,8 +59,8 @@ A body in which no event at all was dispatched is most often not an SSE body: th
 empty message and no error, so ``missing_terminal`` says so then.
 
 Deliberately not checked, because the official client accepts them and real servers send
-them: tool outputs, approvals and denials for a ``toolCallId`` this stream never opened
-outside a step (see above), a tool call with input and no output at ``finish`` (a
+them: tool outputs, approvals and denials outside a step for a ``toolCallId`` this stream
+never introduces (see above), a tool call with input and no output at ``finish`` (a
 client-side tool, or one awaiting approval), a stream without ``start`` and without
 ``finish`` (``createUIMessageStream`` sends only what the app writes, and a continuation
 may be such a fragment), ``data-*`` chunks of any name (the protocol's extension point),
@@ -69,11 +71,11 @@ schema is loose since ``ai`` 7.0.x).
 The lifecycle is the table ``LIFECYCLE``, printed in ``docs/lifecycles.md`` (generated
 from the table, so the page cannot drift from the machine).
 
-Bounded state: at most ``MAX_OPEN_IDS`` ids per kind of part are tracked (an id longer
-than 64 characters by a digest); past that, checks that need the missing ones are
-skipped. At most ``MAX_UNKNOWN_TYPES`` distinct unknown chunk types are reported per
-stream. Messages name chunk types the SDK defines as they are and everything else from the
-wire (ids, unknown types, values) by size and hash.
+Bounded state: at most ``MAX_OPEN_IDS`` ids per kind of part are tracked, and as many
+calls answered outside a step (an id longer than 64 characters by a digest); past that,
+checks that need the missing ones are skipped. At most ``MAX_UNKNOWN_TYPES`` distinct
+unknown chunk types are reported per stream. Messages name chunk types the SDK defines as
+they are and everything else from the wire (ids, unknown types, values) by size and hash.
 
 Under ``protocol="auto"`` (``SPEC``), the response header declares the protocol; the path
 ``/api/chat`` (``DefaultChatTransport``'s default endpoint) is the weakest sign there is, so
@@ -323,6 +325,7 @@ class AISDKUIChecker(Checker):
     """Checks one AI SDK UI message stream; see the module docstring."""
 
     __slots__ = (
+        "_answered",
         "_calls",
         "_dispatched",
         "_parts",
@@ -366,6 +369,9 @@ class AISDKUIChecker(Checker):
         #: and those of them its current step introduced (a reset-step drops those).
         self._calls = IdSet(MAX_OPEN_IDS)
         self._step_calls = IdSet(MAX_OPEN_IDS)
+        #: Calls answered outside a step before any chunk introduced them, each with the
+        #: index of its first such answer: a continuation's, unless a chunk introduces one.
+        self._answered: dict[str | bytes, int] = {}
         self._step_open = False
         self._started = False  # a start chunk came: the stream announced a message
         self._dispatched = False  # an event came at all
@@ -421,14 +427,27 @@ class AISDKUIChecker(Checker):
             # A delta of an open part changes nothing: the next one differs in its text.
             self.repeatable(_DELTA_TEXT)
 
-    def _introduce(self, key: str | bytes) -> None:
-        """A chunk introduced tool call ``key``: the client holds a part for it."""
-        if self._calls.add(key):
-            self._step_calls.add(key)
+    def _introduce(self, key: str | bytes, call_id: str, found: EventFindings) -> None:
+        """A chunk introduced tool call ``key``: the client holds a part for it. If the call
+        was answered before, outside a step, that answer came before its call."""
+        if not self._calls.add(key):
+            return
+        self._step_calls.add(key)
+        answered = self._answered.pop(key, None) if self._answered else None
+        if answered is not None:
+            found.add(
+                rules.ID_NOT_OPEN,
+                f" ({found.name}): tool call {shown(call_id)} was answered at event {answered}, "
+                "outside a step, before any chunk introduced it; reading this stream from its "
+                'start the client threw "No tool invocation found" there (a stream that '
+                "continues a message answers that message's calls, and never introduces them "
+                "again)",
+            )
 
     def _tool_input_start(self, chunk: dict[str, Any], found: EventFindings) -> None:
-        key = id_key(chunk["toolCallId"])
-        self._introduce(key)
+        call_id: str = chunk["toolCallId"]
+        key = id_key(call_id)
+        self._introduce(key, call_id, found)
         if key in self._tools or len(self._tools) < MAX_OPEN_IDS:
             self._tools[key] = True
 
@@ -442,19 +461,28 @@ class AISDKUIChecker(Checker):
             )
 
     def _tool_input_done(self, chunk: dict[str, Any], found: EventFindings) -> None:
-        key = id_key(chunk["toolCallId"])
-        self._introduce(key)
+        call_id: str = chunk["toolCallId"]
+        key = id_key(call_id)
+        self._introduce(key, call_id, found)
         if key in self._tools:
             self._tools[key] = False
 
     def _tool_answer(self, chunk: dict[str, Any], found: EventFindings) -> None:
         """An output, an error, a denial or an approval request: it needs the call's part.
         Inside a step of this stream the call must be one this stream introduced; outside
-        one, it may be a call of the message this stream continues (not checked)."""
-        if not self._step_open:
-            return
+        one, it may be a call of the message this stream continues, unless a later chunk
+        introduces it (kept for ``_introduce``)."""
         call_id: str = chunk["toolCallId"]
-        if self._calls.known(id_key(call_id)) is False:
+        key = id_key(call_id)
+        if not self._step_open:
+            if (
+                self._calls.known(key) is False
+                and key not in self._answered
+                and len(self._answered) < MAX_OPEN_IDS
+            ):
+                self._answered[key] = found.index
+            return
+        if self._calls.known(key) is False:
             found.add(
                 rules.ID_NOT_OPEN,
                 f" ({found.name}): tool call {shown(call_id)} was introduced by no chunk of this "

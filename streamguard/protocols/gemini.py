@@ -43,8 +43,9 @@ Field types the official Python SDK refuses
 
 google-genai validates every chunk into its pydantic ``GenerateContentResponse`` (lax
 mode), so one field of the wrong type (``content.role`` a number, a ``parts`` entry that is
-not an object, ``modelVersion`` a list, ``functionCall.args`` a list, a ``thoughtSignature``
-that is not base64, ...) fails the whole stream. The fields it types are declared once as
+not an object, ``modelVersion`` a list, ``functionCall.args`` a list, a streamed
+argument's ``functionCall.partialArgs[].jsonPath`` a number, a ``thoughtSignature`` that is
+not base64, ...) fails the whole stream. The fields it types are declared once as
 nested shapes in the shared vocabulary (``_fields``: ``_RESPONSE``, ``_CANDIDATE``,
 ``_CONTENT``, ``_PART``, ``_USAGE``, ``_FEEDBACK``) and walked by ``nested_problem``: a
 chunk's refused values make one ``schema_mismatch`` naming their paths (the first of each
@@ -258,10 +259,27 @@ _SAFETY_RATING: Final = Shape(
         may("severityScore", LAX_NUMBER),
     )
 )
+#: One piece of a function call's arguments streamed by path (Gemini 3's
+#: ``streamFunctionCallArguments``): ``PartialArg``, whose ``nullValue`` is a ``Literal``
+#: (any other string is refused, unlike the lenient enums).
+_PARTIAL_ARG: Final = Shape(
+    (
+        may("jsonPath"),
+        may("stringValue"),
+        may("numberValue", LAX_NUMBER),
+        may("boolValue", LAX_BOOLEAN),
+        may("nullValue", values=("NULL_VALUE",)),
+        may("willContinue", LAX_BOOLEAN),
+    )
+)
+_FUNCTION_CALL: Final = Shape(
+    (may("id"), may("name"), may("args", OBJECT), may("willContinue", LAX_BOOLEAN)),
+    (may_hold("partialArgs", _PARTIAL_ARG, EACH),),
+)
 _PART: Final = Shape(
     (may("text"), may("thought", LAX_BOOLEAN), may("thoughtSignature", BASE64)),
     (
-        may_hold("functionCall", Shape((may("id"), may("name"), may("args", OBJECT)))),
+        may_hold("functionCall", _FUNCTION_CALL),
         may_hold("functionResponse", Shape((may("id"), may("name"), may("response", OBJECT)))),
         may_hold("inlineData", Shape((may("mimeType"), may("data", BASE64)))),
         may_hold("fileData", Shape((may("mimeType"), may("fileUri")))),

@@ -29,7 +29,8 @@ DOCS: tuple[RuleDoc, ...] = (
             part still open at a `finish-step` counts as ended there, as `ai` 5 and 6 read it),
             `tool-input-delta` for a call without a `tool-input-start` in this stream, and a
             tool output, error, denial or approval request inside a step of this stream for a
-            call no chunk of the stream introduced.""",
+            call no chunk of the stream introduced, or outside a step for a call a later chunk
+            of the stream introduces (the answer came before its own call).""",
         clients="""
             Both official clients throw, and the whole response fails. `@ag-ui/client`'s
             `verifyEvents` raises `AGUIError` "Cannot send 'TEXT_MESSAGE_CONTENT' event: No
@@ -39,9 +40,10 @@ DOCS: tuple[RuleDoc, ...] = (
             "text-delta" chunks"; `useChat` ends in its error state and the text already
             streamed stops there; "No tool invocation found for tool call ID ..." for an
             output of a call it holds no part for. Tool outputs and approvals for a
-            `toolCallId` the AI SDK stream never opened, sent before its first `start-step`,
-            are not reported: a stream that continues an assistant message (after a tool
-            approval) answers the previous response's calls there, as `streamText` does.""",
+            `toolCallId` the AI SDK stream never introduces, sent before its first
+            `start-step`, are not reported: a stream that continues an assistant message
+            (after a tool approval) answers the previous response's calls there, as
+            `streamText` does, and never introduces them again.""",
         example="""
             data: {"type":"RUN_STARTED","threadId":"thread_1","runId":"run_1"}
 

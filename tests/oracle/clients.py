@@ -17,7 +17,15 @@ its message are the verdict's ``error``.
 - ``mcp``: each ``message`` event's data through the MCP SDK's ``jsonrpc_message_adapter``, as
   its Streamable HTTP client transport reads it, then by method as its ``ClientSession``
   does: a result against the model of the method the request (the fixture's) called, a
-  server request's or notification's params against its method's.
+  server request's or notification's params against its method's;
+- ``cohere``: ``ClientV2.chat_stream()``, every event iterated. The SDK raises on nothing
+  in a stream: it skips an event it cannot build (with a logged warning) and stops at a
+  ``[DONE]``, wherever it comes. So its verdict is what the caller lost: fewer events
+  yielded than the body sent (non-empty data other than ``[DONE]``) is a failure,
+  ``EventsLost``;
+- ``a2a``: a2a-sdk's own JSON-RPC client transport, ``JsonRpcTransport`` for the 1.0 wire
+  and ``CompatJsonRpcTransport`` for 0.3 (by the fixture request's method), streaming a
+  message or subscribing to a task as that request did, to the stream's end.
 """
 
 from __future__ import annotations
@@ -249,6 +257,81 @@ def _mcp_messages(request: Mapping[str, Any] | None) -> None:
                 _mcp_message(json.loads(sse.data), asked)
 
 
+class EventsLost(Exception):
+    """A client that raises on nothing handed the caller fewer events than were sent."""
+
+
+def _cohere_stream(request: Mapping[str, Any] | None) -> None:
+    from httpx_sse import EventSource
+
+    if "cohere" not in _CACHE:
+        import cohere
+
+        _CACHE["cohere"] = cohere.ClientV2(
+            api_key="oracle", base_url="http://oracle.invalid", httpx_client=_BODY.http_client()
+        )
+    with _BODY.http_client() as http:
+        response = http.post("http://oracle.invalid/v2/chat")
+        sent = sum(1 for sse in EventSource(response).iter_sse() if sse.data not in ("", "[DONE]"))
+    stream = _CACHE["cohere"].chat_stream(model="m", messages=_MESSAGES)
+    yielded = sum(1 for _ in stream)
+    if yielded < sent:
+        raise EventsLost(
+            f"the SDK yielded {yielded} of the {sent} events sent (it skips an event it "
+            "cannot build, and stops reading at [DONE])"
+        )
+
+
+#: A2A request methods -> (the 0.3 wire, a subscription): which transport and call the
+#: fixture's request stands for; without a request, a 1.0 ``SendStreamingMessage``.
+_A2A_METHODS = {
+    "SendStreamingMessage": (False, False),
+    "SubscribeToTask": (False, True),
+    "message/stream": (True, False),
+    "tasks/resubscribe": (True, True),
+}
+
+
+async def _a2a_read(request: Mapping[str, Any] | None) -> None:
+    from a2a.client.transports.jsonrpc import JsonRpcTransport
+    from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
+    from a2a.types.a2a_pb2 import (
+        AgentCard,
+        Message,
+        Part,
+        Role,
+        SendMessageRequest,
+        SubscribeToTaskRequest,
+    )
+
+    method = (request or {}).get("method", "SendStreamingMessage")
+    v03, subscribe = _A2A_METHODS[method]
+    url = "http://oracle.invalid/a2a"
+
+    def handler(sent: Any) -> Any:
+        return httpx.Response(200, headers=_HEADERS, content=_BODY.bytes)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        transport: Any = (
+            CompatJsonRpcTransport(http, None, url)
+            if v03
+            else JsonRpcTransport(http, AgentCard(), url)
+        )
+        if subscribe:
+            stream = transport.subscribe(SubscribeToTaskRequest(id="t-1"))
+        else:
+            message = Message(message_id="m-1", role=Role.ROLE_USER, parts=[Part(text="text")])
+            stream = transport.send_message_streaming(SendMessageRequest(message=message))
+        async for _ in stream:
+            pass
+
+
+def _a2a_stream(request: Mapping[str, Any] | None) -> None:
+    import asyncio
+
+    asyncio.run(_a2a_read(request))
+
+
 _Client = Callable[[Mapping[str, Any] | None], None]
 #: Protocol -> its official Python clients, by name.
 PYTHON_CLIENTS: dict[str, dict[str, _Client]] = {
@@ -257,6 +340,8 @@ PYTHON_CLIENTS: dict[str, dict[str, _Client]] = {
     "anthropic": {"anthropic.messages.stream": _anthropic_helper},
     "gemini": {"google-genai.generate_content_stream": _gemini_stream},
     "mcp": {"mcp.messages_by_method": _mcp_messages},
+    "a2a": {"a2a-sdk.jsonrpc_transport": _a2a_stream},
+    "cohere": {"cohere.chat_stream": _cohere_stream},
 }
 
 
@@ -268,6 +353,8 @@ def available(protocol: str) -> bool:
         "anthropic": "anthropic",
         "gemini": "google.genai",
         "mcp": "mcp",
+        "a2a": "a2a.client",
+        "cohere": "cohere",
     }[protocol]
     try:
         __import__(module)

@@ -97,6 +97,17 @@ EXCEPTIONS: tuple[Exception_, ...] = (
         "protocol version",
         "The fixture answers a 2025-03-26 batch with a batch; mcp 2.3 reads no batches.",
     ),
+    Exception_(
+        "cohere.chat_stream",
+        "cohere/warn_unknown_event_type",
+        r"^EventsLost: the SDK yielded 4 of the 5 events",
+        "protocol version",
+        "An event type cohere 7.3 does not list (a newer API's): the SDK cannot build it and "
+        "skips it with a logged warning; nothing of it was readable to that client. "
+        "unknown_event_type is one rule for every protocol (info: Anthropic's SDK drops an "
+        "unknown event without a word); whether Cohere's logged warning makes it a warning "
+        "there is the catalog's call.",
+    ),
     # -- stricter client than the spec ----------------------------------------------------
     Exception_(
         "mcp.messages_by_method",
@@ -105,6 +116,17 @@ EXCEPTIONS: tuple[Exception_, ...] = (
         "stricter client",
         "JSON-RPC 2.0 answers a request it could not read with an error whose id is null "
         "(or absent); the MCP SDK's JSONRPCError model requires an id.",
+    ),
+    # -- pending: blind spots -------------------------------------------------------------
+    Exception_(
+        "a2a-sdk.jsonrpc_transport",
+        "a2a/*~retype:*.role=*",
+        r"Failed to parse role field: unhashable type",
+        "pending: blind spot in a2a",
+        "A 1.0 message's `role` is a protobuf enum: ParseDict takes any scalar (a name or a "
+        "number; an unknown one is ignored) and fails only on an object or a list. The shape "
+        'vocabulary (`_fields`) has no kind for "any JSON scalar"; STRING_OR_NUMBER would '
+        "refuse `true`, which the client reads. Declared once that kind exists.",
     ),
 )
 
