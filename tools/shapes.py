@@ -5,14 +5,14 @@
 
 Each protocol is one ``Adapter``: the client's distribution, the version the project pins
 (``constraints.txt``), the module it writes, and its event models by type. A pydantic
-model is read as pydantic's lax mode reads a parsed JSON payload, which is how these
-clients build their events (``TypeAdapter.validate_python``: cohere's ``parse_sse_obj``),
+model is read as its client reads a parsed JSON payload: pydantic's lax mode where the
+client validates its events (``TypeAdapter.validate_python``: cohere's ``parse_sse_obj``),
 and every field becomes a declaration of ``streamguard.protocols._fields``:
 
 - ``str`` is ``STRING``; ``int`` ``LAX_INTEGER``; ``float`` ``LAX_NUMBER``; ``bool``
   ``LAX_BOOLEAN``; ``Dict[str, Any]`` ``OBJECT``; a list of ``int`` / ``float``
   ``ARRAY_OF_LAX_INTEGERS`` / ``ARRAY_OF_LAX_NUMBERS``; a ``Literal`` of strings
-  ``STRING`` with those values;
+  ``STRING`` with those values (``LAX``; ``STRICT`` reads scalars as sent, below);
 - a model is a nested ``Shape`` (a list of models ``EACH``; a union of models
   ``alternatives``, one of which must fit);
 - ``Optional[X] = None`` is ``may`` (left out or null), a field with another default
@@ -29,6 +29,14 @@ What the client does with a payload its model refuses decides the severity: cohe
 stream iterator skips the event (its content lost), so every declared field is
 error-level ``schema_mismatch``; ``tests/test_shapes_generated.py`` checks the generated
 shapes against the client's own validation on a corpus of look-alikes.
+
+openai-python validates nothing it streams (``construct_type`` keeps a value of the wrong
+type as sent), so what fails is the code that reads the value: its adapters declare only
+the fields such code reads (``checked``), read them strictly (``STRICT``), write by hand
+the few declarations where the model's type is not what its readers need (``hand``, each
+with its reason), and merge Responses' event models into one shape (``merged``): every
+event, of a type the SDK knows or not, is checked against it. There the test compares
+each generated declaration with the strict reading of the model's annotation.
 """
 
 from __future__ import annotations
@@ -534,6 +542,9 @@ class Generated:
     #: Every model's shape, named, in the order the module defines them.
     named: dict[str, Shape]
     source: str
+    #: Each shape of a model and the model it was read from (a merged shape is read from
+    #: every event model).
+    models: tuple[tuple[Shape, tuple[type[pydantic.BaseModel], ...]], ...] = ()
 
 
 def generate(adapter: Adapter) -> Generated:
@@ -552,7 +563,10 @@ def generate(adapter: Adapter) -> Generated:
         named[_constant(model.__name__)] = (f"``{model.__qualname__}``", shape)
     source = _render(adapter, version, events, named)
     shapes = {name: shape for name, (_, shape) in named.items()}
-    return Generated(adapter, version, events, shapes, source)
+    read = tuple((shape, (model,)) for model, shape in reader.shapes.items())
+    if adapter.merged is not None:
+        read += ((events["*"], tuple(models.values())),)
+    return Generated(adapter, version, events, shapes, source, read)
 
 
 def _constant(name: str) -> str:
