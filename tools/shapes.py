@@ -187,7 +187,15 @@ _CHAT_CHECKED: Mapping[str, tuple[str, ...]] = {
 _CHAT_HAND: Mapping[str, Mapping[str, Field | Nested | tuple[bool, bool]]] = {
     "ChatCompletionChunk": {
         # A string; its value is checked by the checker (Azure's annotation chunk sends "").
+        # Missing, null or another value, the SDK's stream helper skips the chunk (its
+        # content lost): an error, as the model has it.
         "object": _fields.req("object"),
+        # Missing or null, the SDK reads the chunk (the completion it assembles lacks the
+        # field): the checker's warning, ``envelope_field_missing``; of another type, an
+        # error as generated.
+        "id": _fields.may("id"),
+        "model": _fields.may("model"),
+        "created": _fields.may("created", _fields.STRICT_INTEGER),
         # Null or absent on the usage chunk of compatible servers: a rule of its own
         # (``usage_without_choices``), not the shape.
         "choices": (False, True),

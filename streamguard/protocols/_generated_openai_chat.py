@@ -122,9 +122,9 @@ COMPLETION_USAGE: Final = Shape(
 #: ``ChatCompletionChunk``.
 CHAT_COMPLETION_CHUNK: Final = Shape(
     fields=(
-        req("id", STRING),
-        req("created", STRICT_INTEGER),
-        req("model", STRING),
+        may("id", STRING),
+        may("created", STRICT_INTEGER),
+        may("model", STRING),
         req("object", STRING),
         may("moderation", OBJECT),
         may("obfuscation", STRING),

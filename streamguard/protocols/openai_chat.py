@@ -31,8 +31,10 @@ Thousands of chunks per stream are one more piece of text for an open choice; a 
 takes no lifecycle step, and sends anything else down the general path. A chunk that fails
 the shape check is reported (``schema_mismatch``) and then read leniently
 (``_lenient_chunk``): every field whose type is right goes through the same rules as a
-valid chunk, so a server that, say, omits ``created`` is still checked for repeated roles,
-late usage and missing finish reasons.
+valid chunk, so a server that, say, sends ``created`` as text is still checked for repeated
+roles, late usage and missing finish reasons. A chunk without its ``id``, ``model`` or
+``created`` (or with one null) is read whole by every client: the shape leaves them
+optional, and ``envelope_field_missing`` (a warning, once per stream) says so.
 
 A lone choice without ``index`` in a stream of one choice is read as choice 0 (after its
 ``schema_mismatch``), so its roles and finish are still checked. Two things the SDK's
@@ -142,6 +144,11 @@ _NULLABLE_DELTA_FIELDS: Final = frozenset({"role", "refusal", "tool_calls", "fun
 _STR_OR_NONE: Final = frozenset({str, type(None)})
 _DICT_OR_NONE: Final = frozenset({dict, type(None)})
 _NO_CHOICES: Final = ": field choices: missing or null on a chunk without usage"
+#: The envelope fields a client reads a chunk without (the completion it assembles lacks
+#: them): missing or null, they are ``envelope_field_missing``, a warning; the shape leaves
+#: them optional and checks only their type. ``object`` is not one: the SDK's helper skips
+#: a chunk without it.
+_ENVELOPE: Final = ("id", "model", "created")
 
 
 def _only_nulls_beside_content(delta: dict[str, Any]) -> bool:
@@ -313,6 +320,7 @@ class OpenAIChatChecker(Checker):
             rules.CHOICE_INDEX_INVALID,
             rules.CHOICE_OUT_OF_ORDER,
             rules.CONTENT_AFTER_FINISH,
+            rules.ENVELOPE_FIELD_MISSING,
             rules.FUNCTION_CALL_MIXED,
             rules.INCONSISTENT_ID,
             rules.INVALID_JSON,
@@ -478,6 +486,11 @@ class OpenAIChatChecker(Checker):
             found.add(rules.SCHEMA_MISMATCH, f": {problem}")
             chunk = _lenient_chunk(self._choice_zero(parsed))
             found.misshapen = True
+        if not self.reported(rules.ENVELOPE_FIELD_MISSING):
+            missing = [name for name in _ENVELOPE if parsed.get(name) is None]
+            if missing:
+                detail = f": field {' and '.join(missing)} missing or null"
+                found.add(rules.ENVELOPE_FIELD_MISSING, detail)
         found.payload = chunk
         usage_chunk = chunk.get("usage") is not None and chunk.get("choices") == []
         return _ROUTES[_USAGE if usage_chunk else OTHER]
