@@ -143,9 +143,6 @@ _ACCEPTS: dict[str, Callable[[object], bool]] = {
     STRING_OR_EXACT_INTEGER: lambda v: type(v) is str or type(v) is int,
     STRICT_INTEGER: lambda v: type(v) is int,
     STRICT_NUMBER: lambda v: type(v) is int or type(v) is float,
-    ARRAY_OF_STRICT_INTEGERS: lambda v: (
-        type(v) is list and all(type(i) is int for i in v[:MAX_SHAPE_ITEMS])
-    ),
 }
 
 
@@ -367,6 +364,10 @@ def _is_array_of_lax_numbers(value: object) -> bool:
     return type(value) is list and all(_is_lax_number(item) for item in value[:MAX_SHAPE_ITEMS])
 
 
+def _is_array_of_strict_integers(value: object) -> bool:
+    return type(value) is list and all(type(item) is int for item in value[:MAX_SHAPE_ITEMS])
+
+
 def _is_object_of_schemas(value: object) -> bool:
     return type(value) is dict and all(
         type(item) is dict or type(item) is bool for item in islice(value.values(), MAX_SHAPE_ITEMS)
@@ -380,6 +381,7 @@ _ACCEPTS[LAX_BOOLEAN] = _is_lax_boolean
 _ACCEPTS[ARRAY_OF_STRINGS] = _is_array_of_strings
 _ACCEPTS[ARRAY_OF_LAX_INTEGERS] = _is_array_of_lax_integers
 _ACCEPTS[ARRAY_OF_LAX_NUMBERS] = _is_array_of_lax_numbers
+_ACCEPTS[ARRAY_OF_STRICT_INTEGERS] = _is_array_of_strict_integers
 _ACCEPTS[LAX_STRING_OR_INTEGER] = _is_lax_string_or_integer
 _ACCEPTS[OBJECT_OF_SCHEMAS] = _is_object_of_schemas
 _ACCEPTS[BASE64] = _is_base64
