@@ -62,13 +62,12 @@ CORE_MODULES: tuple[str, ...] = (
 
 #: The modules of ``streamguard/protocols`` kept interpreted: the package itself (a
 #: compiled package cannot find an interpreted submodule; it only registers the built-in
-#: protocols) and the registry (``_registry``: nothing of it runs per event), ``_shapes``
-#: (pydantic builds its validators from TypedDicts at import; mypyc cannot build those
-#: TypedDicts), ``_spec`` (the declaration a protocol written outside the package also
-#: builds) and ``engine`` (names relayed from the modules that define them: the compiled
-#: protocols that import from it reach those directly).
+#: protocols) and the registry (``_registry``: nothing of it runs per event), ``_spec``
+#: (the declaration a protocol written outside the package also builds) and ``engine``
+#: (names relayed from the modules that define them: the compiled protocols that import
+#: from it reach those directly).
 INTERPRETED_PROTOCOL_MODULES: frozenset[str] = frozenset(
-    {"__init__", "_registry", "_shapes", "_spec", "engine"}
+    {"__init__", "_registry", "_spec", "engine"}
 )
 
 

@@ -172,6 +172,7 @@ CLASSES: Final[tuple[RuleClass, ...]] = (
         (
             "invalid_json",
             "schema_mismatch",
+            "envelope_field_missing",
             "unexpected_event_field",
             "unknown_event_type",
             "unknown_chunk_type",

@@ -290,6 +290,13 @@ INCONSISTENT_ID = _rule(
     "A chunk's id or created differs from the first chunk's; every chunk shares them.",
     once_per_stream=True,
 )
+ENVELOPE_FIELD_MISSING = _rule(
+    "envelope_field_missing",
+    W,
+    "A chat chunk lacks its id, model or created, or sends it null; clients read the chunk, "
+    "and the completion they assemble lacks that field.",
+    once_per_stream=True,
+)
 CHOICE_INDEX_INVALID = _rule(
     "choice_index_invalid",
     E,

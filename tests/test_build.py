@@ -96,12 +96,11 @@ def test_the_switch_is_off_unless_it_says_yes(value: str, monkeypatch: pytest.Mo
 
 
 def test_the_compiled_modules_are_real_and_leave_out_what_mypyc_cannot_build() -> None:
-    """Each listed module has a source; the TypedDict shapes and the package registry stay
-    interpreted (mypyc cannot build those TypedDicts, and a compiled package cannot find an
-    interpreted submodule)."""
+    """Each listed module has a source; the registry and the package stay interpreted (a
+    compiled package cannot find an interpreted submodule)."""
     for name in _build.COMPILED_MODULES:
         assert ROOT.joinpath(*name.split(".")).with_suffix(".py").is_file(), name
-    assert "streamguard.protocols._shapes" not in _build.COMPILED_MODULES
+    assert "streamguard.protocols._registry" not in _build.COMPILED_MODULES
     assert "streamguard.protocols" not in _build.COMPILED_MODULES
 
 

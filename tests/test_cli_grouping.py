@@ -26,7 +26,7 @@ def test_check_lists_a_repeated_rule_once_with_its_count(
     (tmp_path / "garbage.sse").write_bytes(GARBAGE)
     code, out, _ = _run(capsys, "check", "--protocol", "openai_chat", str(tmp_path / "garbage.sse"))
     assert code == EXIT_FINDINGS
-    assert "schema_mismatch x3, missing_terminal" in out
+    assert "schema_mismatch x3, envelope_field_missing, missing_terminal" in out
     assert out.count("- schema_mismatch [error]") == 1
     assert "    2 more schema_mismatch: at event(s) 1, 2\n" in out
 
@@ -39,7 +39,13 @@ def test_check_json_still_lists_every_finding(
     argv = ["check", "--format", "json", "--protocol", "openai_chat", str(tmp_path / "garbage.sse")]
     _, out, _ = _run(capsys, *argv)
     rules = [finding["rule"] for finding in json.loads(out)["findings"]]
-    assert rules == ["schema_mismatch"] * 3 + ["missing_terminal"]
+    assert rules == [
+        "schema_mismatch",
+        "envelope_field_missing",
+        "schema_mismatch",
+        "schema_mismatch",
+        "missing_terminal",
+    ]
 
 
 @pytest.mark.parametrize("protocol", ["auto", "anthropic"])

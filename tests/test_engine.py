@@ -6,17 +6,28 @@ import importlib
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal, NotRequired
 
 import pytest
-from typing_extensions import TypedDict
 
 from streamguard import rules
 from streamguard.monitor import check_stream
 from streamguard.protocols import CHECKERS, Checker
 from streamguard.protocols._base import EventFindings, listing, terminated_lifecycle
+from streamguard.protocols._fields import (
+    ANY_VALUE,
+    EACH,
+    STRICT_INTEGER,
+    STRING,
+    Nested,
+    Shape,
+    declared,
+    may,
+    may_hold,
+    opt,
+    req,
+    usable,
+)
 from streamguard.protocols._lifecycle import ANY, END, ERROR, OTHER, STAY, TERMINAL, Lifecycle
-from streamguard.protocols._payload import lenient
 from streamguard.sse import Event
 from tests.helpers import source_docstring, source_of
 from tests.toy_protocol import DoneChecker
@@ -169,7 +180,7 @@ def test_a_step_message_may_name_what_the_protocol_remembers() -> None:
     assert late.message == ("event 2 follows the usage chunk (event 1); only [DONE] may follow it")
 
 
-#: Rules the shared helpers raise for a checker (parse_object, validation_finding).
+#: Rules the shared helpers raise for a checker (parse_object, the shape checks).
 _HELPER_RULES = frozenset({rules.INVALID_JSON, rules.SCHEMA_MISMATCH})
 
 
@@ -240,21 +251,16 @@ def test_listing_without_labels_is_empty() -> None:
     assert listing([], 7) == ""
 
 
-class _Inner(TypedDict):
-    name: str
-    size: NotRequired[int | None]
+_INNER = Shape(fields=(req("name"), may("size", STRICT_INTEGER)))
+_OUTER = Shape(
+    fields=(opt("id"), opt("anything", ANY_VALUE), opt("kind", STRING, ("a", "b"))),
+    nested=(may_hold("entries", _INNER, EACH), Nested("inner", _INNER, required=False)),
+)
 
 
-class _Outer(TypedDict, total=False):
-    id: str
-    anything: Any
-    entries: list[_Inner] | None
-    inner: _Inner
-    kind: Literal["a", "b"]
-
-
-def test_lenient_keeps_only_the_fields_that_have_their_declared_type() -> None:
-    """lenient() reads a payload through its TypedDict: well-typed fields stay, others go."""
+def test_usable_keeps_only_the_fields_that_have_their_declared_kind() -> None:
+    """usable() reads a payload that failed its shape: fields of their kind stay (an enum's
+    value unchecked), others go; a list entry without its required fields goes."""
     raw = {
         "id": 1,
         "anything": None,
@@ -263,12 +269,27 @@ def test_lenient_keeps_only_the_fields_that_have_their_declared_type() -> None:
         "kind": "c",
         "extra": "dropped",
     }
-    assert lenient(_Outer, raw) == {
+    assert usable(raw, _OUTER) == {
         "anything": None,
         "entries": [{"name": "x"}, {"name": "z", "size": 2}],
         "kind": "c",
     }
-    assert lenient(_Outer, {"entries": {}, "inner": 0}, frozenset({"inner"})) == {
+    assert usable({"entries": {}, "inner": 0}, _OUTER, frozenset({"inner"})) == {
         "entries": [],
         "inner": {},
+    }
+
+
+def test_declared_keeps_the_declared_fields_nulls_included() -> None:
+    """declared() reads a payload that fits its shape: only declared keys, at every level."""
+    raw = {
+        "id": "i",
+        "extra": 1,
+        "entries": [{"name": "x", "size": None, "more": 2}],
+        "inner": {"name": "y", "other": []},
+    }
+    assert declared(raw, _OUTER) == {
+        "id": "i",
+        "entries": [{"name": "x", "size": None}],
+        "inner": {"name": "y"},
     }

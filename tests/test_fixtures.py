@@ -35,6 +35,7 @@ _OPENAI_CHAT = {
     "multiple_finish_reason": "clean-delta-empty-after-finish",
     "unknown_finish_reason": "clean-finish-content-filter",
     "inconsistent_id": "clean-azure-prompt-filter-and-async-annotations",
+    "envelope_field_missing": "clean-azure-prompt-filter-and-async-annotations",
     "choice_index_invalid": "clean-n3-interleaved",
     "choice_out_of_order": "clean-n3-interleaved",
     "role_not_first": "clean-refusal",

@@ -50,7 +50,7 @@ def test_schema_mismatch_names_the_field_path() -> None:
     assert report.rules() == ["schema_mismatch", "status_mismatch"]
     assert report.outcome is Outcome.COMPLETED
     assert report.findings[0].event_index == 1
-    assert report.findings[0].message.startswith("event 1: field response.status: ")
+    assert report.findings[0].message.startswith("event 1: field `response.status` ")
 
 
 def test_deeply_nested_json_is_a_finding_not_a_crash() -> None:
@@ -218,7 +218,7 @@ def test_a_malformed_added_item_still_opens() -> None:
         ("schema_mismatch", 1),
         ("text_not_done", 3),
     ]
-    assert report.findings[0].message.startswith("event 1: field item.status: ")
+    assert report.findings[0].message.startswith("event 1: field `item.status` ")
 
 
 def test_one_schema_mismatch_per_event() -> None:
@@ -541,7 +541,7 @@ def test_a_response_output_the_stream_helper_cannot_read(
     report = check_stream(created + completed, protocol=PROTOCOL)
     assert report.rules() == ["schema_mismatch"]
     assert report.findings[0].message.startswith(
-        f"event {0 if kind == 'response.created' else 1}: field {path}:"
+        f"event {0 if kind == 'response.created' else 1}: field `{path}` "
     )
     assert report.outcome is Outcome.COMPLETED  # the terminal is still read as one
 
@@ -611,7 +611,7 @@ def test_a_content_part_the_stream_helper_cannot_read(part: object, path: str) -
     assert "schema_mismatch" in report.rules()
     (shape,) = [f for f in report.findings if f.rule == "schema_mismatch"]
     assert shape.event_index == 2
-    assert shape.message.startswith(f"event 2: field {path}:")
+    assert shape.message.startswith(f"event 2: field `{path}` ")
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ SELF_CONTAINED: dict[str, tuple[str, dict[str, Any] | None]] = {
     "missing_finish_reason": ("gemini", None),
     "content_after_finish": ("openai_chat", None),
     "inconsistent_id": ("openai_chat", None),
+    "envelope_field_missing": ("openai_chat", None),
     "choice_index_invalid": ("openai_chat", {"n": 1}),
     "choice_out_of_order": ("openai_chat", None),
     "role_not_first": ("openai_chat", None),

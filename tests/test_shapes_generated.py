@@ -6,7 +6,10 @@ regenerated in memory from the installed client and compared: a difference fails
 event and field, until ``make shapes`` rewrites the module. Then every event of the
 protocol's fixtures, and seeded look-alikes of them (one value retyped), is validated by
 the client's own models and checked against the generated shape: the two must agree on
-which ones are refused (the client skips those events: ``schema_mismatch``). Each
+which ones are refused (the client skips those events: ``schema_mismatch``). openai-python
+validates nothing it streams, so there each generated declaration is compared with the
+strict reading of the model's own annotation instead, and the premise itself (the SDK
+builds any look-alike without raising) is tested. Each
 protocol's test skips, saying why, when its client is not installed at the version
 ``constraints.txt`` pins.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import itertools
 import json
 import random
 from collections.abc import Iterator
@@ -22,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from streamguard.protocols._fields import nested_problem
+from streamguard.protocols._fields import Field, Nested, Shape, nested_problem
 from tools.shapes import ADAPTERS, Adapter, differences, generate, pinned_version
 
 from .sse_fixtures import FIXTURES
@@ -122,3 +126,101 @@ def test_cohere_shapes_refuse_what_the_sdk_skips() -> None:
     assert not disagreements, f"{len(disagreements)} of {checked}:\n" + "\n".join(
         disagreements[:20]
     )
+
+
+# -- openai: a client that validates nothing ------------------------------------------------
+
+#: Values a field may be sent as, each of a JSON type or a near miss of one.
+_LOOK_ALIKES: tuple[Any, ...] = (
+    None,
+    "",
+    "x",
+    "7",
+    7,
+    -1,
+    2**70,
+    7.0,
+    7.5,
+    float("nan"),
+    True,
+    [],
+    [7],
+    [7.0],
+    ["x"],
+    [True],
+    {},
+    {"x": 1},
+)
+
+
+def _openai(protocol: str) -> Adapter:
+    (adapter,) = (a for a in ADAPTERS if a.protocol == protocol)
+    return _installed(adapter)
+
+
+@pytest.mark.parametrize("protocol", ["openai_chat", "openai_responses"])
+def test_openai_shapes_type_each_generated_field_as_the_model_does(protocol: str) -> None:
+    """Every declaration the generator wrote (not one written by hand) accepts exactly the
+    values pydantic's strict mode accepts for the model's own annotation, and a field is
+    required or nullable as the model says (a merged field is optional: not every event
+    has it)."""
+    import pydantic
+
+    adapter = _openai(protocol)
+    generated = generate(adapter)
+    strict = pydantic.ConfigDict(strict=True)
+    compared = 0
+    for shape, models in generated.models:
+        merged = len(models) > 1
+        for model in models:
+            name = adapter.merged if merged else model.__name__
+            assert name is not None
+            assert adapter.checked is not None
+            hand = adapter.hand.get(name, {})
+            declared = {d.name: d for d in (*shape.fields, *shape.nested)}
+            for field_name in adapter.checked[name]:
+                info = model.model_fields.get(field_name)
+                if info is None or field_name in hand:
+                    continue
+                declaration = declared[field_name]
+                if isinstance(declaration, Nested):
+                    if not merged:
+                        assert declaration.required == info.is_required(), field_name
+                    continue
+                assert isinstance(declaration, Field)
+                if not merged:
+                    assert declaration.required == info.is_required(), field_name
+                client = pydantic.TypeAdapter(info.annotation, config=strict)
+                alone = Shape(fields=(declaration,))
+                for value in _LOOK_ALIKES:
+                    try:
+                        client.validate_python(value)
+                        accepts = True
+                    except pydantic.ValidationError:
+                        accepts = False
+                    ours = nested_problem({field_name: value}, alone)
+                    assert accepts == (ours is None), (
+                        f"{model.__name__}.{field_name} = {value!r}: strict {accepts}, {ours}"
+                    )
+                    compared += 1
+    assert compared > 100
+
+
+@pytest.mark.parametrize("protocol", ["openai_chat", "openai_responses"])
+def test_openai_builds_every_look_alike_without_validating_it(protocol: str) -> None:
+    """Why every openai shape is written from its readers, not its models: the SDK's
+    ``Stream`` builds each payload with ``construct_type`` (unless a client is made with
+    ``_strict_response_validation``), which never raises, whatever the payload holds."""
+    from openai._models import construct_type
+    from openai.types.chat import ChatCompletionChunk
+    from openai.types.responses import ResponseStreamEvent
+
+    _openai(protocol)
+    model: Any = ChatCompletionChunk if protocol == "openai_chat" else ResponseStreamEvent
+    rng = random.Random(46)
+    payloads = (p for event in _events(protocol) for p in (event, *_mutants(event, rng)))
+    built = 0
+    for payload in itertools.islice(payloads, 3000):  # (the first 3,000: a few seconds)
+        construct_type(value=payload, type_=model)  # raises nothing
+        built += 1
+    assert built == 3000

@@ -28,7 +28,7 @@ def test_every_protocol_module_is_compiled_but_the_interpreted_few(tmp_path: Pat
     from streamguard import _build
 
     (tmp_path / "protocols").mkdir()
-    for name in ("__init__", "_spec", "_shapes", "_base", "new_protocol"):
+    for name in ("__init__", "_spec", "_registry", "_base", "new_protocol"):
         (tmp_path / "protocols" / f"{name}.py").touch()
     (tmp_path / "protocols" / "new_protocol.cpython-311-x86_64-linux-gnu.so").touch()
     assert _build.protocol_modules(tmp_path) == (
@@ -37,7 +37,8 @@ def test_every_protocol_module_is_compiled_but_the_interpreted_few(tmp_path: Pat
     )
     shipped = _build.protocol_modules(Path(_build.__file__).parent)
     assert "streamguard.protocols.a2a" in shipped
-    assert "streamguard.protocols._shapes" not in shipped
+    assert "streamguard.protocols._generated_openai_chat" in shipped
+    assert "streamguard.protocols._registry" not in shipped
 
 
 @pytest.mark.parametrize(
@@ -155,7 +156,7 @@ def test_the_core_sources_are_the_compiled_modules_and_what_they_import() -> Non
     assert {
         "setup.py",
         "streamguard/monitor.py",  # compiled
-        "streamguard/protocols/_shapes.py",  # interpreted, read by the compiled checkers
+        "streamguard/protocols/_spec.py",  # interpreted, read by the compiled checkers
         "streamguard/protocols/__init__.py",  # the registry the compiled detector reads
         "streamguard/rule_docs/_base.py",  # imported by the protocol specs
     } <= sources

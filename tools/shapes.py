@@ -5,14 +5,14 @@
 
 Each protocol is one ``Adapter``: the client's distribution, the version the project pins
 (``constraints.txt``), the module it writes, and its event models by type. A pydantic
-model is read as pydantic's lax mode reads a parsed JSON payload, which is how these
-clients build their events (``TypeAdapter.validate_python``: cohere's ``parse_sse_obj``),
+model is read as its client reads a parsed JSON payload: pydantic's lax mode where the
+client validates its events (``TypeAdapter.validate_python``: cohere's ``parse_sse_obj``),
 and every field becomes a declaration of ``streamguard.protocols._fields``:
 
 - ``str`` is ``STRING``; ``int`` ``LAX_INTEGER``; ``float`` ``LAX_NUMBER``; ``bool``
   ``LAX_BOOLEAN``; ``Dict[str, Any]`` ``OBJECT``; a list of ``int`` / ``float``
   ``ARRAY_OF_LAX_INTEGERS`` / ``ARRAY_OF_LAX_NUMBERS``; a ``Literal`` of strings
-  ``STRING`` with those values;
+  ``STRING`` with those values (``LAX``; ``STRICT`` reads scalars as sent, below);
 - a model is a nested ``Shape`` (a list of models ``EACH``; a union of models
   ``alternatives``, one of which must fit);
 - ``Optional[X] = None`` is ``may`` (left out or null), a field with another default
@@ -29,22 +29,32 @@ What the client does with a payload its model refuses decides the severity: cohe
 stream iterator skips the event (its content lost), so every declared field is
 error-level ``schema_mismatch``; ``tests/test_shapes_generated.py`` checks the generated
 shapes against the client's own validation on a corpus of look-alikes.
+
+openai-python validates nothing it streams (``construct_type`` keeps a value of the wrong
+type as sent), so what fails is the code that reads the value: its adapters declare only
+the fields such code reads (``checked``), read them strictly (``STRICT``), write by hand
+the few declarations where the model's type is not what its readers need (``hand``, each
+with its reason), and merge Responses' event models into one shape (``merged``): every
+event, of a type the SDK knows or not, is checked against it. There the test compares
+each generated declaration with the strict reading of the model's annotation.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.metadata
 import re
 import sys
 import typing
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pydantic
+import pydantic_core
 import typing_extensions
 
 from streamguard.protocols import _fields
@@ -54,6 +64,31 @@ __all__ = ["ADAPTERS", "Adapter", "Generated", "differences", "generate", "main"
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = ROOT / "streamguard" / "protocols"
+
+
+#: Scalars, and lists of them (under ``list``), as pydantic's lax mode reads a parsed
+#: payload: the clients that validate their events (cohere).
+LAX: Mapping[Any, str] = {
+    str: _fields.STRING,
+    int: _fields.LAX_INTEGER,
+    float: _fields.LAX_NUMBER,
+    bool: _fields.LAX_BOOLEAN,
+    (list, int): _fields.ARRAY_OF_LAX_INTEGERS,
+    (list, float): _fields.ARRAY_OF_LAX_NUMBERS,
+    (list, str): _fields.ARRAY_OF_STRINGS,
+}
+#: Scalars as sent: a client that builds its events without validating them
+#: (openai-python's ``construct_type``) keeps a value of another type as it is, and the
+#: code that reads it fails there, so a ``1.0`` is no ``int`` (the strict checks these
+#: declarations replaced said the same).
+STRICT: Mapping[Any, str] = {
+    str: _fields.STRING,
+    int: _fields.STRICT_INTEGER,
+    float: _fields.STRICT_NUMBER,
+    bool: _fields.BOOLEAN,
+    (list, int): _fields.ARRAY_OF_STRICT_INTEGERS,
+    (list, str): _fields.ARRAY_OF_STRINGS,
+}
 
 
 @dataclass(frozen=True)
@@ -69,7 +104,22 @@ class Adapter:
     #: The event models by tag value (imports the client: called only when generating).
     events: Callable[[], Mapping[str, type[pydantic.BaseModel]]]
     #: The field each event model tags itself with (left out: the route table reads it).
-    tag: str
+    tag: str | None
+    #: How the client's scalars read: pydantic's lax mode (``LAX``) or as sent (``STRICT``).
+    scalars: Mapping[Any, str] = field(default_factory=lambda: LAX)
+    #: For a client that does not validate its events, the fields checked, by model name
+    #: (the rest are not declared); None: every field of every model.
+    checked: Mapping[str, tuple[str, ...]] | None = None
+    #: Declarations written by hand, by model name and field name: a ``Field`` in place of
+    #: the model's (or beside them, for a field the model does not have), or, for a field
+    #: holding a model, its ``(required, nullable)``. Each one's reason is a comment where
+    #: the adapter's table is written.
+    hand: Mapping[str, Mapping[str, Field | Nested | tuple[bool, bool]]] = field(
+        default_factory=dict
+    )
+    #: Every event model read as one shape (named so), the fields they share merged: for a
+    #: checker that checks every event, of a known type or not, against one shape.
+    merged: str | None = None
 
     @property
     def module(self) -> str:
@@ -87,6 +137,162 @@ def _cohere_events() -> Mapping[str, type[pydantic.BaseModel]]:
     return {_literal_default(model, "type"): model for model in typing.get_args(union)}
 
 
+def _openai_chat_events() -> Mapping[str, type[pydantic.BaseModel]]:
+    from openai.types.chat import ChatCompletionChunk
+
+    return {"chat.completion.chunk": ChatCompletionChunk}
+
+
+def _openai_responses_events() -> Mapping[str, type[pydantic.BaseModel]]:
+    from openai.types.responses import ResponseStreamEvent
+
+    (union, *_) = typing.get_args(ResponseStreamEvent)  # Annotated[Union[...], discriminator]
+    return {_literal_default(model, "type"): model for model in typing.get_args(union)}
+
+
+# -- openai ------------------------------------------------------------------------------
+#
+# openai-python does not validate a stream's payloads: ``Stream`` builds each chunk or
+# event with ``construct_type`` (``_models.py``), which keeps a value of the wrong type as
+# sent and never raises. What fails is the code that reads it: the SDK's stream helpers
+# (``ChatCompletionStreamState``, ``ResponseStreamState``), openai-agents, langchain-openai.
+# So a field is declared only where such a reader uses it (``checked``), as strictly as it
+# was before these shapes were generated (``STRICT``), and every declared field is an
+# error-level ``schema_mismatch``. The hand-written declarations, and why:
+
+#: Chat: the fields the checker's rules and the SDK's helper read, by model.
+_CHAT_CHECKED: Mapping[str, tuple[str, ...]] = {
+    "ChatCompletionChunk": (
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "usage",
+        "system_fingerprint",
+        "service_tier",
+        "obfuscation",
+        "moderation",
+    ),
+    "Choice": ("index", "delta", "finish_reason", "logprobs"),
+    "ChoiceDelta": ("role", "content", "refusal", "tool_calls", "function_call"),
+    "ChoiceDeltaToolCall": ("index", "id", "type", "function"),
+    "ChoiceDeltaToolCallFunction": ("name", "arguments"),
+    "ChoiceDeltaFunctionCall": ("name", "arguments"),
+    "ChoiceLogprobs": ("content", "refusal"),
+    "ChatCompletionTokenLogprob": ("token", "logprob", "bytes", "top_logprobs"),
+    "TopLogprob": ("token", "logprob", "bytes"),
+    "CompletionUsage": ("prompt_tokens", "completion_tokens", "total_tokens"),
+}
+_CHAT_HAND: Mapping[str, Mapping[str, Field | Nested | tuple[bool, bool]]] = {
+    "ChatCompletionChunk": {
+        # A string; its value is checked by the checker (Azure's annotation chunk sends "").
+        # Missing, null or another value, the SDK's stream helper skips the chunk (its
+        # content lost): an error, as the model has it.
+        "object": _fields.req("object"),
+        # Missing or null, the SDK reads the chunk (the completion it assembles lacks the
+        # field): the checker's warning, ``envelope_field_missing``; of another type, an
+        # error as generated.
+        "id": _fields.may("id"),
+        "model": _fields.may("model"),
+        "created": _fields.may("created", _fields.STRICT_INTEGER),
+        # Null or absent on the usage chunk of compatible servers: a rule of its own
+        # (``usage_without_choices``), not the shape.
+        "choices": (False, True),
+        # Any string: the model's literal grows with every tier OpenAI adds.
+        "service_tier": _fields.may("service_tier"),
+        # The SDK's helper merges it chunk to chunk as an object (a string breaks it); its
+        # inner model is not read.
+        "moderation": _fields.may("moderation", _fields.OBJECT),
+        # Not in the model; read by the checker as sent: Azure's annotations and
+        # OpenRouter's in-band error on an otherwise normal chunk.
+        "prompt_filter_results": _fields.opt("prompt_filter_results", _fields.ANY_VALUE),
+        "prompt_annotations": _fields.opt("prompt_annotations", _fields.ANY_VALUE),
+        "error": _fields.opt("error", _fields.ANY_VALUE),
+    },
+    "Choice": {
+        # Absent on Azure's async-filter annotation chunks; never null.
+        "delta": (False, False),
+        # Any string or null: a value outside the documented ones is its own warning.
+        "finish_reason": _fields.may("finish_reason"),
+    },
+    "ChoiceDeltaToolCall": {
+        # Any value: a missing or wrong index is its own rule (``tool_call_index_invalid``).
+        "index": _fields.opt("index", _fields.ANY_VALUE),
+        # Any string or null, as the SDK's helper copies it.
+        "type": _fields.may("type"),
+    },
+}
+
+#: Responses: the event fields the rules and the SDK's helper read, merged over the
+#: event models (every event, of a type the SDK knows or not, is checked against one
+#: shape; which fields an event type requires is the checker's ``_REQUIRED``).
+_RESPONSES_CHECKED: Mapping[str, tuple[str, ...]] = {
+    "ResponseStreamEvent": (
+        "sequence_number",
+        "output_index",
+        "content_index",
+        "summary_index",
+        "item_id",
+        "text",
+        "refusal",
+        "arguments",
+        "input",
+    ),
+}
+#: The stream helper hashes an output entry's ``type`` into its identity, and reads each
+#: part's ``type`` when it parses a final response rebuilt from the items done.
+_RESPONSES_ENTRY = Shape(fields=(_fields.req("type"),))
+_RESPONSES_HAND: Mapping[str, Mapping[str, Field | Nested | tuple[bool, bool]]] = {
+    "ResponseStreamEvent": {
+        # The route table's discriminator: any string (an unknown type is legal).
+        "type": _fields.req("type"),
+        # A text delta must be a string (checked by the checker); an unknown event's
+        # delta, or a shell call's object, may be anything.
+        "delta": _fields.opt("delta", _fields.ANY_VALUE),
+        # An error event's fields, flat or nested: checked by the checker, whose types
+        # depend on the error's shape.
+        "code": _fields.opt("code", _fields.ANY_VALUE),
+        "message": _fields.opt("message", _fields.ANY_VALUE),
+        "param": _fields.opt("param", _fields.ANY_VALUE),
+        "error": _fields.opt("error", _fields.ANY_VALUE),
+        # The response: what the rules read of it. A null ``output`` means "no output
+        # yet" to the stream helper, which rebuilds it from the items done.
+        "response": Nested(
+            "response",
+            Shape(
+                fields=(
+                    _fields.opt("id"),
+                    _fields.opt("status"),
+                    _fields.opt("error", _fields.ANY_VALUE),
+                    _fields.opt("usage", _fields.ANY_VALUE),
+                    _fields.opt("incomplete_details", _fields.ANY_VALUE),
+                ),
+                nested=(_fields.may_hold("output", _RESPONSES_ENTRY, EACH),),
+            ),
+            required=False,
+        ),
+        # An output item, whatever its type: the helper appends each added content part
+        # to a message's content (a reasoning item's may be null; a message's null is
+        # checked by the checker).
+        "item": Nested(
+            "item",
+            Shape(
+                fields=(_fields.opt("id"), _fields.opt("type"), _fields.opt("status")),
+                nested=(_fields.may_hold("content", _RESPONSES_ENTRY, EACH),),
+            ),
+            required=False,
+        ),
+        # A content or summary part: the helper copies it, asserts its ``type`` and adds
+        # the text deltas to its ``text``; a refusal part carries ``refusal`` instead.
+        "part": Nested(
+            "part",
+            Shape(fields=(_fields.req("type"), _fields.opt("text"), _fields.opt("refusal"))),
+            required=False,
+        ),
+    },
+}
+
 #: Every generated protocol.
 ADAPTERS: tuple[Adapter, ...] = (
     Adapter(
@@ -95,6 +301,27 @@ ADAPTERS: tuple[Adapter, ...] = (
         source="cohere.v2.types.V2ChatStreamResponse",
         events=_cohere_events,
         tag="type",
+    ),
+    Adapter(
+        protocol="openai_chat",
+        distribution="openai",
+        source="openai.types.chat.ChatCompletionChunk",
+        events=_openai_chat_events,
+        tag=None,
+        scalars=STRICT,
+        checked=_CHAT_CHECKED,
+        hand=_CHAT_HAND,
+    ),
+    Adapter(
+        protocol="openai_responses",
+        distribution="openai",
+        source="openai.types.responses.ResponseStreamEvent",
+        events=_openai_responses_events,
+        tag="type",
+        scalars=STRICT,
+        checked=_RESPONSES_CHECKED,
+        hand=_RESPONSES_HAND,
+        merged="ResponseStreamEvent",
     ),
 )
 
@@ -109,7 +336,12 @@ def pinned_version(distribution: str) -> str:
 
 
 def _literal_default(model: type[pydantic.BaseModel], name: str) -> str:
-    value = model.model_fields[name].default
+    info = model.model_fields[name]
+    value = info.default
+    if value is pydantic_core.PydanticUndefined and typing.get_origin(info.annotation) is (
+        typing.Literal
+    ):  # openai-python's tags: a one-value literal, no default
+        (value,) = typing.get_args(info.annotation)
     if type(value) is not str:
         raise TypeError(f"{model.__name__}.{name} has no string default to dispatch on")
     return value
@@ -120,19 +352,6 @@ def _literal_default(model: type[pydantic.BaseModel], name: str) -> str:
 
 class Unsupported(TypeError):
     """An annotation the mapping does not know: the generator stops rather than guess."""
-
-
-_SCALARS: dict[Any, str] = {
-    str: _fields.STRING,
-    int: _fields.LAX_INTEGER,
-    float: _fields.LAX_NUMBER,
-    bool: _fields.LAX_BOOLEAN,
-}
-_SCALAR_ARRAYS: dict[Any, str] = {
-    int: _fields.ARRAY_OF_LAX_INTEGERS,
-    float: _fields.ARRAY_OF_LAX_NUMBERS,
-    str: _fields.ARRAY_OF_STRINGS,
-}
 
 
 def _is_model(annotation: object) -> bool:
@@ -163,6 +382,13 @@ def _models_of(annotation: object) -> tuple[type[pydantic.BaseModel], ...] | Non
     return None
 
 
+def _holds_models(annotation: object) -> bool:
+    """Whether the annotation is a model, a union of models, or a list of either."""
+    if typing.get_origin(annotation) is list:
+        annotation = _strip(typing.get_args(annotation)[0])[0]
+    return _models_of(annotation) is not None
+
+
 def _accepts_anything(annotation: object) -> bool:
     if annotation is Any:
         return True
@@ -172,7 +398,8 @@ def _accepts_anything(annotation: object) -> bool:
 class _Reader:
     """Turns models into shapes, naming each model's shape once."""
 
-    def __init__(self) -> None:
+    def __init__(self, adapter: Adapter) -> None:
+        self.adapter = adapter
         #: Model -> its shape, in the order first met (nested ones first).
         self.shapes: dict[type[pydantic.BaseModel], Shape] = {}
 
@@ -181,25 +408,78 @@ class _Reader:
             return self.shapes[model]
         if model.model_config.get("extra") == "forbid":
             raise Unsupported(f"{model.__name__} forbids extra keys: no kind says so")
+        hand = self.adapter.hand.get(model.__name__, {})
+        checked = None if self.adapter.checked is None else self.adapter.checked[model.__name__]
         fields: list[Field] = []
         nested: list[Nested] = []
         for name, info in model.model_fields.items():
-            if name == skip:
+            if name == skip or (checked is not None and name not in checked):
                 continue
             if info.alias not in (None, name) or info.validation_alias is not None:
                 raise Unsupported(f"{model.__name__}.{name} is read under an alias")
-            declared = self._field(model, name, info)
+            written = hand.get(name)
+            declared = (
+                written
+                if isinstance(written, Field | Nested)
+                else self._field(model, name, info, written)
+            )
             if isinstance(declared, Field):
                 fields.append(declared)
             elif isinstance(declared, Nested):
                 nested.append(declared)
+        for name, written in hand.items():  # the fields the model does not have
+            if name not in model.model_fields:
+                if isinstance(written, Field):
+                    fields.append(written)
+                elif isinstance(written, Nested):
+                    nested.append(written)
+                else:
+                    raise Unsupported(f"{model.__name__}.{name}: no such field to hold")
         shape = Shape(tuple(fields), tuple(nested))
         if skip is None:
             self.shapes[model] = shape
         return shape
 
+    def merged(self, models: tuple[type[pydantic.BaseModel], ...], name: str) -> Shape:
+        """One shape for every model in ``models``: each field checked that some of them
+        declare, of the kind they all give it, required where every one requires it."""
+        hand = self.adapter.hand.get(name, {})
+        checked = None if self.adapter.checked is None else self.adapter.checked[name]
+        seen: dict[str, list[Field | Nested]] = {}
+        for model in models:
+            for field_name, info in model.model_fields.items():
+                if field_name in hand or (checked is not None and field_name not in checked):
+                    continue
+                declared = self._field(model, field_name, info, None)
+                if declared is not None:
+                    seen.setdefault(field_name, []).append(declared)
+        fields: list[Field] = []
+        nested: list[Nested] = []
+        for field_name, found in seen.items():
+            if len(found) < len(models):
+                found = [_optional(each) for each in found]
+            first = found[0]
+            if any(each != first for each in found):
+                raise Unsupported(f"{name}.{field_name}: the models give it different kinds")
+            if isinstance(first, Field):
+                fields.append(first)
+            else:
+                nested.append(first)
+        for written in hand.values():
+            if isinstance(written, Field):
+                fields.append(written)
+            elif isinstance(written, Nested):
+                nested.append(written)
+            else:
+                raise Unsupported(f"{name}: a merged shape's nested fields are written whole")
+        return Shape(tuple(fields), tuple(nested))
+
     def _field(
-        self, model: type[pydantic.BaseModel], name: str, info: pydantic.fields.FieldInfo
+        self,
+        model: type[pydantic.BaseModel],
+        name: str,
+        info: pydantic.fields.FieldInfo,
+        presence: tuple[bool, bool] | None,
     ) -> Field | Nested | None:
         annotation, nullable = _strip(info.annotation)
         required = info.is_required()
@@ -207,6 +487,9 @@ class _Reader:
             raise Unsupported(f"{model.__name__}.{name}: nullable with a non-null default")
         if _accepts_anything(annotation):
             return None
+        if presence is not None and not _holds_models(annotation):
+            raise Unsupported(f"{model.__name__}.{name}: a presence for a field of no model")
+        scalars = self.adapter.scalars
         if nullable:
 
             def make(kind: str, values: tuple[str, ...] | None = None) -> Field:
@@ -222,8 +505,8 @@ class _Reader:
             def make(kind: str, values: tuple[str, ...] | None = None) -> Field:
                 return _fields.opt(name, kind, values)
 
-        if annotation in _SCALARS:
-            return make(_SCALARS[annotation])
+        if annotation in scalars:
+            return make(scalars[annotation])
         if typing.get_origin(annotation) is typing.Literal:
             values = typing.get_args(annotation)
             if not all(type(value) is str for value in values):
@@ -238,15 +521,22 @@ class _Reader:
         if origin is list:
             (item,) = typing.get_args(annotation)
             item = _strip(item)[0]
-            if item in _SCALAR_ARRAYS:
-                return make(_SCALAR_ARRAYS[item])
+            if (list, item) in scalars:
+                return make(scalars[list, item])
             annotation, holds = item, EACH
         models = _models_of(annotation)
         if models is not None:
             shapes = tuple(self.shape(member) for member in models)
             shape = shapes[0] if len(shapes) == 1 else Shape(alternatives=shapes)
+            if presence is not None:
+                required, nullable = presence
             return Nested(name, shape, holds, required, nullable)
         raise Unsupported(f"{model.__name__}.{name}: no kind for {info.annotation!r}")
+
+
+def _optional(declared: Field | Nested) -> Field | Nested:
+    """A field some of the merged models leave out: optional, null or not as declared."""
+    return dataclasses.replace(declared, required=False)
 
 
 @dataclass(frozen=True)
@@ -260,16 +550,31 @@ class Generated:
     #: Every model's shape, named, in the order the module defines them.
     named: dict[str, Shape]
     source: str
+    #: Each shape of a model and the model it was read from (a merged shape is read from
+    #: every event model).
+    models: tuple[tuple[Shape, tuple[type[pydantic.BaseModel], ...]], ...] = ()
 
 
 def generate(adapter: Adapter) -> Generated:
     """The protocol's shapes from the installed client."""
     version = importlib.metadata.version(adapter.distribution)
-    reader = _Reader()
-    events = {tag: reader.shape(model, adapter.tag) for tag, model in adapter.events().items()}
-    named = {_constant(model.__name__): shape for model, shape in reader.shapes.items()}
-    source = _render(adapter, version, events, named, reader.shapes)
-    return Generated(adapter, version, events, named, source)
+    reader = _Reader(adapter)
+    models = adapter.events()
+    named: dict[str, tuple[str, Shape]] = {}
+    if adapter.merged is not None:
+        shape = reader.merged(tuple(models.values()), adapter.merged)
+        events = {"*": shape}
+        named[_constant(adapter.merged)] = (f"Every model of ``{adapter.source}``, merged", shape)
+    else:
+        events = {tag: reader.shape(model, adapter.tag) for tag, model in models.items()}
+    for model, shape in reader.shapes.items():
+        named[_constant(model.__name__)] = (f"``{model.__qualname__}``", shape)
+    source = _render(adapter, version, events, named)
+    shapes = {name: shape for name, (_, shape) in named.items()}
+    read = tuple((shape, (model,)) for model, shape in reader.shapes.items())
+    if adapter.merged is not None:
+        read += ((events["*"], tuple(models.values())),)
+    return Generated(adapter, version, events, shapes, source, read)
 
 
 def _constant(name: str) -> str:
@@ -301,10 +606,9 @@ def _render(
     adapter: Adapter,
     version: str,
     events: dict[str, Shape],
-    named: dict[str, Shape],
-    models: dict[type[pydantic.BaseModel], Shape],
+    named: dict[str, tuple[str, Shape]],
 ) -> str:
-    by_shape = {id(shape): name for name, shape in named.items()}
+    by_shape = {id(shape): name for name, (_, shape) in named.items()}
     used_kinds: set[str] = set()
     used_makers: set[str] = {"Shape"}
 
@@ -350,17 +654,21 @@ def _render(
         )
 
     body: list[str] = []
-    for model, shape in models.items():
-        name = by_shape[id(shape)]
+    merged = None if adapter.merged is None else _constant(adapter.merged)
+    for name, (said, shape) in sorted(named.items(), key=lambda item: item[0] == merged):
         body += [
-            f"#: ``{model.__qualname__}``.",
+            f"#: {said}.",
             f"{name}: Final = {shape_source(shape, '', define=True)}",
             "",
         ]
-    body += [
-        "#: Each event's shape, by its ``type`` (the tag itself is the route table's).",
-        "EVENTS: Final[Mapping[str, Shape]] = {",
-    ]
+    if merged is not None:
+        said = "The one shape every event is checked against, whatever its type, under ``*``."
+    elif adapter.tag is None:
+        said = "The payload's shape, by the value it is named by."
+    else:
+        tag = f"``{adapter.tag}``"
+        said = f"Each event's shape, by its {tag} (the tag itself is the route table's)."
+    body += [f"#: {said}", "EVENTS: Final[Mapping[str, Shape]] = {"]
     for tag, shape in events.items():
         body.append(f"    {tag!r}: {shape_source(shape, '    ')},")
     body += ["}", ""]

@@ -35,6 +35,7 @@ __all__ = [
     "ARRAY",
     "ARRAY_OF_LAX_INTEGERS",
     "ARRAY_OF_LAX_NUMBERS",
+    "ARRAY_OF_STRICT_INTEGERS",
     "ARRAY_OF_STRINGS",
     "BASE64",
     "BOOLEAN",
@@ -54,6 +55,8 @@ __all__ = [
     "OBJECT_OF_SCHEMAS",
     "ONE",
     "ONE_OR_EACH",
+    "STRICT_INTEGER",
+    "STRICT_NUMBER",
     "STRING",
     "STRING_OR_ARRAY",
     "STRING_OR_EXACT_INTEGER",
@@ -61,6 +64,7 @@ __all__ = [
     "Field",
     "Nested",
     "Shape",
+    "declared",
     "is_number",
     "lax_integer",
     "may",
@@ -72,6 +76,7 @@ __all__ = [
     "shape_problem",
     "shape_problems",
     "type_name",
+    "usable",
 ]
 
 #: Kinds of field value.
@@ -95,6 +100,14 @@ NUMBER: Final = "JSON number"
 #: ``true``): the MCP SDK's ``RequestId`` (a string or a strict int), and an OpenAI error's
 #: ``code`` (openai-python types it a string; OpenRouter sends the HTTP status there).
 STRING_OR_EXACT_INTEGER: Final = "string or integer written as digits"
+#: An integer as JSON writes it (``7``; not ``7.0``, ``"7"`` or ``true``), and a number that
+#: is an integer or a float (never a boolean; NaN too), and a list of such integers: the
+#: OpenAI protocols' fields, checked as pydantic's strict mode reads the SDK's ``int`` and
+#: ``float`` (the checks these declarations replaced were strict: a value the SDK's model
+#: does not type is kept as sent by its ``construct_type``, and fails where it is used).
+STRICT_INTEGER: Final = "integer written as digits"
+STRICT_NUMBER: Final = "integer or float"
+ARRAY_OF_STRICT_INTEGERS: Final = "array of integers written as digits"
 
 
 def type_name(value: object) -> str:
@@ -128,6 +141,8 @@ _ACCEPTS: dict[str, Callable[[object], bool]] = {
     STRING_OR_NUMBER: lambda v: type(v) is str or is_number(v),
     NUMBER: is_number,
     STRING_OR_EXACT_INTEGER: lambda v: type(v) is str or type(v) is int,
+    STRICT_INTEGER: lambda v: type(v) is int,
+    STRICT_NUMBER: lambda v: type(v) is int or type(v) is float,
 }
 
 
@@ -349,6 +364,10 @@ def _is_array_of_lax_numbers(value: object) -> bool:
     return type(value) is list and all(_is_lax_number(item) for item in value[:MAX_SHAPE_ITEMS])
 
 
+def _is_array_of_strict_integers(value: object) -> bool:
+    return type(value) is list and all(type(item) is int for item in value[:MAX_SHAPE_ITEMS])
+
+
 def _is_object_of_schemas(value: object) -> bool:
     return type(value) is dict and all(
         type(item) is dict or type(item) is bool for item in islice(value.values(), MAX_SHAPE_ITEMS)
@@ -362,6 +381,7 @@ _ACCEPTS[LAX_BOOLEAN] = _is_lax_boolean
 _ACCEPTS[ARRAY_OF_STRINGS] = _is_array_of_strings
 _ACCEPTS[ARRAY_OF_LAX_INTEGERS] = _is_array_of_lax_integers
 _ACCEPTS[ARRAY_OF_LAX_NUMBERS] = _is_array_of_lax_numbers
+_ACCEPTS[ARRAY_OF_STRICT_INTEGERS] = _is_array_of_strict_integers
 _ACCEPTS[LAX_STRING_OR_INTEGER] = _is_lax_string_or_integer
 _ACCEPTS[OBJECT_OF_SCHEMAS] = _is_object_of_schemas
 _ACCEPTS[BASE64] = _is_base64
@@ -500,3 +520,92 @@ class _Walk:
 
 def _holding(holds: str) -> str:
     return {ONE: OBJECT, EACH: ARRAY, ONE_OR_EACH: "object or array"}[holds]
+
+
+# -- reading a payload through its shape -----------------------------------------------------
+#
+# The OpenAI checkers read a chunk or an event through its declared shape: only the fields
+# declared, so a provider's additions never reach a rule (a delta with an extra key is
+# still one piece of text), and, when the check failed, only those of the right kind, so
+# the rules still run on what is right (no blind spot behind a ``schema_mismatch``).
+
+
+def declared(payload: Mapping[str, Any], shape: Shape) -> dict[str, Any]:
+    """``payload``, which fits ``shape``, with only the fields ``shape`` declares, nested
+    objects and lists of them read the same way."""
+    view: dict[str, Any] = {}
+    for field in shape.fields:
+        if field.name in payload:
+            view[field.name] = payload[field.name]
+    for nested in shape.nested:
+        name = nested.name
+        if name not in payload:
+            continue
+        value = payload[name]
+        if type(value) is dict:
+            view[name] = declared(value, nested.shape)
+        elif type(value) is list:
+            view[name] = [
+                declared(item, nested.shape) if type(item) is dict else item for item in value
+            ]
+        else:
+            view[name] = value
+    return view
+
+
+#: ``_entry``'s answer for a list entry of the wrong kind.
+_UNUSABLE: Final = object()
+
+
+def usable(
+    payload: Mapping[str, Any], shape: Shape, present: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """What the rules can use of ``payload``, which failed its check against ``shape``: each
+    declared field of its kind (a null one left out, except where any value is declared),
+    objects and lists of them read the same way.
+
+    A list entry without its required fields is dropped, a list of the wrong kind reads as
+    empty (it was there, and said nothing usable), and an object of the wrong kind is
+    dropped, unless its field is in ``present``, whose presence itself counts (a chat
+    choice's ``delta``): then it reads as empty.
+    """
+    view: dict[str, Any] = {}
+    for field in shape.fields:
+        if field.name in payload:
+            value = payload[field.name]
+            if field.kind == ANY_VALUE or (value is not None and _ACCEPTS[field.kind](value)):
+                view[field.name] = value
+    for nested in shape.nested:
+        name = nested.name
+        if name not in payload:
+            continue
+        value = payload[name]
+        if nested.holds == EACH:
+            if value is None:
+                continue
+            entries = (
+                [_entry(nested.shape, item, present) for item in value]
+                if type(value) is list
+                else []
+            )
+            view[name] = [entry for entry in entries if entry is not _UNUSABLE]
+        elif type(value) is dict:
+            view[name] = usable(value, nested.shape, present)
+        elif name in present:
+            view[name] = {}
+    return view
+
+
+def _entry(shape: Shape, value: object, present: frozenset[str]) -> object:
+    """A list entry as ``usable`` keeps it (an object with its required fields), or
+    ``_UNUSABLE``."""
+    if type(value) is not dict:
+        return _UNUSABLE
+    view = usable(value, shape, present)
+    for field in shape.fields:
+        if field.required and field.name not in view:
+            return _UNUSABLE
+    for nested in shape.nested:
+        if nested.required and nested.name not in view:
+            return _UNUSABLE
+    return view

@@ -6,9 +6,10 @@ Theory of operation
 The stream is data-only SSE: one JSON chunk per event, ended by ``data: [DONE]``
 (reference §1). ``[DONE]`` is recognised by prefix before any JSON parsing, as the SDK does
 (``data.startswith("[DONE]")``). Every other payload is parsed once by pydantic-core and
-then, unless the fast path vouches for its shape, validated against ``_shapes.ChatChunk``
-(a strict TypedDict that declares only the fields a rule reads; unknown keys are ignored,
-so providers' additions never matter).
+then, unless the fast path vouches for its shape, checked against ``CHAT_COMPLETION_CHUNK``,
+generated from openai-python's ``ChatCompletionChunk`` (``_generated_openai_chat``: the
+fields a rule or the SDK's helper reads, strictly typed) and read through it
+(``_fields.declared``: unknown keys are dropped, so providers' additions never matter).
 
 Each event is of one kind (``[DONE]`` is the terminal, a chunk with a truthy top-level
 ``error`` the error, a usage chunk ``usage``) and takes its step in ``LIFECYCLE``, the
@@ -28,10 +29,12 @@ arrived), finished (its one non-null ``finish_reason`` arrived). Each tool call 
 Thousands of chunks per stream are one more piece of text for an open choice; a fast path
 (``_fast_path``) recognises them with a few type checks while streaming, where such a chunk
 takes no lifecycle step, and sends anything else down the general path. A chunk that fails
-the strict shape check is reported (``schema_mismatch``) and then read leniently
+the shape check is reported (``schema_mismatch``) and then read leniently
 (``_lenient_chunk``): every field whose type is right goes through the same rules as a
-valid chunk, so a server that, say, omits ``created`` is still checked for repeated roles,
-late usage and missing finish reasons.
+valid chunk, so a server that, say, sends ``created`` as text is still checked for repeated
+roles, late usage and missing finish reasons. A chunk without its ``id``, ``model`` or
+``created`` (or with one null) is read whole by every client: the shape leaves them
+optional, and ``envelope_field_missing`` (a warning, once per stream) says so.
 
 A lone choice without ``index`` in a stream of one choice is read as choice 0 (after its
 ``schema_mismatch``), so its roles and finish are still checked. Two things the SDK's
@@ -62,21 +65,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final, cast
-
-from pydantic import ValidationError
+from typing import Any, Final
 
 from streamguard import _wire, rules
-from streamguard.protocols._payload import lenient, validation_finding
-from streamguard.protocols._shapes import (
-    ChatChoice,
-    ChatChunk,
-    ChatDelta,
-    ChatFunction,
-    ChatToolCallDelta,
-    ChatUsage,
-    validate_chat_chunk,
-)
+from streamguard.protocols._generated_openai_chat import CHAT_COMPLETION_CHUNK
 from streamguard.protocols.engine import (
     ANY,
     END,
@@ -97,17 +89,20 @@ from streamguard.protocols.engine import (
     Transcript,
     any_json,
     broken,
+    declared,
     go,
     json_object,
     json_string_text,
     listing,
     may_name,
+    nested_problem,
     object_problems,
     opt,
     parse_json,
     preview,
     req,
     terminated_lifecycle,
+    usable,
 )
 from streamguard.report import Finding
 from streamguard.request import NO_FIELDS, RequestBody, RequestFact, is_mapping
@@ -149,6 +144,11 @@ _NULLABLE_DELTA_FIELDS: Final = frozenset({"role", "refusal", "tool_calls", "fun
 _STR_OR_NONE: Final = frozenset({str, type(None)})
 _DICT_OR_NONE: Final = frozenset({dict, type(None)})
 _NO_CHOICES: Final = ": field choices: missing or null on a chunk without usage"
+#: The envelope fields a client reads a chunk without (the completion it assembles lacks
+#: them): missing or null, they are ``envelope_field_missing``, a warning; the shape leaves
+#: them optional and checks only their type. ``object`` is not one: the SDK's helper skips
+#: a chunk without it.
+_ENVELOPE: Final = ("id", "model", "created")
 
 
 def _only_nulls_beside_content(delta: dict[str, Any]) -> bool:
@@ -162,11 +162,11 @@ def _only_nulls_beside_content(delta: dict[str, Any]) -> bool:
 # -- Reading a chunk that failed the shape check -------------------------------------------
 
 
-def _lenient_chunk(raw: dict[str, Any]) -> ChatChunk:
-    """What the rules can use of a chunk the strict validator rejected (``lenient``): a
+def _lenient_chunk(raw: dict[str, Any]) -> dict[str, Any]:
+    """What the rules can use of a chunk that failed its shape check (``usable``): a
     choice's ``delta`` of the wrong type still makes it a content chunk, not an annotation
     chunk."""
-    return cast(ChatChunk, lenient(ChatChunk, raw, _PRESENT))
+    return usable(raw, CHAT_COMPLETION_CHUNK, _PRESENT)
 
 
 #: Fields whose presence counts even when their value is of the wrong type.
@@ -320,6 +320,7 @@ class OpenAIChatChecker(Checker):
             rules.CHOICE_INDEX_INVALID,
             rules.CHOICE_OUT_OF_ORDER,
             rules.CONTENT_AFTER_FINISH,
+            rules.ENVELOPE_FIELD_MISSING,
             rules.FUNCTION_CALL_MIXED,
             rules.INCONSISTENT_ID,
             rules.INVALID_JSON,
@@ -475,18 +476,24 @@ class OpenAIChatChecker(Checker):
             # Choices past the tracked bound go unchecked anyway; validating (and, when
             # invalid, describing) hundreds of thousands of them would hold the loop.
             parsed = {**parsed, "choices": choices[:MAX_TRACKED_CHOICES]}
-        try:
-            chunk: ChatChunk = validate_chat_chunk(parsed)
-        except ValidationError as invalid:
+        problem = nested_problem(parsed, CHAT_COMPLETION_CHUNK)
+        if problem is None:
+            chunk = declared(parsed, CHAT_COMPLETION_CHUNK)  # a provider's additions unread
+        else:
             # Report the shape, then check what the chunk does carry (no blind spot).
-            found.items.append(validation_finding(invalid, event, found.index))
+            found.add(rules.SCHEMA_MISMATCH, f": {problem}")
             chunk = _lenient_chunk(self._choice_zero(parsed))
             found.misshapen = True
-        found.payload = cast(dict[str, Any], chunk)
+        if not self.reported(rules.ENVELOPE_FIELD_MISSING):
+            missing = [name for name in _ENVELOPE if parsed.get(name) is None]
+            if missing:
+                detail = f": field {' and '.join(missing)} missing or null"
+                found.add(rules.ENVELOPE_FIELD_MISSING, detail)
+        found.payload = chunk
         usage_chunk = chunk.get("usage") is not None and chunk.get("choices") == []
         return _ROUTES[_USAGE if usage_chunk else OTHER]
 
-    def _plain_arguments(self, chunk: ChatChunk, phase: str) -> _ArgumentsDelta | None:
+    def _plain_arguments(self, chunk: dict[str, Any], phase: str) -> _ArgumentsDelta | None:
         """The open tool call a valid chunk that found the stream in ``phase`` adds one
         fragment of arguments to, and does nothing else (no other delta key, no id or name
         that counts: an empty one is falsy, as the full path reads it), else None. The
@@ -523,7 +530,7 @@ class OpenAIChatChecker(Checker):
             return None
         return _ArgumentsDelta(state, tool)
 
-    def _plain_text_choice(self, chunk: ChatChunk, phase: str) -> _ChoiceState | None:
+    def _plain_text_choice(self, chunk: dict[str, Any], phase: str) -> _ChoiceState | None:
         """The choice a chunk read leniently, which found the stream in ``phase``, adds one
         more piece of text to, and does nothing else (``_fast_path``'s step, without its
         shape checks), else None."""
@@ -652,7 +659,7 @@ class OpenAIChatChecker(Checker):
         if problems:
             found.add(rules.SCHEMA_MISMATCH, f": in-band error payload: {'; '.join(problems)}")
 
-    def _on_chunk(self, chunk: ChatChunk, found: EventFindings) -> None:
+    def _on_chunk(self, chunk: dict[str, Any], found: EventFindings) -> None:
         """A chunk, the usage chunk too: every rule on what it carries; then, for one that
         only adds to what is open, the repeat that vouches for the next one like it."""
         strict = not found.misshapen
@@ -674,7 +681,7 @@ class OpenAIChatChecker(Checker):
             # same step, so the next one need not be parsed either.
             self.repeatable(_CONTENT_DELTA, plain, again=True)
 
-    def _check_chunk(self, chunk: ChatChunk, found: EventFindings) -> None:
+    def _check_chunk(self, chunk: dict[str, Any], found: EventFindings) -> None:
         choices, usage = chunk.get("choices"), chunk.get("usage")
         if choices is None and usage is None:
             return  # nothing the rules read (the shape finding follows in _on_chunk)
@@ -700,9 +707,8 @@ class OpenAIChatChecker(Checker):
 
     # -- the parts of a chunk ----------------------------------------------------------
 
-    def _check_identity(self, chunk: ChatChunk, found: EventFindings) -> None:
-        # Untyped .get throughout: a chunk read leniently may lack any of these (already
-        # reported), whatever ChatChunk says (and the compiled build enforces what it says).
+    def _check_identity(self, chunk: dict[str, Any], found: EventFindings) -> None:
+        # .get throughout: a chunk read leniently may lack any of these (already reported).
         fields: Mapping[str, Any] = chunk
         kind = fields.get("object")
         if kind is not None and kind != _CHUNK_OBJECT:
@@ -726,7 +732,7 @@ class OpenAIChatChecker(Checker):
             )
             found.add(rules.INCONSISTENT_ID, detail)
 
-    def _on_choice(self, choice: ChatChoice, found: EventFindings) -> None:
+    def _on_choice(self, choice: dict[str, Any], found: EventFindings) -> None:
         number = choice["index"]
         state = self._choice(number)
         if state is None:
@@ -777,7 +783,7 @@ class OpenAIChatChecker(Checker):
             choices.update(self._choices)
         return choices
 
-    def _on_delta(self, state: _ChoiceState, delta: ChatDelta, found: EventFindings) -> None:
+    def _on_delta(self, state: _ChoiceState, delta: dict[str, Any], found: EventFindings) -> None:
         state.deltas += 1
         if delta.get("role") is not None:
             where = f": choice {_wire.number(state.number)} sends delta.role"
@@ -798,7 +804,7 @@ class OpenAIChatChecker(Checker):
             self._on_function_call(state, function_call, found)
 
     def _on_tool_call(
-        self, state: _ChoiceState, call: ChatToolCallDelta, found: EventFindings
+        self, state: _ChoiceState, call: dict[str, Any], found: EventFindings
     ) -> None:
         where = f": choice {_wire.number(state.number)}"
         position = call.get("index")
@@ -850,7 +856,7 @@ class OpenAIChatChecker(Checker):
             self._mixed(state, found)
 
     def _on_function_call(
-        self, state: _ChoiceState, call: ChatFunction, found: EventFindings
+        self, state: _ChoiceState, call: dict[str, Any], found: EventFindings
     ) -> None:
         if state.legacy_function is None:
             state.legacy_function = _ToolCall(0)
@@ -865,7 +871,7 @@ class OpenAIChatChecker(Checker):
         found.add(rules.FUNCTION_CALL_MIXED, detail)
 
     def _content_after_finish(
-        self, state: _ChoiceState, delta: ChatDelta, found: EventFindings
+        self, state: _ChoiceState, delta: dict[str, Any], found: EventFindings
     ) -> None:
         # Empty strings and empty lists carry nothing: only real content counts.
         kinds = [
@@ -922,13 +928,12 @@ class OpenAIChatChecker(Checker):
                 detail = f"{where} finished but the arguments of {what} are not JSON ({error}): "
                 found.add(rules.TOOL_CALL_ARGUMENTS_INVALID, detail + preview(text))
 
-    def _on_usage(self, chunk: ChatChunk, usage: ChatUsage, found: EventFindings) -> None:
+    def _on_usage(self, chunk: dict[str, Any], usage: dict[str, Any], found: EventFindings) -> None:
         choices = chunk.get("choices")
         if self._include_usage is False:
             detail = " carries usage but stream_options.include_usage was not requested"
             found.add(rules.USAGE_UNREQUESTED, detail)
-        # Untyped .get: a chunk read leniently may carry a usage with missing or mistyped
-        # counts, whatever ChatUsage says.
+        # .get: a chunk read leniently may carry a usage with missing or mistyped counts.
         counts: Mapping[str, Any] = usage
         prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
         total = counts.get("total_tokens")

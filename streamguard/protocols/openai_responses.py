@@ -21,7 +21,7 @@ client, unfinished (``missing_terminal`` at the body's end), and every event aft
 the terminal included, is ``event_after_terminal``: the body looks complete, the client
 raises "Didn't receive a `response.completed` event".
 
-Each event is validated whole and its sequence judged (``classify``), then it follows its
+Each event is checked whole and its sequence judged (``classify``), then it follows its
 type's route (``ROUTES``, from ``_KINDS`` and ``_HANDLERS``: its step, then its handler);
 an event inside an item goes through ``_on_item_event``, which finds the open item it
 names and hands it to ``_ITEM_HANDLERS``. ``sequence_number`` must count up by one from 0 (from
@@ -41,16 +41,18 @@ loses them all in the stream helper's final response (``completed_output_empty``
 ``keepalive`` are legal. In-band errors (``error`` events, ``response.failed``'s
 ``response.error``) are checked against the shape the openai-python SDK reads.
 
-Payloads are parsed and shape-checked in one pass by pydantic-core against
-``_shapes.ResponsesEvent``, a strict TypedDict of the fields the rules read (unknown keys
-are ignored); which of those fields an event type requires is in ``_REQUIRED``. The shape
-holds what the SDK's stream helper reads and would raise on: ``response.output`` a list
+Payloads are parsed, then checked against ``RESPONSE_STREAM_EVENT``, one shape for every
+event type (``_generated_openai_responses``: the fields the rules read, typed as
+openai-python's event models all type them, strictly) and read through it
+(``_fields.declared``: unknown keys are dropped); which of those fields an event type
+requires is in ``_REQUIRED``. Its hand-written part holds what the SDK's stream helper
+reads and would raise on: ``response.output`` a list
 (or null) of entries with a string ``type``, an item's ``content`` a list (null only off a
 message) of parts, each an object with a string ``type``, a part an object with a string
-``type`` and ``text``; a text delta must be a string (checked by hand: ``ResponsesEvent``
-leaves ``delta`` untyped, since an unknown event's may be anything). A payload
-that fails that check is reported (``schema_mismatch``) and then checked like any other on
-the fields that do have the right type (``_salvage``): a non-conforming server is where the
+``type`` and ``text``; a text delta must be a string (checked by hand: the shape leaves
+``delta`` untyped, since an unknown event's may be anything). A payload that fails that
+check is reported (``schema_mismatch``) and then checked like any other on the fields
+that do have the right type (``_fields.usable``): a non-conforming server is where the
 lifecycle rules matter. A payload that is not JSON at all takes no lifecycle step.
 
 Bounded state
@@ -70,15 +72,12 @@ through ``_wire.number``, and lists of items are cut short.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, cast
-
-from pydantic import ValidationError
+from typing import Any, Final
 
 from streamguard import rules
 from streamguard._wire import describe, kept_key, number, token
 from streamguard.protocols._entities import Entities, EntityKind
-from streamguard.protocols._payload import lenient, validation_finding
-from streamguard.protocols._shapes import RESPONSES_EVENT, ResponsesEvent, ResponsesResponse
+from streamguard.protocols._generated_openai_responses import RESPONSE_STREAM_EVENT
 from streamguard.protocols.engine import (
     ANY,
     END,
@@ -100,10 +99,12 @@ from streamguard.protocols.engine import (
     any_json,
     broken,
     cut_rows,
+    declared,
     go,
     json_object,
     json_string_text,
     may_name,
+    nested_problem,
     object_problems,
     opt,
     parse_json,
@@ -112,6 +113,7 @@ from streamguard.protocols.engine import (
     shape_problem,
     terminated_lifecycle,
     type_name,
+    usable,
 )
 from streamguard.report import Finding
 from streamguard.request import RequestBody, RequestFact
@@ -402,8 +404,8 @@ def _drop_item(checker: Checker, item: _OpenItem) -> None:
         _forget(checker, item.text)
 
 
-_Handler = Callable[["OpenAIResponsesChecker", ResponsesEvent, EventFindings], None]
-_ItemHandler = Callable[["OpenAIResponsesChecker", ResponsesEvent, _OpenItem, EventFindings], None]
+_Handler = Callable[["OpenAIResponsesChecker", dict[str, Any], EventFindings], None]
+_ItemHandler = Callable[["OpenAIResponsesChecker", dict[str, Any], _OpenItem, EventFindings], None]
 
 
 class OpenAIResponsesChecker(Checker):
@@ -519,8 +521,8 @@ class OpenAIResponsesChecker(Checker):
         return False
 
     def classify(self, event: Event, found: EventFindings) -> Route | None:
-        # Every event is validated whole against the SDK's union (pydantic-core, not a
-        # route's shape), an invalid one's fields of the right type read on (``_salvage``),
+        # Every event is checked whole against one shape (not a route's: an unknown type
+        # is checked too), an invalid one's fields of the right type read on (``usable``),
         # and its sequence number, required fields and name judged before its step. An
         # undocumented type is no finding (the SDK passes it on): one that names an item
         # goes to the item's route.
@@ -532,22 +534,28 @@ class OpenAIResponsesChecker(Checker):
             found.payload = NO_PAYLOAD
             return _DONE_ROUTE
         try:
-            payload = RESPONSES_EVENT.validate_json(data)
-        except ValidationError as error:  # report it, then check what it carries
-            shape = validation_finding(error, event, found.index)
-            found.items.append(shape)
-            salvaged = _salvage(data) if shape.rule == rules.SCHEMA_MISMATCH.name else None
-            if salvaged is None:  # not JSON, not an object, or no string type: nothing to go on
+            raw = parse_json(data)
+        except ValueError:  # syntax, recursion limit, number out of range
+            raw = None
+        if type(raw) is not dict:  # parsed again for the invalid_json finding all share
+            self.parse_object(event, found.index, found.items)
+            self._next_sequence += 1  # it presumably took its slot: no follow-on gap
+            return None
+        problem = nested_problem(raw, RESPONSE_STREAM_EVENT)
+        if problem is None:
+            self._event_malformed = False
+            payload = declared(raw, RESPONSE_STREAM_EVENT)  # a provider's additions unread
+        else:  # report it, then check what it carries
+            found.add(rules.SCHEMA_MISMATCH, f": {problem}")
+            if type(raw.get("type")) is not str:  # no string type: nothing to go on
                 self._next_sequence += 1  # it presumably took its slot: no follow-on gap
                 return None
             self._event_malformed = True
-            payload = salvaged
-        else:
-            self._event_malformed = False
-        found.payload = cast(dict[str, Any], payload)
+            payload = usable(raw, RESPONSE_STREAM_EVENT)
+        found.payload = payload
         return self._route(payload, found)
 
-    def _route(self, payload: ResponsesEvent, found: EventFindings) -> Route:
+    def _route(self, payload: dict[str, Any], found: EventFindings) -> Route:
         """The rules of every event, then its route."""
         kind = payload["type"]
         fields: Mapping[str, Any] = payload  # salvaged, it may lack a required field
@@ -562,7 +570,7 @@ class OpenAIResponsesChecker(Checker):
                     detail = f": field {field}: required on {_kind(kind)} but missing"
                     found.add(rules.SCHEMA_MISMATCH, detail)
                     break
-            # ``ResponsesEvent`` leaves ``delta`` untyped (an unknown event's may be
+            # The shape leaves ``delta`` untyped (an unknown event's may be
             # anything); a text delta is a string: the stream helper adds it to a string.
             if kind in _TEXT_DELTAS and "delta" in payload and type(payload["delta"]) is not str:
                 detail = (
@@ -598,19 +606,19 @@ class OpenAIResponsesChecker(Checker):
 
     # -- the response's lifecycle events --------------------------------------------------
 
-    def _on_opening(self, payload: ResponsesEvent, found: EventFindings) -> None:
+    def _on_opening(self, payload: dict[str, Any], found: EventFindings) -> None:
         if payload["type"] == "response.created" and self._created_index is None:
             self._created_index = found.index
         self._check_response(payload, found)
 
-    def _on_error(self, payload: ResponsesEvent, found: EventFindings) -> None:
+    def _on_error(self, payload: dict[str, Any], found: EventFindings) -> None:
         # Only response.failed or [DONE] may follow: no item is checked any more.
         self._items.forget_all(self)
         problem = _error_event_problem(payload)
         if problem is not None and not self._event_malformed:
             found.add(rules.SCHEMA_MISMATCH, f": {problem}")
 
-    def _on_terminal(self, payload: ResponsesEvent, found: EventFindings) -> None:
+    def _on_terminal(self, payload: dict[str, Any], found: EventFindings) -> None:
         self._check_response(payload, found)
         kind = payload["type"]
         if kind != "response.failed":
@@ -629,7 +637,7 @@ class OpenAIResponsesChecker(Checker):
                 found.add(rules.COMPLETED_OUTPUT_EMPTY, detail)
         self._items.forget_all(self)  # the response ended: nothing more is checked
 
-    def _check_response(self, payload: ResponsesEvent, found: EventFindings) -> None:
+    def _check_response(self, payload: dict[str, Any], found: EventFindings) -> None:
         response = payload.get("response")
         if response is None:  # missing or not an object: schema_mismatch said so
             return
@@ -668,7 +676,7 @@ class OpenAIResponsesChecker(Checker):
 
     # -- output items ------------------------------------------------------------------
 
-    def _on_item_added(self, payload: ResponsesEvent, found: EventFindings) -> None:
+    def _on_item_added(self, payload: dict[str, Any], found: EventFindings) -> None:
         output_index = payload.get("output_index")
         if output_index is None:  # the item cannot be placed: schema_mismatch said so
             return
@@ -696,7 +704,7 @@ class OpenAIResponsesChecker(Checker):
         # An item open at that index (reused while open) is dropped: the new one is followed.
         self._items.keep(self, output_index, item)
 
-    def _on_item_event(self, payload: ResponsesEvent, found: EventFindings) -> None:
+    def _on_item_event(self, payload: dict[str, Any], found: EventFindings) -> None:
         """An event inside an item (parts, deltas, hosted-tool progress, its done): find
         the open item it names, then hand it to its type's item handler."""
         kind = payload["type"]
@@ -755,7 +763,7 @@ class OpenAIResponsesChecker(Checker):
         self._items.keep(self, output_index, item)
         return item
 
-    def _on_item_done(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
+    def _on_item_done(self, payload: dict[str, Any], item: _OpenItem, found: EventFindings) -> None:
         self._items.close(item.number)
         self._items_done += 1
         where = f"{_named(payload['type'])}: item {number(item.number)}"
@@ -774,7 +782,7 @@ class OpenAIResponsesChecker(Checker):
 
     # -- parts and texts ---------------------------------------------------------------
 
-    def _on_part(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
+    def _on_part(self, payload: dict[str, Any], item: _OpenItem, found: EventFindings) -> None:
         content, opens = _PART_EVENTS[payload["type"]]
         part = payload.get("content_index") if content else payload.get("summary_index")
         if part is None:  # missing: schema_mismatch said so, and no part can be named
@@ -806,13 +814,13 @@ class OpenAIResponsesChecker(Checker):
         return text if item.parts.keep(self, key, text) else None
 
     def _on_annotation(
-        self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings
+        self, payload: dict[str, Any], item: _OpenItem, found: EventFindings
     ) -> None:
         part = payload.get("content_index")
         if part is not None and _part_key(True, part) not in item.parts.open and not item.adopted:
             _part_not_open(payload, item, found, True, part)
 
-    def _on_text(self, payload: ResponsesEvent, item: _OpenItem, found: EventFindings) -> None:
+    def _on_text(self, payload: dict[str, Any], item: _OpenItem, found: EventFindings) -> None:
         kind = payload["type"]
         field, final, is_delta = _TEXT_EVENTS[kind]
         part = None
@@ -913,7 +921,7 @@ _ITEM_HANDLERS: Final[dict[str, _ItemHandler]] = {
 
 
 def _part_not_open(
-    payload: ResponsesEvent,
+    payload: dict[str, Any],
     item: _OpenItem,
     found: EventFindings,
     content: bool,
@@ -932,7 +940,7 @@ def _kind(value: object) -> str:
 
 
 def _status(value: object) -> str:
-    # A status of the wrong type was dropped by _salvage (and reported as schema_mismatch).
+    # A status of the wrong type was dropped by ``usable`` (and reported as schema_mismatch).
     return "missing or not a string" if value is None else token(value, _STATUSES)
 
 
@@ -958,22 +966,11 @@ def _type_of(event: Event) -> str | None:
     if event.event != "message":
         return event.event
     try:
-        return RESPONSES_EVENT.validate_json(event.data)["type"]
-    except ValidationError:
-        payload = _salvage(event.data)
-        return None if payload is None else payload["type"]
-
-
-def _salvage(data: str) -> ResponsesEvent | None:
-    """The fields of a payload that failed the strict check that do have ``ResponsesEvent``'s
-    types (``lenient``); None without a string ``type``."""
-    try:
-        raw = parse_json(data)
+        raw = parse_json(event.data)
     except ValueError:
         return None
-    if not isinstance(raw, dict) or type(raw.get("type")) is not str:
-        return None
-    return cast(ResponsesEvent, lenient(ResponsesEvent, raw))
+    kind = raw.get("type") if type(raw) is dict else None
+    return kind if type(kind) is str else None
 
 
 #: An ``error`` event's fields, flat (documented) or in a nested ``error`` object (observed),
@@ -988,7 +985,7 @@ _NESTED_ERROR_FIELDS: Final = (*_ERROR_EVENT_FIELDS, opt("type", nullable=True))
 _RESPONSE_ERROR_FIELDS: Final = (req("message"), opt("code", nullable=True))
 
 
-def _error_event_problem(payload: ResponsesEvent) -> str | None:
+def _error_event_problem(payload: dict[str, Any]) -> str | None:
     """Where an ``error`` event differs from what openai-python reads; None when it fits.
 
     Two shapes are real (reference §2.6): the documented flat one (``message``, ``code``,
@@ -996,7 +993,7 @@ def _error_event_problem(payload: ResponsesEvent) -> str | None:
     raises with ``error.message`` when ``error`` is truthy, else builds a
     ``ResponseErrorEvent``.
     """
-    fields = cast(Mapping[str, Any], payload)
+    fields: Mapping[str, Any] = payload
     nested = fields.get("error")
     if nested:
         return next(iter(object_problems(nested, _NESTED_ERROR_FIELDS, "error")), None)
@@ -1011,7 +1008,7 @@ def _response_error_problem(error: object) -> str | None:
     return next(iter(object_problems(error, _RESPONSE_ERROR_FIELDS, "response.error")), None)
 
 
-def _reason(response: ResponsesResponse) -> object:
+def _reason(response: Mapping[str, Any]) -> object:
     details = response.get("incomplete_details")
     return details.get("reason") if isinstance(details, Mapping) else None
 

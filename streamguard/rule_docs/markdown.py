@@ -5,14 +5,22 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Final
 
-from streamguard.protocols import _generated_cohere
+from streamguard.protocols import (
+    _generated_cohere,
+    _generated_openai_chat,
+    _generated_openai_responses,
+)
 from streamguard.rule_docs import get_rule_doc
 from streamguard.rules import RULES
 
 __all__ = ["GENERATED_SHAPES", "rules_markdown"]
 
 #: The modules ``tools/shapes.py`` writes, by protocol (each names its client and version).
-GENERATED_SHAPES: Final[dict[str, ModuleType]] = {"cohere": _generated_cohere}
+GENERATED_SHAPES: Final[dict[str, ModuleType]] = {
+    "cohere": _generated_cohere,
+    "openai_chat": _generated_openai_chat,
+    "openai_responses": _generated_openai_responses,
+}
 
 
 def rules_markdown() -> str:
@@ -64,7 +72,14 @@ def rules_markdown() -> str:
         "models (`tools/shapes.py`, `make shapes`), a payload that client's models refuse is "
         "a `schema_mismatch` exactly where the client refuses it; "
         "`tests/test_shapes_generated.py` fails when the installed client, at the pinned "
-        "version, differs from the checked-in module.",
+        "version, differs from the checked-in module. openai-python validates no stream "
+        "payload (it builds each with `construct_type`, which keeps a value of the wrong "
+        "type as sent): there the shape holds the fields its readers use (the SDK's stream "
+        "helpers, openai-agents, langchain-openai, the checker's rules), typed as its models "
+        "type them and read strictly (`7.0` is no integer), with the few declarations "
+        "written by hand, each with its reason, in `tools/shapes.py`; Responses' event "
+        "models are merged into one shape, since every event, of a type the SDK knows or "
+        "not, is checked.",
         "",
         "| protocol | client | version | models | module |",
         "|---|---|---|---|---|",

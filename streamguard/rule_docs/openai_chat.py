@@ -107,6 +107,31 @@ DOCS: tuple[RuleDoc, ...] = (
             the stream with an error instead.""",
     ),
     rule_doc(
+        "envelope_field_missing",
+        meaning="""
+            A chunk lacks its `id`, `model` or `created`, or sends it as `null`: the fields
+            every chunk of a completion carries beside `object` (vLLM's error object, for
+            one, carries none of them). Reported once per stream. The same field of another type (`"created": "1755012345"`) is a
+            `schema_mismatch`, and so is a missing `object`: the SDK's stream helper skips a
+            chunk whose `object` is not `chat.completion.chunk`, and its content with it.""",
+        clients="""
+            openai-python reads such a chunk whole, with its stream helper and by plain
+            iteration (the oracle suite reads both): nothing fails. The completion it
+            assembles lacks the field, so code that logs, caches or bills by the answer's
+            id or model finds `None` there.""",
+        example="""
+            data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}
+
+            data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
+
+            data: [DONE]
+
+            """,
+        fix="""
+            Put the completion's `id`, `model` and `created` (a Unix timestamp in seconds) on
+            every chunk, the usage chunk included.""",
+    ),
+    rule_doc(
         "choice_index_invalid",
         meaning="""
             A choice's `index` is negative, or (when the request is known) not below the `n` it
