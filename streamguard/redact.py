@@ -175,6 +175,17 @@ def _strings(value: object, into: set[bytes]) -> None:
                 _strings(item, into)
 
 
+def _attribute_names(value: object) -> Iterable[str]:
+    """The attributes of a protocol module's object: its ``__slots__``, a compiled class's
+    (mypyc's native classes have neither slots nor a ``__dict__`` to list, but name their
+    attributes in ``__mypyc_attrs__``), or its ``__dict__``'s."""
+    kind = type(value)
+    names = getattr(kind, "__slots__", None) or getattr(kind, "__mypyc_attrs__", None)
+    if names is not None:
+        return (names,) if isinstance(names, str) else names
+    return list(getattr(value, "__dict__", {}))
+
+
 def vocabulary() -> frozenset[bytes]:
     """The words of the registered protocols: their route tables' types, sentinels, event
     names, the string constants of their modules (documented finish reasons, states, types)
@@ -205,7 +216,7 @@ def vocabulary() -> frozenset[bytes]:
             for item in value:
                 walk(item, depth + 1)
         elif type(value).__module__.startswith("streamguard.protocols"):
-            for name in getattr(type(value), "__slots__", ()) or vars(value):
+            for name in _attribute_names(value):
                 walk(getattr(value, name, None), depth + 1)
 
     for checker in CHECKERS.values():
