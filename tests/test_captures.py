@@ -230,34 +230,52 @@ def test_a_failing_or_slow_store_neither_blocks_nor_breaks_a_stream() -> None:
 def test_a_thousand_failing_streams_a_minute_stay_within_the_bounds(tmp_path: Path) -> None:
     """The attack: a thousand failing streams in one minute of the injected clock. At most
     ``per_rule_per_minute`` captures per rule are written, the directory stays within its
-    quota, and what the captures hold while the streams run stays within the cap."""
+    quota, and what the captures hold while the streams run stays within the cap.
+
+    The peak traced is the middleware's alone: its logs are off and each report is reduced
+    to what the test reads as it arrives (a log line captured by pytest, a report kept, is
+    the test's memory, and grew with the streams), and one stream runs before tracing, so
+    that first-use work (the redaction's vocabulary, lazy imports) is not counted as held."""
     clock = FakeClock()
     per_minute, quota = 5, 64 * 1024
-    app, reports = _middleware(
-        _stream_steps(BROKEN.body),
-        DirectoryStore(tmp_path, quota),
-        clock,
-        per_rule_per_minute=per_minute,
-        max_stream_bytes=2048,
+    captured: list[str] = []
+    rules: set[str] = set()
+
+    def on_report(report: StreamReport) -> None:
+        rules.update(report.rules())
+        if report.capture_id is not None:
+            captured.append(report.capture_id)
+
+    app = StreamGuardMiddleware(
+        ScriptedApp(_stream_steps(BROKEN.body)),
+        routes={CHAT: "openai_chat"},
+        capture={"severity": "error", "per_rule_per_minute": per_minute, "max_stream_bytes": 2048},
+        capture_store=DirectoryStore(tmp_path, quota),
+        metrics=False,
+        logs={"enabled": False},
+        on_report=on_report,
+        clock=clock,
     )
+    run(app, http_scope("POST", CHAT))  # first use, before tracing
+    app.captures.writer.flush()  # type: ignore[union-attr]
     tracemalloc.start()
     try:
-        for number in range(1000):
+        for number in range(1, 1000):
             clock.now = number * 0.06  # a thousand in one minute
             run(app, http_scope("POST", CHAT))
         app.captures.writer.flush()  # type: ignore[union-attr]
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    captured = [r for r in reports if r.capture_id is not None]
-    rules = {rule for r in reports for rule in r.rules()}
     assert len(captured) <= per_minute * len(rules)
     assert app.captures.rate_limited == 1000 - len(captured)  # type: ignore[union-attr]
     files = list(tmp_path.glob(f"*{CAPTURE_SUFFIX}"))
     assert len(files) == len(captured)
     assert sum(f.stat().st_size for f in files) <= quota
-    # One stream at a time is open: what it held is bounded by the cap, whatever ran.
-    assert peak < 4 * 1024 * 1024
+    # One stream at a time is open: what it held is bounded by the cap, whatever ran (the
+    # peak was 30 KB compiled and 238 KB pure on 2026-12-07; 4.5 MB while the test kept
+    # every report and log line, which grows with the streams).
+    assert peak < 1024 * 1024
 
 
 def test_qualifying_rules() -> None:
