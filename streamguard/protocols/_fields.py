@@ -530,9 +530,50 @@ def _holding(holds: str) -> str:
 # the rules still run on what is right (no blind spot behind a ``schema_mismatch``).
 
 
+#: Each shape ``declared`` has read, by identity, with the names it declares (flat and
+#: nested). The shape is held beside its names so that its id is never another's: the
+#: shapes are the protocols' module constants, a bounded set the wire never adds to.
+_DECLARED_NAMES: dict[int, tuple[Shape, frozenset[str]]] = {}
+
+
 def declared(payload: Mapping[str, Any], shape: Shape) -> dict[str, Any]:
     """``payload``, which fits ``shape``, with only the fields ``shape`` declares, nested
-    objects and lists of them read the same way."""
+    objects and lists of them read the same way.
+
+    A payload that carries no undeclared field at any level (the common chunk: a provider
+    adds none) is returned itself, not copied: equal to the copy, keys in the wire's order.
+    Its keys are looked up in the shape's names only until the first undeclared one, so
+    the test is bounded by the shape, not by the payload."""
+    if type(payload) is dict and _declares_all(payload, shape):
+        return payload
+    return _declared_copy(payload, shape)
+
+
+def _declares_all(payload: dict[str, Any], shape: Shape) -> bool:
+    """Whether ``shape`` declares every field of ``payload`` and of its nested objects."""
+    known = _DECLARED_NAMES.get(id(shape))
+    if known is None:
+        names = frozenset(
+            [field.name for field in shape.fields] + [nested.name for nested in shape.nested]
+        )
+        known = _DECLARED_NAMES[id(shape)] = (shape, names)
+    names = known[1]
+    for key in payload:
+        if key not in names:
+            return False
+    for nested in shape.nested:
+        value = payload.get(nested.name)
+        if type(value) is dict:
+            if not _declares_all(value, nested.shape):
+                return False
+        elif type(value) is list:
+            for item in value:
+                if type(item) is dict and not _declares_all(item, nested.shape):
+                    return False
+    return True
+
+
+def _declared_copy(payload: Mapping[str, Any], shape: Shape) -> dict[str, Any]:
     view: dict[str, Any] = {}
     for field in shape.fields:
         if field.name in payload:
