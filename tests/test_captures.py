@@ -227,17 +227,16 @@ def test_a_failing_or_slow_store_neither_blocks_nor_breaks_a_stream() -> None:
     assert len(taken) + writer.dropped + app.captures.rate_limited == 40  # type: ignore[union-attr]
 
 
-def test_a_thousand_failing_streams_a_minute_stay_within_the_bounds(tmp_path: Path) -> None:
-    """The attack: a thousand failing streams in one minute of the injected clock. At most
-    ``per_rule_per_minute`` captures per rule are written, the directory stays within its
-    quota, and what the captures hold while the streams run stays within the cap.
+def thousand_failing_streams(directory: Path, per_minute: int, quota: int) -> dict[str, Any]:
+    """The attack of the next test, run in the interpreter that calls it: a thousand failing
+    streams in one minute of an injected clock; what it wrote, rate-limited, and the peak
+    traced meanwhile.
 
-    The peak traced is the middleware's alone: its logs are off and each report is reduced
-    to what the test reads as it arrives (a log line captured by pytest, a report kept, is
-    the test's memory, and grew with the streams), and one stream runs before tracing, so
-    that first-use work (the redaction's vocabulary, lazy imports) is not counted as held."""
+    The peak is the middleware's alone: its logs are off and each report is reduced to what
+    the test reads as it arrives (a captured log line, a kept report is the test's memory,
+    and grows with the streams), and one stream runs before tracing, so that first-use work
+    (the redaction's vocabulary, lazy imports) is not counted as held."""
     clock = FakeClock()
-    per_minute, quota = 5, 64 * 1024
     captured: list[str] = []
     rules: set[str] = set()
 
@@ -250,7 +249,7 @@ def test_a_thousand_failing_streams_a_minute_stay_within_the_bounds(tmp_path: Pa
         ScriptedApp(_stream_steps(BROKEN.body)),
         routes={CHAT: "openai_chat"},
         capture={"severity": "error", "per_rule_per_minute": per_minute, "max_stream_bytes": 2048},
-        capture_store=DirectoryStore(tmp_path, quota),
+        capture_store=DirectoryStore(directory, quota),
         metrics=False,
         logs={"enabled": False},
         on_report=on_report,
@@ -267,15 +266,49 @@ def test_a_thousand_failing_streams_a_minute_stay_within_the_bounds(tmp_path: Pa
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert len(captured) <= per_minute * len(rules)
-    assert app.captures.rate_limited == 1000 - len(captured)  # type: ignore[union-attr]
+    return {
+        "captured": len(captured),
+        "rules": len(rules),
+        "rate_limited": app.captures.rate_limited,  # type: ignore[union-attr]
+        "peak": peak,
+    }
+
+
+def test_a_thousand_failing_streams_a_minute_stay_within_the_bounds(tmp_path: Path) -> None:
+    """The attack: a thousand failing streams in one minute of the injected clock. At most
+    ``per_rule_per_minute`` captures per rule are written, the directory stays within its
+    quota, and what the captures hold while the streams run stays within the cap.
+
+    Run in a fresh interpreter: ``tracemalloc`` traces every thread, and what earlier tests
+    left running (servers, writers) allocated into the peak when the suite ran in one
+    process (3.9 MB in ``make check``'s order, 30 KB alone)."""
+    import subprocess
+    import sys
+
+    per_minute, quota = 5, 64 * 1024
+    script = (
+        "import json, pathlib; from tests.test_captures import thousand_failing_streams; "
+        f"print(json.dumps(thousand_failing_streams(pathlib.Path({str(tmp_path)!r}), "
+        f"{per_minute}, {quota})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["captured"] <= per_minute * result["rules"]
+    assert result["rate_limited"] == 1000 - result["captured"]
     files = list(tmp_path.glob(f"*{CAPTURE_SUFFIX}"))
-    assert len(files) == len(captured)
+    assert len(files) == result["captured"]
     assert sum(f.stat().st_size for f in files) <= quota
     # One stream at a time is open: what it held is bounded by the cap, whatever ran (the
     # peak was 30 KB compiled and 238 KB pure on 2026-12-07; 4.5 MB while the test kept
     # every report and log line, which grows with the streams).
-    assert peak < 1024 * 1024
+    assert result["peak"] < 1024 * 1024
 
 
 def test_qualifying_rules() -> None:
